@@ -1,0 +1,117 @@
+//! Driving a [`ConnectionHandler`] on a blocking socket, as prefork and worker do.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::connection_handler::{ConnectionHandler, Interest, Wait};
+use crate::stream::Stream;
+
+/// The waits a blocking driver enforces with `SO_RCVTIMEO`/`SO_SNDTIMEO`.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Mid-request reads and every write.
+    pub request: Duration,
+    /// Idle between requests.
+    pub keepalive: Duration,
+    /// Longest lingering drain before close.
+    pub linger: Duration,
+}
+
+impl Timeouts {
+    /// The timeouts a configuration asks for.
+    pub fn from_config(config: &Config) -> Timeouts {
+        Timeouts {
+            request: config.timeout,
+            keepalive: config.keepalive_timeout,
+            linger: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Told when a connection parks idle between requests and when it is about
+/// to close, so that a stopping server can close idle connections instead of
+/// waiting out their timeout, and never touches a descriptor after its close.
+pub trait IdlePark {
+    /// The connection on `fd` is about to wait idle for its next request.
+    /// Return false if the server is stopping: the driver then closes it.
+    fn park(&mut self, fd: RawFd) -> bool;
+    /// The idle wait on the connection ended (a request arrived, or not).
+    fn unpark(&mut self);
+    /// The connection's descriptor is about to be closed.
+    fn closing(&mut self);
+}
+
+/// An [`IdlePark`] that never stops idle connections early.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoPark;
+
+impl IdlePark for NoPark {
+    fn park(&mut self, _fd: RawFd) -> bool {
+        true
+    }
+    fn unpark(&mut self) {}
+    fn closing(&mut self) {}
+}
+
+/// Serve one connection to completion with blocking I/O: call the handler's
+/// steps as its [`Interest`] asks, with the matching socket timeout, until it
+/// closes. Returns the number of steps taken.
+pub fn serve_blocking<H: ConnectionHandler>(
+    handler: &mut H,
+    mut stream: Stream,
+    timeouts: &Timeouts,
+    park: &mut dyn IdlePark,
+) -> u64 {
+    let mut steps = 0u64;
+    if stream.set_write_timeout(timeouts.request).is_err() {
+        park.closing();
+        return steps;
+    }
+    let mut conn = handler.connected(&stream);
+    let mut interest = Interest::Read(Wait::Request);
+    loop {
+        steps += 1;
+        interest = match interest {
+            Interest::Read(wait) => {
+                let limit = match wait {
+                    Wait::Request => timeouts.request,
+                    Wait::KeepAlive => timeouts.keepalive,
+                };
+                if stream.set_read_timeout(limit).is_err() {
+                    park.closing();
+                    return steps;
+                }
+                if wait == Wait::KeepAlive {
+                    let fd = stream.as_raw_fd();
+                    if !park.park(fd) {
+                        park.unpark();
+                        park.closing();
+                        return steps;
+                    }
+                    let next = handler.readable(&mut conn, &mut stream);
+                    park.unpark();
+                    next
+                } else {
+                    handler.readable(&mut conn, &mut stream)
+                }
+            }
+            Interest::Write => handler.writable(&mut conn, &mut stream),
+            Interest::Close => {
+                park.closing();
+                return steps;
+            }
+            Interest::Linger => {
+                park.closing();
+                stream.linger_close(timeouts.linger);
+                return steps;
+            }
+        };
+        // On a blocking socket, WouldBlock means SO_RCVTIMEO/SO_SNDTIMEO expired.
+        if stream.take_would_block() {
+            handler.timed_out(&mut conn, &mut stream);
+            park.closing();
+            return steps;
+        }
+    }
+}

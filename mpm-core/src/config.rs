@@ -1,0 +1,499 @@
+//! Server configuration: command-line flags and an optional TOML file with the
+//! same keys, the command line winning.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// The process models a server can run under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MpmKind {
+    /// Single-threaded child processes taking turns under an accept mutex.
+    Prefork,
+    /// A pool of threads taking turns under a listener mutex.
+    Worker,
+    /// An epoll listener thread per process that parks idle connections.
+    Event,
+}
+
+impl MpmKind {
+    /// Every process model, in the order reports list them.
+    pub const ALL: [MpmKind; 3] = [MpmKind::Prefork, MpmKind::Worker, MpmKind::Event];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            MpmKind::Prefork => "prefork",
+            MpmKind::Worker => "worker",
+            MpmKind::Event => "event",
+        }
+    }
+}
+
+impl fmt::Display for MpmKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for MpmKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        MpmKind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown MPM '{s}' (expected prefork, worker or event)"))
+    }
+}
+
+impl<'de> Deserialize<'de> for MpmKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A duration given as seconds (`5`, `2.5`) or with a unit (`500ms`, `5s`, `2m`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seconds(pub Duration);
+
+impl FromStr for Seconds {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+            (n, 0.001)
+        } else if let Some(n) = t.strip_suffix('s') {
+            (n, 1.0)
+        } else if let Some(n) = t.strip_suffix('m') {
+            (n, 60.0)
+        } else {
+            (t, 1.0)
+        };
+        let value: f64 = num
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a duration (try 5, 2.5s or 500ms)"))?;
+        if !value.is_finite() || value < 0.0 || value * scale > 1e9 {
+            return Err(format!("'{s}' is not a duration (try 5, 2.5s or 500ms)"));
+        }
+        Ok(Seconds(Duration::from_secs_f64(value * scale)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Float(f64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Seconds(Duration::from_secs(n))),
+            Raw::Float(f) => f.to_string().parse().map_err(serde::de::Error::custom),
+            Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A switch written `on` or `off` (also `true`/`false`), as httpd's directives are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OnOff(pub bool);
+
+impl FromStr for OnOff {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "on" | "true" | "yes" | "1" => Ok(OnOff(true)),
+            "off" | "false" | "no" | "0" => Ok(OnOff(false)),
+            _ => Err(format!("'{s}' is not on or off")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for OnOff {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(b) => Ok(OnOff(b)),
+            Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// One source of settings, every field optional: the command line, or a TOML
+/// file whose keys are the flags' names (`max-request-workers = 64`).
+///
+/// Layers are merged by [`Config::resolve`]; a value given on the command
+/// line wins over the file.
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConfigLayer {
+    /// Process model: prefork, worker or event.
+    #[arg(long, value_name = "MPM")]
+    pub mpm: Option<MpmKind>,
+    /// Address to listen on (IPv4 `127.0.0.1:8080` or IPv6 `[::1]:8080`); repeat for several.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(default)]
+    pub listen: Vec<String>,
+    /// Listen backlog (accept queue length) for each listening socket.
+    #[arg(long, value_name = "N")]
+    pub backlog: Option<u32>,
+    /// Directory to serve; without it, an embedded welcome site is served.
+    #[arg(long, value_name = "DIR")]
+    pub docroot: Option<PathBuf>,
+    /// Most requests served at once (threads, or processes for prefork).
+    #[arg(long, value_name = "N")]
+    pub max_request_workers: Option<usize>,
+    /// Threads in each worker process (default: max-request-workers while
+    /// worker runs as one process).
+    #[arg(long, value_name = "N")]
+    pub threads_per_child: Option<usize>,
+    /// Keep connections open between requests: on or off.
+    #[arg(long, value_name = "on|off")]
+    pub keepalive: Option<OnOff>,
+    /// How long an idle keep-alive connection waits for its next request.
+    #[arg(long, value_name = "DURATION")]
+    pub keepalive_timeout: Option<Seconds>,
+    /// Requests served on one connection before it is closed (0: no limit).
+    #[arg(long, value_name = "N")]
+    pub max_keepalive_requests: Option<u64>,
+    /// How long one read or write of a request in progress may wait.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<Seconds>,
+    /// How long a client may take to send a whole request head (408 after it).
+    #[arg(long, value_name = "DURATION")]
+    pub request_header_timeout: Option<Seconds>,
+    /// How long a stopping server waits for requests in flight.
+    #[arg(long, value_name = "DURATION")]
+    pub graceful_timeout: Option<Seconds>,
+    /// Send file bodies with sendfile(2) (on) or read+write (off).
+    #[arg(long, value_name = "on|off")]
+    pub sendfile: Option<OnOff>,
+    /// Longest request line accepted (414 beyond it).
+    #[arg(long, value_name = "BYTES")]
+    pub limit_request_line: Option<usize>,
+    /// Most header fields in one request (431 beyond it; at most 128).
+    #[arg(long, value_name = "N")]
+    pub limit_request_fields: Option<usize>,
+    /// Longest header field accepted (431 beyond it).
+    #[arg(long, value_name = "BYTES")]
+    pub limit_request_field_size: Option<usize>,
+    /// Largest request body accepted (413 beyond it).
+    #[arg(long, value_name = "BYTES")]
+    pub limit_request_body: Option<u64>,
+}
+
+impl ConfigLayer {
+    /// Read a TOML file of settings. Errors are one line naming the file,
+    /// the line and the problem.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::config(format!("config {}: {e}", path.display())))?;
+        Self::from_toml(&text).map_err(|e| Error::config(format!("config {}: {e}", path.display())))
+    }
+
+    /// Parse settings from TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let msg = e.message().replace('\n', " ");
+            match line {
+                Some(l) => format!("line {l}: {msg}"),
+                None => msg,
+            }
+        })
+    }
+
+    /// Fill every field this layer leaves unset from `lower`.
+    pub fn or(self, lower: ConfigLayer) -> ConfigLayer {
+        ConfigLayer {
+            mpm: self.mpm.or(lower.mpm),
+            listen: if self.listen.is_empty() {
+                lower.listen
+            } else {
+                self.listen
+            },
+            backlog: self.backlog.or(lower.backlog),
+            docroot: self.docroot.or(lower.docroot),
+            max_request_workers: self.max_request_workers.or(lower.max_request_workers),
+            threads_per_child: self.threads_per_child.or(lower.threads_per_child),
+            keepalive: self.keepalive.or(lower.keepalive),
+            keepalive_timeout: self.keepalive_timeout.or(lower.keepalive_timeout),
+            max_keepalive_requests: self.max_keepalive_requests.or(lower.max_keepalive_requests),
+            timeout: self.timeout.or(lower.timeout),
+            request_header_timeout: self.request_header_timeout.or(lower.request_header_timeout),
+            graceful_timeout: self.graceful_timeout.or(lower.graceful_timeout),
+            sendfile: self.sendfile.or(lower.sendfile),
+            limit_request_line: self.limit_request_line.or(lower.limit_request_line),
+            limit_request_fields: self.limit_request_fields.or(lower.limit_request_fields),
+            limit_request_field_size: self
+                .limit_request_field_size
+                .or(lower.limit_request_field_size),
+            limit_request_body: self.limit_request_body.or(lower.limit_request_body),
+        }
+    }
+}
+
+/// The most header fields a request may carry, whatever the configuration.
+pub const MAX_REQUEST_FIELDS: usize = 128;
+
+/// A complete, validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The process model.
+    pub mpm: MpmKind,
+    /// Addresses to listen on.
+    pub listen: Vec<SocketAddr>,
+    /// Accept queue length per listener.
+    pub backlog: u32,
+    /// The directory served, or `None` for the embedded welcome site.
+    pub docroot: Option<PathBuf>,
+    /// Most requests served at once.
+    pub max_request_workers: usize,
+    /// Threads per worker process.
+    pub threads_per_child: usize,
+    /// Whether connections are kept open between requests.
+    pub keepalive: bool,
+    /// Idle wait between requests.
+    pub keepalive_timeout: Duration,
+    /// Requests per connection (0: unlimited).
+    pub max_keepalive_requests: u64,
+    /// Wait bound for one read or write mid-request.
+    pub timeout: Duration,
+    /// Bound on receiving a whole request head.
+    pub request_header_timeout: Duration,
+    /// How long shutdown waits for requests in flight.
+    pub graceful_timeout: Duration,
+    /// sendfile(2) for file bodies, or read+write.
+    pub sendfile: bool,
+    /// Request-line limit in bytes.
+    pub limit_request_line: usize,
+    /// Header-field count limit.
+    pub limit_request_fields: usize,
+    /// Header-field size limit in bytes.
+    pub limit_request_field_size: usize,
+    /// Request-body limit in bytes.
+    pub limit_request_body: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mpm: MpmKind::Worker,
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
+            backlog: 1024,
+            docroot: None,
+            max_request_workers: 256,
+            threads_per_child: 256,
+            keepalive: true,
+            keepalive_timeout: Duration::from_secs(5),
+            max_keepalive_requests: 1000,
+            timeout: Duration::from_secs(60),
+            request_header_timeout: Duration::from_secs(20),
+            graceful_timeout: Duration::from_secs(10),
+            sendfile: true,
+            limit_request_line: 8190,
+            limit_request_fields: 100,
+            limit_request_field_size: 8190,
+            limit_request_body: 1 << 20,
+        }
+    }
+}
+
+impl Config {
+    /// Merge a layer over the defaults and check every value.
+    pub fn resolve(layer: ConfigLayer) -> Result<Config> {
+        let d = Config::default();
+        let listen = if layer.listen.is_empty() {
+            d.listen
+        } else {
+            layer
+                .listen
+                .iter()
+                .map(|s| parse_listen(s))
+                .collect::<Result<Vec<_>>>()?
+        };
+        let max_request_workers = layer.max_request_workers.unwrap_or(d.max_request_workers);
+        if max_request_workers == 0 {
+            return Err(Error::config("--max-request-workers must be at least 1"));
+        }
+        let threads_per_child = layer.threads_per_child.unwrap_or(max_request_workers);
+        if threads_per_child == 0 {
+            return Err(Error::config("--threads-per-child must be at least 1"));
+        }
+        let backlog = layer.backlog.unwrap_or(d.backlog);
+        if backlog == 0 {
+            return Err(Error::config("--backlog must be at least 1"));
+        }
+        let limit_request_fields = layer.limit_request_fields.unwrap_or(d.limit_request_fields);
+        if limit_request_fields == 0 || limit_request_fields > MAX_REQUEST_FIELDS {
+            return Err(Error::config(format!(
+                "--limit-request-fields must be between 1 and {MAX_REQUEST_FIELDS}"
+            )));
+        }
+        let limit_request_line = layer.limit_request_line.unwrap_or(d.limit_request_line);
+        let limit_request_field_size = layer
+            .limit_request_field_size
+            .unwrap_or(d.limit_request_field_size);
+        if limit_request_line < 16 || limit_request_field_size < 16 {
+            return Err(Error::config(
+                "--limit-request-line and --limit-request-field-size must be at least 16 bytes",
+            ));
+        }
+        let nonzero = |name: &str, v: Option<Seconds>, dflt: Duration| -> Result<Duration> {
+            let v = v.map(|s| s.0).unwrap_or(dflt);
+            if v.is_zero() {
+                Err(Error::config(format!("--{name} must be more than zero")))
+            } else {
+                Ok(v)
+            }
+        };
+        let docroot = match layer.docroot {
+            Some(dir) => {
+                let meta = std::fs::metadata(&dir).map_err(|e| Error::docroot(&dir, e))?;
+                if !meta.is_dir() {
+                    return Err(Error::config(format!(
+                        "docroot {}: not a directory",
+                        dir.display()
+                    )));
+                }
+                Some(dir)
+            }
+            None => None,
+        };
+        Ok(Config {
+            mpm: layer.mpm.unwrap_or(d.mpm),
+            listen,
+            backlog,
+            docroot,
+            max_request_workers,
+            threads_per_child,
+            keepalive: layer.keepalive.map(|k| k.0).unwrap_or(d.keepalive),
+            keepalive_timeout: nonzero(
+                "keepalive-timeout",
+                layer.keepalive_timeout,
+                d.keepalive_timeout,
+            )?,
+            max_keepalive_requests: layer
+                .max_keepalive_requests
+                .unwrap_or(d.max_keepalive_requests),
+            timeout: nonzero("timeout", layer.timeout, d.timeout)?,
+            request_header_timeout: nonzero(
+                "request-header-timeout",
+                layer.request_header_timeout,
+                d.request_header_timeout,
+            )?,
+            graceful_timeout: layer
+                .graceful_timeout
+                .map(|s| s.0)
+                .unwrap_or(d.graceful_timeout),
+            sendfile: layer.sendfile.map(|s| s.0).unwrap_or(d.sendfile),
+            limit_request_line,
+            limit_request_fields,
+            limit_request_field_size,
+            limit_request_body: layer.limit_request_body.unwrap_or(d.limit_request_body),
+        })
+    }
+}
+
+/// Parse a `--listen` value: `HOST:PORT`, `[V6]:PORT`, or a bare port (all IPv4 interfaces).
+pub fn parse_listen(s: &str) -> Result<SocketAddr> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    s.parse::<SocketAddr>().map_err(|_| {
+        Error::config(format!(
+            "--listen '{s}': not an address (expected HOST:PORT, [IPV6]:PORT or PORT)"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_bare_seconds() {
+        assert_eq!("5".parse::<Seconds>().unwrap().0, Duration::from_secs(5));
+        assert_eq!(
+            "250ms".parse::<Seconds>().unwrap().0,
+            Duration::from_millis(250)
+        );
+        assert_eq!("2m".parse::<Seconds>().unwrap().0, Duration::from_secs(120));
+        assert!("soon".parse::<Seconds>().is_err());
+        assert!("-1".parse::<Seconds>().is_err());
+    }
+
+    #[test]
+    fn file_keys_are_the_flag_names_and_the_command_line_wins() {
+        let file = ConfigLayer::from_toml(
+            "max-request-workers = 8\nkeepalive-timeout = \"2s\"\nsendfile = \"off\"\nlisten = [\"127.0.0.1:0\"]\n",
+        )
+        .unwrap();
+        let cli = ConfigLayer {
+            max_request_workers: Some(4),
+            ..ConfigLayer::default()
+        };
+        let c = Config::resolve(cli.or(file)).unwrap();
+        assert_eq!(c.max_request_workers, 4);
+        assert_eq!(c.keepalive_timeout, Duration::from_secs(2));
+        assert!(!c.sendfile);
+        assert_eq!(c.listen[0].ip().to_string(), "127.0.0.1");
+    }
+
+    #[test]
+    fn unknown_file_keys_are_one_line_naming_the_line() {
+        let err = ConfigLayer::from_toml("threads = 4\n\nbogus-key = 1\n").unwrap_err();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn zero_workers_and_bad_addresses_are_refused() {
+        let zero = ConfigLayer {
+            max_request_workers: Some(0),
+            ..ConfigLayer::default()
+        };
+        assert!(Config::resolve(zero).unwrap_err().is_config());
+        let bad = ConfigLayer {
+            listen: vec!["nowhere".into()],
+            ..ConfigLayer::default()
+        };
+        let err = Config::resolve(bad).unwrap_err();
+        assert!(err.to_string().contains("nowhere"), "{err}");
+    }
+
+    #[test]
+    fn missing_docroot_is_a_docroot_error() {
+        let layer = ConfigLayer {
+            docroot: Some("/definitely/not/here".into()),
+            ..ConfigLayer::default()
+        };
+        assert!(Config::resolve(layer).unwrap_err().is_docroot());
+    }
+
+    #[test]
+    fn listen_accepts_ipv6_and_bare_ports() {
+        assert!(parse_listen("[::1]:80").unwrap().is_ipv6());
+        assert_eq!(parse_listen("8080").unwrap().port(), 8080);
+    }
+}

@@ -1,0 +1,146 @@
+//! The protocol-agnostic contract between a process model and a protocol.
+
+use crate::stream::Stream;
+
+/// What a connection waits for after a step.
+///
+/// Returned by every step of a [`ConnectionHandler`]. A blocking MPM (prefork,
+/// worker) simply calls the matching step again; the event MPM parks the
+/// connection in its poller until the socket is ready, without a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interest {
+    /// Call [`ConnectionHandler::readable`] when the peer has sent more bytes.
+    Read(Wait),
+    /// Call [`ConnectionHandler::writable`] when the socket can take more bytes.
+    Write,
+    /// Close the connection now: everything the peer sent has been consumed.
+    Close,
+    /// Close after a lingering drain: shut down writing, then read and discard
+    /// what the peer still sends for a short while, so that unread input does
+    /// not make the kernel reset the connection before the peer has read the
+    /// last response.
+    Linger,
+}
+
+/// Which timeout bounds a [`Interest::Read`] wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Mid-request (or a new connection): bounded by `--timeout`.
+    Request,
+    /// Idle between requests: bounded by `--keepalive-timeout`. An idle
+    /// connection may be closed when the server stops.
+    KeepAlive,
+}
+
+/// A protocol, driven one readiness step at a time.
+///
+/// This is the only thing a process model knows about. The MPM owns the socket
+/// and the waiting; the handler owns the bytes and the per-connection state in
+/// [`ConnectionHandler::Conn`].
+///
+/// # Contract
+///
+/// * A new connection starts waiting for [`Interest::Read`] with
+///   [`Wait::Request`]: the MPM calls [`connected`](Self::connected) once, then
+///   [`readable`](Self::readable).
+/// * Each step performs **at most one read that may block** and may write until
+///   the socket would block. On a blocking socket (prefork, worker) writes
+///   complete; on a non-blocking one (event) a write that would block means the
+///   step returns [`Interest::Write`]. The same code serves both when it treats
+///   [`std::io::ErrorKind::WouldBlock`] as "return and wait".
+/// * When a wait times out, the MPM calls [`timed_out`](Self::timed_out) (a
+///   last chance to tell the peer) and closes.
+/// * A handler instance belongs to one thread (it is built per thread or per
+///   process by a [`HandlerFactory`]), but a connection's state may move
+///   between threads between steps, so it must be `Send`.
+///
+/// # Example: a line-echo protocol
+///
+/// ```
+/// use std::io::{ErrorKind, Read, Write};
+/// use mpm_core::{ConnectionHandler, Interest, Stream, Wait};
+///
+/// /// Echoes every line back, upper-cased.
+/// struct Shout;
+///
+/// #[derive(Default)]
+/// struct Line { pending: Vec<u8>, out: Vec<u8> }
+///
+/// impl ConnectionHandler for Shout {
+///     type Conn = Line;
+///     fn connected(&mut self, _stream: &Stream) -> Line { Line::default() }
+///     fn readable(&mut self, conn: &mut Line, stream: &mut Stream) -> Interest {
+///         let mut buf = [0u8; 512];
+///         match stream.read(&mut buf) {
+///             Ok(0) => return Interest::Close,
+///             Ok(n) => conn.pending.extend_from_slice(&buf[..n]),
+///             Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Read(Wait::KeepAlive),
+///             Err(_) => return Interest::Close,
+///         }
+///         while let Some(end) = conn.pending.iter().position(|&b| b == b'\n') {
+///             let line: Vec<u8> = conn.pending.drain(..=end).collect();
+///             conn.out.extend(line.to_ascii_uppercase());
+///         }
+///         self.writable(conn, stream)
+///     }
+///     fn writable(&mut self, conn: &mut Line, stream: &mut Stream) -> Interest {
+///         while !conn.out.is_empty() {
+///             match stream.write(&conn.out) {
+///                 Ok(n) => { conn.out.drain(..n); }
+///                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Write,
+///                 Err(_) => return Interest::Close,
+///             }
+///         }
+///         Interest::Read(Wait::KeepAlive)
+///     }
+/// }
+/// # let _ = Shout;
+/// ```
+pub trait ConnectionHandler {
+    /// Per-connection state, created by [`connected`](Self::connected).
+    type Conn: Send + 'static;
+
+    /// A connection was accepted; build its state.
+    fn connected(&mut self, stream: &Stream) -> Self::Conn;
+
+    /// The peer sent bytes (or closed): read at most once, act, and say what
+    /// to wait for next.
+    fn readable(&mut self, conn: &mut Self::Conn, stream: &mut Stream) -> Interest;
+
+    /// The socket can take more bytes: write what is pending.
+    fn writable(&mut self, conn: &mut Self::Conn, stream: &mut Stream) -> Interest;
+
+    /// A wait timed out; the connection is closed after this returns.
+    /// The default does nothing.
+    fn timed_out(&mut self, conn: &mut Self::Conn, stream: &mut Stream) {
+        let _ = (conn, stream);
+    }
+}
+
+/// Builds a [`ConnectionHandler`] for each worker.
+///
+/// Called once per child process after `fork()` (prefork) or once per worker
+/// thread (worker, event), like actix's per-worker service factory: state
+/// made in [`build`](Self::build) is private to that worker, while what the
+/// factory itself holds is shared (read-only, and copy-on-write across fork).
+///
+/// Any `Fn() -> H` closure that is `Send + Sync` is a factory.
+pub trait HandlerFactory: Send + Sync + 'static {
+    /// The handler each worker gets.
+    type Handler: ConnectionHandler;
+
+    /// Build one worker's handler.
+    fn build(&self) -> Self::Handler;
+}
+
+impl<F, H> HandlerFactory for F
+where
+    F: Fn() -> H + Send + Sync + 'static,
+    H: ConnectionHandler,
+{
+    type Handler = H;
+
+    fn build(&self) -> H {
+        self()
+    }
+}

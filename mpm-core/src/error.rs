@@ -1,0 +1,132 @@
+//! The one error type of `mpm-core`.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// An error from configuring or running a server.
+///
+/// Opaque on purpose: ask what kind it is with the `is_*` predicates, and
+/// show it with `Display`, which is one line a user can act on.
+#[derive(Debug)]
+pub struct Error {
+    kind: Kind,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Kind {
+    #[error("{0}")]
+    Config(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: io::Error },
+    #[error("docroot {}: {source}", path.display())]
+    Docroot { path: PathBuf, source: io::Error },
+    #[error("the {0} MPM is not built yet (its issue has not landed); use --mpm worker")]
+    NotBuilt(String),
+    #[error("{context}: {source}")]
+    Io { context: String, source: io::Error },
+}
+
+impl Error {
+    /// A configuration value is wrong (bad flag, bad file, zero workers...).
+    pub fn config(message: impl Into<String>) -> Self {
+        Error {
+            kind: Kind::Config(message.into()),
+        }
+    }
+
+    /// A listening address could not be bound.
+    pub fn bind(addr: impl Into<String>, source: io::Error) -> Self {
+        Error {
+            kind: Kind::Bind {
+                addr: addr.into(),
+                source,
+            },
+        }
+    }
+
+    /// The document root is missing or unusable.
+    pub fn docroot(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error {
+            kind: Kind::Docroot {
+                path: path.into(),
+                source,
+            },
+        }
+    }
+
+    /// The named process model exists in the design but is not implemented.
+    pub fn not_built(mpm: impl Into<String>) -> Self {
+        Error {
+            kind: Kind::NotBuilt(mpm.into()),
+        }
+    }
+
+    /// An operating-system call failed while running the server.
+    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Error {
+            kind: Kind::Io {
+                context: context.into(),
+                source,
+            },
+        }
+    }
+
+    /// Is this a configuration error (the user's input is wrong)?
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::Config(_) | Kind::Docroot { .. } | Kind::NotBuilt(_)
+        )
+    }
+
+    /// Did binding a listening socket fail (address in use, not available...)?
+    pub fn is_bind(&self) -> bool {
+        matches!(self.kind, Kind::Bind { .. })
+    }
+
+    /// Is the document root missing or unusable?
+    pub fn is_docroot(&self) -> bool {
+        matches!(self.kind, Kind::Docroot { .. })
+    }
+
+    /// Was a process model asked for that is not built yet?
+    pub fn is_not_built(&self) -> bool {
+        matches!(self.kind, Kind::NotBuilt(_))
+    }
+
+    /// Did an operating-system call fail at run time?
+    pub fn is_io(&self) -> bool {
+        matches!(self.kind, Kind::Io { .. })
+    }
+
+    /// The exit code a command-line tool should use for this error:
+    /// 2 for anything the user can fix in the command or config, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        if self.is_config() || self.is_bind() {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            Kind::Bind { source, .. } | Kind::Docroot { source, .. } | Kind::Io { source, .. } => {
+                Some(source)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

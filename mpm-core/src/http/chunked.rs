@@ -1,0 +1,142 @@
+//! Decoding a chunked request body (RFC 9112 section 7.1).
+
+/// Why a chunked body was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChunkError {
+    /// Malformed framing: answer 400.
+    Invalid,
+    /// The decoded body would exceed the limit: answer 413.
+    TooLarge,
+}
+
+/// Decode a whole chunked body from the start of `input` into `out`.
+///
+/// Returns `Ok(None)` when more input is needed, or `Ok(Some(n))` with the
+/// number of input bytes the body used (trailers included). Chunk extensions
+/// are skipped; trailer fields are read and discarded.
+pub(crate) fn decode(input: &[u8], limit: u64, out: &mut Vec<u8>) -> Result<Option<usize>, ChunkError> {
+    out.clear();
+    let mut pos = 0usize;
+    loop {
+        // chunk-size [ chunk-ext ] CRLF
+        let Some(line_end) = find_crlf(&input[pos..])? else {
+            return if input.len() - pos > 1024 {
+                Err(ChunkError::Invalid)
+            } else {
+                Ok(None)
+            };
+        };
+        let line = &input[pos..pos + line_end];
+        let size_part = match line.iter().position(|&b| b == b';') {
+            Some(i) => &line[..i],
+            None => line,
+        };
+        let size = parse_hex(size_part)?;
+        pos += line_end + 2;
+        if size == 0 {
+            // trailer-section CRLF
+            loop {
+                let Some(end) = find_crlf(&input[pos..])? else {
+                    return if input.len() - pos > 8192 {
+                        Err(ChunkError::Invalid)
+                    } else {
+                        Ok(None)
+                    };
+                };
+                let trailer = &input[pos..pos + end];
+                pos += end + 2;
+                if trailer.is_empty() {
+                    return Ok(Some(pos));
+                }
+                if !trailer.contains(&b':') || trailer.iter().any(|&b| b == b'\r' || b == 0) {
+                    return Err(ChunkError::Invalid);
+                }
+            }
+        }
+        if out.len() as u64 + size > limit {
+            return Err(ChunkError::TooLarge);
+        }
+        let size = size as usize;
+        if input.len() - pos < size + 2 {
+            return Ok(None);
+        }
+        out.extend_from_slice(&input[pos..pos + size]);
+        pos += size;
+        if &input[pos..pos + 2] != b"\r\n" {
+            return Err(ChunkError::Invalid);
+        }
+        pos += 2;
+    }
+}
+
+/// The index of the next CRLF, `None` if no line end has arrived yet.
+/// A bare LF is refused: lenient framing is how bodies get smuggled.
+fn find_crlf(b: &[u8]) -> Result<Option<usize>, ChunkError> {
+    match b.iter().position(|&c| c == b'\n') {
+        None => Ok(None),
+        Some(i) if i > 0 && b[i - 1] == b'\r' => Ok(Some(i - 1)),
+        Some(_) => Err(ChunkError::Invalid),
+    }
+}
+
+fn parse_hex(s: &[u8]) -> Result<u64, ChunkError> {
+    // Whitespace before an extension is tolerated (BWS), nothing else.
+    let end = s
+        .iter()
+        .rposition(|&b| b != b' ' && b != b'\t')
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    let s = &s[..end];
+    if s.is_empty() || s.len() > 15 {
+        return Err(ChunkError::Invalid);
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return Err(ChunkError::Invalid),
+        };
+        v = v * 16 + u64::from(d);
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(input: &[u8]) -> Result<Option<(Vec<u8>, usize)>, ChunkError> {
+        let mut out = Vec::new();
+        decode(input, 1 << 20, &mut out).map(|o| o.map(|n| (out, n)))
+    }
+
+    #[test]
+    fn decodes_chunks_with_extensions_and_trailers() {
+        let (body, n) = whole(b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-T: 1\r\n\r\nNEXT").unwrap().unwrap();
+        assert_eq!(body, b"Wikipedia");
+        assert_eq!(n, 41);
+    }
+
+    #[test]
+    fn incomplete_input_asks_for_more() {
+        assert_eq!(whole(b"4\r\nWi").unwrap(), None);
+        assert_eq!(whole(b"4\r\nWiki\r\n0\r\n").unwrap(), None);
+    }
+
+    #[test]
+    fn bad_sizes_and_bare_lf_are_invalid() {
+        assert_eq!(whole(b"zz\r\n").unwrap_err(), ChunkError::Invalid);
+        assert_eq!(whole(b"-1\r\n").unwrap_err(), ChunkError::Invalid);
+        assert_eq!(whole(b"4\nWiki\n0\n\n").unwrap_err(), ChunkError::Invalid);
+        assert_eq!(whole(b"4\r\nWikiXX0\r\n\r\n").unwrap_err(), ChunkError::Invalid);
+        assert_eq!(whole(b"ffffffffffffffffff\r\n").unwrap_err(), ChunkError::Invalid);
+    }
+
+    #[test]
+    fn bodies_over_the_limit_are_too_large() {
+        let mut out = Vec::new();
+        assert_eq!(decode(b"10\r\n", 8, &mut out).unwrap_err(), ChunkError::TooLarge);
+    }
+}

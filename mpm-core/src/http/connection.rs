@@ -1,0 +1,531 @@
+//! HTTP/1.1 over a [`ConnectionHandler`]: parsing, framing, keep-alive and
+//! pipelining, as a state machine that runs on blocking and non-blocking
+//! sockets alike.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::unix::fs::FileExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::chunked::{self, ChunkError};
+use super::date;
+use super::head::{self, Framing, Head, Parsed, SLOTS};
+use super::request::{Headers, Request, Version};
+use super::response::{reason_phrase, Body, Response};
+use super::{HttpHandler, HttpSettings};
+use crate::connection_handler::{ConnectionHandler, Interest, Wait};
+use crate::stream::Stream;
+
+/// The receive buffer a connection starts with; it grows only for large
+/// heads or bodies, up to the configured limits.
+const INITIAL_BUFFER: usize = 8 * 1024;
+/// Bytes read from a file per write when sendfile is off.
+const COPY_CHUNK: usize = 64 * 1024;
+/// Bytes per chunk of a streamed body.
+const STREAM_CHUNK: usize = 16 * 1024;
+
+/// The [`ConnectionHandler`] that speaks HTTP/1.1 and hands each request to
+/// an [`HttpHandler`].
+#[derive(Debug)]
+pub struct HttpService<H> {
+    handler: H,
+    settings: Arc<HttpSettings>,
+}
+
+impl<H: HttpHandler> HttpService<H> {
+    /// Serve `handler` with these settings.
+    pub fn new(handler: H, settings: Arc<HttpSettings>) -> Self {
+        HttpService { handler, settings }
+    }
+}
+
+/// What to do once the response in progress is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    KeepAlive,
+    Close,
+    Linger,
+}
+
+/// A body still to be sent after the head.
+enum Pending {
+    File {
+        file: std::fs::File,
+        offset: u64,
+        end: u64,
+    },
+    Stream {
+        reader: Box<dyn Read + Send>,
+        chunked: bool,
+    },
+}
+
+/// Per-connection HTTP state.
+pub struct HttpConn {
+    buf: Vec<u8>,
+    /// Start of the bytes not yet consumed by a request.
+    start: usize,
+    /// End of the bytes received.
+    filled: usize,
+    out: Vec<u8>,
+    out_pos: usize,
+    pending: Option<Pending>,
+    after: After,
+    served: u64,
+    head_started: Option<Instant>,
+    continue_sent: bool,
+    chunk_body: Vec<u8>,
+}
+
+impl std::fmt::Debug for HttpConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConn")
+            .field("buffered", &(self.filled - self.start))
+            .field("served", &self.served)
+            .finish()
+    }
+}
+
+impl HttpConn {
+    fn wait(&self) -> Wait {
+        if self.start < self.filled || self.served == 0 {
+            Wait::Request
+        } else {
+            Wait::KeepAlive
+        }
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start >= self.filled {
+            self.start = 0;
+            self.filled = 0;
+        }
+    }
+}
+
+/// Did writing finish?
+enum Flush {
+    Done,
+    Blocked,
+    Failed,
+}
+
+/// What the parser made of the buffered bytes.
+enum Step {
+    /// A response is queued.
+    Responded,
+    /// More bytes are needed.
+    Incomplete,
+}
+
+impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
+    type Conn = HttpConn;
+
+    fn connected(&mut self, _stream: &Stream) -> HttpConn {
+        HttpConn {
+            buf: vec![0; INITIAL_BUFFER],
+            start: 0,
+            filled: 0,
+            out: Vec::new(),
+            out_pos: 0,
+            pending: None,
+            after: After::KeepAlive,
+            served: 0,
+            head_started: None,
+            continue_sent: false,
+            chunk_body: Vec::new(),
+        }
+    }
+
+    fn readable(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        let mut did_read = false;
+        loop {
+            if c.start < c.filled {
+                match self.step(c, s) {
+                    Step::Responded => match self.flush(c, s) {
+                        Flush::Done => match c.after {
+                            After::KeepAlive => {
+                                if c.start < c.filled {
+                                    continue; // a pipelined request is waiting
+                                }
+                                return Interest::Read(Wait::KeepAlive);
+                            }
+                            After::Close => return Interest::Close,
+                            After::Linger => return Interest::Linger,
+                        },
+                        Flush::Blocked => return Interest::Write,
+                        Flush::Failed => return Interest::Close,
+                    },
+                    Step::Incomplete => {
+                        if c.head_started.is_none() {
+                            c.head_started = Some(Instant::now());
+                        }
+                    }
+                }
+            }
+            if did_read {
+                return Interest::Read(c.wait());
+            }
+            if let Some(t) = c.head_started {
+                if t.elapsed() > self.settings.request_header_timeout {
+                    return self.reject(c, s, 408);
+                }
+            }
+            if c.start > 0 {
+                c.buf.copy_within(c.start..c.filled, 0);
+                c.filled -= c.start;
+                c.start = 0;
+            }
+            if c.filled == c.buf.len() {
+                let cap = self.settings.max_buffer();
+                if c.buf.len() >= cap {
+                    // Only reachable with a body limit below the head limit.
+                    return self.reject(c, s, 413);
+                }
+                let grown = (c.buf.len() * 2).min(cap);
+                c.buf.resize(grown, 0);
+            }
+            match s.read(&mut c.buf[c.filled..]) {
+                Ok(0) => return Interest::Close,
+                Ok(n) => {
+                    c.filled += n;
+                    did_read = true;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Read(c.wait()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Interest::Close,
+            }
+        }
+    }
+
+    fn writable(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        match self.flush(c, s) {
+            Flush::Done => match c.after {
+                After::KeepAlive if c.start < c.filled => self.readable(c, s),
+                After::KeepAlive => Interest::Read(Wait::KeepAlive),
+                After::Close => Interest::Close,
+                After::Linger => Interest::Linger,
+            },
+            Flush::Blocked => Interest::Write,
+            Flush::Failed => Interest::Close,
+        }
+    }
+
+    fn timed_out(&mut self, c: &mut HttpConn, s: &mut Stream) {
+        // Mid-request with nothing being written: tell the client why we close.
+        if c.start < c.filled && c.out_pos >= c.out.len() && c.pending.is_none() {
+            c.out.clear();
+            c.out_pos = 0;
+            self.write_head(c, 408, &[], Some(0), false);
+            c.out.extend_from_slice(b"Connection: close\r\n\r\n");
+            let _ = s.send(&c.out, false);
+        }
+    }
+}
+
+impl<H: HttpHandler> HttpService<H> {
+    /// Parse one request from the buffer; if it is complete, run the handler
+    /// and queue the response.
+    fn step(&mut self, c: &mut HttpConn, s: &mut Stream) -> Step {
+        let limits = self.settings.limits;
+        let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+        let data = &c.buf[c.start..c.filled];
+        let head = match head::parse(data, &mut slots, &limits) {
+            Parsed::Partial => return Step::Incomplete,
+            Parsed::Reject(status) => {
+                let _ = self.reject(c, s, status);
+                return Step::Responded;
+            }
+            Parsed::Complete(head) => head,
+        };
+        // Bound the body before reading any of it.
+        let body_range = match head.framing {
+            Framing::None => Some((head.len, head.len, head.len)),
+            Framing::Length(n) if n > limits.body => {
+                let _ = self.reject(c, s, 413);
+                return Step::Responded;
+            }
+            Framing::Length(n) => {
+                let end = head.len + n as usize;
+                (data.len() >= end).then_some((head.len, end, end))
+            }
+            Framing::Chunked => {
+                match chunked::decode(&data[head.len..], limits.body, &mut c.chunk_body) {
+                    Ok(Some(used)) => Some((0, c.chunk_body.len(), head.len + used)),
+                    Ok(None) => None,
+                    Err(ChunkError::Invalid) => {
+                        let _ = self.reject(c, s, 400);
+                        return Step::Responded;
+                    }
+                    Err(ChunkError::TooLarge) => {
+                        let _ = self.reject(c, s, 413);
+                        return Step::Responded;
+                    }
+                }
+            }
+        };
+        let Some((body_start, body_end, consumed)) = body_range else {
+            if head.expect_continue && !c.continue_sent && head.version == Version::Http11 {
+                c.continue_sent = true;
+                let _ = s.send(b"HTTP/1.1 100 Continue\r\n\r\n", false);
+            }
+            return Step::Incomplete;
+        };
+        let body = if head.framing == Framing::Chunked {
+            &c.chunk_body[body_start..body_end]
+        } else {
+            &data[body_start..body_end]
+        };
+        let keep = self.settings.keepalive
+            && head.wants_keep_alive()
+            && !s.is_draining()
+            && (self.settings.max_keepalive_requests == 0
+                || c.served + 1 < self.settings.max_keepalive_requests);
+        let is_head = head.method == "HEAD";
+        let version = head.version;
+        let response = self.call(&head, body, s);
+        let (status, headers, body) = response.into_parts();
+        c.out.clear();
+        c.out_pos = 0;
+        let keep = self.queue(c, status, &headers, body, is_head, keep, version);
+        c.served += 1;
+        c.head_started = None;
+        c.continue_sent = false;
+        c.consume(consumed);
+        c.after = if keep {
+            After::KeepAlive
+        } else if c.start < c.filled {
+            After::Linger
+        } else {
+            After::Close
+        };
+        Step::Responded
+    }
+
+    /// Run the user's handler; a panic becomes a 500 for this request only.
+    fn call(&mut self, head: &Head<'_, '_>, body: &[u8], s: &Stream) -> Response {
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version: head.version,
+            headers: Headers::Parsed(head.headers),
+            body,
+            peer: s.peer_addr(),
+        };
+        let handler = &mut self.handler;
+        match catch_unwind(AssertUnwindSafe(|| handler.handle(&req))) {
+            Ok(r) => r,
+            Err(_) => {
+                eprintln!(
+                    "mpm: handler panicked on {} {}; answered 500",
+                    head.method, head.target
+                );
+                Response::error(500)
+            }
+        }
+    }
+
+    /// Queue an error response, drop what was received, and close lingering.
+    fn reject(&mut self, c: &mut HttpConn, s: &mut Stream, status: u16) -> Interest {
+        c.out.clear();
+        c.out_pos = 0;
+        c.pending = None;
+        let r = Response::error(status);
+        let (status, headers, body) = r.into_parts();
+        self.queue(c, status, &headers, body, false, false, Version::Http11);
+        c.start = 0;
+        c.filled = 0;
+        c.head_started = None;
+        c.after = After::Linger;
+        match self.flush(c, s) {
+            Flush::Done => Interest::Linger,
+            Flush::Blocked => Interest::Write,
+            Flush::Failed => Interest::Close,
+        }
+    }
+
+    /// Serialize a response into the connection's output. Returns whether
+    /// the connection stays open after it.
+    #[allow(clippy::too_many_arguments)]
+    fn queue(
+        &self,
+        c: &mut HttpConn,
+        status: u16,
+        headers: &[(std::borrow::Cow<'static, str>, std::borrow::Cow<'static, str>)],
+        body: Body,
+        is_head: bool,
+        mut keep: bool,
+        version: Version,
+    ) -> bool {
+        let no_body = is_head || status < 200 || status == 204 || status == 304;
+        let length = if status < 200 || status == 204 || status == 304 {
+            None
+        } else {
+            body.len()
+        };
+        let streamed = length.is_none() && !no_body;
+        let chunked = streamed && version == Version::Http11;
+        if streamed && !chunked {
+            keep = false; // HTTP/1.0 stream: the close delimits the body
+        }
+        self.write_head(c, status, headers, length, chunked);
+        // Connection header, then the blank line.
+        match (keep, version) {
+            (false, _) => c.out.extend_from_slice(b"Connection: close\r\n\r\n"),
+            (true, Version::Http10) => c.out.extend_from_slice(b"Connection: keep-alive\r\n\r\n"),
+            (true, Version::Http11) => c.out.extend_from_slice(b"\r\n"),
+        }
+        c.pending = None;
+        if no_body {
+            return keep;
+        }
+        match body {
+            Body::Empty => {}
+            Body::Bytes(b) => c.out.extend_from_slice(&b),
+            Body::Shared(b) => c.out.extend_from_slice(&b),
+            Body::File(f) => {
+                if f.len > 0 {
+                    c.pending = Some(Pending::File {
+                        file: f.file,
+                        offset: f.offset,
+                        end: f.offset + f.len,
+                    });
+                }
+            }
+            Body::Stream(reader) => c.pending = Some(Pending::Stream { reader, chunked }),
+        }
+        keep
+    }
+
+    /// Status line and the fields every response carries; the caller adds
+    /// `Connection` and the blank line.
+    fn write_head(
+        &self,
+        c: &mut HttpConn,
+        status: u16,
+        headers: &[(std::borrow::Cow<'static, str>, std::borrow::Cow<'static, str>)],
+        length: Option<u64>,
+        chunked: bool,
+    ) {
+        let out = &mut c.out;
+        let _ = write!(out, "HTTP/1.1 {status} {}\r\nDate: ", reason_phrase(status));
+        date::append_now(out);
+        out.extend_from_slice(b"\r\nServer: ");
+        out.extend_from_slice(self.settings.server.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        for (name, value) in headers {
+            if is_framing(name) || value.contains(['\r', '\n']) {
+                continue;
+            }
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(n) = length {
+            let _ = write!(out, "Content-Length: {n}\r\n");
+        } else if chunked {
+            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+        }
+    }
+
+    /// Write the queued head and bytes, then any file or stream body, until
+    /// done or the socket would block.
+    fn flush(&mut self, c: &mut HttpConn, s: &mut Stream) -> Flush {
+        loop {
+            while c.out_pos < c.out.len() {
+                let more = c.pending.is_some();
+                match s.send(&c.out[c.out_pos..], more) {
+                    Ok(0) => return Flush::Failed,
+                    Ok(n) => c.out_pos += n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Flush::Blocked,
+                    Err(_) => return Flush::Failed,
+                }
+            }
+            c.out.clear();
+            c.out_pos = 0;
+            let Some(pending) = c.pending.as_mut() else {
+                return Flush::Done;
+            };
+            match pending {
+                Pending::File { file, offset, end } if self.settings.sendfile => {
+                    while *offset < *end {
+                        let want = (*end - *offset).min(1 << 30) as usize;
+                        match s.sendfile(file, offset, want) {
+                            Ok(0) => return Flush::Failed, // the file shrank
+                            Ok(_) => {}
+                            Err(e) if e.kind() == ErrorKind::WouldBlock => return Flush::Blocked,
+                            Err(_) => return Flush::Failed,
+                        }
+                    }
+                    c.pending = None;
+                }
+                Pending::File { file, offset, end } => {
+                    // emulate_sendfile: read a chunk at the offset, then write it.
+                    if *offset >= *end {
+                        c.pending = None;
+                        continue;
+                    }
+                    let want = ((*end - *offset) as usize).min(COPY_CHUNK);
+                    c.out.resize(want, 0);
+                    match read_full_at(file, &mut c.out, *offset) {
+                        Ok(n) if n == want => *offset += n as u64,
+                        _ => return Flush::Failed,
+                    }
+                }
+                Pending::Stream { reader, chunked } => {
+                    let header = if *chunked { 10 } else { 0 };
+                    c.out.resize(header + STREAM_CHUNK, 0);
+                    let n = loop {
+                        match reader.read(&mut c.out[header..]) {
+                            Ok(n) => break n,
+                            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                            Err(_) => return Flush::Failed,
+                        }
+                    };
+                    if !*chunked {
+                        c.out.truncate(n);
+                        if n == 0 {
+                            c.pending = None;
+                        }
+                        continue;
+                    }
+                    c.out.truncate(header + n);
+                    // Fill the reserved room with the size line, right-aligned.
+                    let size = format!("{n:x}\r\n");
+                    let at = header - size.len();
+                    c.out[at..header].copy_from_slice(size.as_bytes());
+                    c.out_pos = at;
+                    if n == 0 {
+                        c.out.extend_from_slice(b"\r\n");
+                        c.pending = None;
+                    } else {
+                        c.out.extend_from_slice(b"\r\n");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn is_framing(name: &str) -> bool {
+    ["content-length", "transfer-encoding", "connection", "date", "server"]
+        .iter()
+        .any(|f| name.eq_ignore_ascii_case(f))
+}
+
+fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}

@@ -1,0 +1,228 @@
+//! What an [`HttpHandler`](super::HttpHandler) answers with.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::sync::Arc;
+
+/// A response: status, header fields, body.
+///
+/// The HTTP layer adds `Date`, `Server`, the framing (`Content-Length` or
+/// `Transfer-Encoding: chunked`) and `Connection`; fields of those names set
+/// here are ignored.
+///
+/// ```
+/// use mpm_core::http::Response;
+/// let r = Response::new(200)
+///     .header("Content-Type", "text/plain")
+///     .body("hello\n");
+/// assert_eq!(r.status(), 200);
+/// ```
+#[derive(Debug)]
+pub struct Response {
+    status: u16,
+    headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+    body: Body,
+}
+
+/// A response body.
+pub enum Body {
+    /// No body (`Content-Length: 0`, or none at all for 1xx/204/304).
+    Empty,
+    /// Bytes in memory.
+    Bytes(Cow<'static, [u8]>),
+    /// Bytes shared between responses (a cached page).
+    Shared(Arc<[u8]>),
+    /// A region of an open file, sent with `sendfile(2)` (or read+write when
+    /// the server runs with `--sendfile off`).
+    File(FileBody),
+    /// Bytes produced as they are read, sent with chunked encoding to
+    /// HTTP/1.1 clients (and delimited by closing the connection for 1.0).
+    Stream(Box<dyn Read + Send>),
+}
+
+/// A region of an open file.
+#[derive(Debug)]
+pub struct FileBody {
+    /// The open file.
+    pub file: File,
+    /// First byte to send.
+    pub offset: u64,
+    /// Number of bytes to send.
+    pub len: u64,
+}
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Body::Empty => f.write_str("Empty"),
+            Body::Bytes(b) => write!(f, "Bytes({} bytes)", b.len()),
+            Body::Shared(b) => write!(f, "Shared({} bytes)", b.len()),
+            Body::File(fb) => write!(f, "File({} bytes at {})", fb.len, fb.offset),
+            Body::Stream(_) => f.write_str("Stream"),
+        }
+    }
+}
+
+impl Body {
+    /// The body's length when known in advance (not for a stream).
+    pub fn len(&self) -> Option<u64> {
+        match self {
+            Body::Empty => Some(0),
+            Body::Bytes(b) => Some(b.len() as u64),
+            Body::Shared(b) => Some(b.len() as u64),
+            Body::File(f) => Some(f.len),
+            Body::Stream(_) => None,
+        }
+    }
+
+    /// Is this body known to be empty?
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+}
+
+impl From<&'static str> for Body {
+    fn from(s: &'static str) -> Body {
+        Body::Bytes(Cow::Borrowed(s.as_bytes()))
+    }
+}
+
+impl From<String> for Body {
+    fn from(s: String) -> Body {
+        Body::Bytes(Cow::Owned(s.into_bytes()))
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(v: Vec<u8>) -> Body {
+        Body::Bytes(Cow::Owned(v))
+    }
+}
+
+impl From<&'static [u8]> for Body {
+    fn from(v: &'static [u8]) -> Body {
+        Body::Bytes(Cow::Borrowed(v))
+    }
+}
+
+impl From<Arc<[u8]>> for Body {
+    fn from(v: Arc<[u8]>) -> Body {
+        Body::Shared(v)
+    }
+}
+
+impl From<FileBody> for Body {
+    fn from(f: FileBody) -> Body {
+        Body::File(f)
+    }
+}
+
+impl Response {
+    /// A response with this status and an empty body.
+    pub fn new(status: u16) -> Response {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Body::Empty,
+        }
+    }
+
+    /// A small HTML page explaining an error status, as httpd sends.
+    pub fn error(status: u16) -> Response {
+        let reason = reason_phrase(status);
+        Response::new(status)
+            .header("Content-Type", "text/html; charset=utf-8")
+            .body(format!(
+                "<!DOCTYPE html>\n<html><head><title>{status} {reason}</title></head>\
+                 <body><h1>{status} {reason}</h1></body></html>\n"
+            ))
+    }
+
+    /// Add a header field.
+    pub fn header(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+    ) -> Response {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Set the body.
+    pub fn body(mut self, body: impl Into<Body>) -> Response {
+        self.body = body.into();
+        self
+    }
+
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The header fields set so far.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.headers.iter().map(|(n, v)| (n.as_ref(), v.as_ref()))
+    }
+
+    /// The first value of the named header (case-insensitive).
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// The body.
+    pub fn body_ref(&self) -> &Body {
+        &self.body
+    }
+
+    pub(crate) fn into_parts(self) -> (u16, Vec<(Cow<'static, str>, Cow<'static, str>)>, Body) {
+        (self.status, self.headers, self.body)
+    }
+}
+
+/// The reason phrase for a status code ("Not Found" for 404).
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}

@@ -1,0 +1,41 @@
+//! # mpm-core
+//!
+//! Everything a process model runs, and nothing about how it runs it.
+//!
+//! * [`ConnectionHandler`] — the protocol-agnostic contract every MPM drives,
+//!   one readiness step at a time; [`HandlerFactory`] builds one per worker.
+//! * [`http`] — HTTP/1.1 on top of it: users write an [`http::HttpHandler`].
+//! * [`StaticFiles`] and [`DefaultSite`] — the handlers `mpm serve` runs.
+//! * [`Mpm`] — the contract each process-model crate implements, with
+//!   [`Lifecycle`] phases to wait on and [`Listener`]s bound before it starts.
+//! * [`blocking`] — the loop prefork and worker use to drive a handler on a
+//!   blocking socket.
+//! * [`Config`] — flags and TOML settings with httpd's names.
+//! * [`Error`] — this crate's one error type.
+//!
+//! The [`http::HttpHandler`] documentation has a runnable embedding example.
+
+#![warn(missing_docs)]
+
+pub mod blocking;
+pub mod config;
+mod connection_handler;
+mod default_site;
+mod error;
+pub mod http;
+mod lifecycle;
+mod listener;
+pub mod mime;
+mod mpm;
+mod static_files;
+mod stream;
+
+pub use config::{Config, ConfigLayer, MpmKind};
+pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Wait};
+pub use default_site::DefaultSite;
+pub use error::{Error, Result};
+pub use lifecycle::{Lifecycle, Phase};
+pub use listener::Listener;
+pub use mpm::Mpm;
+pub use static_files::StaticFiles;
+pub use stream::Stream;

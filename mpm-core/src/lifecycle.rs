@@ -1,0 +1,142 @@
+//! Server lifecycle phases that embedders and tests can wait on.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{Error, Result};
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// Binding listeners and starting workers.
+    Starting,
+    /// Accepting and serving.
+    Serving,
+    /// No longer accepting; requests in flight are finishing.
+    Draining,
+    /// Every worker has exited.
+    Stopped,
+}
+
+/// Shared handle on a server's lifecycle: its phase, and the stop request.
+///
+/// Cheap to clone. An MPM moves it through the phases in order; anyone may
+/// call [`stop`](Self::stop) (a signal handler, a test, an embedding
+/// program) and wait for a phase with [`wait_for`](Self::wait_for).
+#[derive(Debug, Clone)]
+pub struct Lifecycle {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    phase: Mutex<Phase>,
+    changed: Condvar,
+    draining: Arc<AtomicBool>,
+    // A pipe that becomes readable, and stays readable, once stop is asked:
+    // workers poll it beside their listeners so that none sleeps in accept.
+    wake_read: OwnedFd,
+    wake_write: OwnedFd,
+}
+
+impl Lifecycle {
+    /// A lifecycle in [`Phase::Starting`].
+    pub fn new() -> Result<Lifecycle> {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+            .map_err(|e| Error::io("creating the stop pipe", e.into()))?;
+        Ok(Lifecycle {
+            inner: Arc::new(Inner {
+                phase: Mutex::new(Phase::Starting),
+                changed: Condvar::new(),
+                draining: Arc::new(AtomicBool::new(false)),
+                wake_read: r,
+                wake_write: w,
+            }),
+        })
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        *self.inner.phase.lock()
+    }
+
+    /// Move to `phase` (never backwards) and wake everyone waiting.
+    pub fn set_phase(&self, phase: Phase) {
+        let mut p = self.inner.phase.lock();
+        if phase > *p {
+            *p = phase;
+            self.inner.changed.notify_all();
+        }
+    }
+
+    /// Wait until the server has reached `phase` (or gone past it).
+    /// Returns false on timeout.
+    pub fn wait_for(&self, phase: Phase, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut p = self.inner.phase.lock();
+        while *p < phase {
+            match deadline {
+                Some(d) => {
+                    if self.inner.changed.wait_until(&mut p, d).timed_out() {
+                        return *p >= phase;
+                    }
+                }
+                None => self.inner.changed.wait(&mut p),
+            }
+        }
+        true
+    }
+
+    /// Ask the server to stop: it stops accepting, finishes requests in
+    /// flight (closing idle keep-alive connections), and exits.
+    pub fn stop(&self) {
+        if !self.inner.draining.swap(true, Ordering::SeqCst) {
+            // A full pipe or a closed reader both mean the wake-up is already visible.
+            let _ = nix::unistd::write(&self.inner.wake_write, b"x");
+        }
+        let mut p = self.inner.phase.lock();
+        if *p < Phase::Draining {
+            *p = Phase::Draining;
+            self.inner.changed.notify_all();
+        }
+    }
+
+    /// Has a stop been asked for?
+    pub fn is_stopping(&self) -> bool {
+        self.inner.draining.load(Ordering::Relaxed)
+    }
+
+    /// The flag [`Stream::is_draining`](crate::Stream::is_draining) reads.
+    pub fn draining_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.inner.draining)
+    }
+
+    /// A descriptor that turns readable when a stop is asked, for `poll`.
+    pub fn wake_fd(&self) -> BorrowedFd<'_> {
+        self.inner.wake_read.as_fd()
+    }
+
+    /// Stop when the process receives SIGTERM or SIGINT. Spawns a thread
+    /// that waits for the signals (signal-hook), so nothing runs in a
+    /// signal handler but a write to a pipe.
+    pub fn stop_on_signals(&self) -> Result<()> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+            .map_err(|e| Error::io("installing signal handlers", e))?;
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("mpm-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    eprintln!("mpm: received signal {sig}, stopping");
+                    me.stop();
+                }
+            })
+            .map_err(|e| Error::io("starting the signal thread", e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! Listening sockets, bound before any worker starts.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::error::{Error, Result};
+
+/// A bound, listening, non-blocking TCP socket.
+///
+/// Non-blocking because workers wait for it with `poll` together with the
+/// server's stop signal, then accept; a worker that loses the race to a sibling
+/// gets `WouldBlock` instead of sleeping in `accept`.
+#[derive(Debug)]
+pub struct Listener {
+    socket: TcpListener,
+    addr: SocketAddr,
+}
+
+impl Listener {
+    /// Bind `addr` with `SO_REUSEADDR` (and `IPV6_V6ONLY` for IPv6, so that
+    /// `[::]:80` and `0.0.0.0:80` can both be listed) and start listening.
+    pub fn bind(addr: SocketAddr, backlog: u32) -> Result<Listener> {
+        let wrap = |e| Error::bind(addr.to_string(), e);
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .map_err(wrap)?;
+        socket.set_reuse_address(true).map_err(wrap)?;
+        if addr.is_ipv6() {
+            socket.set_only_v6(true).map_err(wrap)?;
+        }
+        socket.bind(&addr.into()).map_err(wrap)?;
+        socket
+            .listen(backlog.min(i32::MAX as u32) as i32)
+            .map_err(wrap)?;
+        socket.set_nonblocking(true).map_err(wrap)?;
+        let socket: TcpListener = socket.into();
+        let addr = socket.local_addr().map_err(wrap)?;
+        Ok(Listener { socket, addr })
+    }
+
+    /// Bind every address, failing on the first that cannot be bound.
+    pub fn bind_all(addrs: &[SocketAddr], backlog: u32) -> Result<Vec<Listener>> {
+        addrs.iter().map(|&a| Listener::bind(a, backlog)).collect()
+    }
+
+    /// The bound address (with the real port when port 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Accept one pending connection (`WouldBlock` when none is queued).
+    /// The accepted socket is blocking, close-on-exec, with `TCP_NODELAY` set
+    /// because responses are written whole.
+    pub fn accept(&self) -> std::io::Result<(TcpStream, SocketAddr)> {
+        let (stream, peer) = self.socket.accept()?;
+        stream.set_nodelay(true)?;
+        Ok((stream, peer))
+    }
+
+    /// The standard-library listener.
+    pub fn as_std(&self) -> &TcpListener {
+        &self.socket
+    }
+}
+
+impl AsRawFd for Listener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+}

@@ -1,0 +1,402 @@
+//! Serving a directory: confinement, index files, validators, conditional
+//! and range requests.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::http::{FileBody, HttpHandler, Request, Response};
+use crate::mime;
+
+/// An [`HttpHandler`] that serves the files under a document root.
+///
+/// * The path is percent-decoded and normalised (`.` and `..` segments
+///   resolved); a path that climbs above the root, contains NUL or an encoded
+///   `/`, or resolves through a symbolic link to outside the root is refused.
+///   The kernel enforces the last with `openat2(RESOLVE_BENEATH)`.
+/// * A directory is answered by its `index.html`, after a 301 that adds the
+///   trailing slash; there are no directory listings.
+/// * `ETag` and `Last-Modified` on every file; `If-None-Match` and
+///   `If-Modified-Since` answer 304; a single byte `Range` answers 206 (or 416),
+///   honouring `If-Range`.
+/// * `GET` and `HEAD` only: 405 with `Allow` otherwise (`OPTIONS` answers 204).
+///
+/// Cheap to clone: clones share the open root directory.
+#[derive(Debug, Clone)]
+pub struct StaticFiles {
+    root: Arc<OwnedFd>,
+}
+
+impl StaticFiles {
+    /// Serve `docroot`, which is opened now.
+    pub fn new(docroot: &Path) -> Result<StaticFiles> {
+        let file = File::open(docroot).map_err(|e| Error::docroot(docroot, e))?;
+        if !file
+            .metadata()
+            .map_err(|e| Error::docroot(docroot, e))?
+            .is_dir()
+        {
+            return Err(Error::docroot(
+                docroot,
+                io::Error::new(io::ErrorKind::InvalidInput, "not a directory"),
+            ));
+        }
+        Ok(StaticFiles {
+            root: Arc::new(OwnedFd::from(file)),
+        })
+    }
+
+    fn open(&self, rel: &str) -> io::Result<File> {
+        let path = if rel.is_empty() { "." } else { rel };
+        let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        open_beneath(self.root.as_raw_fd(), &c)
+    }
+}
+
+/// `openat2(2)`'s `struct open_how`.
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// Open `path` relative to `dir`, refusing any resolution (`..` or a symbolic
+/// link) that leaves `dir`.
+fn open_beneath(dir: i32, path: &CString) -> io::Result<File> {
+    let how = OpenHow {
+        flags: (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64,
+        mode: 0,
+        resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: `path` is NUL-terminated, `how` is a valid open_how of the size
+    // passed, and `dir` is an open directory descriptor owned by the caller.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ENOSYS) {
+            return open_beneath_fallback(dir, path);
+        }
+        return Err(err);
+    }
+    // SAFETY: the kernel just returned this descriptor to us, and nothing else owns it.
+    Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
+/// For kernels before 5.6: open, then check that the file's real path is
+/// still under the root's.
+fn open_beneath_fallback(dir: i32, path: &CString) -> io::Result<File> {
+    let root = std::fs::read_link(format!("/proc/self/fd/{dir}"))?;
+    let rel = path.to_str().map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let full = root.join(rel).canonicalize()?;
+    if !full.starts_with(&root) {
+        return Err(io::Error::from_raw_os_error(libc::EXDEV));
+    }
+    File::open(full)
+}
+
+impl HttpHandler for StaticFiles {
+    fn handle(&mut self, req: &Request<'_>) -> Response {
+        match req.method() {
+            "GET" | "HEAD" => {}
+            "OPTIONS" => return Response::new(204).header("Allow", "GET, HEAD, OPTIONS"),
+            _ => return Response::error(405).header("Allow", "GET, HEAD, OPTIONS"),
+        }
+        let raw = req.path();
+        if !raw.starts_with('/') {
+            return Response::error(400);
+        }
+        let rel = match clean_path(raw) {
+            Ok(p) => p,
+            Err(status) => return Response::error(status),
+        };
+        let file = match self.open(&rel) {
+            Ok(f) => f,
+            Err(e) => return Response::error(open_status(&e)),
+        };
+        let Ok(meta) = file.metadata() else {
+            return Response::error(500);
+        };
+        let (file, meta, name) = if meta.is_dir() {
+            if !raw.ends_with('/') {
+                let mut to = format!("{raw}/");
+                if let Some(q) = req.query() {
+                    to.push('?');
+                    to.push_str(q);
+                }
+                return Response::error(301).header("Location", to);
+            }
+            let index = if rel.is_empty() {
+                "index.html".to_string()
+            } else {
+                format!("{rel}/index.html")
+            };
+            let file = match self.open(&index) {
+                Ok(f) => f,
+                // A directory without an index: no listings.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Response::error(403),
+                Err(e) => return Response::error(open_status(&e)),
+            };
+            let Ok(meta) = file.metadata() else {
+                return Response::error(500);
+            };
+            (file, meta, index)
+        } else {
+            (file, meta, rel)
+        };
+        if !meta.is_file() {
+            return Response::error(403);
+        }
+        serve_file(req, file, &meta, &name)
+    }
+}
+
+fn open_status(e: &io::Error) -> u16 {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ENAMETOOLONG) => 404,
+        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EXDEV) | Some(libc::ELOOP) => 403,
+        Some(libc::EINVAL) => 400,
+        _ => 500,
+    }
+}
+
+/// Percent-decode and normalise a request path into a path relative to the
+/// root (no leading slash). Errors carry the status to answer.
+pub(crate) fn clean_path(raw: &str) -> std::result::Result<String, u16> {
+    let bytes = raw.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3).ok_or(400u16)?;
+                let v = std::str::from_utf8(hex)
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or(400u16)?;
+                // An encoded separator would let one segment stand for two.
+                if v == b'/' {
+                    return Err(404);
+                }
+                decoded.push(v);
+                i += 3;
+            }
+            b => {
+                decoded.push(b);
+                i += 1;
+            }
+        }
+    }
+    if decoded.contains(&0) {
+        return Err(400);
+    }
+    let text = String::from_utf8(decoded).map_err(|_| 404u16)?;
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in text.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(403); // climbs above the root
+                }
+            }
+            s => parts.push(s),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// The strong validator for a file: size and modification time, as httpd's.
+fn etag(meta: &std::fs::Metadata) -> String {
+    let nanos = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
+    format!("\"{:x}-{:x}\"", meta.len(), nanos)
+}
+
+fn modified(meta: &std::fs::Metadata) -> SystemTime {
+    // Whole seconds: HTTP dates have no finer resolution.
+    UNIX_EPOCH + Duration::from_secs(meta.mtime().max(0) as u64)
+}
+
+fn serve_file(req: &Request<'_>, file: File, meta: &std::fs::Metadata, name: &str) -> Response {
+    let len = meta.len();
+    let tag = etag(meta);
+    let mtime = modified(meta);
+    let last_modified = httpdate::fmt_http_date(mtime);
+    let base = |status: u16| {
+        Response::new(status)
+            .header("ETag", tag.clone())
+            .header("Last-Modified", last_modified.clone())
+    };
+
+    if let Some(inm) = req.header_str("if-none-match") {
+        if etag_matches(inm, &tag, false) {
+            return base(304);
+        }
+    } else if let Some(ims) = req.header_str("if-modified-since") {
+        if let Ok(since) = httpdate::parse_http_date(ims) {
+            if mtime <= since {
+                return base(304);
+            }
+        }
+    }
+
+    let mut range = None;
+    if req.method() == "GET" {
+        if let Some(spec) = req.header_str("range") {
+            let if_range_ok = match req.header_str("if-range") {
+                None => true,
+                Some(v) if v.starts_with('"') => v == tag,
+                Some(v) => httpdate::parse_http_date(v).is_ok_and(|d| d == mtime),
+            };
+            if if_range_ok {
+                match parse_range(spec, len) {
+                    RangeSpec::Ignore => {}
+                    RangeSpec::Unsatisfiable => {
+                        return Response::error(416)
+                            .header("Content-Range", format!("bytes */{len}"));
+                    }
+                    RangeSpec::Bytes(start, end) => range = Some((start, end)),
+                }
+            }
+        }
+    }
+    let response = match range {
+        Some((start, end)) => base(206)
+            .header("Content-Range", format!("bytes {start}-{end}/{len}"))
+            .body(FileBody {
+                file,
+                offset: start,
+                len: end - start + 1,
+            }),
+        None => base(200).body(FileBody {
+            file,
+            offset: 0,
+            len,
+        }),
+    };
+    response
+        .header("Content-Type", mime::content_type(name))
+        .header("Accept-Ranges", "bytes")
+}
+
+/// Does an `If-None-Match` list match `tag`? Weak comparison (RFC 9110 13.1.2).
+fn etag_matches(list: &str, tag: &str, _strong: bool) -> bool {
+    let bare = tag.trim_start_matches("W/");
+    list.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == bare)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum RangeSpec {
+    /// Not a single byte range we serve: answer the whole file.
+    Ignore,
+    Unsatisfiable,
+    /// First and last byte, inclusive.
+    Bytes(u64, u64),
+}
+
+fn parse_range(spec: &str, len: u64) -> RangeSpec {
+    let Some(set) = spec.trim().strip_prefix("bytes=") else {
+        return RangeSpec::Ignore;
+    };
+    if set.contains(',') {
+        return RangeSpec::Ignore; // multipart ranges are optional; send it all
+    }
+    let Some((a, b)) = set.trim().split_once('-') else {
+        return RangeSpec::Ignore;
+    };
+    let (a, b) = (a.trim(), b.trim());
+    let num = |s: &str| -> Option<u64> {
+        if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+            None
+        } else {
+            s.parse().ok()
+        }
+    };
+    match (a.is_empty(), b.is_empty()) {
+        (true, true) => RangeSpec::Ignore,
+        (true, false) => match num(b) {
+            None => RangeSpec::Ignore,
+            Some(0) => RangeSpec::Unsatisfiable,
+            Some(_) if len == 0 => RangeSpec::Unsatisfiable,
+            Some(n) => RangeSpec::Bytes(len.saturating_sub(n), len - 1),
+        },
+        (false, _) => {
+            let Some(start) = num(a) else {
+                return RangeSpec::Ignore;
+            };
+            let end = if b.is_empty() {
+                u64::MAX
+            } else {
+                match num(b) {
+                    Some(e) if e >= start => e,
+                    _ => return RangeSpec::Ignore,
+                }
+            };
+            if start >= len {
+                RangeSpec::Unsatisfiable
+            } else {
+                RangeSpec::Bytes(start, end.min(len - 1))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_decoded_and_normalised() {
+        assert_eq!(clean_path("/a/./b//c").unwrap(), "a/b/c");
+        assert_eq!(clean_path("/a/../b").unwrap(), "b");
+        assert_eq!(clean_path("/%61%62").unwrap(), "ab");
+        assert_eq!(clean_path("/").unwrap(), "");
+    }
+
+    #[test]
+    fn traversal_nul_and_encoded_slashes_are_refused() {
+        assert_eq!(clean_path("/../etc/passwd"), Err(403));
+        assert_eq!(clean_path("/a/%2e%2e/%2e%2e/x"), Err(403));
+        assert_eq!(clean_path("/a%00b"), Err(400));
+        assert_eq!(clean_path("/a%2fb"), Err(404));
+        assert_eq!(clean_path("/a%zz"), Err(400));
+        assert_eq!(clean_path("/a%4"), Err(400));
+    }
+
+    #[test]
+    fn single_ranges_parse_and_bad_ones_are_ignored() {
+        assert_eq!(parse_range("bytes=0-9", 100), RangeSpec::Bytes(0, 9));
+        assert_eq!(parse_range("bytes=90-", 100), RangeSpec::Bytes(90, 99));
+        assert_eq!(parse_range("bytes=-10", 100), RangeSpec::Bytes(90, 99));
+        assert_eq!(parse_range("bytes=50-500", 100), RangeSpec::Bytes(50, 99));
+        assert_eq!(parse_range("bytes=100-", 100), RangeSpec::Unsatisfiable);
+        assert_eq!(parse_range("bytes=-0", 100), RangeSpec::Unsatisfiable);
+        assert_eq!(parse_range("bytes=9-1", 100), RangeSpec::Ignore);
+        assert_eq!(parse_range("bytes=0-1,5-6", 100), RangeSpec::Ignore);
+        assert_eq!(parse_range("items=0-1", 100), RangeSpec::Ignore);
+    }
+
+    #[test]
+    fn if_none_match_uses_weak_comparison() {
+        assert!(etag_matches("\"a\", W/\"b\"", "\"b\"", false));
+        assert!(etag_matches("*", "\"b\"", false));
+        assert!(!etag_matches("\"c\"", "\"b\"", false));
+    }
+}

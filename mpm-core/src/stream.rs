@@ -1,0 +1,203 @@
+//! The accepted socket as a handler sees it.
+
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// An accepted connection, lent to a [`ConnectionHandler`](crate::ConnectionHandler)
+/// for one step at a time.
+///
+/// It reads and writes like a `TcpStream` and adds what a server needs:
+/// `sendfile`, a "more is coming" write, and whether the server is draining.
+/// The MPM decides whether it is blocking; a handler that treats
+/// [`io::ErrorKind::WouldBlock`] as "return and wait" works either way.
+#[derive(Debug)]
+pub struct Stream {
+    socket: TcpStream,
+    peer: SocketAddr,
+    blocking: bool,
+    would_block: bool,
+    draining: Arc<AtomicBool>,
+    read_timeout: Option<Duration>,
+}
+
+impl Stream {
+    /// Wrap an accepted socket. `blocking` says which mode the MPM put it in;
+    /// `draining` is the server-wide "stopping" flag.
+    pub fn new(
+        socket: TcpStream,
+        peer: SocketAddr,
+        blocking: bool,
+        draining: Arc<AtomicBool>,
+    ) -> io::Result<Self> {
+        // Accepted sockets start blocking on Linux, whatever the listener's mode.
+        if !blocking {
+            socket.set_nonblocking(true)?;
+        }
+        Ok(Stream {
+            socket,
+            peer,
+            blocking,
+            would_block: false,
+            draining,
+            read_timeout: None,
+        })
+    }
+
+    /// The client's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The address the client connected to (asks the kernel each time).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// Is the socket in blocking mode (prefork, worker)?
+    pub fn is_blocking(&self) -> bool {
+        self.blocking
+    }
+
+    /// Is the server stopping? A protocol should finish the exchange in
+    /// progress and then close (HTTP answers with `Connection: close`).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// The underlying socket, for options this type does not wrap.
+    pub fn socket(&self) -> &TcpStream {
+        &self.socket
+    }
+
+    /// Write `buf`, telling the kernel more data follows at once (`MSG_MORE`)
+    /// when `more` is set, so a response head and a file body share packets.
+    pub fn send(&mut self, buf: &[u8], more: bool) -> io::Result<usize> {
+        let flags = if more {
+            libc::MSG_MORE | libc::MSG_NOSIGNAL
+        } else {
+            libc::MSG_NOSIGNAL
+        };
+        let fd = self.socket.as_raw_fd();
+        loop {
+            // SAFETY: `buf` is a valid readable slice for its length and `fd`
+            // is an open socket owned by `self`.
+            let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(self.note(err));
+            }
+        }
+    }
+
+    /// Send up to `count` bytes of `file` from `offset` with `sendfile(2)`,
+    /// advancing `offset`. Returns the number of bytes sent (0 at end of file).
+    pub fn sendfile(&mut self, file: &File, offset: &mut u64, count: usize) -> io::Result<usize> {
+        let mut off = *offset as libc::off_t;
+        loop {
+            match nix::sys::sendfile::sendfile(self.socket.as_fd(), file.as_fd(), Some(&mut off), count)
+            {
+                Ok(n) => {
+                    *offset = off as u64;
+                    return Ok(n);
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(self.note(io::Error::from(e))),
+            }
+        }
+    }
+
+    /// Did the last read or write fail with `WouldBlock`? On a blocking
+    /// socket that means its timeout expired. Clears the flag.
+    pub fn take_would_block(&mut self) -> bool {
+        std::mem::take(&mut self.would_block)
+    }
+
+    /// Set the blocking read timeout, skipping the system call when it is
+    /// already in force. Used by blocking MPMs.
+    pub fn set_read_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        if self.read_timeout != Some(timeout) {
+            self.socket.set_read_timeout(Some(timeout))?;
+            self.read_timeout = Some(timeout);
+        }
+        Ok(())
+    }
+
+    /// Set the blocking write timeout.
+    pub fn set_write_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        self.socket.set_write_timeout(Some(timeout))
+    }
+
+    /// Close after a lingering drain: shut down our side for writing, then
+    /// read and discard whatever the peer still sends until it closes, `max`
+    /// elapses, or a bounded amount was read. Keeps unread input from turning
+    /// into a reset that would destroy the response the peer has not read yet.
+    pub fn linger_close(mut self, max: Duration) {
+        if self.socket.shutdown(Shutdown::Write).is_err() {
+            return;
+        }
+        let deadline = Instant::now() + max;
+        let _ = self.socket.set_nonblocking(false);
+        let mut scratch = [0u8; 4096];
+        let mut budget: usize = 256 * 1024;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || budget == 0 {
+                return;
+            }
+            if self.socket.set_read_timeout(Some(left)).is_err() {
+                return;
+            }
+            match self.socket.read(&mut scratch) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => budget = budget.saturating_sub(n),
+            }
+        }
+    }
+
+    fn note(&mut self, err: io::Error) -> io::Error {
+        if err.kind() == io::ErrorKind::WouldBlock {
+            self.would_block = true;
+        }
+        err
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.socket.read(buf) {
+            Ok(n) => Ok(n),
+            Err(e) => Err(self.note(e)),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send(buf, false)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match self.socket.write_vectored(bufs) {
+            Ok(n) => Ok(n),
+            Err(e) => Err(self.note(e)),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+}

@@ -1,0 +1,120 @@
+//! Command-line parsing and the `serve` command.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use mpm_core::http::HttpFactory;
+use mpm_core::{
+    Config, ConfigLayer, DefaultSite, Error, Lifecycle, Listener, Mpm, MpmKind, StaticFiles,
+};
+
+use crate::site::Site;
+
+/// mpm: an HTTP server whose process model (prefork, worker, event) is chosen
+/// at launch, and a bench to measure what each one costs.
+#[derive(Debug, Parser)]
+#[command(name = "mpm", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve a document root (or the embedded welcome site) until SIGTERM or SIGINT.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Read settings from a TOML file whose keys are these flags' names;
+    /// flags given on the command line win.
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    layer: ConfigLayer,
+}
+
+/// Run the command line; returns the process exit code.
+pub(crate) fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return 0;
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return 2;
+            }
+            eprintln!("mpm: {}", one_line(&e.to_string()));
+            return 2;
+        }
+    };
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("mpm: error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// Clap's messages span lines (usage, tips); keep the one that names the problem.
+fn one_line(message: &str) -> String {
+    let first = message.lines().next().unwrap_or("invalid arguments").trim();
+    let mut line = first.to_string();
+    // "invalid value 'x' for '--mpm <MPM>': unknown MPM ..." already says it all;
+    // for unknown flags, add clap's suggestion when it made one.
+    if let Some(tip) = message.lines().find(|l| l.trim_start().starts_with("tip:")) {
+        line.push_str(" (");
+        line.push_str(tip.trim().trim_start_matches("tip: "));
+        line.push(')');
+    }
+    line
+}
+
+fn serve(args: ServeArgs) -> Result<(), Error> {
+    let file = match &args.config {
+        Some(path) => ConfigLayer::from_file(path)?,
+        None => ConfigLayer::default(),
+    };
+    let config = Config::resolve(args.layer.or(file))?;
+    let site = match &config.docroot {
+        Some(dir) => Site::Files(StaticFiles::new(dir)?),
+        None => Site::Welcome(DefaultSite::new(&config)),
+    };
+    match config.mpm {
+        MpmKind::Worker => run(mpm_worker::Worker, &config, site),
+        MpmKind::Prefork => run(mpm_prefork::Prefork, &config, site),
+        MpmKind::Event => run(mpm_event::Event, &config, site),
+    }
+}
+
+fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
+    mpm.available()?;
+    let listeners = Listener::bind_all(&config.listen, config.backlog)?;
+    let lifecycle = Lifecycle::new()?;
+    lifecycle.stop_on_signals()?;
+    let what = match &config.docroot {
+        Some(d) => format!("docroot {}", d.display()),
+        None => "the embedded welcome site".to_string(),
+    };
+    for l in &listeners {
+        eprintln!(
+            "mpm: {} MPM listening on http://{} serving {what}",
+            mpm.kind(),
+            l.local_addr()
+        );
+    }
+    let factory = HttpFactory::new(config, move || site.clone());
+    mpm.run(config, listeners, factory, &lifecycle)?;
+    eprintln!("mpm: stopped");
+    Ok(())
+}
