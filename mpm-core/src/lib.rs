@@ -11,6 +11,7 @@
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`Config`] — flags and TOML settings with httpd's names.
+//! * [`raise_fd_limit`] — lift the soft descriptor limit for many connections.
 //! * [`Error`] — this crate's one error type.
 //!
 //! The [`http::HttpHandler`] documentation has a runnable embedding example.
@@ -22,6 +23,7 @@ pub mod config;
 mod connection_handler;
 mod default_site;
 mod error;
+mod fd_limit;
 pub mod http;
 mod lifecycle;
 mod listener;
@@ -34,6 +36,7 @@ pub use config::{Config, ConfigLayer, MpmKind};
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Wait};
 pub use default_site::DefaultSite;
 pub use error::{Error, Result};
+pub use fd_limit::raise_fd_limit;
 pub use lifecycle::{Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::Mpm;

@@ -46,8 +46,9 @@ struct Inner {
 impl Lifecycle {
     /// A lifecycle in [`Phase::Starting`].
     pub fn new() -> Result<Lifecycle> {
-        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
-            .map_err(|e| Error::io("creating the stop pipe", e.into()))?;
+        let (r, w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .map_err(|e| Error::io("creating the stop pipe", e.into()))?;
         Ok(Lifecycle {
             inner: Arc::new(Inner {
                 phase: Mutex::new(Phase::Starting),

@@ -1,6 +1,7 @@
 //! Serving a directory: confinement, index files, validators, conditional
 //! and range requests.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
@@ -8,7 +9,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
 use crate::http::{FileBody, HttpHandler, Request, Response};
@@ -27,10 +30,35 @@ use crate::mime;
 ///   honouring `If-Range`.
 /// * `GET` and `HEAD` only: 405 with `Allow` otherwise (`OPTIONS` answers 204).
 ///
-/// Cheap to clone: clones share the open root directory.
+/// Open files are cached for one second, as nginx's `open_file_cache`
+/// does: a hit costs no `open`, `stat` or `close`, and the body still goes
+/// out by `sendfile` from the shared descriptor. A file changed on disk is
+/// seen within that time.
+///
+/// Cheap to clone: clones share the open root directory and the cache.
 #[derive(Debug, Clone)]
 pub struct StaticFiles {
     root: Arc<OwnedFd>,
+    cache: Arc<RwLock<HashMap<Box<str>, Arc<OpenFile>>>>,
+}
+
+/// How long an open-file cache entry is trusted before the file is opened
+/// and checked again.
+pub(crate) const CACHE_VALID: Duration = Duration::from_secs(1);
+
+/// The most files kept open by the cache; when full it starts again empty.
+const CACHE_ENTRIES: usize = 256;
+
+/// A regular file ready to serve, with its validators formatted once.
+#[derive(Debug)]
+struct OpenFile {
+    file: Arc<File>,
+    len: u64,
+    mtime: SystemTime,
+    etag: String,
+    last_modified: String,
+    content_type: &'static str,
+    opened: Instant,
 }
 
 impl StaticFiles {
@@ -49,6 +77,73 @@ impl StaticFiles {
         }
         Ok(StaticFiles {
             root: Arc::new(OwnedFd::from(file)),
+            cache: Arc::new(RwLock::new(HashMap::new())),
+        })
+    }
+
+    /// The file a request path names, from the cache when fresh.
+    fn lookup(
+        &self,
+        raw: &str,
+        query: Option<&str>,
+    ) -> std::result::Result<Arc<OpenFile>, Response> {
+        if let Some(hit) = self.cache.read().get(raw) {
+            if hit.opened.elapsed() < CACHE_VALID {
+                return Ok(Arc::clone(hit));
+            }
+        }
+        let found = Arc::new(self.resolve(raw, query)?);
+        let mut cache = self.cache.write();
+        if cache.len() >= CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(raw.into(), Arc::clone(&found));
+        Ok(found)
+    }
+
+    /// Map a request path to an open regular file, or the error response.
+    fn resolve(&self, raw: &str, query: Option<&str>) -> std::result::Result<OpenFile, Response> {
+        let rel = clean_path(raw).map_err(Response::error)?;
+        let file = self
+            .open(&rel)
+            .map_err(|e| Response::error(open_status(&e)))?;
+        let meta = file.metadata().map_err(|_| Response::error(500))?;
+        let (file, meta, name) = if meta.is_dir() {
+            if !raw.ends_with('/') {
+                let mut to = format!("{raw}/");
+                if let Some(q) = query {
+                    to.push('?');
+                    to.push_str(q);
+                }
+                return Err(Response::error(301).header("Location", to));
+            }
+            let index = if rel.is_empty() {
+                "index.html".to_string()
+            } else {
+                format!("{rel}/index.html")
+            };
+            let file = self.open(&index).map_err(|e| match e.kind() {
+                // A directory without an index: no listings.
+                io::ErrorKind::NotFound => Response::error(403),
+                _ => Response::error(open_status(&e)),
+            })?;
+            let meta = file.metadata().map_err(|_| Response::error(500))?;
+            (file, meta, index)
+        } else {
+            (file, meta, rel)
+        };
+        if !meta.is_file() {
+            return Err(Response::error(403));
+        }
+        let mtime = modified(&meta);
+        Ok(OpenFile {
+            file: Arc::new(file),
+            len: meta.len(),
+            mtime,
+            etag: etag(&meta),
+            last_modified: httpdate::fmt_http_date(mtime),
+            content_type: mime::content_type(&name),
+            opened: Instant::now(),
         })
     }
 
@@ -104,7 +199,9 @@ fn open_beneath(dir: i32, path: &CString) -> io::Result<File> {
 /// still under the root's.
 fn open_beneath_fallback(dir: i32, path: &CString) -> io::Result<File> {
     let root = std::fs::read_link(format!("/proc/self/fd/{dir}"))?;
-    let rel = path.to_str().map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let rel = path
+        .to_str()
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     let full = root.join(rel).canonicalize()?;
     if !full.starts_with(&root) {
         return Err(io::Error::from_raw_os_error(libc::EXDEV));
@@ -123,48 +220,10 @@ impl HttpHandler for StaticFiles {
         if !raw.starts_with('/') {
             return Response::error(400);
         }
-        let rel = match clean_path(raw) {
-            Ok(p) => p,
-            Err(status) => return Response::error(status),
-        };
-        let file = match self.open(&rel) {
-            Ok(f) => f,
-            Err(e) => return Response::error(open_status(&e)),
-        };
-        let Ok(meta) = file.metadata() else {
-            return Response::error(500);
-        };
-        let (file, meta, name) = if meta.is_dir() {
-            if !raw.ends_with('/') {
-                let mut to = format!("{raw}/");
-                if let Some(q) = req.query() {
-                    to.push('?');
-                    to.push_str(q);
-                }
-                return Response::error(301).header("Location", to);
-            }
-            let index = if rel.is_empty() {
-                "index.html".to_string()
-            } else {
-                format!("{rel}/index.html")
-            };
-            let file = match self.open(&index) {
-                Ok(f) => f,
-                // A directory without an index: no listings.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Response::error(403),
-                Err(e) => return Response::error(open_status(&e)),
-            };
-            let Ok(meta) = file.metadata() else {
-                return Response::error(500);
-            };
-            (file, meta, index)
-        } else {
-            (file, meta, rel)
-        };
-        if !meta.is_file() {
-            return Response::error(403);
+        match self.lookup(raw, req.query()) {
+            Ok(file) => serve_file(req, &file),
+            Err(response) => response,
         }
-        serve_file(req, file, &meta, &name)
     }
 }
 
@@ -234,24 +293,21 @@ fn modified(meta: &std::fs::Metadata) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(meta.mtime().max(0) as u64)
 }
 
-fn serve_file(req: &Request<'_>, file: File, meta: &std::fs::Metadata, name: &str) -> Response {
-    let len = meta.len();
-    let tag = etag(meta);
-    let mtime = modified(meta);
-    let last_modified = httpdate::fmt_http_date(mtime);
+fn serve_file(req: &Request<'_>, f: &OpenFile) -> Response {
+    let len = f.len;
     let base = |status: u16| {
         Response::new(status)
-            .header("ETag", tag.clone())
-            .header("Last-Modified", last_modified.clone())
+            .header("ETag", f.etag.clone())
+            .header("Last-Modified", f.last_modified.clone())
     };
 
     if let Some(inm) = req.header_str("if-none-match") {
-        if etag_matches(inm, &tag, false) {
+        if etag_matches(inm, &f.etag) {
             return base(304);
         }
     } else if let Some(ims) = req.header_str("if-modified-since") {
         if let Ok(since) = httpdate::parse_http_date(ims) {
-            if mtime <= since {
+            if f.mtime <= since {
                 return base(304);
             }
         }
@@ -262,8 +318,8 @@ fn serve_file(req: &Request<'_>, file: File, meta: &std::fs::Metadata, name: &st
         if let Some(spec) = req.header_str("range") {
             let if_range_ok = match req.header_str("if-range") {
                 None => true,
-                Some(v) if v.starts_with('"') => v == tag,
-                Some(v) => httpdate::parse_http_date(v).is_ok_and(|d| d == mtime),
+                Some(v) if v.starts_with('"') => v == f.etag,
+                Some(v) => httpdate::parse_http_date(v).is_ok_and(|d| d == f.mtime),
             };
             if if_range_ok {
                 match parse_range(spec, len) {
@@ -277,6 +333,7 @@ fn serve_file(req: &Request<'_>, file: File, meta: &std::fs::Metadata, name: &st
             }
         }
     }
+    let file = Arc::clone(&f.file);
     let response = match range {
         Some((start, end)) => base(206)
             .header("Content-Range", format!("bytes {start}-{end}/{len}"))
@@ -285,21 +342,19 @@ fn serve_file(req: &Request<'_>, file: File, meta: &std::fs::Metadata, name: &st
                 offset: start,
                 len: end - start + 1,
             }),
-        None => base(200).body(FileBody {
-            file,
-            offset: 0,
-            len,
-        }),
+        None => base(200).body(FileBody::whole(file, len)),
     };
     response
-        .header("Content-Type", mime::content_type(name))
+        .header("Content-Type", f.content_type)
         .header("Accept-Ranges", "bytes")
 }
 
 /// Does an `If-None-Match` list match `tag`? Weak comparison (RFC 9110 13.1.2).
-fn etag_matches(list: &str, tag: &str, _strong: bool) -> bool {
+fn etag_matches(list: &str, tag: &str) -> bool {
     let bare = tag.trim_start_matches("W/");
-    list.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == bare)
+    list.split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t.trim_start_matches("W/") == bare)
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -395,8 +450,8 @@ mod tests {
 
     #[test]
     fn if_none_match_uses_weak_comparison() {
-        assert!(etag_matches("\"a\", W/\"b\"", "\"b\"", false));
-        assert!(etag_matches("*", "\"b\"", false));
-        assert!(!etag_matches("\"c\"", "\"b\"", false));
+        assert!(etag_matches("\"a\", W/\"b\"", "\"b\""));
+        assert!(etag_matches("*", "\"b\""));
+        assert!(!etag_matches("\"c\"", "\"b\""));
     }
 }

@@ -102,8 +102,12 @@ impl Stream {
     pub fn sendfile(&mut self, file: &File, offset: &mut u64, count: usize) -> io::Result<usize> {
         let mut off = *offset as libc::off_t;
         loop {
-            match nix::sys::sendfile::sendfile(self.socket.as_fd(), file.as_fd(), Some(&mut off), count)
-            {
+            match nix::sys::sendfile::sendfile(
+                self.socket.as_fd(),
+                file.as_fd(),
+                Some(&mut off),
+                count,
+            ) {
                 Ok(n) => {
                     *offset = off as u64;
                     return Ok(n);

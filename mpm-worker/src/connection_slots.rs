@@ -13,7 +13,10 @@ struct Slot {
     idle: bool,
 }
 
-const EMPTY: Slot = Slot { fd: -1, idle: false };
+const EMPTY: Slot = Slot {
+    fd: -1,
+    idle: false,
+};
 
 /// One slot per worker thread. A thread records its connection while it
 /// holds one and marks it idle between requests; the stopping thread shuts
@@ -92,7 +95,9 @@ pub struct SlotParker<'a> {
 
 impl std::fmt::Debug for SlotParker<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlotParker").field("index", &self.index).finish()
+        f.debug_struct("SlotParker")
+            .field("index", &self.index)
+            .finish()
     }
 }
 

@@ -99,6 +99,14 @@ fn serve(args: ServeArgs) -> Result<(), Error> {
 
 fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
     mpm.available()?;
+    let fds =
+        mpm_core::raise_fd_limit().map_err(|e| Error::io("raising the descriptor limit", e))?;
+    if (fds as usize) < config.max_request_workers * 2 + 64 {
+        eprintln!(
+            "mpm: warning: only {fds} descriptors allowed; {} workers may need more (ulimit -n)",
+            config.max_request_workers
+        );
+    }
     let listeners = Listener::bind_all(&config.listen, config.backlog)?;
     let lifecycle = Lifecycle::new()?;
     lifecycle.stop_on_signals()?;

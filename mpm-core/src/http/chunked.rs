@@ -14,7 +14,11 @@ pub(crate) enum ChunkError {
 /// Returns `Ok(None)` when more input is needed, or `Ok(Some(n))` with the
 /// number of input bytes the body used (trailers included). Chunk extensions
 /// are skipped; trailer fields are read and discarded.
-pub(crate) fn decode(input: &[u8], limit: u64, out: &mut Vec<u8>) -> Result<Option<usize>, ChunkError> {
+pub(crate) fn decode(
+    input: &[u8],
+    limit: u64,
+    out: &mut Vec<u8>,
+) -> Result<Option<usize>, ChunkError> {
     out.clear();
     let mut pos = 0usize;
     loop {
@@ -114,9 +118,11 @@ mod tests {
 
     #[test]
     fn decodes_chunks_with_extensions_and_trailers() {
-        let (body, n) = whole(b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-T: 1\r\n\r\nNEXT").unwrap().unwrap();
+        let (body, n) = whole(b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-T: 1\r\n\r\nNEXT")
+            .unwrap()
+            .unwrap();
         assert_eq!(body, b"Wikipedia");
-        assert_eq!(n, 41);
+        assert_eq!(n, 38);
     }
 
     #[test]
@@ -130,13 +136,22 @@ mod tests {
         assert_eq!(whole(b"zz\r\n").unwrap_err(), ChunkError::Invalid);
         assert_eq!(whole(b"-1\r\n").unwrap_err(), ChunkError::Invalid);
         assert_eq!(whole(b"4\nWiki\n0\n\n").unwrap_err(), ChunkError::Invalid);
-        assert_eq!(whole(b"4\r\nWikiXX0\r\n\r\n").unwrap_err(), ChunkError::Invalid);
-        assert_eq!(whole(b"ffffffffffffffffff\r\n").unwrap_err(), ChunkError::Invalid);
+        assert_eq!(
+            whole(b"4\r\nWikiXX0\r\n\r\n").unwrap_err(),
+            ChunkError::Invalid
+        );
+        assert_eq!(
+            whole(b"ffffffffffffffffff\r\n").unwrap_err(),
+            ChunkError::Invalid
+        );
     }
 
     #[test]
     fn bodies_over_the_limit_are_too_large() {
         let mut out = Vec::new();
-        assert_eq!(decode(b"10\r\n", 8, &mut out).unwrap_err(), ChunkError::TooLarge);
+        assert_eq!(
+            decode(b"10\r\n", 8, &mut out).unwrap_err(),
+            ChunkError::TooLarge
+        );
     }
 }

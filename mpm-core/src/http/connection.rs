@@ -17,6 +17,7 @@ use super::response::{reason_phrase, Body, Response};
 use super::{HttpHandler, HttpSettings};
 use crate::connection_handler::{ConnectionHandler, Interest, Wait};
 use crate::stream::Stream;
+use std::borrow::Cow;
 
 /// The receive buffer a connection starts with; it grows only for large
 /// heads or bodies, up to the configured limits.
@@ -52,7 +53,7 @@ enum After {
 /// A body still to be sent after the head.
 enum Pending {
     File {
-        file: std::fs::File,
+        file: Arc<std::fs::File>,
         offset: u64,
         end: u64,
     },
@@ -354,7 +355,7 @@ impl<H: HttpHandler> HttpService<H> {
         &self,
         c: &mut HttpConn,
         status: u16,
-        headers: &[(std::borrow::Cow<'static, str>, std::borrow::Cow<'static, str>)],
+        headers: &[(Cow<'static, str>, Cow<'static, str>)],
         body: Body,
         is_head: bool,
         mut keep: bool,
@@ -406,7 +407,7 @@ impl<H: HttpHandler> HttpService<H> {
         &self,
         c: &mut HttpConn,
         status: u16,
-        headers: &[(std::borrow::Cow<'static, str>, std::borrow::Cow<'static, str>)],
+        headers: &[(Cow<'static, str>, Cow<'static, str>)],
         length: Option<u64>,
         chunked: bool,
     ) {
@@ -512,9 +513,15 @@ impl<H: HttpHandler> HttpService<H> {
 }
 
 fn is_framing(name: &str) -> bool {
-    ["content-length", "transfer-encoding", "connection", "date", "server"]
-        .iter()
-        .any(|f| name.eq_ignore_ascii_case(f))
+    [
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "date",
+        "server",
+    ]
+    .iter()
+    .any(|f| name.eq_ignore_ascii_case(f))
 }
 
 fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {

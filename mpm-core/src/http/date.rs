@@ -10,7 +10,10 @@ thread_local! {
 /// Append the current IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) to `out`.
 pub(crate) fn append_now(out: &mut Vec<u8>) {
     let now = SystemTime::now();
-    let secs = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.0 != secs {

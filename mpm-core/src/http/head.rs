@@ -223,8 +223,14 @@ fn version_status(buf: &[u8]) -> u16 {
 }
 
 fn trim(b: &[u8]) -> &[u8] {
-    let start = b.iter().position(|&c| c != b' ' && c != b'\t').unwrap_or(b.len());
-    let end = b.iter().rposition(|&c| c != b' ' && c != b'\t').map_or(start, |i| i + 1);
+    let start = b
+        .iter()
+        .position(|&c| c != b' ' && c != b'\t')
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|&c| c != b' ' && c != b'\t')
+        .map_or(start, |i| i + 1);
     &b[start..end]
 }
 
@@ -232,7 +238,9 @@ fn parse_decimal(b: &[u8]) -> Option<u64> {
     if b.is_empty() || b.len() > 18 || !b.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    b.iter().try_fold(0u64, |acc, &d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+    b.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
 }
 
 #[cfg(test)]
@@ -257,13 +265,19 @@ mod tests {
 
     #[test]
     fn a_simple_get_has_no_body() {
-        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"), Ok(Framing::None));
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Ok(Framing::None)
+        );
     }
 
     #[test]
     fn http11_needs_exactly_one_host() {
         assert_eq!(status(b"GET / HTTP/1.1\r\n\r\n"), Err(Some(400)));
-        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), Err(Some(400)));
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+            Err(Some(400))
+        );
         assert_eq!(status(b"GET / HTTP/1.0\r\n\r\n"), Ok(Framing::None));
     }
 
@@ -324,7 +338,12 @@ mod tests {
             b"GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\0\r\n\r\n",
         ] {
-            assert_eq!(status(bad), Err(Some(400)), "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                status(bad),
+                Err(Some(400)),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
@@ -336,12 +355,20 @@ mod tests {
     #[test]
     fn connection_tokens_decide_keep_alive() {
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
-        let Parsed::Complete(h) = parse(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", &mut slots, &LIMITS) else {
+        let Parsed::Complete(h) = parse(
+            b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
+            &mut slots,
+            &LIMITS,
+        ) else {
             panic!()
         };
         assert!(h.wants_keep_alive());
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
-        let Parsed::Complete(h) = parse(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", &mut slots, &LIMITS) else {
+        let Parsed::Complete(h) = parse(
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            &mut slots,
+            &LIMITS,
+        ) else {
             panic!()
         };
         assert!(!h.wants_keep_alive());

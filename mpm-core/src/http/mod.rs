@@ -125,7 +125,10 @@ impl HttpSettings {
     /// plus a whole body.
     pub(crate) fn max_buffer(&self) -> usize {
         let body = usize::try_from(self.limits.body).unwrap_or(usize::MAX);
-        self.limits.max_head().saturating_add(body).saturating_add(1024)
+        self.limits
+            .max_head()
+            .saturating_add(body)
+            .saturating_add(1024)
     }
 }
 
@@ -138,7 +141,9 @@ pub struct HttpFactory<F> {
 
 impl<F> std::fmt::Debug for HttpFactory<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpFactory").field("settings", &self.settings).finish()
+        f.debug_struct("HttpFactory")
+            .field("settings", &self.settings)
+            .finish()
     }
 }
 

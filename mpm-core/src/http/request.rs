@@ -84,7 +84,9 @@ impl<'a> Request<'a> {
 
     /// The first value of the named header (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
-        self.headers().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+        self.headers()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
     }
 
     /// The first value of the named header, if it is valid UTF-8, trimmed.
@@ -149,7 +151,13 @@ mod tests {
 
     #[test]
     fn absolute_form_targets_yield_their_path_and_query() {
-        let r = Request::for_test("GET", "http://example.com/a/b?c=d", Version::Http11, &[], b"");
+        let r = Request::for_test(
+            "GET",
+            "http://example.com/a/b?c=d",
+            Version::Http11,
+            &[],
+            b"",
+        );
         assert_eq!(r.path(), "/a/b");
         assert_eq!(r.query(), Some("c=d"));
         let r = Request::for_test("GET", "HTTP://example.com", Version::Http11, &[], b"");

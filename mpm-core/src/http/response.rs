@@ -6,6 +6,9 @@ use std::fs::File;
 use std::io::Read;
 use std::sync::Arc;
 
+/// Header fields as (name, value) pairs, in the order they are sent.
+pub(crate) type Fields = Vec<(Cow<'static, str>, Cow<'static, str>)>;
+
 /// A response: status, header fields, body.
 ///
 /// The HTTP layer adds `Date`, `Server`, the framing (`Content-Length` or
@@ -22,7 +25,7 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Response {
     status: u16,
-    headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+    headers: Fields,
     body: Body,
 }
 
@@ -43,10 +46,14 @@ pub enum Body {
 }
 
 /// A region of an open file.
+///
+/// The file is shared so that an open-file cache can serve many responses
+/// from one descriptor: `sendfile` and `pread` take the offset explicitly and
+/// never move the file position.
 #[derive(Debug)]
 pub struct FileBody {
     /// The open file.
-    pub file: File,
+    pub file: Arc<File>,
     /// First byte to send.
     pub offset: u64,
     /// Number of bytes to send.
@@ -110,6 +117,17 @@ impl From<&'static [u8]> for Body {
 impl From<Arc<[u8]>> for Body {
     fn from(v: Arc<[u8]>) -> Body {
         Body::Shared(v)
+    }
+}
+
+impl FileBody {
+    /// The whole of `file`, whose length is `len`.
+    pub fn whole(file: impl Into<Arc<File>>, len: u64) -> FileBody {
+        FileBody {
+            file: file.into(),
+            offset: 0,
+            len,
+        }
     }
 }
 
@@ -178,7 +196,7 @@ impl Response {
         &self.body
     }
 
-    pub(crate) fn into_parts(self) -> (u16, Vec<(Cow<'static, str>, Cow<'static, str>)>, Body) {
+    pub(crate) fn into_parts(self) -> (u16, Fields, Body) {
         (self.status, self.headers, self.body)
     }
 }
