@@ -12,14 +12,14 @@ use mpm_core::{Config, ConnectionHandler, Interest, Lifecycle, Listener, Mpm, St
 
 /// Echoes each complete line; a line longer than `MAX_LINE` closes the connection.
 #[derive(Debug, Default)]
-pub struct LineEcho;
+pub(crate) struct LineEcho;
 
 /// The longest line accepted.
-pub const MAX_LINE: usize = 4096;
+pub(crate) const MAX_LINE: usize = 4096;
 
 /// Per-connection state: bytes of an unfinished line, and output not yet written.
 #[derive(Debug, Default)]
-pub struct EchoConn {
+pub(crate) struct EchoConn {
     line: Vec<u8>,
     out: Vec<u8>,
 }
