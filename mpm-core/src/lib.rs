@@ -14,7 +14,8 @@
 //! * [`raise_fd_limit`] — lift the soft descriptor limit for many connections.
 //! * [`Error`] — this crate's one error type.
 //!
-//! The [`http::HttpHandler`] documentation has a runnable embedding example.
+//! The [`http::HttpHandler`] documentation has a runnable embedding example;
+//! [`design`] explains why the pieces are shaped as they are.
 
 #![warn(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod blocking;
 pub mod config;
 mod connection_handler;
 mod default_site;
+pub mod design;
 mod error;
 mod fd_limit;
 pub mod http;

@@ -1,0 +1,52 @@
+//! # Design notes
+//!
+//! Why the pieces are shaped the way they are. Nothing here is code.
+//!
+//! ## One handler, driven by readiness
+//!
+//! The three process models differ in who waits for a socket: a blocking
+//! thread (prefork, worker) or an epoll set (event). A handler that owned its
+//! loop would have to be written twice. [`ConnectionHandler`](crate::ConnectionHandler)
+//! therefore does one step at a time and returns what it waits for next
+//! ([`Interest`](crate::Interest)). The rule that makes one implementation serve
+//! both: a step does *at most one read that may block*, and treats
+//! `WouldBlock` as "return and wait". On a blocking socket the read simply
+//! blocks and `WouldBlock` only ever means the socket timeout expired, which
+//! [`Stream`](crate::Stream) records so the driver can call
+//! [`timed_out`](crate::ConnectionHandler::timed_out).
+//!
+//! ## Timeouts are named, not timed
+//!
+//! A step says *which* wait follows ([`Wait::Request`](crate::Wait::Request) or
+//! [`Wait::KeepAlive`](crate::Wait::KeepAlive)), not a deadline. A blocking
+//! driver turns that into `SO_RCVTIMEO` (set only when it changes, so a
+//! keep-alive connection costs one `setsockopt` after its first request, not
+//! one per request); an event loop can keep one ordered queue per wait kind
+//! and expire them in O(1), as httpd's event MPM does. The total time to
+//! receive a request head is the HTTP layer's own check
+//! (`--request-header-timeout`), since a trickling client resets a per-read
+//! timeout with every byte.
+//!
+//! ## Stopping without waiting on idle clients
+//!
+//! A thread blocked in `read` on an idle keep-alive connection would hold up a
+//! stop for the whole keep-alive timeout. The blocking driver reports each
+//! idle wait to an [`IdlePark`](crate::blocking::IdlePark); the worker MPM keeps
+//! one slot per thread and, on stop, shuts idle sockets down for reading, so
+//! the blocked read returns end-of-file at once. Busy connections finish
+//! their request and are answered with `Connection: close`, because
+//! [`Stream::is_draining`](crate::Stream::is_draining) is set. A thread clears
+//! its slot before closing the descriptor, under the slot's lock, so the
+//! stopping thread never shuts down a descriptor number that was reused.
+//!
+//! ## Responses are written whole
+//!
+//! The HTTP layer serialises the head (and any in-memory body) into one
+//! buffer per connection, reused across requests, and writes it with one
+//! `send`. A file body follows by `sendfile(2)`, the head sent with
+//! `MSG_MORE` so both share packets; `--sendfile off` reads 64 KiB chunks with
+//! `pread` and writes them, as httpd's `emulate_sendfile` did. Static files
+//! are opened with `openat2(RESOLVE_BENEATH)`, so confinement is checked by
+//! the kernel in the same call that opens, and kept in a small open-file
+//! cache for a second, so a hot file costs no `open`, `stat` or `close`:
+//! a keep-alive request for a small page is `read`, `send`, `sendfile`.
