@@ -161,10 +161,14 @@ pub struct ConfigLayer {
     /// Most requests served at once (threads, or processes for prefork).
     #[arg(long, value_name = "N")]
     pub max_request_workers: Option<usize>,
-    /// Threads in each worker process (default: max-request-workers while
-    /// worker runs as one process).
+    /// Threads in each process (default: max-request-workers for worker,
+    /// which runs as one process; the lesser of that and 64 for event).
     #[arg(long, value_name = "N")]
     pub threads_per_child: Option<usize>,
+    /// Event MPM: connections one process holds, per request worker
+    /// (the role of httpd's AsyncRequestWorkerFactor).
+    #[arg(long, value_name = "N")]
+    pub async_request_worker_factor: Option<usize>,
     /// Keep connections open between requests: on or off.
     #[arg(long, value_name = "on|off")]
     pub keepalive: Option<OnOff>,
@@ -186,6 +190,10 @@ pub struct ConfigLayer {
     /// Send file bodies with sendfile(2) (on) or read+write (off).
     #[arg(long, value_name = "on|off")]
     pub sendfile: Option<OnOff>,
+    /// Keep files up to this size in memory and write them with the head in
+    /// one call (0: every body by sendfile or read+write).
+    #[arg(long, value_name = "BYTES")]
+    pub file_cache_max_size: Option<u64>,
     /// Longest request line accepted (414 beyond it).
     #[arg(long, value_name = "BYTES")]
     pub limit_request_line: Option<usize>,
@@ -236,6 +244,9 @@ impl ConfigLayer {
             docroot: self.docroot.or(lower.docroot),
             max_request_workers: self.max_request_workers.or(lower.max_request_workers),
             threads_per_child: self.threads_per_child.or(lower.threads_per_child),
+            async_request_worker_factor: self
+                .async_request_worker_factor
+                .or(lower.async_request_worker_factor),
             keepalive: self.keepalive.or(lower.keepalive),
             keepalive_timeout: self.keepalive_timeout.or(lower.keepalive_timeout),
             max_keepalive_requests: self.max_keepalive_requests.or(lower.max_keepalive_requests),
@@ -243,6 +254,7 @@ impl ConfigLayer {
             request_header_timeout: self.request_header_timeout.or(lower.request_header_timeout),
             graceful_timeout: self.graceful_timeout.or(lower.graceful_timeout),
             sendfile: self.sendfile.or(lower.sendfile),
+            file_cache_max_size: self.file_cache_max_size.or(lower.file_cache_max_size),
             limit_request_line: self.limit_request_line.or(lower.limit_request_line),
             limit_request_fields: self.limit_request_fields.or(lower.limit_request_fields),
             limit_request_field_size: self
@@ -271,6 +283,8 @@ pub struct Config {
     pub max_request_workers: usize,
     /// Threads per worker process.
     pub threads_per_child: usize,
+    /// Event MPM: connections held per request worker.
+    pub async_request_worker_factor: usize,
     /// Whether connections are kept open between requests.
     pub keepalive: bool,
     /// Idle wait between requests.
@@ -285,6 +299,8 @@ pub struct Config {
     pub graceful_timeout: Duration,
     /// sendfile(2) for file bodies, or read+write.
     pub sendfile: bool,
+    /// Files up to this size are served from memory.
+    pub file_cache_max_size: u64,
     /// Request-line limit in bytes.
     pub limit_request_line: usize,
     /// Header-field count limit.
@@ -304,6 +320,7 @@ impl Default for Config {
             docroot: None,
             max_request_workers: 256,
             threads_per_child: 256,
+            async_request_worker_factor: 4,
             keepalive: true,
             keepalive_timeout: Duration::from_secs(5),
             max_keepalive_requests: 1000,
@@ -311,6 +328,7 @@ impl Default for Config {
             request_header_timeout: Duration::from_secs(20),
             graceful_timeout: Duration::from_secs(10),
             sendfile: true,
+            file_cache_max_size: crate::static_files::DEFAULT_IN_MEMORY,
             limit_request_line: 8190,
             limit_request_fields: 100,
             limit_request_field_size: 8190,
@@ -336,7 +354,11 @@ impl Config {
         if max_request_workers == 0 {
             return Err(Error::config("--max-request-workers must be at least 1"));
         }
-        let threads_per_child = layer.threads_per_child.unwrap_or(max_request_workers);
+        let mpm = layer.mpm.unwrap_or(d.mpm);
+        let threads_per_child = layer.threads_per_child.unwrap_or(match mpm {
+            MpmKind::Event => max_request_workers.min(64),
+            _ => max_request_workers,
+        });
         if threads_per_child == 0 {
             return Err(Error::config("--threads-per-child must be at least 1"));
         }
@@ -380,8 +402,17 @@ impl Config {
             }
             None => None,
         };
+        let async_request_worker_factor = layer
+            .async_request_worker_factor
+            .unwrap_or(d.async_request_worker_factor);
+        if async_request_worker_factor == 0 {
+            return Err(Error::config(
+                "--async-request-worker-factor must be at least 1",
+            ));
+        }
         Ok(Config {
-            mpm: layer.mpm.unwrap_or(d.mpm),
+            mpm,
+            async_request_worker_factor,
             listen,
             backlog,
             docroot,
@@ -407,6 +438,7 @@ impl Config {
                 .map(|s| s.0)
                 .unwrap_or(d.graceful_timeout),
             sendfile: layer.sendfile.map(|s| s.0).unwrap_or(d.sendfile),
+            file_cache_max_size: layer.file_cache_max_size.unwrap_or(d.file_cache_max_size),
             limit_request_line,
             limit_request_fields,
             limit_request_field_size,

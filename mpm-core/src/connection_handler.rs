@@ -22,6 +22,20 @@ pub enum Interest {
     Linger,
 }
 
+/// What a read-ahead on an event loop found; see [`ConnectionHandler::prefetch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefetch {
+    /// Nothing to act on yet: keep waiting as this says (or close).
+    Wait(Interest),
+    /// A unit of work (a whole request) is buffered: run
+    /// [`ConnectionHandler::readable`] on a worker thread.
+    Ready,
+    /// A unit of work is buffered and answering it will not block: the event
+    /// loop may run [`ConnectionHandler::readable`] itself, saving the two
+    /// thread switches of a hand-off.
+    ReadyInline,
+}
+
 /// Which timeout bounds a [`Interest::Read`] wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -114,6 +128,31 @@ pub trait ConnectionHandler {
     /// The default does nothing.
     fn timed_out(&mut self, conn: &mut Self::Conn, stream: &mut Stream) {
         let _ = (conn, stream);
+    }
+
+    /// Event loops only: read what has arrived without blocking and say
+    /// whether a whole unit of work is buffered, so that a worker thread is
+    /// only handed complete requests and slow clients never hold one. Runs on
+    /// the event loop's own handler; must not block. The default reads
+    /// nothing and asks for a worker at once, as httpd's event MPM does.
+    fn prefetch(&mut self, conn: &mut Self::Conn, stream: &mut Stream) -> Prefetch {
+        let _ = (conn, stream);
+        Prefetch::Ready
+    }
+
+    /// Event loops only: after a step returned [`Interest::Write`], can
+    /// [`writable`](Self::writable) run on the event loop, blocking on nothing
+    /// but the socket (a file body, say)? The default is no: a worker does it.
+    fn writes_without_blocking(&self, conn: &Self::Conn) -> bool {
+        let _ = conn;
+        false
+    }
+
+    /// Event loops only: the connection is parked idle between requests;
+    /// release what it need not keep (buffers), so that an idle connection
+    /// costs as little memory as possible. The default keeps everything.
+    fn parked(&mut self, conn: &mut Self::Conn) {
+        let _ = conn;
     }
 }
 

@@ -72,6 +72,10 @@ impl HttpHandler for DefaultSite {
             _ => Response::error(404),
         }
     }
+
+    fn answers_without_blocking(&self, _req: &Request<'_>) -> bool {
+        true // everything is in memory
+    }
 }
 
 #[cfg(test)]

@@ -35,12 +35,12 @@ mod static_files;
 mod stream;
 
 pub use config::{Config, ConfigLayer, MpmKind};
-pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Wait};
+pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};
 pub use default_site::DefaultSite;
 pub use error::{Error, Result};
 pub use fd_limit::raise_fd_limit;
 pub use lifecycle::{Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::Mpm;
-pub use static_files::StaticFiles;
+pub use static_files::{StaticFiles, DEFAULT_IN_MEMORY};
 pub use stream::Stream;

@@ -21,6 +21,7 @@ pub struct Stream {
     peer: SocketAddr,
     blocking: bool,
     would_block: bool,
+    drained: bool,
     draining: Arc<AtomicBool>,
     read_timeout: Option<Duration>,
 }
@@ -43,6 +44,7 @@ impl Stream {
             peer,
             blocking,
             would_block: false,
+            drained: false,
             draining,
             read_timeout: None,
         })
@@ -124,6 +126,13 @@ impl Stream {
         std::mem::take(&mut self.would_block)
     }
 
+    /// Did the last read leave nothing behind in the socket (it returned
+    /// less than asked, end-of-file, or `WouldBlock`)? An edge-triggered event
+    /// loop needs another read only when this is false.
+    pub fn drained(&self) -> bool {
+        self.drained
+    }
+
     /// Set the blocking read timeout, skipping the system call when it is
     /// already in force. Used by blocking MPMs.
     pub fn set_read_timeout(&mut self, timeout: Duration) -> io::Result<()> {
@@ -177,8 +186,14 @@ impl Stream {
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self.socket.read(buf) {
-            Ok(n) => Ok(n),
-            Err(e) => Err(self.note(e)),
+            Ok(n) => {
+                self.drained = n < buf.len();
+                Ok(n)
+            }
+            Err(e) => {
+                self.drained = e.kind() == io::ErrorKind::WouldBlock;
+                Err(self.note(e))
+            }
         }
     }
 }

@@ -95,7 +95,13 @@ fn a_pipelined_stream_in_one_write_is_answered_in_order() {
     let got = bodies(&exchange(&[]));
     assert_eq!(
         got,
-        ["GET /one []", "POST /two [hello]", "POST /three [abcde]", "", "GET /five []"]
+        [
+            "GET /one []",
+            "POST /two [hello]",
+            "POST /three [abcde]",
+            "",
+            "GET /five []"
+        ]
     );
 }
 

@@ -1,34 +1,30 @@
 //! # mpm-event
 //!
-//! The event process model: per process, an epoll listener thread parks idle
-//! keep-alive connections and hands ready ones to a pool of worker threads.
+//! The event process model: per process, a listener thread owns an epoll set
+//! over the listening sockets and every connection that is waiting (idle
+//! keep-alive, the rest of a request, room to write, a lingering close), and a
+//! pool of worker threads runs handlers. An idle connection costs memory, not
+//! a thread.
 //!
-//! Not built yet: [`Event::run`](mpm_core::Mpm::run) refuses with an error
-//! saying so, and `mpm serve --mpm event` exits with that message, never
-//! falling back to another model.
+//! * [`event_loop`] — the listener thread: accepts, reads and parses request
+//!   heads without blocking ([`ConnectionHandler::prefetch`](mpm_core::ConnectionHandler::prefetch)),
+//!   hands a worker only a whole request, finishes large writes itself on
+//!   `EPOLLOUT`, drains lingering closes, and stops accepting while every
+//!   worker is busy.
+//! * [`worker_pool`] — the workers, and the channel and eventfd by which
+//!   connections come back to the loop.
+//! * [`timeout_queues`] — keep-alive, request, write and linger timeouts, each
+//!   an ordered queue expired in O(1).
+//! * [`Event`] — the [`Mpm`](mpm_core::Mpm) itself.
+//!
+//! A request whose answer cannot block (a cached static file, an error page)
+//! is answered on the listener thread itself: a keep-alive request then costs
+//! no thread switch at all. Everything else goes to a worker, so a handler may
+//! block as it likes.
 
-use mpm_core::{Config, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, Result};
+mod event;
+pub mod event_loop;
+pub mod timeout_queues;
+pub mod worker_pool;
 
-/// The event MPM.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Event;
-
-impl Mpm for Event {
-    fn kind(&self) -> MpmKind {
-        MpmKind::Event
-    }
-
-    fn available(&self) -> Result<()> {
-        Err(Error::not_built("event"))
-    }
-
-    fn run<F: HandlerFactory>(
-        &self,
-        _config: &Config,
-        _listeners: Vec<Listener>,
-        _factory: F,
-        _lifecycle: &Lifecycle,
-    ) -> Result<()> {
-        Err(Error::not_built("event"))
-    }
-}
+pub use event::Event;

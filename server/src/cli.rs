@@ -87,7 +87,9 @@ fn serve(args: ServeArgs) -> Result<(), Error> {
     };
     let config = Config::resolve(args.layer.or(file))?;
     let site = match &config.docroot {
-        Some(dir) => Site::Files(StaticFiles::new(dir)?),
+        Some(dir) => {
+            Site::Files(StaticFiles::new(dir)?.in_memory_up_to(config.file_cache_max_size))
+        }
         None => Site::Welcome(DefaultSite::new(&config)),
     };
     match config.mpm {

@@ -19,4 +19,11 @@ impl HttpHandler for Site {
             Site::Welcome(w) => w.handle(request),
         }
     }
+
+    fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
+        match self {
+            Site::Files(f) => f.answers_without_blocking(request),
+            Site::Welcome(w) => w.answers_without_blocking(request),
+        }
+    }
 }

@@ -9,19 +9,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::buffer_pool::BufferPool;
 use super::chunked::{self, ChunkError};
 use super::date;
 use super::head::{self, Framing, Head, Parsed, SLOTS};
 use super::request::{Headers, Request, Version};
 use super::response::{reason_phrase, Body, Response};
 use super::{HttpHandler, HttpSettings};
-use crate::connection_handler::{ConnectionHandler, Interest, Wait};
+use crate::connection_handler::{ConnectionHandler, Interest, Prefetch, Wait};
 use crate::stream::Stream;
 use std::borrow::Cow;
 
-/// The receive buffer a connection starts with; it grows only for large
-/// heads or bodies, up to the configured limits.
-const INITIAL_BUFFER: usize = 8 * 1024;
 /// Bytes read from a file per write when sendfile is off.
 const COPY_CHUNK: usize = 64 * 1024;
 /// Bytes per chunk of a streamed body.
@@ -78,6 +76,14 @@ pub struct HttpConn {
     head_started: Option<Instant>,
     continue_sent: bool,
     chunk_body: Vec<u8>,
+    pool: Arc<BufferPool>,
+}
+
+impl Drop for HttpConn {
+    fn drop(&mut self) {
+        self.pool.put_read(std::mem::take(&mut self.buf));
+        self.pool.put_write(std::mem::take(&mut self.out));
+    }
 }
 
 impl std::fmt::Debug for HttpConn {
@@ -127,7 +133,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
 
     fn connected(&mut self, _stream: &Stream) -> HttpConn {
         HttpConn {
-            buf: vec![0; INITIAL_BUFFER],
+            buf: Vec::new(),
             start: 0,
             filled: 0,
             out: Vec::new(),
@@ -138,6 +144,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             head_started: None,
             continue_sent: false,
             chunk_body: Vec::new(),
+            pool: Arc::clone(&self.settings.buffers),
         }
     }
 
@@ -174,6 +181,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 if t.elapsed() > self.settings.request_header_timeout {
                     return self.reject(c, s, 408);
                 }
+            }
+            if c.buf.is_empty() {
+                c.buf = c.pool.read_buffer();
             }
             if c.start > 0 {
                 c.buf.copy_within(c.start..c.filled, 0);
@@ -212,6 +222,86 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             },
             Flush::Blocked => Interest::Write,
             Flush::Failed => Interest::Close,
+        }
+    }
+
+    fn prefetch(&mut self, c: &mut HttpConn, s: &mut Stream) -> Prefetch {
+        if c.buf.is_empty() {
+            c.buf = c.pool.read_buffer();
+        }
+        if c.start > 0 {
+            c.buf.copy_within(c.start..c.filled, 0);
+            c.filled -= c.start;
+            c.start = 0;
+        }
+        if c.filled < c.buf.len() {
+            match s.read(&mut c.buf[c.filled..]) {
+                Ok(0) => return Prefetch::Wait(Interest::Close),
+                Ok(n) => c.filled += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Prefetch::Wait(Interest::Close),
+            }
+        } else {
+            return Prefetch::Ready; // a large head or body: the worker grows the buffer
+        }
+        if c.start == c.filled {
+            return Prefetch::Wait(Interest::Read(c.wait()));
+        }
+        let limits = self.settings.limits;
+        let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+        let data = &c.buf[c.start..c.filled];
+        let head = match head::parse(data, &mut slots, &limits) {
+            Parsed::Reject(_) => return Prefetch::ReadyInline, // the error page never blocks
+            Parsed::Partial => {
+                let started = *c.head_started.get_or_insert_with(Instant::now);
+                if started.elapsed() > self.settings.request_header_timeout {
+                    return Prefetch::ReadyInline; // readable() answers 408
+                }
+                return Prefetch::Wait(Interest::Read(Wait::Request));
+            }
+            Parsed::Complete(head) => head,
+        };
+        let complete = match head.framing {
+            Framing::None => true,
+            Framing::Length(n) => n > limits.body || data.len() as u64 >= head.len as u64 + n,
+            Framing::Chunked => !matches!(
+                chunked::decode(&data[head.len..], limits.body, &mut c.chunk_body),
+                Ok(None)
+            ),
+        };
+        if !complete {
+            if head.expect_continue && !c.continue_sent {
+                return Prefetch::Ready; // readable() sends 100 Continue
+            }
+            return Prefetch::Wait(Interest::Read(Wait::Request));
+        }
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version: head.version,
+            headers: Headers::Parsed(head.headers),
+            body: &[],
+            peer: s.peer_addr(),
+        };
+        if self.handler.answers_without_blocking(&req) {
+            Prefetch::ReadyInline
+        } else {
+            Prefetch::Ready
+        }
+    }
+
+    fn writes_without_blocking(&self, c: &HttpConn) -> bool {
+        !matches!(c.pending, Some(Pending::Stream { .. }))
+    }
+
+    fn parked(&mut self, c: &mut HttpConn) {
+        if c.start == c.filled && c.pending.is_none() && c.out_pos >= c.out.len() {
+            c.start = 0;
+            c.filled = 0;
+            c.pool.put_read(std::mem::take(&mut c.buf));
+            c.pool.put_write(std::mem::take(&mut c.out));
+            c.chunk_body = Vec::new();
         }
     }
 
@@ -411,6 +501,9 @@ impl<H: HttpHandler> HttpService<H> {
         length: Option<u64>,
         chunked: bool,
     ) {
+        if c.out.capacity() == 0 {
+            c.out = c.pool.write_buffer();
+        }
         let out = &mut c.out;
         let _ = write!(out, "HTTP/1.1 {status} {}\r\nDate: ", reason_phrase(status));
         date::append_now(out);

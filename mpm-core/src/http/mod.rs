@@ -11,6 +11,7 @@
 //! other versions; `Date` and `Server` on every response; 408 when a head
 //! takes longer than the header timeout.
 
+mod buffer_pool;
 mod chunked;
 mod connection;
 mod date;
@@ -84,11 +85,24 @@ use crate::connection_handler::HandlerFactory;
 pub trait HttpHandler {
     /// Answer one request.
     fn handle(&mut self, request: &Request<'_>) -> Response;
+
+    /// Can [`handle`](Self::handle) answer this request without blocking
+    /// (no disk wait, no network call, no lock held long)? The event MPM then
+    /// answers it on its event loop, saving the two thread switches of a
+    /// hand-off to a worker. The default, no, is always safe.
+    fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
+        let _ = request;
+        false
+    }
 }
 
 impl<H: HttpHandler + ?Sized> HttpHandler for Box<H> {
     fn handle(&mut self, request: &Request<'_>) -> Response {
         (**self).handle(request)
+    }
+
+    fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
+        (**self).answers_without_blocking(request)
     }
 }
 
@@ -101,6 +115,7 @@ pub struct HttpSettings {
     pub(crate) request_header_timeout: Duration,
     pub(crate) sendfile: bool,
     pub(crate) server: String,
+    pub(crate) buffers: Arc<buffer_pool::BufferPool>,
 }
 
 impl HttpSettings {
@@ -118,6 +133,7 @@ impl HttpSettings {
             request_header_timeout: config.request_header_timeout,
             sendfile: config.sendfile,
             server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
+            buffers: Arc::default(),
         }
     }
 

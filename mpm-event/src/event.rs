@@ -1,0 +1,80 @@
+//! The event MPM.
+
+use std::sync::Arc;
+
+use mpm_core::{Config, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, Phase, Result};
+
+use crate::event_loop::EventLoop;
+use crate::worker_pool::{worker_loop, Returns};
+
+/// The event MPM. See the [crate documentation](crate).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Event;
+
+impl Mpm for Event {
+    fn kind(&self) -> MpmKind {
+        MpmKind::Event
+    }
+
+    fn run<F: HandlerFactory>(
+        &self,
+        config: &Config,
+        listeners: Vec<Listener>,
+        factory: F,
+        lifecycle: &Lifecycle,
+    ) -> Result<()> {
+        if listeners.is_empty() {
+            return Err(Error::config("no listening address"));
+        }
+        let threads = config.threads_per_child.min(config.max_request_workers);
+        let returns =
+            Arc::new(Returns::new().map_err(|e| Error::io("creating an eventfd", e.into()))?);
+        let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
+        let factory = Arc::new(factory);
+        let mut workers = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let (jobs, returns, factory) =
+                (jobs_rx.clone(), Arc::clone(&returns), Arc::clone(&factory));
+            let spawned = std::thread::Builder::new()
+                .name(format!("mpm-event-worker-{i}"))
+                .stack_size(512 * 1024)
+                .spawn(move || worker_loop(factory.build(), jobs, returns));
+            match spawned {
+                Ok(h) => workers.push(h),
+                Err(e) => {
+                    drop(jobs_tx);
+                    for h in workers {
+                        let _ = h.join();
+                    }
+                    lifecycle.set_phase(Phase::Stopped);
+                    return Err(Error::io(format!("starting worker thread {i}"), e));
+                }
+            }
+        }
+        drop(jobs_rx);
+        let event_loop = EventLoop::new(
+            config,
+            listeners,
+            factory.build(),
+            jobs_tx,
+            returns,
+            threads,
+            lifecycle,
+        )?;
+        lifecycle.set_phase(Phase::Serving);
+        let _stats = event_loop.run(config.graceful_timeout);
+        // The job channel is closed: idle workers exit at once. One stuck in a
+        // handler past the graceful timeout is left behind rather than waited on.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while workers.iter().any(|h| !h.is_finished()) && std::time::Instant::now() < give_up {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        for h in workers {
+            if h.is_finished() {
+                let _ = h.join();
+            }
+        }
+        lifecycle.set_phase(Phase::Stopped);
+        Ok(())
+    }
+}

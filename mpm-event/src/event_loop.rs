@@ -1,0 +1,542 @@
+//! The listener thread: one epoll set over the listening sockets and every
+//! connection that is waiting, whatever it waits for.
+
+use std::io::{ErrorKind, Read};
+use std::net::Shutdown;
+use std::os::fd::AsFd;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use nix::poll::PollTimeout;
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use slab::Slab;
+
+use mpm_core::{
+    Config, ConnectionHandler, Error, Interest, Lifecycle, Listener, Prefetch, Result, Stream, Wait,
+};
+
+use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
+use crate::worker_pool::{Conn, Job, Returns, Step};
+
+/// Tokens at or above this are not connections.
+const LISTENER: u64 = 1 << 62;
+const RETURNS: u64 = 1 << 63;
+const STOP: u64 = (1 << 63) + 1;
+
+/// Events taken from the kernel per `epoll_wait`.
+const EVENTS: usize = 256;
+/// Connections accepted per listener event before serving the others.
+const ACCEPT_BATCH: usize = 64;
+
+/// What a parked connection waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parked {
+    Read(Wait),
+    Write,
+    Linger,
+}
+
+enum Slot<C> {
+    /// In the epoll set, waiting; `generation` tells its timeout entry apart
+    /// from stale ones.
+    Parked {
+        conn: Conn<C>,
+        wait: Parked,
+        generation: u64,
+    },
+    /// At a worker (or in the loop's own hands). Edges seen meanwhile are
+    /// remembered, since an edge-triggered epoll will not repeat them.
+    Busy { readable: bool, writable: bool },
+}
+
+/// Counters a test or the status page can read.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LoopStats {
+    /// Requests answered on the loop itself, with no hand-off.
+    pub inline_steps: u64,
+    /// Steps handed to workers.
+    pub handoffs: u64,
+    /// Times accepting was paused because every worker was busy or the
+    /// connection cap was reached ("listeners disabled").
+    pub listener_pauses: u64,
+}
+
+/// The event loop of one process.
+pub struct EventLoop<H: ConnectionHandler> {
+    epoll: Epoll,
+    handler: H,
+    slots: Slab<Slot<H::Conn>>,
+    timeouts: TimeoutQueues,
+    listeners: Vec<Listener>,
+    listening: bool,
+    jobs: Option<Sender<Job<H::Conn>>>,
+    returns: Arc<Returns<H::Conn>>,
+    in_flight: usize,
+    threads: usize,
+    max_conns: usize,
+    lifecycle: Lifecycle,
+    draining: Arc<AtomicBool>,
+    stop_deadline: Option<Instant>,
+    accept_paused_until: Option<Instant>,
+    last_accept_error_log: Option<Instant>,
+    generation: u64,
+    now: Instant,
+    again: Vec<usize>,
+    stats: LoopStats,
+}
+
+impl<H: ConnectionHandler> EventLoop<H> {
+    /// A loop over these listeners, handing work to `threads` workers through `jobs`.
+    pub fn new(
+        config: &Config,
+        listeners: Vec<Listener>,
+        handler: H,
+        jobs: Sender<Job<H::Conn>>,
+        returns: Arc<Returns<H::Conn>>,
+        threads: usize,
+        lifecycle: &Lifecycle,
+    ) -> Result<Self> {
+        let io = |what: &str, e: nix::Error| Error::io(what, e.into());
+        let epoll =
+            Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| io("epoll_create", e))?;
+        epoll
+            .add(
+                lifecycle.wake_fd(),
+                EpollEvent::new(EpollFlags::EPOLLIN, STOP),
+            )
+            .map_err(|e| io("registering the stop pipe", e))?;
+        epoll
+            .add(
+                returns.wake_fd(),
+                EpollEvent::new(EpollFlags::EPOLLIN, RETURNS),
+            )
+            .map_err(|e| io("registering the return eventfd", e))?;
+        let mut this = EventLoop {
+            epoll,
+            handler,
+            slots: Slab::with_capacity(1024),
+            timeouts: TimeoutQueues::new(
+                config.timeout,
+                config.keepalive_timeout,
+                config.timeout,
+                Duration::from_secs(2),
+            ),
+            listeners,
+            listening: false,
+            jobs: Some(jobs),
+            returns,
+            in_flight: 0,
+            threads,
+            max_conns: config
+                .max_request_workers
+                .max(threads)
+                .saturating_mul(config.async_request_worker_factor),
+            lifecycle: lifecycle.clone(),
+            draining: lifecycle.draining_flag(),
+            stop_deadline: None,
+            accept_paused_until: None,
+            last_accept_error_log: None,
+            generation: 0,
+            now: Instant::now(),
+            again: Vec::new(),
+            stats: LoopStats::default(),
+        };
+        this.set_listening(true)?;
+        Ok(this)
+    }
+
+    /// Serve until stopped and drained (or the graceful timeout passes).
+    /// Returns the loop's counters; the job channel is closed on return.
+    pub fn run(mut self, graceful: Duration) -> LoopStats {
+        let mut events = vec![EpollEvent::empty(); EVENTS];
+        loop {
+            self.now = Instant::now();
+            let returned: Vec<_> = self.returns.drain().collect();
+            for done in returned {
+                self.in_flight -= 1;
+                self.apply(done.token, done.conn, done.interest);
+            }
+            self.run_again();
+            if self.lifecycle.is_stopping() && self.stop_deadline.is_none() {
+                self.begin_stop(graceful);
+            }
+            if let Some(deadline) = self.stop_deadline {
+                if self.slots.is_empty() {
+                    break;
+                }
+                if self.now >= deadline {
+                    self.close_parked(|_| true);
+                    if self.in_flight == 0 || self.now >= deadline + Duration::from_secs(1) {
+                        break;
+                    }
+                }
+            }
+            self.update_listening();
+
+            let timeout = self.wait_timeout();
+            let timeout = if timeout.is_zero() || !self.returns.may_sleep() {
+                PollTimeout::ZERO
+            } else {
+                PollTimeout::from(timeout.as_millis().clamp(1, 1000) as u16)
+            };
+            let n = self.epoll.wait(&mut events, timeout).unwrap_or(0);
+            self.returns.woke();
+            self.now = Instant::now();
+            for ev in &events[..n] {
+                self.on_event(ev.data(), ev.events());
+            }
+            self.run_again();
+            self.expire();
+        }
+        self.jobs = None; // workers see the channel close and exit
+        self.stats
+    }
+
+    fn wait_timeout(&self) -> Duration {
+        let mut until = self.now + Duration::from_secs(1);
+        if let Some(d) = self.timeouts.next_deadline() {
+            until = until.min(d);
+        }
+        if let Some(d) = self.accept_paused_until {
+            until = until.min(d);
+        }
+        if let Some(d) = self.stop_deadline {
+            until = until.min(d);
+        }
+        until.saturating_duration_since(self.now)
+    }
+
+    fn on_event(&mut self, token: u64, flags: EpollFlags) {
+        match token {
+            STOP => {} // noticed at the top of the loop
+            RETURNS => self.returns.clear_wake(),
+            t if t >= LISTENER => self.accept((t - LISTENER) as usize),
+            t => {
+                let t = t as usize;
+                let readable = flags.intersects(
+                    EpollFlags::EPOLLIN
+                        | EpollFlags::EPOLLRDHUP
+                        | EpollFlags::EPOLLHUP
+                        | EpollFlags::EPOLLERR,
+                );
+                let writable = flags
+                    .intersects(EpollFlags::EPOLLOUT | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR);
+                match self.slots.get_mut(t) {
+                    None => {}
+                    Some(Slot::Busy {
+                        readable: r,
+                        writable: w,
+                    }) => {
+                        *r |= readable;
+                        *w |= writable;
+                    }
+                    Some(Slot::Parked { wait, .. }) => {
+                        let go = match wait {
+                            Parked::Read(_) | Parked::Linger => readable,
+                            Parked::Write => writable,
+                        };
+                        if go {
+                            self.step(t);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Act on a parked connection whose wait is over.
+    fn step(&mut self, t: usize) {
+        let Some(slot) = self.slots.get_mut(t) else {
+            return;
+        };
+        let (wait, generation) = match slot {
+            Slot::Parked {
+                wait, generation, ..
+            } => (*wait, *generation),
+            Slot::Busy { .. } => return,
+        };
+        let Slot::Parked { mut conn, .. } = std::mem::replace(
+            slot,
+            Slot::Busy {
+                readable: false,
+                writable: false,
+            },
+        ) else {
+            return;
+        };
+        match wait {
+            Parked::Read(_) => match self.handler.prefetch(&mut conn.state, &mut conn.stream) {
+                Prefetch::Wait(next) => self.apply(t, conn, next),
+                Prefetch::Ready => self.dispatch(t, conn, Step::Read),
+                Prefetch::ReadyInline => {
+                    self.stats.inline_steps += 1;
+                    let next = self.handler.readable(&mut conn.state, &mut conn.stream);
+                    conn.stream.take_would_block();
+                    self.apply(t, conn, next);
+                }
+            },
+            Parked::Write => {
+                if self.handler.writes_without_blocking(&conn.state) {
+                    let next = self.handler.writable(&mut conn.state, &mut conn.stream);
+                    conn.stream.take_would_block();
+                    self.apply(t, conn, next);
+                } else {
+                    self.dispatch(t, conn, Step::Write);
+                }
+            }
+            Parked::Linger => self.linger_drain(t, conn, generation),
+        }
+    }
+
+    /// Hand a connection with a whole request to a worker.
+    fn dispatch(&mut self, t: usize, conn: Conn<H::Conn>, step: Step) {
+        self.stats.handoffs += 1;
+        self.in_flight += 1;
+        if let Some(jobs) = &self.jobs {
+            if jobs
+                .send(Job {
+                    token: t,
+                    step,
+                    conn,
+                })
+                .is_ok()
+            {
+                return;
+            }
+        }
+        // No workers left: the connection is dropped (closed).
+        self.in_flight -= 1;
+        self.slots.try_remove(t);
+    }
+
+    /// Park a connection as its last step asked, or close it.
+    fn apply(&mut self, t: usize, mut conn: Conn<H::Conn>, interest: Interest) {
+        let (seen_readable, seen_writable) = match self.slots.get(t) {
+            Some(Slot::Busy { readable, writable }) => (*readable, *writable),
+            _ => (false, false),
+        };
+        match interest {
+            Interest::Read(wait) => {
+                if self.stop_deadline.is_some() && wait == Wait::KeepAlive {
+                    self.slots.try_remove(t);
+                    return;
+                }
+                if wait == Wait::KeepAlive {
+                    self.handler.parked(&mut conn.state);
+                }
+                let more = seen_readable || !conn.stream.drained();
+                let kind = match wait {
+                    Wait::Request => TimeoutKind::Request,
+                    Wait::KeepAlive => TimeoutKind::KeepAlive,
+                };
+                self.park(t, conn, Parked::Read(wait), kind);
+                if more {
+                    self.again.push(t);
+                }
+            }
+            Interest::Write => {
+                self.park(t, conn, Parked::Write, TimeoutKind::Write);
+                if seen_writable {
+                    self.again.push(t);
+                }
+            }
+            Interest::Close => {
+                self.slots.try_remove(t);
+            }
+            Interest::Linger => {
+                if conn.stream.socket().shutdown(Shutdown::Write).is_err() {
+                    self.slots.try_remove(t);
+                    return;
+                }
+                self.park(t, conn, Parked::Linger, TimeoutKind::Linger);
+                self.again.push(t); // drain what is already there
+            }
+        }
+    }
+
+    fn park(&mut self, t: usize, conn: Conn<H::Conn>, wait: Parked, kind: TimeoutKind) {
+        self.generation += 1;
+        let generation = self.generation;
+        if let Some(slot) = self.slots.get_mut(t) {
+            *slot = Slot::Parked {
+                conn,
+                wait,
+                generation,
+            };
+            self.timeouts.push(kind, t, generation, self.now);
+        }
+    }
+
+    fn run_again(&mut self) {
+        while !self.again.is_empty() {
+            let batch = std::mem::take(&mut self.again);
+            for t in batch {
+                self.step(t);
+            }
+        }
+    }
+
+    /// Lingering close: read and discard until the peer closes. The
+    /// deadline queued when lingering began still stands, so the connection
+    /// is parked again under the same generation.
+    fn linger_drain(&mut self, t: usize, mut conn: Conn<H::Conn>, generation: u64) {
+        let mut scratch = [0u8; 2048];
+        for _ in 0..64 {
+            match conn.stream.read(&mut scratch) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if let Some(slot) = self.slots.get_mut(t) {
+                        *slot = Slot::Parked {
+                            conn,
+                            wait: Parked::Linger,
+                            generation,
+                        };
+                    }
+                    return;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        self.slots.try_remove(t);
+    }
+
+    fn expire(&mut self) {
+        let mut due = Vec::new();
+        self.timeouts
+            .expire(self.now, |kind, t, g| due.push((kind, t, g)));
+        for (kind, t, g) in due {
+            let current = matches!(self.slots.get(t), Some(Slot::Parked { generation, .. }) if *generation == g);
+            if !current {
+                continue;
+            }
+            if let Some(Slot::Parked { mut conn, .. }) = self.slots.try_remove(t) {
+                if kind != TimeoutKind::Linger {
+                    self.handler.timed_out(&mut conn.state, &mut conn.stream);
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, index: usize) {
+        for _ in 0..ACCEPT_BATCH {
+            if self.slots.len() >= self.max_conns || self.stop_deadline.is_some() {
+                return;
+            }
+            let Some(listener) = self.listeners.get(index) else {
+                return;
+            };
+            match listener.accept() {
+                Ok((socket, peer)) => {
+                    let Ok(stream) = Stream::new(socket, peer, false, Arc::clone(&self.draining))
+                    else {
+                        continue;
+                    };
+                    let state = self.handler.connected(&stream);
+                    let t = self.slots.insert(Slot::Busy {
+                        readable: false,
+                        writable: false,
+                    });
+                    let flags = EpollFlags::EPOLLIN
+                        | EpollFlags::EPOLLOUT
+                        | EpollFlags::EPOLLRDHUP
+                        | EpollFlags::EPOLLET;
+                    if self
+                        .epoll
+                        .add(stream.socket().as_fd(), EpollEvent::new(flags, t as u64))
+                        .is_err()
+                    {
+                        self.slots.remove(t);
+                        continue;
+                    }
+                    // Registering reports data already there, so no read is needed now.
+                    self.park(
+                        t,
+                        Conn { stream, state },
+                        Parked::Read(Wait::Request),
+                        TimeoutKind::Request,
+                    );
+                }
+                Err(e) => {
+                    match e.kind() {
+                        ErrorKind::WouldBlock | ErrorKind::Interrupted => return,
+                        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset => continue,
+                        _ => {}
+                    }
+                    // Out of descriptors (or memory): keep serving, stop accepting a while.
+                    if self
+                        .last_accept_error_log
+                        .is_none_or(|t| self.now.duration_since(t) >= Duration::from_secs(1))
+                    {
+                        eprintln!("mpm: accept failed: {e}; pausing new connections");
+                        self.last_accept_error_log = Some(self.now);
+                    }
+                    self.accept_paused_until = Some(self.now + Duration::from_millis(100));
+                    let _ = self.set_listening(false);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Accept only while a worker is free, the connection cap allows, no
+    /// descriptor shortage pause is running, and the server is not stopping.
+    fn update_listening(&mut self) {
+        if self.accept_paused_until.is_some_and(|t| self.now >= t) {
+            self.accept_paused_until = None;
+        }
+        let want = self.stop_deadline.is_none()
+            && self.accept_paused_until.is_none()
+            && self.in_flight < self.threads
+            && self.slots.len() < self.max_conns;
+        if want != self.listening {
+            if !want {
+                self.stats.listener_pauses += 1;
+            }
+            let _ = self.set_listening(want);
+        }
+    }
+
+    fn set_listening(&mut self, on: bool) -> Result<()> {
+        if on == self.listening {
+            return Ok(());
+        }
+        for (i, l) in self.listeners.iter().enumerate() {
+            let fd = l.as_std().as_fd();
+            let r = if on {
+                self.epoll.add(
+                    fd,
+                    EpollEvent::new(EpollFlags::EPOLLIN, LISTENER + i as u64),
+                )
+            } else {
+                self.epoll.delete(fd)
+            };
+            r.map_err(|e| Error::io("registering a listener", e.into()))?;
+        }
+        self.listening = on;
+        Ok(())
+    }
+
+    fn begin_stop(&mut self, graceful: Duration) {
+        self.stop_deadline = Some(self.now + graceful);
+        let _ = self.set_listening(false);
+        self.close_parked(|w| w == Parked::Read(Wait::KeepAlive));
+    }
+
+    fn close_parked(&mut self, pick: impl Fn(Parked) -> bool) {
+        let doomed: Vec<usize> = self
+            .slots
+            .iter()
+            .filter_map(|(t, s)| match s {
+                Slot::Parked { wait, .. } if pick(*wait) => Some(t),
+                _ => None,
+            })
+            .collect();
+        for t in doomed {
+            self.slots.try_remove(t);
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The worker threads, and the way finished connections come back to the
+//! event loop.
+
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+
+use mpm_core::{ConnectionHandler, Interest, Stream};
+
+/// A connection in flight: its socket and the handler's state for it.
+pub struct Conn<C> {
+    /// The socket.
+    pub stream: Stream,
+    /// The handler's per-connection state.
+    pub state: C,
+}
+
+/// Which step a worker runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// [`ConnectionHandler::readable`]: a whole request is buffered.
+    Read,
+    /// [`ConnectionHandler::writable`]: the socket can take more.
+    Write,
+}
+
+/// Work handed to a worker.
+pub struct Job<C> {
+    /// The connection's slot in the event loop.
+    pub token: usize,
+    /// Which step to run.
+    pub step: Step,
+    /// The connection.
+    pub conn: Conn<C>,
+}
+
+/// A worker's answer: the connection and what it waits for next.
+pub struct Done<C> {
+    /// The connection's slot.
+    pub token: usize,
+    /// The connection.
+    pub conn: Conn<C>,
+    /// What the last step asked for.
+    pub interest: Interest,
+}
+
+/// The return path: a channel, and an eventfd the event loop polls, written
+/// only when the loop is (about to be) asleep, so a busy loop costs no wake-up.
+pub struct Returns<C> {
+    tx: Sender<Done<C>>,
+    rx: Receiver<Done<C>>,
+    wake: EventFd,
+    sleeping: AtomicBool,
+}
+
+impl<C> Returns<C> {
+    /// A return path with its eventfd.
+    pub fn new() -> nix::Result<Self> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Ok(Returns {
+            tx,
+            rx,
+            wake: EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?,
+            sleeping: AtomicBool::new(false),
+        })
+    }
+
+    /// The descriptor the event loop registers for wake-ups.
+    pub fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.wake.as_fd()
+    }
+
+    /// A worker gives a connection back.
+    pub fn send(&self, done: Done<C>) {
+        if self.tx.send(done).is_ok() && self.sleeping.swap(false, Ordering::SeqCst) {
+            let _ = self.wake.write(1);
+        }
+    }
+
+    /// The loop is about to sleep: returns false (and stays awake) if a
+    /// connection came back meanwhile.
+    pub fn may_sleep(&self) -> bool {
+        self.sleeping.store(true, Ordering::SeqCst);
+        if self.rx.is_empty() {
+            true
+        } else {
+            self.sleeping.store(false, Ordering::SeqCst);
+            false
+        }
+    }
+
+    /// The loop woke up.
+    pub fn woke(&self) {
+        self.sleeping.store(false, Ordering::SeqCst);
+    }
+
+    /// Reset the eventfd after it fired.
+    pub fn clear_wake(&self) {
+        let _ = self.wake.read();
+    }
+
+    /// Connections given back since the last call.
+    pub fn drain(&self) -> crossbeam_channel::TryIter<'_, Done<C>> {
+        self.rx.try_iter()
+    }
+}
+
+/// Run jobs until the job channel closes.
+pub fn worker_loop<H: ConnectionHandler>(
+    mut handler: H,
+    jobs: Receiver<Job<H::Conn>>,
+    returns: Arc<Returns<H::Conn>>,
+) {
+    for mut job in jobs {
+        let conn = &mut job.conn;
+        let interest = match job.step {
+            Step::Read => handler.readable(&mut conn.state, &mut conn.stream),
+            Step::Write => handler.writable(&mut conn.state, &mut conn.stream),
+        };
+        // WouldBlock on this non-blocking socket is not a timeout.
+        conn.stream.take_would_block();
+        returns.send(Done {
+            token: job.token,
+            conn: job.conn,
+            interest,
+        });
+    }
+}
