@@ -162,7 +162,7 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "N")]
     pub max_request_workers: Option<usize>,
     /// Threads in each process (default: max-request-workers for worker,
-    /// which runs as one process; the lesser of that and 64 for event).
+    /// which runs as one process; the lesser of that and 32 for event).
     #[arg(long, value_name = "N")]
     pub threads_per_child: Option<usize>,
     /// Event MPM: connections one process holds, per request worker
@@ -356,7 +356,7 @@ impl Config {
         }
         let mpm = layer.mpm.unwrap_or(d.mpm);
         let threads_per_child = layer.threads_per_child.unwrap_or(match mpm {
-            MpmKind::Event => max_request_workers.min(64),
+            MpmKind::Event => max_request_workers.min(32),
             _ => max_request_workers,
         });
         if threads_per_child == 0 {

@@ -58,6 +58,16 @@ impl Listener {
         Ok((stream, peer))
     }
 
+    /// Stop listening for good: the kernel refuses new connections and resets
+    /// those queued but not yet accepted, instead of letting them wait for a
+    /// server that is going away. The descriptor stays open (so no other file
+    /// can take its number while a thread still polls it); pollers see it
+    /// ready and `accept` fails.
+    pub fn stop_listening(&self) {
+        let _ =
+            nix::sys::socket::shutdown(self.socket.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+    }
+
     /// The standard-library listener.
     pub fn as_std(&self) -> &TcpListener {
         &self.socket

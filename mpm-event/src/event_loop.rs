@@ -42,7 +42,7 @@ enum Slot<C> {
     /// In the epoll set, waiting; `generation` tells its timeout entry apart
     /// from stale ones.
     Parked {
-        conn: Conn<C>,
+        conn: Box<Conn<C>>,
         wait: Parked,
         generation: u64,
     },
@@ -291,7 +291,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     /// Hand a connection with a whole request to a worker.
-    fn dispatch(&mut self, t: usize, conn: Conn<H::Conn>, step: Step) {
+    fn dispatch(&mut self, t: usize, conn: Box<Conn<H::Conn>>, step: Step) {
         self.stats.handoffs += 1;
         self.in_flight += 1;
         if let Some(jobs) = &self.jobs {
@@ -312,7 +312,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     /// Park a connection as its last step asked, or close it.
-    fn apply(&mut self, t: usize, mut conn: Conn<H::Conn>, interest: Interest) {
+    fn apply(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, interest: Interest) {
         let (seen_readable, seen_writable) = match self.slots.get(t) {
             Some(Slot::Busy { readable, writable }) => (*readable, *writable),
             _ => (false, false),
@@ -356,7 +356,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
     }
 
-    fn park(&mut self, t: usize, conn: Conn<H::Conn>, wait: Parked, kind: TimeoutKind) {
+    fn park(&mut self, t: usize, conn: Box<Conn<H::Conn>>, wait: Parked, kind: TimeoutKind) {
         self.generation += 1;
         let generation = self.generation;
         if let Some(slot) = self.slots.get_mut(t) {
@@ -381,7 +381,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
     /// Lingering close: read and discard until the peer closes. The
     /// deadline queued when lingering began still stands, so the connection
     /// is parked again under the same generation.
-    fn linger_drain(&mut self, t: usize, mut conn: Conn<H::Conn>, generation: u64) {
+    fn linger_drain(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, generation: u64) {
         let mut scratch = [0u8; 2048];
         for _ in 0..64 {
             match conn.stream.read(&mut scratch) {
@@ -455,7 +455,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     // Registering reports data already there, so no read is needed now.
                     self.park(
                         t,
-                        Conn { stream, state },
+                        Box::new(Conn { stream, state }),
                         Parked::Read(Wait::Request),
                         TimeoutKind::Request,
                     );
@@ -523,6 +523,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
     fn begin_stop(&mut self, graceful: Duration) {
         self.stop_deadline = Some(self.now + graceful);
         let _ = self.set_listening(false);
+        for l in &self.listeners {
+            l.stop_listening();
+        }
         self.close_parked(|w| w == Parked::Read(Wait::KeepAlive));
     }
 

@@ -34,7 +34,7 @@ pub struct Job<C> {
     /// Which step to run.
     pub step: Step,
     /// The connection.
-    pub conn: Conn<C>,
+    pub conn: Box<Conn<C>>,
 }
 
 /// A worker's answer: the connection and what it waits for next.
@@ -42,7 +42,7 @@ pub struct Done<C> {
     /// The connection's slot.
     pub token: usize,
     /// The connection.
-    pub conn: Conn<C>,
+    pub conn: Box<Conn<C>>,
     /// What the last step asked for.
     pub interest: Interest,
 }
