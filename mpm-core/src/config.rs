@@ -161,8 +161,11 @@ pub struct ConfigLayer {
     /// Most requests served at once (threads, or processes for prefork).
     #[arg(long, value_name = "N")]
     pub max_request_workers: Option<usize>,
-    /// Threads in each process (default: max-request-workers for worker,
-    /// which runs as one process; the lesser of that and 32 for event).
+    /// Serving processes (children of a single-threaded master when more than one).
+    #[arg(long, value_name = "N")]
+    pub server_limit: Option<usize>,
+    /// Threads in each process (default: max-request-workers divided among
+    /// the processes; for event, at most 32).
     #[arg(long, value_name = "N")]
     pub threads_per_child: Option<usize>,
     /// Event MPM: connections one process holds, per request worker
@@ -243,6 +246,7 @@ impl ConfigLayer {
             backlog: self.backlog.or(lower.backlog),
             docroot: self.docroot.or(lower.docroot),
             max_request_workers: self.max_request_workers.or(lower.max_request_workers),
+            server_limit: self.server_limit.or(lower.server_limit),
             threads_per_child: self.threads_per_child.or(lower.threads_per_child),
             async_request_worker_factor: self
                 .async_request_worker_factor
@@ -281,6 +285,8 @@ pub struct Config {
     pub docroot: Option<PathBuf>,
     /// Most requests served at once.
     pub max_request_workers: usize,
+    /// Serving processes; more than one runs under the process manager.
+    pub server_limit: usize,
     /// Threads per worker process.
     pub threads_per_child: usize,
     /// Event MPM: connections held per request worker.
@@ -319,6 +325,7 @@ impl Default for Config {
             backlog: 1024,
             docroot: None,
             max_request_workers: 256,
+            server_limit: 1,
             threads_per_child: 256,
             async_request_worker_factor: 4,
             keepalive: true,
@@ -355,9 +362,14 @@ impl Config {
             return Err(Error::config("--max-request-workers must be at least 1"));
         }
         let mpm = layer.mpm.unwrap_or(d.mpm);
+        let server_limit = layer.server_limit.unwrap_or(d.server_limit);
+        if server_limit == 0 {
+            return Err(Error::config("--server-limit must be at least 1"));
+        }
+        let per_process = max_request_workers.div_ceil(server_limit);
         let threads_per_child = layer.threads_per_child.unwrap_or(match mpm {
-            MpmKind::Event => max_request_workers.min(32),
-            _ => max_request_workers,
+            MpmKind::Event => per_process.min(32),
+            _ => per_process,
         });
         if threads_per_child == 0 {
             return Err(Error::config("--threads-per-child must be at least 1"));
@@ -412,6 +424,7 @@ impl Config {
         }
         Ok(Config {
             mpm,
+            server_limit,
             async_request_worker_factor,
             listen,
             backlog,

@@ -8,6 +8,8 @@
 //! * [`StaticFiles`] and [`DefaultSite`] — the handlers `mpm serve` runs.
 //! * [`Mpm`] — the contract each process-model crate implements, with
 //!   [`Lifecycle`] phases to wait on and [`Listener`]s bound before it starts.
+//! * [`process_manager`] — the single-threaded master that forks serving
+//!   processes, replaces dead ones, and handles stop and graceful restart.
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`Config`] — flags and TOML settings with httpd's names.
@@ -31,6 +33,7 @@ mod lifecycle;
 mod listener;
 pub mod mime;
 mod mpm;
+pub mod process_manager;
 mod static_files;
 mod stream;
 

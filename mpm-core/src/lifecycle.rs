@@ -37,6 +37,7 @@ struct Inner {
     phase: Mutex<Phase>,
     changed: Condvar,
     draining: Arc<AtomicBool>,
+    shared_listeners: AtomicBool,
     // A pipe that becomes readable, and stays readable, once stop is asked:
     // workers poll it beside their listeners so that none sleeps in accept.
     wake_read: OwnedFd,
@@ -54,6 +55,7 @@ impl Lifecycle {
                 phase: Mutex::new(Phase::Starting),
                 changed: Condvar::new(),
                 draining: Arc::new(AtomicBool::new(false)),
+                shared_listeners: AtomicBool::new(false),
                 wake_read: r,
                 wake_write: w,
             }),
@@ -121,12 +123,30 @@ impl Lifecycle {
         self.inner.wake_read.as_fd()
     }
 
+    /// Mark the listening sockets as shared with other processes (a child of
+    /// the process manager): stopping must then leave them listening, for
+    /// the siblings and the next generation, instead of shutting them down.
+    pub fn set_shared_listeners(&self) {
+        self.inner.shared_listeners.store(true, Ordering::Relaxed);
+    }
+
+    /// Does this process own its listening sockets alone?
+    pub fn owns_listeners(&self) -> bool {
+        !self.inner.shared_listeners.load(Ordering::Relaxed)
+    }
+
     /// Stop when the process receives SIGTERM or SIGINT. Spawns a thread
     /// that waits for the signals (signal-hook), so nothing runs in a
     /// signal handler but a write to a pipe.
     pub fn stop_on_signals(&self) -> Result<()> {
         use signal_hook::consts::{SIGINT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        self.stop_on(&[SIGTERM, SIGINT])
+    }
+
+    /// Stop when the process receives any of `signals` (see
+    /// [`stop_on_signals`](Self::stop_on_signals)).
+    pub fn stop_on(&self, signals: &[i32]) -> Result<()> {
+        let mut signals = signal_hook::iterator::Signals::new(signals)
             .map_err(|e| Error::io("installing signal handlers", e))?;
         let me = self.clone();
         std::thread::Builder::new()

@@ -58,6 +58,19 @@ impl Listener {
         Ok((stream, peer))
     }
 
+    /// Another descriptor for the same socket (close-on-exec), for a process
+    /// that needs listeners of its own.
+    pub fn try_clone(&self) -> Result<Listener> {
+        let socket = self
+            .socket
+            .try_clone()
+            .map_err(|e| Error::io("duplicating a listener", e))?;
+        Ok(Listener {
+            socket,
+            addr: self.addr,
+        })
+    }
+
     /// Stop listening for good: the kernel refuses new connections and resets
     /// those queued but not yet accepted, instead of letting them wait for a
     /// server that is going away. The descriptor stays open (so no other file

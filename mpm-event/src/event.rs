@@ -62,7 +62,16 @@ impl Mpm for Event {
             lifecycle,
         )?;
         lifecycle.set_phase(Phase::Serving);
-        let _stats = event_loop.run(config.graceful_timeout);
+        let stats = event_loop.run(config.graceful_timeout);
+        eprintln!(
+            "mpm: event process {} accepted {} connections; {} requests answered on the \
+             listener, {} handed to workers; accepting paused {} times",
+            std::process::id(),
+            stats.accepted,
+            stats.inline_steps,
+            stats.handoffs,
+            stats.listener_pauses
+        );
         // The job channel is closed: idle workers exit at once. One stuck in a
         // handler past the graceful timeout is left behind rather than waited on.
         let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);

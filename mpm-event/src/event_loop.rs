@@ -58,6 +58,8 @@ pub struct LoopStats {
     pub inline_steps: u64,
     /// Steps handed to workers.
     pub handoffs: u64,
+    /// Connections accepted.
+    pub accepted: u64,
     /// Times accepting was paused because every worker was busy or the
     /// connection cap was reached ("listeners disabled").
     pub listener_pauses: u64,
@@ -431,6 +433,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             };
             match listener.accept() {
                 Ok((socket, peer)) => {
+                    self.stats.accepted += 1;
                     let Ok(stream) = Stream::new(socket, peer, false, Arc::clone(&self.draining))
                     else {
                         continue;
@@ -465,6 +468,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
                         ErrorKind::WouldBlock | ErrorKind::Interrupted => return,
                         ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset => continue,
                         _ => {}
+                    }
+                    if e.raw_os_error() == Some(libc::EINVAL) {
+                        // The master shut the listener down: the server is stopping.
+                        let _ = self.set_listening(false);
+                        return;
                     }
                     // Out of descriptors (or memory): keep serving, stop accepting a while.
                     if self
@@ -523,8 +531,10 @@ impl<H: ConnectionHandler> EventLoop<H> {
     fn begin_stop(&mut self, graceful: Duration) {
         self.stop_deadline = Some(self.now + graceful);
         let _ = self.set_listening(false);
-        for l in &self.listeners {
-            l.stop_listening();
+        if self.lifecycle.owns_listeners() {
+            for l in &self.listeners {
+                l.stop_listening();
+            }
         }
         self.close_parked(|w| w == Parked::Read(Wait::KeepAlive));
     }

@@ -96,6 +96,12 @@ impl ListenerMutex {
             io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset => return,
             _ => {}
         }
+        if e.raw_os_error() == Some(libc::EINVAL) {
+            // The listener was shut down because the server is stopping; the
+            // stop pipe tells this thread so on its next turn.
+            std::thread::sleep(Duration::from_millis(10));
+            return;
+        }
         {
             let mut last = self.last_error_log.lock();
             if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {

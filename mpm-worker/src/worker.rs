@@ -73,8 +73,10 @@ impl Mpm for Worker {
         lifecycle.set_phase(Phase::Serving);
 
         lifecycle.wait_for(Phase::Draining, Duration::MAX);
-        for l in shared.accept.listeners() {
-            l.stop_listening();
+        if lifecycle.owns_listeners() {
+            for l in shared.accept.listeners() {
+                l.stop_listening();
+            }
         }
         // Stop: the stop pipe woke the thread waiting in poll; idle keep-alive
         // connections are closed now, requests in flight get the grace period.

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use mpm_core::http::HttpFactory;
+use mpm_core::process_manager::ProcessManager;
 use mpm_core::{
     Config, ConfigLayer, DefaultSite, Error, Lifecycle, Listener, Mpm, MpmKind, StaticFiles,
 };
@@ -111,7 +112,6 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
     }
     let listeners = Listener::bind_all(&config.listen, config.backlog)?;
     let lifecycle = Lifecycle::new()?;
-    lifecycle.stop_on_signals()?;
     let what = match &config.docroot {
         Some(d) => format!("docroot {}", d.display()),
         None => "the embedded welcome site".to_string(),
@@ -123,8 +123,20 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
             l.local_addr()
         );
     }
-    let factory = HttpFactory::new(config, move || site.clone());
-    mpm.run(config, listeners, factory, &lifecycle)?;
+    if config.server_limit > 1 {
+        // A single-threaded master forks the serving processes: no thread
+        // may start here before it does.
+        let manager = ProcessManager::new(&listeners, config.server_limit, config.graceful_timeout);
+        manager.run(&lifecycle, &|mine, child_lifecycle| {
+            let site = site.clone();
+            let factory = HttpFactory::new(config, move || site.clone());
+            mpm.run(config, mine, factory, child_lifecycle)
+        })?;
+    } else {
+        lifecycle.stop_on_signals()?;
+        let factory = HttpFactory::new(config, move || site.clone());
+        mpm.run(config, listeners, factory, &lifecycle)?;
+    }
     eprintln!("mpm: stopped");
     Ok(())
 }

@@ -1,0 +1,290 @@
+//! A single-threaded master that forks the serving processes, replaces those
+//! that die, and turns signals into stops and graceful restarts.
+//!
+//! The master never serves a request and never starts a thread, so `fork()`
+//! copies a process in which no lock can be held by a thread that the child
+//! lacks. Signals reach it through signal-hook flags and a self-pipe it polls
+//! beside the lifecycle's stop pipe, once a second at least, to reap children.
+//!
+//! | signal to the master | meaning (as httpd's) |
+//! |---|---|
+//! | SIGTERM, SIGINT | stop: refuse new connections, children finish what they have within `--graceful-timeout`, then are killed |
+//! | SIGWINCH | graceful stop: the same |
+//! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
+//! | SIGHUP | restart: as SIGUSR1 (the configuration is not re-read yet) |
+//!
+//! A child that exits (or is killed) while its generation is current is
+//! replaced; one that dies within a second of starting counts as a crash, and
+//! repeated crashes back off exponentially (up to ten seconds) instead of
+//! forking in a loop.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
+use signal_hook::SigId;
+
+use crate::error::{Error, Result};
+use crate::lifecycle::{Lifecycle, Phase};
+use crate::listener::Listener;
+
+/// What a child runs: its own copies of the listeners and its own lifecycle
+/// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH). Returns when it has
+/// drained; the child process then exits.
+pub type ChildMain<'a> = dyn Fn(Vec<Listener>, &Lifecycle) -> Result<()> + 'a;
+
+#[derive(Debug)]
+struct Child {
+    pid: Pid,
+    generation: u64,
+    started: Instant,
+}
+
+/// Flags set by signal handlers, and the registrations to undo in a child.
+struct Signals {
+    stop: Arc<AtomicBool>,
+    graceful_restart: Arc<AtomicBool>,
+    child_exited: Arc<AtomicBool>,
+    wake_read: OwnedFd,
+    _wake_write: OwnedFd,
+    ids: Vec<SigId>,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
+        let (r, w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .map_err(|e| Error::io("creating the signal pipe", e.into()))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let graceful_restart = Arc::new(AtomicBool::new(false));
+        let child_exited = Arc::new(AtomicBool::new(false));
+        let mut ids = Vec::new();
+        let io = |e| Error::io("installing signal handlers", e);
+        for (sig, flag) in [
+            (SIGTERM, &stop),
+            (SIGINT, &stop),
+            (SIGWINCH, &stop),
+            (SIGUSR1, &graceful_restart),
+            (SIGHUP, &graceful_restart),
+            (SIGCHLD, &child_exited),
+        ] {
+            ids.push(signal_hook::flag::register(sig, Arc::clone(flag)).map_err(io)?);
+            let wake = w.try_clone().map_err(io)?;
+            ids.push(signal_hook::low_level::pipe::register(sig, wake).map_err(io)?);
+        }
+        Ok(Signals {
+            stop,
+            graceful_restart,
+            child_exited,
+            wake_read: r,
+            _wake_write: w,
+            ids,
+        })
+    }
+
+    fn drain(&self) {
+        let mut buf = [0u8; 64];
+        while matches!(nix::unistd::read(self.wake_read.as_raw_fd(), &mut buf), Ok(n) if n > 0) {}
+    }
+
+    /// In a fresh child: the master's handlers must not fire here.
+    fn uninstall(&self) {
+        for id in &self.ids {
+            signal_hook::low_level::unregister(*id);
+        }
+    }
+}
+
+/// Runs `children` serving processes and keeps them running.
+#[derive(Debug)]
+pub struct ProcessManager<'a> {
+    listeners: &'a [Listener],
+    children: usize,
+    graceful_timeout: Duration,
+}
+
+impl<'a> ProcessManager<'a> {
+    /// A manager for `children` processes serving `listeners`.
+    pub fn new(listeners: &'a [Listener], children: usize, graceful_timeout: Duration) -> Self {
+        ProcessManager {
+            listeners,
+            children: children.max(1),
+            graceful_timeout,
+        }
+    }
+
+    /// Fork the children and manage them until the master is told to stop
+    /// (by a signal, or by `lifecycle.stop()`), then stop them all.
+    ///
+    /// Must be called while the process has a single thread.
+    pub fn run(&self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<()> {
+        let signals = Signals::install()?;
+        let mut children: Vec<Child> = Vec::new();
+        let mut generation = 1u64;
+        let mut crashes = 0u32;
+        let mut next_spawn = Instant::now();
+        loop {
+            // Keep the current generation at full strength (throttled after crashes).
+            let current = children
+                .iter()
+                .filter(|c| c.generation == generation)
+                .count();
+            if current < self.children && Instant::now() >= next_spawn {
+                for _ in current..self.children {
+                    children.push(self.spawn(generation, &signals, child_main)?);
+                }
+            }
+            lifecycle.set_phase(Phase::Serving);
+
+            let timeout = next_spawn
+                .saturating_duration_since(Instant::now())
+                .clamp(Duration::from_millis(10), Duration::from_secs(1));
+            let mut fds = [
+                PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN),
+                PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN),
+            ];
+            let _ = poll(&mut fds, PollTimeout::from(timeout.as_millis() as u16));
+            signals.drain();
+
+            if signals.stop.swap(false, Ordering::SeqCst) || lifecycle.is_stopping() {
+                break;
+            }
+            if signals.graceful_restart.swap(false, Ordering::SeqCst) {
+                eprintln!("mpm: graceful restart: generation {}", generation + 1);
+                for c in children.iter().filter(|c| c.generation == generation) {
+                    let _ = kill(c.pid, Signal::SIGUSR1);
+                }
+                generation += 1;
+                crashes = 0;
+                next_spawn = Instant::now();
+            }
+            signals.child_exited.store(false, Ordering::SeqCst);
+            for (child, status) in reap(&mut children) {
+                if child.generation != generation {
+                    continue; // an old generation finishing: not replaced
+                }
+                eprintln!(
+                    "mpm: child {} {}; replacing it",
+                    child.pid,
+                    describe(&status)
+                );
+                if child.started.elapsed() < Duration::from_secs(1) {
+                    crashes += 1;
+                    let backoff =
+                        Duration::from_millis(100 << crashes.min(7)).min(Duration::from_secs(10));
+                    eprintln!("mpm: child crashed at start {crashes} times in a row; next try in {backoff:?}");
+                    next_spawn = Instant::now() + backoff;
+                } else {
+                    crashes = 0;
+                }
+            }
+        }
+
+        // Stop: the children stop accepting and drain; the listening sockets
+        // then refuse whatever still arrives.
+        lifecycle.stop();
+        for c in &children {
+            let _ = kill(c.pid, Signal::SIGTERM);
+        }
+        for l in self.listeners {
+            l.stop_listening();
+        }
+        let deadline = Instant::now() + self.graceful_timeout + Duration::from_secs(2);
+        while !children.is_empty() {
+            if Instant::now() >= deadline {
+                for c in &children {
+                    eprintln!("mpm: child {} did not stop in time; killing it", c.pid);
+                    let _ = kill(c.pid, Signal::SIGKILL);
+                }
+            }
+            let _ = reap(&mut children);
+            if !children.is_empty() {
+                let mut fds = [PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN)];
+                let _ = poll(&mut fds, PollTimeout::from(50u16));
+                signals.drain();
+            }
+        }
+        signals.uninstall();
+        lifecycle.set_phase(Phase::Stopped);
+        Ok(())
+    }
+
+    fn spawn(
+        &self,
+        generation: u64,
+        signals: &Signals,
+        child_main: &ChildMain<'_>,
+    ) -> Result<Child> {
+        // SAFETY: the master is single-threaded (see `run`), so the child is a
+        // complete copy in which no lock is held by a missing thread.
+        match unsafe { fork() } {
+            Ok(ForkResult::Parent { child }) => Ok(Child {
+                pid: child,
+                generation,
+                started: Instant::now(),
+            }),
+            Ok(ForkResult::Child) => {
+                signals.uninstall();
+                // Die with the master rather than serve on unsupervised.
+                let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
+                let code = match run_child(self.listeners, child_main) {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        eprintln!("mpm: child {}: {e}", std::process::id());
+                        1
+                    }
+                };
+                std::process::exit(code);
+            }
+            Err(e) => Err(Error::io("fork", e.into())),
+        }
+    }
+}
+
+fn run_child(listeners: &[Listener], child_main: &ChildMain<'_>) -> Result<()> {
+    let lifecycle = Lifecycle::new()?;
+    lifecycle.set_shared_listeners();
+    lifecycle.stop_on(&[SIGTERM, SIGINT, SIGUSR1, SIGWINCH])?;
+    let mine = listeners
+        .iter()
+        .map(Listener::try_clone)
+        .collect::<Result<Vec<_>>>()?;
+    child_main(mine, &lifecycle)
+}
+
+/// Collect every child that has exited, removing it from `children`.
+fn reap(children: &mut Vec<Child>) -> Vec<(Child, WaitStatus)> {
+    let mut gone = Vec::new();
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => break,
+            Ok(status) => {
+                if let Some(pid) = status.pid() {
+                    if let Some(i) = children.iter().position(|c| c.pid == pid) {
+                        gone.push((children.swap_remove(i), status));
+                    }
+                }
+            }
+        }
+    }
+    gone
+}
+
+fn describe(status: &WaitStatus) -> String {
+    match status {
+        WaitStatus::Exited(_, code) => format!("exited with status {code}"),
+        WaitStatus::Signaled(_, sig, core) => {
+            format!(
+                "was killed by {sig}{}",
+                if *core { " (core dumped)" } else { "" }
+            )
+        }
+        other => format!("changed state: {other:?}"),
+    }
+}

@@ -1,0 +1,198 @@
+//! The process manager: a single-threaded master, children that are replaced
+//! when they die, graceful restarts that lose no request, and a clean stop.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tests::{RawConn, Server, TempDir};
+
+const PAGE: &[u8] = b"served by a child\n";
+
+fn docroot() -> TempDir {
+    let root = TempDir::new("pm");
+    root.write("index.html", PAGE);
+    root
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count()
+}
+
+/// Wait until the master has `n` children, none of them in `old`.
+fn wait_for_children(pid: u32, n: usize, old: &[u32], within: Duration) -> Option<Vec<u32>> {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = children(pid);
+        if now.len() == n && now.iter().all(|c| !old.contains(c)) {
+            return Some(now);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn start(mpm: &str, root: &TempDir) -> Server {
+    Server::start(
+        mpm,
+        Some(root.path()),
+        &["--server-limit", "2", "--max-request-workers", "16"],
+    )
+}
+
+/// One GET as a careful HTTP client makes it: on a reused keep-alive
+/// connection that the server closed between requests, retry once on a new
+/// connection (RFC 9112 section 9.3.1 allows it for idempotent requests).
+fn get(addr: SocketAddr, conn: &mut Option<RawConn>, keep_alive: bool) -> Result<(), String> {
+    let request: &[u8] = if keep_alive {
+        b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n"
+    } else {
+        b"GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    };
+    for attempt in 0..2 {
+        let reused = conn.is_some();
+        let c = conn.get_or_insert_with(|| RawConn::connect(addr));
+        match c.send(request).and_then(|()| c.read_response()) {
+            Ok(r) if r.status == 200 && r.body == PAGE => {
+                if !keep_alive || r.header("connection") == Some("close") {
+                    *conn = None;
+                }
+                return Ok(());
+            }
+            Ok(r) => return Err(format!("status {} body {:?}", r.status, r.text())),
+            Err(_) if reused && attempt == 0 => *conn = None,
+            Err(e) => return Err(format!("{e}")),
+        }
+    }
+    Err("retry failed".into())
+}
+
+fn the_master_is_single_threaded_and_children_serve(mpm: &str) {
+    let root = docroot();
+    let server = start(mpm, &root);
+    let kids = wait_for_children(server.pid(), 2, &[], Duration::from_secs(10)).unwrap();
+    assert_eq!(threads(server.pid()), 1, "the master started a thread");
+    assert_eq!(kids.len(), 2);
+    for _ in 0..20 {
+        assert_eq!(server.get("/index.html").body, PAGE);
+    }
+}
+
+fn graceful_restarts_under_load_lose_no_request(mpm: &str) {
+    let root = docroot();
+    let mut server = start(mpm, &root);
+    let first = wait_for_children(server.pid(), 2, &[], Duration::from_secs(10)).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicUsize::new(0));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let addr = server.addr();
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let (done, served, failures) = (
+                Arc::clone(&done),
+                Arc::clone(&served),
+                Arc::clone(&failures),
+            );
+            std::thread::spawn(move || {
+                // A bounded loop: half the clients keep connections alive.
+                let keep = i % 2 == 0;
+                let mut conn = None;
+                for _ in 0..20_000 {
+                    if done.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    match get(addr, &mut conn, keep) {
+                        Ok(()) => {
+                            served.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => failures.lock().unwrap().push(e),
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut old = first;
+    for round in 0..3 {
+        std::thread::sleep(Duration::from_millis(300));
+        server.signal(libc::SIGUSR1);
+        old = wait_for_children(server.pid(), 2, &old, Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("restart {round}: no new generation took over"));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    done.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let failures = failures.lock().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(
+        served.load(Ordering::Relaxed) > 100,
+        "the clients hardly ran"
+    );
+    assert!(server.stderr_text().contains("graceful restart"));
+}
+
+fn a_killed_child_is_replaced_and_serving_goes_on(mpm: &str) {
+    let root = docroot();
+    let server = start(mpm, &root);
+    let kids = wait_for_children(server.pid(), 2, &[], Duration::from_secs(10)).unwrap();
+    let victim = kids[0];
+    let killed = Instant::now();
+    // SAFETY: kill(2) on a pid we just read as the server's child.
+    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    let now = wait_for_children(server.pid(), 2, &[victim], Duration::from_secs(10))
+        .expect("the killed child was not replaced");
+    let took = killed.elapsed();
+    eprintln!("child {victim} replaced by {:?} in {took:?}", now);
+    assert!(took < Duration::from_secs(2), "replacement took {took:?}");
+    assert!(server.wait_for_stderr("was killed by SIGKILL", Duration::from_secs(5)));
+    let mut conn = None;
+    for _ in 0..20 {
+        get(server.addr(), &mut conn, false).unwrap();
+    }
+}
+
+fn sigterm_stops_the_master_and_every_child(mpm: &str) {
+    let root = docroot();
+    let mut server = start(mpm, &root);
+    let kids = wait_for_children(server.pid(), 2, &[], Duration::from_secs(10)).unwrap();
+    let mut conn = None;
+    get(server.addr(), &mut conn, true).unwrap();
+    let status = server.stop();
+    assert!(status.success(), "{status}");
+    for k in kids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{k}")).exists()
+                || std::fs::read_to_string(format!("/proc/{k}/stat"))
+                    .is_ok_and(|s| s.contains(") Z ")),
+            "child {k} outlived the master"
+        );
+    }
+}
+
+tests::mpm_suite!(
+    the_master_is_single_threaded_and_children_serve,
+    graceful_restarts_under_load_lose_no_request,
+    a_killed_child_is_replaced_and_serving_goes_on,
+    sigterm_stops_the_master_and_every_child,
+);
