@@ -91,6 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("line_echo listening on {}", listeners[0].local_addr());
     let lifecycle = Lifecycle::new()?;
     lifecycle.stop_on_signals()?;
-    mpm_worker::Worker.run(&config, listeners, || LineEcho, &lifecycle)?;
+    let slots = mpm_core::scoreboard::Scoreboard::create(1, 16)?.process_slots(0);
+    mpm_worker::Worker.run(&config, listeners, || LineEcho, &lifecycle, slots)?;
     Ok(())
 }

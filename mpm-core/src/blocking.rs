@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::connection_handler::{ConnectionHandler, Interest, Wait};
+use crate::scoreboard::WorkerState;
 use crate::stream::Stream;
 
 /// The waits a blocking driver enforces with `SO_RCVTIMEO`/`SO_SNDTIMEO`.
@@ -82,6 +83,10 @@ pub fn serve_blocking<H: ConnectionHandler>(
                     park.closing();
                     return steps;
                 }
+                stream.set_state(match wait {
+                    Wait::Request => WorkerState::Reading,
+                    Wait::KeepAlive => WorkerState::KeepAlive,
+                });
                 if wait == Wait::KeepAlive {
                     let fd = stream.as_raw_fd();
                     if !park.park(fd) {
@@ -103,6 +108,7 @@ pub fn serve_blocking<H: ConnectionHandler>(
             }
             Interest::Linger => {
                 park.closing();
+                stream.set_state(WorkerState::Closing);
                 stream.linger_close(timeouts.linger);
                 return steps;
             }

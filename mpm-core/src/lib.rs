@@ -10,6 +10,8 @@
 //!   [`Lifecycle`] phases to wait on and [`Listener`]s bound before it starts.
 //! * [`process_manager`] — the single-threaded master that forks serving
 //!   processes, replaces dead ones, and handles stop and graceful restart.
+//! * [`scoreboard`] — one slot per worker in shared memory: states,
+//!   counters, request lines, read by the master and the status page.
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`Config`] — flags and TOML settings with httpd's names.
@@ -34,6 +36,7 @@ mod listener;
 pub mod mime;
 mod mpm;
 pub mod process_manager;
+pub mod scoreboard;
 mod static_files;
 mod stream;
 

@@ -38,6 +38,7 @@ struct Inner {
     changed: Condvar,
     draining: Arc<AtomicBool>,
     shared_listeners: AtomicBool,
+    generation: std::sync::atomic::AtomicU32,
     // A pipe that becomes readable, and stays readable, once stop is asked:
     // workers poll it beside their listeners so that none sleeps in accept.
     wake_read: OwnedFd,
@@ -56,6 +57,7 @@ impl Lifecycle {
                 changed: Condvar::new(),
                 draining: Arc::new(AtomicBool::new(false)),
                 shared_listeners: AtomicBool::new(false),
+                generation: std::sync::atomic::AtomicU32::new(1),
                 wake_read: r,
                 wake_write: w,
             }),
@@ -128,6 +130,16 @@ impl Lifecycle {
     /// the siblings and the next generation, instead of shutting them down.
     pub fn set_shared_listeners(&self) {
         self.inner.shared_listeners.store(true, Ordering::Relaxed);
+    }
+
+    /// The generation this process belongs to (raised by graceful restarts).
+    pub fn generation(&self) -> u32 {
+        self.inner.generation.load(Ordering::Relaxed)
+    }
+
+    /// Record the generation this process belongs to.
+    pub fn set_generation(&self, generation: u32) {
+        self.inner.generation.store(generation, Ordering::Relaxed);
     }
 
     /// Does this process own its listening sockets alone?

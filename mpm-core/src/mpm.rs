@@ -5,9 +5,15 @@ use crate::connection_handler::HandlerFactory;
 use crate::error::Result;
 use crate::lifecycle::Lifecycle;
 use crate::listener::Listener;
+use crate::scoreboard::Slot;
 
-/// A process model: given a configuration, bound listeners and a handler
-/// factory, serve until the [`Lifecycle`] is told to stop.
+/// A process model: given a configuration, bound listeners, a handler
+/// factory and this process's scoreboard slots, serve until the
+/// [`Lifecycle`] is told to stop.
+///
+/// `slots` are this process's share of the [`Scoreboard`](crate::scoreboard::Scoreboard):
+/// the model gives one to each of its workers (in the order its
+/// documentation states) and keeps their states and counters there.
 ///
 /// An implementation moves the lifecycle to [`Phase::Serving`](crate::Phase::Serving)
 /// once its workers accept, to [`Phase::Draining`](crate::Phase::Draining) when
@@ -32,5 +38,6 @@ pub trait Mpm {
         listeners: Vec<Listener>,
         factory: F,
         lifecycle: &Lifecycle,
+        slots: &'static [Slot],
     ) -> Result<()>;
 }

@@ -34,15 +34,17 @@ use crate::error::{Error, Result};
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::listener::Listener;
 
-/// What a child runs: its own copies of the listeners and its own lifecycle
-/// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH). Returns when it has
-/// drained; the child process then exits.
-pub type ChildMain<'a> = dyn Fn(Vec<Listener>, &Lifecycle) -> Result<()> + 'a;
+/// What a child runs: its own copies of the listeners, its own lifecycle
+/// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH), and its process slot
+/// number (`0..children`, reused by its replacement and by its successor in
+/// the next generation). Returns when it has drained; the child then exits.
+pub type ChildMain<'a> = dyn Fn(Vec<Listener>, &Lifecycle, usize) -> Result<()> + 'a;
 
 #[derive(Debug)]
 struct Child {
     pid: Pid,
     generation: u64,
+    slot: usize,
     started: Instant,
 }
 
@@ -136,8 +138,13 @@ impl<'a> ProcessManager<'a> {
                 .filter(|c| c.generation == generation)
                 .count();
             if current < self.children && Instant::now() >= next_spawn {
-                for _ in current..self.children {
-                    children.push(self.spawn(generation, &signals, child_main)?);
+                for slot in 0..self.children {
+                    let taken = children
+                        .iter()
+                        .any(|c| c.generation == generation && c.slot == slot);
+                    if !taken {
+                        children.push(self.spawn(generation, slot, &signals, child_main)?);
+                    }
                 }
             }
             lifecycle.set_phase(Phase::Serving);
@@ -218,6 +225,7 @@ impl<'a> ProcessManager<'a> {
     fn spawn(
         &self,
         generation: u64,
+        slot: usize,
         signals: &Signals,
         child_main: &ChildMain<'_>,
     ) -> Result<Child> {
@@ -227,13 +235,14 @@ impl<'a> ProcessManager<'a> {
             Ok(ForkResult::Parent { child }) => Ok(Child {
                 pid: child,
                 generation,
+                slot,
                 started: Instant::now(),
             }),
             Ok(ForkResult::Child) => {
                 signals.uninstall();
                 // Die with the master rather than serve on unsupervised.
                 let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
-                let code = match run_child(self.listeners, child_main) {
+                let code = match run_child(self.listeners, generation, slot, child_main) {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("mpm: child {}: {e}", std::process::id());
@@ -247,15 +256,21 @@ impl<'a> ProcessManager<'a> {
     }
 }
 
-fn run_child(listeners: &[Listener], child_main: &ChildMain<'_>) -> Result<()> {
+fn run_child(
+    listeners: &[Listener],
+    generation: u64,
+    slot: usize,
+    child_main: &ChildMain<'_>,
+) -> Result<()> {
     let lifecycle = Lifecycle::new()?;
     lifecycle.set_shared_listeners();
+    lifecycle.set_generation(generation as u32);
     lifecycle.stop_on(&[SIGTERM, SIGINT, SIGUSR1, SIGWINCH])?;
     let mine = listeners
         .iter()
         .map(Listener::try_clone)
         .collect::<Result<Vec<_>>>()?;
-    child_main(mine, &lifecycle)
+    child_main(mine, &lifecycle, slot)
 }
 
 /// Collect every child that has exited, removing it from `children`.

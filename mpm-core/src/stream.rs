@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::scoreboard::{Slot, WorkerState};
+
 /// An accepted connection, lent to a [`ConnectionHandler`](crate::ConnectionHandler)
 /// for one step at a time.
 ///
@@ -24,6 +26,7 @@ pub struct Stream {
     drained: bool,
     draining: Arc<AtomicBool>,
     read_timeout: Option<Duration>,
+    slot: Option<&'static Slot>,
 }
 
 impl Stream {
@@ -47,6 +50,7 @@ impl Stream {
             drained: false,
             draining,
             read_timeout: None,
+            slot: None,
         })
     }
 
@@ -69,6 +73,24 @@ impl Stream {
     /// progress and then close (HTTP answers with `Connection: close`).
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Relaxed)
+    }
+
+    /// The scoreboard slot of the worker driving this connection now.
+    pub fn score_slot(&self) -> Option<&'static Slot> {
+        self.slot
+    }
+
+    /// Set the scoreboard slot: the MPM does, whenever another worker takes
+    /// the connection over.
+    pub fn set_score_slot(&mut self, slot: Option<&'static Slot>) {
+        self.slot = slot;
+    }
+
+    /// Set this connection's worker state on the scoreboard, if it has a slot.
+    pub fn set_state(&self, state: WorkerState) {
+        if let Some(s) = self.slot {
+            s.set_state(state);
+        }
     }
 
     /// The underlying socket, for options this type does not wrap.

@@ -26,7 +26,16 @@ fn line_echo_answers_each_line_and_stops_cleanly() {
     let server = {
         let (config, lifecycle) = (config.clone(), lifecycle.clone());
         std::thread::spawn(move || {
-            mpm_worker::Worker.run(&config, listeners, || line_echo::LineEcho, &lifecycle)
+            let slots = mpm_core::scoreboard::Scoreboard::create(1, 2)
+                .unwrap()
+                .process_slots(0);
+            mpm_worker::Worker.run(
+                &config,
+                listeners,
+                || line_echo::LineEcho,
+                &lifecycle,
+                slots,
+            )
         })
     };
     assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(10)));

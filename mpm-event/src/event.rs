@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use mpm_core::scoreboard::{Slot, WorkerState};
 use mpm_core::{Config, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, Phase, Result};
 
 use crate::event_loop::EventLoop;
@@ -22,6 +23,7 @@ impl Mpm for Event {
         listeners: Vec<Listener>,
         factory: F,
         lifecycle: &Lifecycle,
+        slots: &'static [Slot],
     ) -> Result<()> {
         if listeners.is_empty() {
             return Err(Error::config("no listening address"));
@@ -35,10 +37,21 @@ impl Mpm for Event {
         for i in 0..threads {
             let (jobs, returns, factory) =
                 (jobs_rx.clone(), Arc::clone(&returns), Arc::clone(&factory));
+            let slot = slots.get(i + 1);
+            let generation = lifecycle.generation();
             let spawned = std::thread::Builder::new()
                 .name(format!("mpm-event-worker-{i}"))
                 .stack_size(512 * 1024)
-                .spawn(move || worker_loop(factory.build(), jobs, returns));
+                .spawn(move || {
+                    if let Some(s) = slot {
+                        s.claim(generation);
+                        s.set_state(WorkerState::Idle);
+                    }
+                    worker_loop(factory.build(), jobs, returns, slot);
+                    if let Some(s) = slot {
+                        s.release();
+                    }
+                });
             match spawned {
                 Ok(h) => workers.push(h),
                 Err(e) => {
@@ -60,6 +73,7 @@ impl Mpm for Event {
             returns,
             threads,
             lifecycle,
+            slots.first(),
         )?;
         lifecycle.set_phase(Phase::Serving);
         let stats = event_loop.run(config.graceful_timeout);

@@ -17,6 +17,8 @@ use mpm_core::{
     Config, ConnectionHandler, Error, Interest, Lifecycle, Listener, Prefetch, Result, Stream, Wait,
 };
 
+use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
+
 use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
 use crate::worker_pool::{Conn, Job, Returns, Step};
 
@@ -87,6 +89,7 @@ pub struct EventLoop<H: ConnectionHandler> {
     now: Instant,
     again: Vec<usize>,
     stats: LoopStats,
+    slot: Option<&'static ScoreSlot>,
 }
 
 impl<H: ConnectionHandler> EventLoop<H> {
@@ -99,7 +102,12 @@ impl<H: ConnectionHandler> EventLoop<H> {
         returns: Arc<Returns<H::Conn>>,
         threads: usize,
         lifecycle: &Lifecycle,
+        slot: Option<&'static ScoreSlot>,
     ) -> Result<Self> {
+        if let Some(s) = slot {
+            s.claim(lifecycle.generation());
+            s.set_state(WorkerState::Idle);
+        }
         let io = |what: &str, e: nix::Error| Error::io(what, e.into());
         let epoll =
             Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| io("epoll_create", e))?;
@@ -144,6 +152,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             now: Instant::now(),
             again: Vec::new(),
             stats: LoopStats::default(),
+            slot,
         };
         this.set_listening(true)?;
         Ok(this)
@@ -193,6 +202,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             self.expire();
         }
         self.jobs = None; // workers see the channel close and exit
+        if let Some(s) = self.slot {
+            s.release();
+        }
         self.stats
     }
 
@@ -274,8 +286,10 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 Prefetch::Ready => self.dispatch(t, conn, Step::Read),
                 Prefetch::ReadyInline => {
                     self.stats.inline_steps += 1;
+                    conn.stream.set_score_slot(self.slot);
                     let next = self.handler.readable(&mut conn.state, &mut conn.stream);
                     conn.stream.take_would_block();
+                    conn.stream.set_state(WorkerState::Idle);
                     self.apply(t, conn, next);
                 }
             },
@@ -434,6 +448,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             match listener.accept() {
                 Ok((socket, peer)) => {
                     self.stats.accepted += 1;
+                    if let Some(s) = self.slot {
+                        s.record_accept(0);
+                    }
                     let Ok(stream) = Stream::new(socket, peer, false, Arc::clone(&self.draining))
                     else {
                         continue;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
+use mpm_core::scoreboard::{Slot, WorkerState};
 use mpm_core::{ConnectionHandler, Interest, Stream};
 
 /// A connection in flight: its socket and the handler's state for it.
@@ -113,15 +114,18 @@ pub fn worker_loop<H: ConnectionHandler>(
     mut handler: H,
     jobs: Receiver<Job<H::Conn>>,
     returns: Arc<Returns<H::Conn>>,
+    slot: Option<&'static Slot>,
 ) {
     for mut job in jobs {
         let conn = &mut job.conn;
+        conn.stream.set_score_slot(slot);
         let interest = match job.step {
             Step::Read => handler.readable(&mut conn.state, &mut conn.stream),
             Step::Write => handler.writable(&mut conn.state, &mut conn.stream),
         };
         // WouldBlock on this non-blocking socket is not a timeout.
         conn.stream.take_would_block();
+        conn.stream.set_state(WorkerState::Idle);
         returns.send(Done {
             token: job.token,
             conn: job.conn,

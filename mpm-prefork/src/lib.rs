@@ -28,6 +28,7 @@ impl Mpm for Prefork {
         _listeners: Vec<Listener>,
         _factory: F,
         _lifecycle: &Lifecycle,
+        _slots: &'static [mpm_core::scoreboard::Slot],
     ) -> Result<()> {
         Err(Error::not_built("prefork"))
     }

@@ -20,6 +20,17 @@ pub struct ListenerMutex {
     last_error_log: Mutex<Option<Instant>>,
 }
 
+/// A connection, and how long its thread waited for its turn to accept.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The connected socket.
+    pub socket: TcpStream,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Time spent waiting for the listener mutex.
+    pub waited: Duration,
+}
+
 /// Why no connection was returned.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Stopped {
@@ -44,8 +55,19 @@ impl ListenerMutex {
 
     /// Wait for our turn, then for a connection on any listener. Returns
     /// `Err(Stopped)` once the lifecycle is stopping.
-    pub fn accept(&self, lifecycle: &Lifecycle) -> Result<(TcpStream, SocketAddr), Stopped> {
+    pub fn accept(&self, lifecycle: &Lifecycle) -> Result<Accepted, Stopped> {
+        let asked = Instant::now();
         let _turn = self.turn.lock();
+        let waited = asked.elapsed();
+        self.accept_locked(lifecycle)
+            .map(|(socket, peer)| Accepted {
+                socket,
+                peer,
+                waited,
+            })
+    }
+
+    fn accept_locked(&self, lifecycle: &Lifecycle) -> Result<(TcpStream, SocketAddr), Stopped> {
         loop {
             if lifecycle.is_stopping() {
                 return Err(Stopped::Stopping);

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mpm_core::blocking::{serve_blocking, Timeouts};
+use mpm_core::scoreboard::{Slot, WorkerState};
 use mpm_core::{
     Config, ConnectionHandler, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, Phase,
     Result, Stream,
 };
 
 use crate::connection_slots::ConnectionSlots;
-use crate::listener_mutex::ListenerMutex;
+use crate::listener_mutex::{Accepted, ListenerMutex};
 
 /// The worker MPM. See the [crate documentation](crate).
 #[derive(Debug, Default, Clone, Copy)]
@@ -25,6 +26,7 @@ struct Shared<F> {
     timeouts: Timeouts,
     factory: F,
     connections: AtomicU64,
+    generation: u32,
 }
 
 impl Mpm for Worker {
@@ -38,6 +40,7 @@ impl Mpm for Worker {
         listeners: Vec<Listener>,
         factory: F,
         lifecycle: &Lifecycle,
+        slots: &'static [Slot],
     ) -> Result<()> {
         if listeners.is_empty() {
             return Err(Error::config("no listening address"));
@@ -50,14 +53,16 @@ impl Mpm for Worker {
             timeouts: Timeouts::from_config(config),
             factory,
             connections: AtomicU64::new(0),
+            generation: lifecycle.generation(),
         });
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
             let shared = Arc::clone(&shared);
+            let slot = slots.get(i);
             let spawned = std::thread::Builder::new()
                 .name(format!("mpm-worker-{i}"))
                 .stack_size(512 * 1024)
-                .spawn(move || worker_thread(&shared, i));
+                .spawn(move || worker_thread(&shared, i, slot));
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -102,15 +107,35 @@ impl Mpm for Worker {
     }
 }
 
-fn worker_thread<F: HandlerFactory>(shared: &Shared<F>, index: usize) {
+fn worker_thread<F: HandlerFactory>(shared: &Shared<F>, index: usize, slot: Option<&'static Slot>) {
+    if let Some(s) = slot {
+        s.claim(shared.generation);
+    }
     let mut handler: F::Handler = shared.factory.build();
     let stopping = || shared.lifecycle.is_stopping();
     let draining = shared.lifecycle.draining_flag();
-    while let Ok((socket, peer)) = shared.accept.accept(&shared.lifecycle) {
+    loop {
+        if let Some(s) = slot {
+            s.set_state(WorkerState::Idle);
+        }
+        let Ok(Accepted {
+            socket,
+            peer,
+            waited,
+        }) = shared.accept.accept(&shared.lifecycle)
+        else {
+            break;
+        };
+        if let Some(s) = slot {
+            s.record_accept(waited.as_nanos() as u64);
+        }
         shared.connections.fetch_add(1, Ordering::Relaxed);
         shared.slots.hold(index, socket.as_raw_fd());
         let stream = match Stream::new(socket, peer, true, Arc::clone(&draining)) {
-            Ok(s) => s,
+            Ok(mut s) => {
+                s.set_score_slot(slot);
+                s
+            }
             Err(_) => {
                 shared.slots.hold(index, -1);
                 continue;
@@ -118,6 +143,9 @@ fn worker_thread<F: HandlerFactory>(shared: &Shared<F>, index: usize) {
         };
         let mut parker = shared.slots.parker(index, &stopping);
         serve(&mut handler, stream, &shared.timeouts, &mut parker);
+    }
+    if let Some(s) = slot {
+        s.release();
     }
 }
 

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 use mpm_core::http::HttpFactory;
 use mpm_core::process_manager::ProcessManager;
+use mpm_core::scoreboard::Scoreboard;
 use mpm_core::{
     Config, ConfigLayer, DefaultSite, Error, Lifecycle, Listener, Mpm, MpmKind, StaticFiles,
 };
@@ -123,19 +124,33 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
             l.local_addr()
         );
     }
+    let per_process = match mpm.kind() {
+        MpmKind::Prefork => 1,
+        MpmKind::Worker => config.threads_per_child,
+        // The listener thread answers requests too: it has a slot of its own.
+        MpmKind::Event => config.threads_per_child + 1,
+    };
+    let scoreboard = Scoreboard::create(config.server_limit, per_process)?;
     if config.server_limit > 1 {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
         let manager = ProcessManager::new(&listeners, config.server_limit, config.graceful_timeout);
-        manager.run(&lifecycle, &|mine, child_lifecycle| {
+        manager.run(&lifecycle, &|mine, child_lifecycle, process| {
             let site = site.clone();
             let factory = HttpFactory::new(config, move || site.clone());
-            mpm.run(config, mine, factory, child_lifecycle)
+            let slots = scoreboard.process_slots(process);
+            mpm.run(config, mine, factory, child_lifecycle, slots)
         })?;
     } else {
         lifecycle.stop_on_signals()?;
         let factory = HttpFactory::new(config, move || site.clone());
-        mpm.run(config, listeners, factory, &lifecycle)?;
+        mpm.run(
+            config,
+            listeners,
+            factory,
+            &lifecycle,
+            scoreboard.process_slots(0),
+        )?;
     }
     eprintln!("mpm: stopped");
     Ok(())

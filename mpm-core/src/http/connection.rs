@@ -17,6 +17,7 @@ use super::request::{Headers, Request, Version};
 use super::response::{reason_phrase, Body, Response};
 use super::{HttpHandler, HttpSettings};
 use crate::connection_handler::{ConnectionHandler, Interest, Prefetch, Wait};
+use crate::scoreboard::WorkerState;
 use crate::stream::Stream;
 use std::borrow::Cow;
 
@@ -377,8 +378,13 @@ impl<H: HttpHandler> HttpService<H> {
                 || c.served + 1 < self.settings.max_keepalive_requests);
         let is_head = head.method == "HEAD";
         let version = head.version;
+        s.set_state(WorkerState::Writing);
         let response = self.call(&head, body, s);
         let (status, headers, body) = response.into_parts();
+        if let Some(slot) = s.score_slot() {
+            let line_end = data.iter().position(|&b| b == b'\r').unwrap_or(0);
+            slot.record_request(&data[..line_end], body.len().unwrap_or(0));
+        }
         c.out.clear();
         c.out_pos = 0;
         let keep = self.queue(c, status, &headers, body, is_head, keep, version);

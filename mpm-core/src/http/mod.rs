@@ -65,9 +65,13 @@ use crate::connection_handler::HandlerFactory;
 /// let addr = listeners[0].local_addr();
 /// let lifecycle = Lifecycle::new()?;
 /// let factory = HttpFactory::new(&config, || Hello);
+/// // One slot per worker thread, where the MPM keeps states and counters.
+/// let slots = mpm_core::scoreboard::Scoreboard::create(1, 4)?.process_slots(0);
 /// let server = {
 ///     let (config, lifecycle) = (config.clone(), lifecycle.clone());
-///     std::thread::spawn(move || mpm_worker::Worker.run(&config, listeners, factory, &lifecycle))
+///     std::thread::spawn(move || {
+///         mpm_worker::Worker.run(&config, listeners, factory, &lifecycle, slots)
+///     })
 /// };
 /// assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(5)));
 ///

@@ -1,0 +1,389 @@
+//! The scoreboard: one slot per worker (process or thread) in anonymous
+//! shared memory, made before any fork so that every process writes its own
+//! slots and the master and the status page read them all.
+//!
+//! Counters are atomics that are only ever added to, so totals are exact even
+//! when a slot's process changes: after a graceful restart the new generation
+//! takes over the slots at once while the old one finishes its requests,
+//! still adding to the same counters. Old generations therefore never need
+//! slots of their own, and the table never fills (httpd's "scoreboard is
+//! full" complaint). What an old process must not do is overwrite the new
+//! owner's pid, state or request line: it writes those only while the slot
+//! still carries its pid.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+
+/// Bytes of the current request line a slot keeps.
+pub const REQUEST_LINE: usize = 64;
+
+/// What a worker is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum WorkerState {
+    /// No process or thread holds the slot.
+    Dead = 0,
+    /// Starting up.
+    Starting = 1,
+    /// Waiting for a connection.
+    Idle = 2,
+    /// Reading a request.
+    Reading = 3,
+    /// Handling a request and writing its response.
+    Writing = 4,
+    /// Holding a connection idle between requests.
+    KeepAlive = 5,
+    /// Closing a connection.
+    Closing = 6,
+    /// Finishing its work before exiting.
+    Graceful = 7,
+}
+
+impl WorkerState {
+    fn from_u8(v: u8) -> WorkerState {
+        match v {
+            1 => WorkerState::Starting,
+            2 => WorkerState::Idle,
+            3 => WorkerState::Reading,
+            4 => WorkerState::Writing,
+            5 => WorkerState::KeepAlive,
+            6 => WorkerState::Closing,
+            7 => WorkerState::Graceful,
+            _ => WorkerState::Dead,
+        }
+    }
+
+    /// The one-letter key mod_status uses.
+    pub fn key(self) -> char {
+        match self {
+            WorkerState::Dead => '.',
+            WorkerState::Starting => 'S',
+            WorkerState::Idle => '_',
+            WorkerState::Reading => 'R',
+            WorkerState::Writing => 'W',
+            WorkerState::KeepAlive => 'K',
+            WorkerState::Closing => 'C',
+            WorkerState::Graceful => 'G',
+        }
+    }
+
+    /// A lower-case name, for JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkerState::Dead => "dead",
+            WorkerState::Starting => "starting",
+            WorkerState::Idle => "idle",
+            WorkerState::Reading => "reading",
+            WorkerState::Writing => "writing",
+            WorkerState::KeepAlive => "keepalive",
+            WorkerState::Closing => "closing",
+            WorkerState::Graceful => "graceful",
+        }
+    }
+
+    /// Is the worker serving a request (not idle, not keeping a connection)?
+    pub fn is_busy(self) -> bool {
+        matches!(
+            self,
+            WorkerState::Reading | WorkerState::Writing | WorkerState::Closing
+        )
+    }
+}
+
+/// One worker's slot.
+#[derive(Debug)]
+#[repr(C, align(128))]
+pub struct Slot {
+    pid: AtomicI32,
+    generation: AtomicU32,
+    state: AtomicU8,
+    line_len: AtomicU8,
+    requests: AtomicU64,
+    bytes: AtomicU64,
+    connections: AtomicU64,
+    last_request_ms: AtomicU64,
+    accept_waits: AtomicU64,
+    accept_wait_ns: AtomicU64,
+    line: [AtomicU8; REQUEST_LINE],
+}
+
+#[derive(Debug)]
+#[repr(C)]
+struct Header {
+    started_ms: AtomicU64,
+    generation: AtomicU32,
+    slots: AtomicU32,
+    per_process: AtomicU32,
+}
+
+/// The shared table of slots. Made once per server, before forking, and
+/// never unmapped: it lives as long as the process, so slot references are
+/// `'static`.
+#[derive(Debug)]
+pub struct Scoreboard {
+    header: &'static Header,
+    slots: &'static [Slot],
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Scoreboard {
+    /// A scoreboard of `processes` × `per_process` slots in shared memory.
+    pub fn create(processes: usize, per_process: usize) -> Result<&'static Scoreboard> {
+        let n = processes.max(1) * per_process.max(1);
+        let bytes = std::mem::size_of::<Slot>() * (n + 1);
+        let len =
+            std::num::NonZeroUsize::new(bytes).ok_or_else(|| Error::config("empty scoreboard"))?;
+        use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
+        // SAFETY: a fresh anonymous mapping, shared so that children's
+        // writes reach every process; zeroed by the kernel, which is a valid
+        // state for every atomic in it (Dead slots, zero counters).
+        let base: NonNull<std::ffi::c_void> = unsafe {
+            mmap_anonymous(
+                None,
+                len,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+            )
+        }
+        .map_err(|e| Error::io("mapping the scoreboard", e.into()))?;
+        let base = base.as_ptr().cast::<u8>();
+        // SAFETY: the mapping is `bytes` long, page-aligned, zeroed, and never
+        // unmapped; the header takes the first slot's room and the slots
+        // follow, each within the mapping and suitably aligned (128).
+        let (header, slots) = unsafe {
+            let header = &*(base.cast::<Header>());
+            let slots =
+                std::slice::from_raw_parts(base.add(std::mem::size_of::<Slot>()).cast::<Slot>(), n);
+            (header, slots)
+        };
+        header.started_ms.store(now_ms(), Ordering::Relaxed);
+        header.generation.store(1, Ordering::Relaxed);
+        header.slots.store(n as u32, Ordering::Relaxed);
+        header
+            .per_process
+            .store(per_process.max(1) as u32, Ordering::Relaxed);
+        Ok(Box::leak(Box::new(Scoreboard { header, slots })))
+    }
+
+    /// Every slot.
+    pub fn slots(&self) -> &'static [Slot] {
+        self.slots
+    }
+
+    /// The slots of process number `process`.
+    pub fn process_slots(&self, process: usize) -> &'static [Slot] {
+        let per = self.per_process();
+        let start = (process * per).min(self.slots.len());
+        let end = (start + per).min(self.slots.len());
+        &self.slots[start..end]
+    }
+
+    /// Slots per process.
+    pub fn per_process(&self) -> usize {
+        self.header.per_process.load(Ordering::Relaxed) as usize
+    }
+
+    /// How many process slots there are.
+    pub fn processes(&self) -> usize {
+        self.slots.len() / self.per_process().max(1)
+    }
+
+    /// When the server started (Unix milliseconds).
+    pub fn started_ms(&self) -> u64 {
+        self.header.started_ms.load(Ordering::Relaxed)
+    }
+
+    /// The current generation (raised by each graceful restart).
+    pub fn generation(&self) -> u32 {
+        self.header.generation.load(Ordering::Relaxed)
+    }
+
+    /// Record a new generation.
+    pub fn set_generation(&self, generation: u32) {
+        self.header.generation.store(generation, Ordering::Relaxed);
+    }
+
+    /// Totals over every slot.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for s in self.slots {
+            t.requests += s.requests();
+            t.bytes += s.bytes();
+            t.connections += s.connections.load(Ordering::Relaxed);
+            t.accept_waits += s.accept_waits.load(Ordering::Relaxed);
+            t.accept_wait_ns += s.accept_wait_ns.load(Ordering::Relaxed);
+            match s.state() {
+                WorkerState::Dead => {}
+                WorkerState::Idle => t.idle += 1,
+                st if st.is_busy() => t.busy += 1,
+                WorkerState::KeepAlive => t.keepalive += 1,
+                _ => {}
+            }
+        }
+        t
+    }
+}
+
+/// Sums over the scoreboard.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    /// Requests answered.
+    pub requests: u64,
+    /// Response bytes queued.
+    pub bytes: u64,
+    /// Connections accepted.
+    pub connections: u64,
+    /// Workers waiting for a connection.
+    pub idle: u64,
+    /// Workers serving a request.
+    pub busy: u64,
+    /// Workers holding an idle keep-alive connection.
+    pub keepalive: u64,
+    /// Times a worker waited for the accept mutex.
+    pub accept_waits: u64,
+    /// Nanoseconds spent waiting for the accept mutex.
+    pub accept_wait_ns: u64,
+}
+
+impl Slot {
+    /// Take the slot for this process (a new process or thread starts).
+    pub fn claim(&self, generation: u32) {
+        self.pid.store(std::process::id() as i32, Ordering::Relaxed);
+        self.generation.store(generation, Ordering::Relaxed);
+        self.state
+            .store(WorkerState::Starting as u8, Ordering::Relaxed);
+    }
+
+    /// Give the slot up (the worker exits), if it is still ours.
+    pub fn release(&self) {
+        if self.is_mine() {
+            self.state.store(WorkerState::Dead as u8, Ordering::Relaxed);
+        }
+    }
+
+    fn is_mine(&self) -> bool {
+        self.pid.load(Ordering::Relaxed) == std::process::id() as i32
+    }
+
+    /// Set the state, if the slot is still ours.
+    pub fn set_state(&self, state: WorkerState) {
+        if self.is_mine() {
+            self.state.store(state as u8, Ordering::Relaxed);
+        }
+    }
+
+    /// A request is being answered: count it, its response bytes, and keep
+    /// its request line.
+    pub fn record_request(&self, line: &[u8], bytes: u64) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if self.is_mine() {
+            self.last_request_ms.store(now_ms(), Ordering::Relaxed);
+            let n = line.len().min(REQUEST_LINE);
+            for (dst, &b) in self.line.iter().zip(&line[..n]) {
+                dst.store(b, Ordering::Relaxed);
+            }
+            self.line_len.store(n as u8, Ordering::Relaxed);
+        }
+    }
+
+    /// A connection was accepted after waiting `wait_ns` for the accept mutex.
+    pub fn record_accept(&self, wait_ns: u64) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        if wait_ns > 0 {
+            self.accept_waits.fetch_add(1, Ordering::Relaxed);
+            self.accept_wait_ns.fetch_add(wait_ns, Ordering::Relaxed);
+        }
+    }
+
+    /// The owner's pid (0 if never used).
+    pub fn pid(&self) -> i32 {
+        self.pid.load(Ordering::Relaxed)
+    }
+
+    /// The owner's generation.
+    pub fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// What the worker is doing.
+    pub fn state(&self) -> WorkerState {
+        WorkerState::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
+    /// Requests answered through this slot.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Response bytes through this slot.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Connections accepted through this slot.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// When the last request began (Unix milliseconds, 0 if none).
+    pub fn last_request_ms(&self) -> u64 {
+        self.last_request_ms.load(Ordering::Relaxed)
+    }
+
+    /// The last request line (possibly cut short, possibly torn while being
+    /// written: it is for display).
+    pub fn request_line(&self) -> String {
+        let n = (self.line_len.load(Ordering::Relaxed) as usize).min(REQUEST_LINE);
+        let bytes: Vec<u8> = self.line[..n]
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_add_up_and_states_count() {
+        let sb = Scoreboard::create(2, 3).unwrap();
+        assert_eq!(sb.slots().len(), 6);
+        assert_eq!(sb.process_slots(1).len(), 3);
+        let s = &sb.process_slots(1)[0];
+        s.claim(1);
+        s.set_state(WorkerState::Writing);
+        s.record_request(b"GET /a HTTP/1.1", 100);
+        s.record_request(b"GET /b HTTP/1.1", 50);
+        sb.slots()[0].claim(1);
+        sb.slots()[0].set_state(WorkerState::Idle);
+        let t = sb.totals();
+        assert_eq!((t.requests, t.bytes, t.busy, t.idle), (2, 150, 1, 1));
+        assert_eq!(s.request_line(), "GET /b HTTP/1.1");
+    }
+
+    #[test]
+    fn a_slot_taken_over_keeps_counting_but_not_displaying_for_the_old_owner() {
+        let sb = Scoreboard::create(1, 1).unwrap();
+        let s = &sb.slots()[0];
+        s.claim(1);
+        // Another process takes the slot over (a new generation).
+        s.pid.store(-5, Ordering::Relaxed);
+        s.set_state(WorkerState::Writing);
+        s.record_request(b"GET /old HTTP/1.1", 10);
+        assert_eq!(s.state(), WorkerState::Starting);
+        assert_eq!(s.requests(), 1);
+        assert_eq!(s.request_line(), "");
+    }
+}
