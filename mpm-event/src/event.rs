@@ -6,7 +6,7 @@ use mpm_core::scoreboard::{Slot, WorkerState};
 use mpm_core::{Config, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, Phase, Result};
 
 use crate::event_loop::EventLoop;
-use crate::worker_pool::{worker_loop, Returns};
+use crate::worker_pool::{worker_loop, PoolHandle, Returns};
 
 /// The event MPM. See the [crate documentation](crate).
 #[derive(Debug, Default, Clone, Copy)]
@@ -69,9 +69,11 @@ impl Mpm for Event {
             config,
             listeners,
             factory.build(),
-            jobs_tx,
-            returns,
-            threads,
+            PoolHandle {
+                jobs: jobs_tx,
+                returns,
+                threads,
+            },
             lifecycle,
             slots.first(),
         )?;

@@ -20,7 +20,7 @@ use mpm_core::{
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 
 use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
-use crate::worker_pool::{Conn, Job, Returns, Step};
+use crate::worker_pool::{Conn, Job, PoolHandle, Returns, Step};
 
 /// Tokens at or above this are not connections.
 const LISTENER: u64 = 1 << 62;
@@ -93,17 +93,21 @@ pub struct EventLoop<H: ConnectionHandler> {
 }
 
 impl<H: ConnectionHandler> EventLoop<H> {
-    /// A loop over these listeners, handing work to `threads` workers through `jobs`.
+    /// A loop over these listeners, handing work to the pool's workers and
+    /// keeping its own state in `slot`.
     pub fn new(
         config: &Config,
         listeners: Vec<Listener>,
         handler: H,
-        jobs: Sender<Job<H::Conn>>,
-        returns: Arc<Returns<H::Conn>>,
-        threads: usize,
+        pool: PoolHandle<H::Conn>,
         lifecycle: &Lifecycle,
         slot: Option<&'static ScoreSlot>,
     ) -> Result<Self> {
+        let PoolHandle {
+            jobs,
+            returns,
+            threads,
+        } = pool;
         if let Some(s) = slot {
             s.claim(lifecycle.generation());
             s.set_state(WorkerState::Idle);

@@ -109,6 +109,17 @@ impl<C> Returns<C> {
     }
 }
 
+/// The event loop's side of the pool: where jobs go, where connections
+/// come back, and how many workers there are.
+pub struct PoolHandle<C> {
+    /// Jobs for the workers.
+    pub jobs: Sender<Job<C>>,
+    /// Connections coming back.
+    pub returns: Arc<Returns<C>>,
+    /// Worker threads.
+    pub threads: usize,
+}
+
 /// Run jobs until the job channel closes.
 pub fn worker_loop<H: ConnectionHandler>(
     mut handler: H,
