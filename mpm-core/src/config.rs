@@ -60,6 +60,57 @@ impl<'de> Deserialize<'de> for MpmKind {
     }
 }
 
+/// How prefork children take turns to accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptMutex {
+    /// `fcntl(F_SETLKW)` on a lock file.
+    Fcntl,
+    /// `flock(2)` on a lock file each child opens itself.
+    Flock,
+    /// A process-shared, robust pthread mutex in shared memory: it recovers
+    /// when its owner dies holding it.
+    Pthread,
+    /// No mutex: every idle child waits in `accept` (the thundering herd).
+    None,
+}
+
+impl AcceptMutex {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            AcceptMutex::Fcntl => "fcntl",
+            AcceptMutex::Flock => "flock",
+            AcceptMutex::Pthread => "pthread",
+            AcceptMutex::None => "none",
+        }
+    }
+}
+
+impl FromStr for AcceptMutex {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            AcceptMutex::Fcntl,
+            AcceptMutex::Flock,
+            AcceptMutex::Pthread,
+            AcceptMutex::None,
+        ]
+        .into_iter()
+        .find(|k| k.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| {
+            format!("unknown accept mutex '{s}' (expected fcntl, flock, pthread or none)")
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for AcceptMutex {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A duration given as seconds (`5`, `2.5`) or with a unit (`500ms`, `5s`, `2m`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seconds(pub Duration);
@@ -209,6 +260,30 @@ pub struct ConfigLayer {
     /// Largest request body accepted (413 beyond it).
     #[arg(long, value_name = "BYTES")]
     pub limit_request_body: Option<u64>,
+    /// Path of the status page (`off` to disable).
+    #[arg(long, value_name = "PATH")]
+    pub status_path: Option<String>,
+    /// Answer the status page to clients other than loopback: on or off.
+    #[arg(long, value_name = "on|off")]
+    pub status_remote: Option<OnOff>,
+    /// Write the master's pid here (for `mpm signal`); removed at exit.
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
+    /// Prefork: children forked at start.
+    #[arg(long, value_name = "N")]
+    pub start_servers: Option<usize>,
+    /// Prefork: fewest idle children kept (more are forked, 1, 2, 4 ... 32 a second).
+    #[arg(long, value_name = "N")]
+    pub min_spare: Option<usize>,
+    /// Prefork: most idle children kept (the rest are stopped).
+    #[arg(long, value_name = "N")]
+    pub max_spare: Option<usize>,
+    /// Connections a child serves before it is replaced (0: never).
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_child: Option<u64>,
+    /// Prefork: how children take turns to accept: fcntl, flock, pthread or none.
+    #[arg(long, value_name = "KIND")]
+    pub accept_mutex: Option<AcceptMutex>,
 }
 
 impl ConfigLayer {
@@ -265,6 +340,16 @@ impl ConfigLayer {
                 .limit_request_field_size
                 .or(lower.limit_request_field_size),
             limit_request_body: self.limit_request_body.or(lower.limit_request_body),
+            status_path: self.status_path.or(lower.status_path),
+            status_remote: self.status_remote.or(lower.status_remote),
+            pid_file: self.pid_file.or(lower.pid_file),
+            start_servers: self.start_servers.or(lower.start_servers),
+            min_spare: self.min_spare.or(lower.min_spare),
+            max_spare: self.max_spare.or(lower.max_spare),
+            max_connections_per_child: self
+                .max_connections_per_child
+                .or(lower.max_connections_per_child),
+            accept_mutex: self.accept_mutex.or(lower.accept_mutex),
         }
     }
 }
@@ -315,6 +400,22 @@ pub struct Config {
     pub limit_request_field_size: usize,
     /// Request-body limit in bytes.
     pub limit_request_body: u64,
+    /// Path of the status page, or `None` when disabled.
+    pub status_path: Option<String>,
+    /// Whether non-loopback clients may see the status page.
+    pub status_remote: bool,
+    /// Where to write the master's pid.
+    pub pid_file: Option<PathBuf>,
+    /// Prefork: children forked at start.
+    pub start_servers: usize,
+    /// Prefork: fewest idle children kept.
+    pub min_spare: usize,
+    /// Prefork: most idle children kept.
+    pub max_spare: usize,
+    /// Connections per child before it is replaced (0: never).
+    pub max_connections_per_child: u64,
+    /// Prefork: accept serialization.
+    pub accept_mutex: AcceptMutex,
 }
 
 impl Default for Config {
@@ -340,6 +441,14 @@ impl Default for Config {
             limit_request_fields: 100,
             limit_request_field_size: 8190,
             limit_request_body: 1 << 20,
+            status_path: Some("/server-status".to_string()),
+            status_remote: false,
+            pid_file: None,
+            start_servers: 8,
+            min_spare: 8,
+            max_spare: 64,
+            max_connections_per_child: 0,
+            accept_mutex: AcceptMutex::Pthread,
         }
     }
 }
@@ -362,14 +471,19 @@ impl Config {
             return Err(Error::config("--max-request-workers must be at least 1"));
         }
         let mpm = layer.mpm.unwrap_or(d.mpm);
-        let server_limit = layer.server_limit.unwrap_or(d.server_limit);
+        // Prefork serves a connection per process: its limit is the worker count.
+        let server_limit = layer.server_limit.unwrap_or(match mpm {
+            MpmKind::Prefork => max_request_workers,
+            _ => d.server_limit,
+        });
         if server_limit == 0 {
             return Err(Error::config("--server-limit must be at least 1"));
         }
         let per_process = max_request_workers.div_ceil(server_limit);
         let threads_per_child = layer.threads_per_child.unwrap_or(match mpm {
             MpmKind::Event => per_process.min(32),
-            _ => per_process,
+            MpmKind::Prefork => 1,
+            MpmKind::Worker => per_process,
         });
         if threads_per_child == 0 {
             return Err(Error::config("--threads-per-child must be at least 1"));
@@ -414,6 +528,19 @@ impl Config {
             }
             None => None,
         };
+        let min_spare = layer
+            .min_spare
+            .unwrap_or(d.min_spare)
+            .min(max_request_workers);
+        let max_spare = layer
+            .max_spare
+            .unwrap_or(d.max_spare)
+            .min(max_request_workers)
+            .max(min_spare + 1);
+        let start_servers = layer
+            .start_servers
+            .unwrap_or(d.start_servers)
+            .clamp(1, max_request_workers);
         let async_request_worker_factor = layer
             .async_request_worker_factor
             .unwrap_or(d.async_request_worker_factor);
@@ -456,6 +583,25 @@ impl Config {
             limit_request_fields,
             limit_request_field_size,
             limit_request_body: layer.limit_request_body.unwrap_or(d.limit_request_body),
+            status_path: match layer.status_path {
+                None => d.status_path,
+                Some(p) if p == "off" => None,
+                Some(p) if p.starts_with('/') => Some(p),
+                Some(p) => {
+                    return Err(Error::config(format!(
+                        "--status-path '{p}': must start with / (or be off)"
+                    )))
+                }
+            },
+            status_remote: layer.status_remote.map(|s| s.0).unwrap_or(d.status_remote),
+            pid_file: layer.pid_file,
+            start_servers,
+            min_spare,
+            max_spare,
+            max_connections_per_child: layer
+                .max_connections_per_child
+                .unwrap_or(d.max_connections_per_child),
+            accept_mutex: layer.accept_mutex.unwrap_or(d.accept_mutex),
         })
     }
 }
