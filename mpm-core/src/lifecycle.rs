@@ -155,6 +155,34 @@ impl Lifecycle {
         self.stop_on(&[SIGTERM, SIGINT])
     }
 
+    /// Stop when the process receives any of `signals`, without a thread:
+    /// the handlers set the draining flag and write to the stop pipe, and
+    /// nothing else. For a process that must stay single-threaded (a prefork
+    /// child). Its phase is not moved; wait with [`wait_stop`](Self::wait_stop).
+    pub fn stop_on_quietly(&self, signals: &[i32]) -> Result<()> {
+        let io = |e| Error::io("installing signal handlers", e);
+        for &sig in signals {
+            signal_hook::flag::register(sig, Arc::clone(&self.inner.draining)).map_err(io)?;
+            let wake = self.inner.wake_write.try_clone().map_err(io)?;
+            signal_hook::low_level::pipe::register(sig, wake).map_err(io)?;
+        }
+        Ok(())
+    }
+
+    /// Block until a stop is asked for (by [`stop`](Self::stop) or a
+    /// signal), whichever way it was installed; then move to
+    /// [`Phase::Draining`].
+    pub fn wait_stop(&self) {
+        while !self.is_stopping() {
+            let mut fds = [nix::poll::PollFd::new(
+                self.wake_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(1000u16));
+        }
+        self.set_phase(Phase::Draining);
+    }
+
     /// Stop when the process receives any of `signals` (see
     /// [`stop_on_signals`](Self::stop_on_signals)).
     pub fn stop_on(&self, signals: &[i32]) -> Result<()> {

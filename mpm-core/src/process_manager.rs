@@ -33,6 +33,7 @@ use signal_hook::SigId;
 use crate::error::{Error, Result};
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::listener::Listener;
+use crate::scoreboard::{Scoreboard, WorkerState};
 
 /// What a child runs: its own copies of the listeners, its own lifecycle
 /// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH), and its process slot
@@ -103,21 +104,60 @@ impl Signals {
     }
 }
 
-/// Runs `children` serving processes and keeps them running.
+/// How many children a [`ProcessManager`] keeps.
+#[derive(Debug, Clone, Copy)]
+pub enum Sizing {
+    /// Exactly this many (worker and event: `--server-limit`).
+    Fixed(usize),
+    /// As many as keep between `min_spare` and `max_spare` of them idle, as
+    /// httpd's prefork does: checked once a second, forking 1, 2, 4 ... 32
+    /// children a second while too few are idle and stopping one a second
+    /// while too many are, never more than `max` in all.
+    Spare {
+        /// Children forked at start.
+        start: usize,
+        /// Fewest idle children.
+        min_spare: usize,
+        /// Most idle children.
+        max_spare: usize,
+        /// Most children (`--server-limit`).
+        max: usize,
+        /// Where the children's states are read (one slot per child).
+        scoreboard: &'static Scoreboard,
+    },
+}
+
+/// Runs the serving processes and keeps them running.
 #[derive(Debug)]
 pub struct ProcessManager<'a> {
     listeners: &'a [Listener],
-    children: usize,
+    sizing: Sizing,
     graceful_timeout: Duration,
 }
 
 impl<'a> ProcessManager<'a> {
     /// A manager for `children` processes serving `listeners`.
     pub fn new(listeners: &'a [Listener], children: usize, graceful_timeout: Duration) -> Self {
+        Self::with_sizing(listeners, Sizing::Fixed(children.max(1)), graceful_timeout)
+    }
+
+    /// A manager that sizes the children as `sizing` says.
+    pub fn with_sizing(
+        listeners: &'a [Listener],
+        sizing: Sizing,
+        graceful_timeout: Duration,
+    ) -> Self {
         ProcessManager {
             listeners,
-            children: children.max(1),
+            sizing,
             graceful_timeout,
+        }
+    }
+
+    fn max_children(&self) -> usize {
+        match self.sizing {
+            Sizing::Fixed(n) => n,
+            Sizing::Spare { max, .. } => max.max(1),
         }
     }
 
@@ -131,25 +171,72 @@ impl<'a> ProcessManager<'a> {
         let mut generation = 1u64;
         let mut crashes = 0u32;
         let mut next_spawn = Instant::now();
+        let mut wanted = match self.sizing {
+            Sizing::Fixed(n) => n,
+            Sizing::Spare { start, max, .. } => start.clamp(1, max.max(1)),
+        };
+        let mut spawn_rate = 1usize;
+        let mut next_maintenance = Instant::now() + Duration::from_secs(1);
+        // Children this master told to go (too many idle): not crashes.
+        let mut retired: Vec<Pid> = Vec::new();
         loop {
-            // Keep the current generation at full strength (throttled after crashes).
+            // Keep the current generation at strength (throttled after crashes).
             let current = children
                 .iter()
                 .filter(|c| c.generation == generation)
                 .count();
-            if current < self.children && Instant::now() >= next_spawn {
-                for slot in 0..self.children {
-                    let taken = children
-                        .iter()
-                        .any(|c| c.generation == generation && c.slot == slot);
-                    if !taken {
-                        children.push(self.spawn(generation, slot, &signals, child_main)?);
-                    }
+            if current < wanted && Instant::now() >= next_spawn {
+                for _ in current..wanted {
+                    let Some(slot) = (0..self.max_children()).find(|slot| {
+                        !children
+                            .iter()
+                            .any(|c| c.generation == generation && c.slot == *slot)
+                    }) else {
+                        break;
+                    };
+                    children.push(self.spawn(generation, slot, &signals, child_main)?);
                 }
             }
             lifecycle.set_phase(Phase::Serving);
 
-            let timeout = next_spawn
+            if let Sizing::Spare {
+                min_spare,
+                max_spare,
+                max,
+                scoreboard,
+                ..
+            } = self.sizing
+            {
+                if Instant::now() >= next_maintenance {
+                    next_maintenance = Instant::now() + Duration::from_secs(1);
+                    let idle: Vec<&Child> = children
+                        .iter()
+                        .filter(|c| c.generation == generation && !retired.contains(&c.pid))
+                        .filter(|c| {
+                            scoreboard.process_slots(c.slot).first().is_some_and(|s| {
+                                matches!(s.state(), WorkerState::Idle | WorkerState::Starting)
+                            })
+                        })
+                        .collect();
+                    if idle.len() > max_spare {
+                        // One a second, gently: it is idle, so it just exits.
+                        if let Some(c) = idle.last() {
+                            let _ = kill(c.pid, Signal::SIGUSR1);
+                            retired.push(c.pid);
+                            wanted = wanted.saturating_sub(1).max(1);
+                        }
+                        spawn_rate = 1;
+                    } else if idle.len() < min_spare && wanted < max {
+                        wanted = (wanted + spawn_rate).min(max);
+                        spawn_rate = (spawn_rate * 2).min(32);
+                    } else {
+                        spawn_rate = 1;
+                    }
+                }
+            }
+
+            let until = next_spawn.max(Instant::now()).min(next_maintenance);
+            let timeout = until
                 .saturating_duration_since(Instant::now())
                 .clamp(Duration::from_millis(10), Duration::from_secs(1));
             let mut fds = [
@@ -160,6 +247,11 @@ impl<'a> ProcessManager<'a> {
             signals.drain();
 
             if signals.stop.swap(false, Ordering::SeqCst) || lifecycle.is_stopping() {
+                eprintln!(
+                    "mpm: stopping: {} children finish their requests (at most {:?})",
+                    children.len(),
+                    self.graceful_timeout
+                );
                 break;
             }
             if signals.graceful_restart.swap(false, Ordering::SeqCst) {
@@ -168,20 +260,28 @@ impl<'a> ProcessManager<'a> {
                     let _ = kill(c.pid, Signal::SIGUSR1);
                 }
                 generation += 1;
+                if let Sizing::Spare { scoreboard, .. } = self.sizing {
+                    scoreboard.set_generation(generation as u32);
+                }
                 crashes = 0;
                 next_spawn = Instant::now();
             }
             signals.child_exited.store(false, Ordering::SeqCst);
             for (child, status) in reap(&mut children) {
+                if let Some(i) = retired.iter().position(|p| *p == child.pid) {
+                    retired.swap_remove(i);
+                    continue;
+                }
                 if child.generation != generation {
                     continue; // an old generation finishing: not replaced
                 }
+                let clean = matches!(status, WaitStatus::Exited(_, 0));
                 eprintln!(
                     "mpm: child {} {}; replacing it",
                     child.pid,
                     describe(&status)
                 );
-                if child.started.elapsed() < Duration::from_secs(1) {
+                if !clean && child.started.elapsed() < Duration::from_secs(1) {
                     crashes += 1;
                     let backoff =
                         Duration::from_millis(100 << crashes.min(7)).min(Duration::from_secs(10));
@@ -265,7 +365,8 @@ fn run_child(
     let lifecycle = Lifecycle::new()?;
     lifecycle.set_shared_listeners();
     lifecycle.set_generation(generation as u32);
-    lifecycle.stop_on(&[SIGTERM, SIGINT, SIGUSR1, SIGWINCH])?;
+    // No signal thread: a prefork child must stay single-threaded.
+    lifecycle.stop_on_quietly(&[SIGTERM, SIGINT, SIGUSR1, SIGWINCH])?;
     let mine = listeners
         .iter()
         .map(Listener::try_clone)

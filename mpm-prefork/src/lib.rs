@@ -1,35 +1,18 @@
 //! # mpm-prefork
 //!
-//! The prefork process model: a single-threaded master forks single-threaded
-//! children that take turns accepting under an accept mutex.
+//! The prefork process model: a single-threaded master (the process manager
+//! of `mpm-core`, sizing children between `--min-spare` and `--max-spare`
+//! idle ones) forks single-threaded children, each serving one connection at
+//! a time, that take turns to accept.
 //!
-//! Not built yet: [`Prefork::run`](mpm_core::Mpm::run) refuses with an error
-//! saying so, and `mpm serve --mpm prefork` exits with that message, never
-//! falling back to another model.
+//! * [`accept_mutex`] — the turn: `fcntl`, `flock`, a robust `pthread` mutex in
+//!   shared memory, or `none` (every idle child waits in `accept`).
+//! * [`Prefork`] — the [`Mpm`](mpm_core::Mpm): what each child runs.
+//!
+//! A child records in its scoreboard slot how long it waited for the accept
+//! mutex, and retires after `--max-connections-per-child` connections.
 
-use mpm_core::{Config, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, Result};
+pub mod accept_mutex;
+mod prefork;
 
-/// The prefork MPM.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Prefork;
-
-impl Mpm for Prefork {
-    fn kind(&self) -> MpmKind {
-        MpmKind::Prefork
-    }
-
-    fn available(&self) -> Result<()> {
-        Err(Error::not_built("prefork"))
-    }
-
-    fn run<F: HandlerFactory>(
-        &self,
-        _config: &Config,
-        _listeners: Vec<Listener>,
-        _factory: F,
-        _lifecycle: &Lifecycle,
-        _slots: &'static [mpm_core::scoreboard::Slot],
-    ) -> Result<()> {
-        Err(Error::not_built("prefork"))
-    }
-}
+pub use prefork::Prefork;

@@ -77,7 +77,7 @@ impl Mpm for Worker {
         }
         lifecycle.set_phase(Phase::Serving);
 
-        lifecycle.wait_for(Phase::Draining, Duration::MAX);
+        lifecycle.wait_stop();
         if lifecycle.owns_listeners() {
             for l in shared.accept.listeners() {
                 l.stop_listening();

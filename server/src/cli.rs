@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use mpm_core::http::HttpFactory;
-use mpm_core::process_manager::ProcessManager;
+use mpm_core::process_manager::{ProcessManager, Sizing};
 use mpm_core::scoreboard::Scoreboard;
 use mpm_core::{
     Config, ConfigLayer, DefaultSite, Error, Lifecycle, Listener, Mpm, MpmKind, StaticFiles,
@@ -96,7 +96,7 @@ fn serve(args: ServeArgs) -> Result<(), Error> {
     };
     match config.mpm {
         MpmKind::Worker => run(mpm_worker::Worker, &config, site),
-        MpmKind::Prefork => run(mpm_prefork::Prefork, &config, site),
+        MpmKind::Prefork => run(mpm_prefork::Prefork::new(&config)?, &config, site),
         MpmKind::Event => run(mpm_event::Event, &config, site),
     }
 }
@@ -131,10 +131,20 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
         MpmKind::Event => config.threads_per_child + 1,
     };
     let scoreboard = Scoreboard::create(config.server_limit, per_process)?;
-    if config.server_limit > 1 {
+    if config.server_limit > 1 || mpm.kind() == MpmKind::Prefork {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
-        let manager = ProcessManager::new(&listeners, config.server_limit, config.graceful_timeout);
+        let sizing = match mpm.kind() {
+            MpmKind::Prefork => Sizing::Spare {
+                start: config.start_servers,
+                min_spare: config.min_spare,
+                max_spare: config.max_spare,
+                max: config.server_limit,
+                scoreboard,
+            },
+            _ => Sizing::Fixed(config.server_limit),
+        };
+        let manager = ProcessManager::with_sizing(&listeners, sizing, config.graceful_timeout);
         manager.run(&lifecycle, &|mine, child_lifecycle, process| {
             let site = site.clone();
             let factory = HttpFactory::new(config, move || site.clone());

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// Every process model the suite runs against. When a model lands, add it
 /// here and to the list in [`mpm_suite!`] (a generated test checks that the
 /// two agree).
-pub const MPMS: &[&str] = &["worker", "event"];
+pub const MPMS: &[&str] = &["prefork", "worker", "event"];
 
 /// Generate one `#[test]` per process model for each named behaviour.
 ///
@@ -39,7 +39,7 @@ pub const MPMS: &[&str] = &["worker", "event"];
 macro_rules! mpm_suite {
     ($($test:ident),* $(,)?) => {
         // The models with a module; keep in step with `MPMS`.
-        $crate::mpm_suite!(@models [worker, event] [$($test),*]);
+        $crate::mpm_suite!(@models [prefork, worker, event] [$($test),*]);
     };
     (@models [$($mpm:ident),*] $tests:tt) => {
         $( $crate::mpm_suite!(@one $mpm $tests); )*

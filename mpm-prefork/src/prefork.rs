@@ -1,0 +1,200 @@
+//! What a prefork child runs.
+
+use std::os::fd::{AsFd, RawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use mpm_core::blocking::{serve_blocking, IdlePark, Timeouts};
+use mpm_core::config::AcceptMutex;
+use mpm_core::scoreboard::{Slot, WorkerState};
+use mpm_core::{Config, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, Result, Stream};
+
+use crate::accept_mutex::{AcceptLock, ChildLock};
+
+/// The prefork MPM. Made in the master before forking (it holds the accept
+/// mutex); [`Mpm::run`] is what each single-threaded child runs, with one
+/// scoreboard slot.
+#[derive(Debug)]
+pub struct Prefork {
+    lock: AcceptLock,
+}
+
+impl Prefork {
+    /// Make the accept mutex this configuration asks for.
+    pub fn new(config: &Config) -> Result<Prefork> {
+        Ok(Prefork {
+            lock: AcceptLock::create(config.accept_mutex)?,
+        })
+    }
+
+    /// The accept mutex in use.
+    pub fn accept_mutex(&self) -> AcceptMutex {
+        self.lock.kind()
+    }
+}
+
+impl Mpm for Prefork {
+    fn kind(&self) -> MpmKind {
+        MpmKind::Prefork
+    }
+
+    fn run<F: HandlerFactory>(
+        &self,
+        config: &Config,
+        listeners: Vec<Listener>,
+        factory: F,
+        lifecycle: &Lifecycle,
+        slots: &'static [Slot],
+    ) -> Result<()> {
+        if listeners.is_empty() {
+            return Err(Error::config("no listening address"));
+        }
+        let slot = slots.first();
+        if let Some(s) = slot {
+            s.claim(lifecycle.generation());
+        }
+        let lock = self.lock.for_child()?;
+        let mut handler = factory.build();
+        let timeouts = Timeouts::from_config(config);
+        let draining = lifecycle.draining_flag();
+        let mut served = 0u64;
+        loop {
+            if let Some(s) = slot {
+                s.set_state(WorkerState::Idle);
+            }
+            let Some((socket, peer, waited)) = accept(&listeners, &lock, lifecycle)? else {
+                break;
+            };
+            if let Some(s) = slot {
+                s.record_accept(waited.as_nanos() as u64);
+            }
+            let Ok(mut stream) = Stream::new(socket, peer, true, Arc::clone(&draining)) else {
+                continue;
+            };
+            stream.set_score_slot(slot);
+            let mut park = KeepAliveWait {
+                lifecycle,
+                timeout: config.keepalive_timeout,
+            };
+            serve_blocking(&mut handler, stream, &timeouts, &mut park);
+            served += 1;
+            if config.max_connections_per_child > 0 && served >= config.max_connections_per_child {
+                break; // recycled: the master forks a fresh child
+            }
+            if lifecycle.is_stopping() {
+                break;
+            }
+        }
+        if let Some(s) = slot {
+            s.release();
+        }
+        Ok(())
+    }
+}
+
+/// Take the turn, wait for a connection on any listener (or the stop pipe),
+/// accept it, give the turn back. `None` once stopping.
+fn accept(
+    listeners: &[Listener],
+    lock: &ChildLock<'_>,
+    lifecycle: &Lifecycle,
+) -> Result<Option<(std::net::TcpStream, std::net::SocketAddr, Duration)>> {
+    let asked = Instant::now();
+    lock.lock()
+        .map_err(|e| Error::io("taking the accept mutex", e))?;
+    let waited = asked.elapsed();
+    let result = accept_locked(listeners, lifecycle);
+    lock.unlock()
+        .map_err(|e| Error::io("releasing the accept mutex", e))?;
+    Ok(result.map(|(s, p)| (s, p, waited)))
+}
+
+fn accept_locked(
+    listeners: &[Listener],
+    lifecycle: &Lifecycle,
+) -> Option<(std::net::TcpStream, std::net::SocketAddr)> {
+    let mut last_log: Option<Instant> = None;
+    loop {
+        if lifecycle.is_stopping() {
+            return None;
+        }
+        let mut fds: Vec<PollFd<'_>> = listeners
+            .iter()
+            .map(|l| PollFd::new(l.as_std().as_fd(), PollFlags::POLLIN))
+            .collect();
+        fds.push(PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN));
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        if ready[listeners.len()] {
+            return None;
+        }
+        for (l, _) in listeners.iter().zip(&ready).filter(|(_, r)| **r) {
+            match l.accept() {
+                Ok(c) => return Some(c),
+                Err(e) => match e.kind() {
+                    // A sibling won (no mutex), or the client gave up.
+                    std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::Interrupted
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::ConnectionReset => {}
+                    _ if e.raw_os_error() == Some(libc::EINVAL) => return None,
+                    _ => {
+                        if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                            eprintln!("mpm: accept failed: {e}; backing off");
+                            last_log = Some(Instant::now());
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// A single-threaded child cannot be woken from a blocking read by another
+/// thread, so an idle keep-alive wait polls the connection together with the
+/// stop pipe: a stop closes idle connections at once.
+struct KeepAliveWait<'a> {
+    lifecycle: &'a Lifecycle,
+    timeout: Duration,
+}
+
+impl IdlePark for KeepAliveWait<'_> {
+    fn park(&mut self, fd: RawFd) -> bool {
+        if self.lifecycle.is_stopping() {
+            return false;
+        }
+        // SAFETY: `fd` is the open connection the driver is about to read;
+        // it outlives this call.
+        let conn = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let mut fds = [
+            PollFd::new(conn, PollFlags::POLLIN),
+            PollFd::new(self.lifecycle.wake_fd(), PollFlags::POLLIN),
+        ];
+        let ms = self.timeout.as_millis().min(i32::MAX as u128) as i32;
+        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+        loop {
+            match poll(&mut fds, timeout) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) | Ok(0) => return false, // keep-alive timeout: close
+                Ok(_) => break,
+            }
+        }
+        let stop = fds[1].revents().is_some_and(|r| !r.is_empty());
+        let data = fds[0].revents().is_some_and(|r| !r.is_empty());
+        data && !stop
+    }
+
+    fn unpark(&mut self) {}
+
+    fn closing(&mut self) {}
+}
