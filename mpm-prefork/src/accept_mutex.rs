@@ -88,34 +88,62 @@ pub struct ChildLock<'a> {
 }
 
 impl ChildLock<'_> {
-    /// Wait for the turn to accept.
-    pub fn lock(&self) -> io::Result<()> {
-        match self.lock.kind {
-            AcceptMutex::None => Ok(()),
-            AcceptMutex::Fcntl => {
-                let f = self.lock.file.as_ref().ok_or_else(missing)?;
-                let fl = whole_file(libc::F_WRLCK);
-                retry(|| fcntl(f.as_raw_fd(), FcntlArg::F_SETLKW(&fl)).map(drop))
+    /// Wait for the turn to accept. Returns `Ok(false)` without the lock if
+    /// `stopping` turns true meanwhile: a child told to go while it waits
+    /// must not wait for a connection that may never come. `fcntl` and `flock`
+    /// waits are interrupted by the stop signal (the child's handlers do not
+    /// restart system calls); a pthread mutex wait is never interrupted, so
+    /// it is taken with a timeout and `stopping` is checked between tries.
+    pub fn lock(&self, stopping: &dyn Fn() -> bool) -> io::Result<bool> {
+        loop {
+            if stopping() {
+                return Ok(false);
             }
-            AcceptMutex::Flock => {
-                let f = self.own.as_ref().ok_or_else(missing)?;
-                // SAFETY: flock on a descriptor we own.
-                retry_os(|| unsafe { libc::flock(f.as_fd().as_raw_fd(), libc::LOCK_EX) })
-            }
-            AcceptMutex::Pthread => {
-                let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
-                // SAFETY: `m` is an initialised process-shared mutex in
-                // shared memory that outlives every child.
-                match unsafe { libc::pthread_mutex_lock(m) } {
-                    0 => Ok(()),
-                    // Its owner died holding it: we own it now; mark it usable.
-                    // SAFETY: we hold the mutex, as EOWNERDEAD means.
-                    libc::EOWNERDEAD => match unsafe { libc::pthread_mutex_consistent(m) } {
-                        0 => Ok(()),
-                        e => Err(io::Error::from_raw_os_error(e)),
-                    },
-                    e => Err(io::Error::from_raw_os_error(e)),
+            let r = match self.lock.kind {
+                AcceptMutex::None => return Ok(true),
+                AcceptMutex::Fcntl => {
+                    let f = self.lock.file.as_ref().ok_or_else(missing)?;
+                    let fl = whole_file(libc::F_WRLCK);
+                    fcntl(f.as_raw_fd(), FcntlArg::F_SETLKW(&fl))
+                        .map(drop)
+                        .map_err(io::Error::from)
                 }
+                AcceptMutex::Flock => {
+                    let f = self.own.as_ref().ok_or_else(missing)?;
+                    // SAFETY: flock on a descriptor we own.
+                    match unsafe { libc::flock(f.as_fd().as_raw_fd(), libc::LOCK_EX) } {
+                        0 => Ok(()),
+                        _ => Err(io::Error::last_os_error()),
+                    }
+                }
+                AcceptMutex::Pthread => {
+                    let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
+                    let mut until = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    };
+                    // SAFETY: clock_gettime fills the timespec we own.
+                    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut until) };
+                    until.tv_sec += 1;
+                    // SAFETY: `m` is an initialised process-shared mutex in
+                    // shared memory that outlives every child.
+                    match unsafe { libc::pthread_mutex_timedlock(m, &until) } {
+                        0 => Ok(()),
+                        libc::ETIMEDOUT => continue,
+                        // Its owner died holding it: we own it now; mark it usable.
+                        // SAFETY: we hold the mutex, as EOWNERDEAD means.
+                        libc::EOWNERDEAD => match unsafe { libc::pthread_mutex_consistent(m) } {
+                            0 => Ok(()),
+                            e => Err(io::Error::from_raw_os_error(e)),
+                        },
+                        e => Err(io::Error::from_raw_os_error(e)),
+                    }
+                }
+            };
+            match r {
+                Ok(()) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
             }
         }
     }

@@ -56,6 +56,7 @@ impl Mpm for Prefork {
             s.claim(lifecycle.generation());
         }
         let lock = self.lock.for_child()?;
+        interrupt_on_stop_signals();
         let mut handler = factory.build();
         let timeouts = Timeouts::from_config(config);
         let draining = lifecycle.draining_flag();
@@ -94,6 +95,23 @@ impl Mpm for Prefork {
     }
 }
 
+/// Let the stop signals interrupt blocking system calls (an `fcntl` or
+/// `flock` wait for the accept mutex) instead of restarting them, so that a
+/// child told to go while it waits notices.
+fn interrupt_on_stop_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGUSR1, libc::SIGWINCH] {
+        // SAFETY: read the installed action and write it back unchanged but
+        // for SA_RESTART; both structs are valid for the calls.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut action) == 0 {
+                action.sa_flags &= !libc::SA_RESTART;
+                libc::sigaction(sig, &action, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
 /// Take the turn, wait for a connection on any listener (or the stop pipe),
 /// accept it, give the turn back. `None` once stopping.
 fn accept(
@@ -102,8 +120,13 @@ fn accept(
     lifecycle: &Lifecycle,
 ) -> Result<Option<(std::net::TcpStream, std::net::SocketAddr, Duration)>> {
     let asked = Instant::now();
-    lock.lock()
-        .map_err(|e| Error::io("taking the accept mutex", e))?;
+    let stopping = || lifecycle.is_stopping();
+    if !lock
+        .lock(&stopping)
+        .map_err(|e| Error::io("taking the accept mutex", e))?
+    {
+        return Ok(None);
+    }
     let waited = asked.elapsed();
     let result = accept_locked(listeners, lifecycle);
     lock.unlock()

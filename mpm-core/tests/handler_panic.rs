@@ -1,0 +1,62 @@
+//! A handler that panics costs its own request a 500, nothing more: the
+//! connection goes on to the next request.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mpm_core::blocking::{serve_blocking, NoPark, Timeouts};
+use mpm_core::http::{HttpHandler, HttpService, HttpSettings, Request, Response};
+use mpm_core::{Config, Stream};
+
+struct Fragile;
+
+impl HttpHandler for Fragile {
+    fn handle(&mut self, req: &Request<'_>) -> Response {
+        if req.path() == "/boom" {
+            panic!("the handler fell over");
+        }
+        Response::new(200).body("fine")
+    }
+}
+
+#[test]
+fn a_panicking_handler_answers_500_and_the_connection_serves_on() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (sock, peer) = listener.accept().unwrap();
+        let stream = Stream::new(sock, peer, true, Arc::new(AtomicBool::new(false))).unwrap();
+        let settings = Arc::new(HttpSettings::from_config(&Config::default()));
+        let timeouts = Timeouts {
+            request: Duration::from_secs(5),
+            keepalive: Duration::from_secs(5),
+            linger: Duration::from_millis(100),
+        };
+        serve_blocking(
+            &mut HttpService::new(Fragile, settings),
+            stream,
+            &timeouts,
+            &mut NoPark,
+        );
+    });
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(
+        b"GET /boom HTTP/1.1\r\nHost: a\r\n\r\nGET /ok HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    server.join().unwrap();
+    let first = out.find("HTTP/1.1 500").expect("no 500 for the panic");
+    let second = out
+        .find("HTTP/1.1 200")
+        .expect("the next request was not served");
+    assert!(first < second);
+    assert!(out.ends_with("fine"));
+}

@@ -1,0 +1,232 @@
+//! What prefork promises beyond the shared suite: every accept mutex serves,
+//! children are recycled, the pool grows and shrinks with the load, and a
+//! storm of graceful restarts never stops the server.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tests::{RawConn, Server, TempDir};
+
+const PAGE: &[u8] = b"prefork page\n";
+
+fn docroot() -> TempDir {
+    let root = TempDir::new("prefork");
+    root.write("index.html", PAGE);
+    root.write("big.bin", &tests::pattern(8 << 20, 3));
+    root
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+fn get_close(addr: SocketAddr) -> Result<(), String> {
+    let mut c = RawConn::connect(addr);
+    c.send(b"GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    match c.read_response() {
+        Ok(r) if r.status == 200 && r.body == PAGE => Ok(()),
+        Ok(r) => Err(format!("status {}", r.status)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `threads` clients, each making `n` requests (alternately on one
+/// keep-alive connection and on fresh ones); the failures.
+fn load(addr: SocketAddr, threads: usize, n: usize) -> Vec<String> {
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                let mut keep = RawConn::connect(addr);
+                for i in 0..n {
+                    let result = if (i + t) % 2 == 0 {
+                        get_close(addr)
+                    } else {
+                        keep.send(b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+                            .and_then(|()| keep.read_response())
+                            .map_err(|e| e.to_string())
+                            .and_then(|r| {
+                                if r.status == 200 && r.body == PAGE {
+                                    Ok(())
+                                } else {
+                                    Err(format!("status {}", r.status))
+                                }
+                            })
+                    };
+                    if let Err(e) = result {
+                        failures.push(e);
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect()
+}
+
+#[test]
+fn every_accept_mutex_serves_a_concurrent_load() {
+    let root = docroot();
+    for kind in ["fcntl", "flock", "pthread", "none"] {
+        let mut server = Server::start(
+            "prefork",
+            Some(root.path()),
+            &[
+                "--accept-mutex",
+                kind,
+                "--start-servers",
+                "12",
+                "--min-spare",
+                "2",
+            ],
+        );
+        let failures = load(server.addr(), 8, 60);
+        assert!(failures.is_empty(), "{kind}: {failures:?}");
+        assert!(server.stop().success(), "{kind}");
+    }
+}
+
+#[test]
+fn children_are_recycled_after_max_connections_per_child_and_every_request_is_served() {
+    let root = docroot();
+    let server = Server::start(
+        "prefork",
+        Some(root.path()),
+        &[
+            "--max-connections-per-child",
+            "50",
+            "--start-servers",
+            "2",
+            "--min-spare",
+            "1",
+            "--max-spare",
+            "4",
+        ],
+    );
+    let before = children(server.pid());
+    for i in 0..300 {
+        get_close(server.addr()).unwrap_or_else(|e| panic!("request {i}: {e}"));
+    }
+    let recycled = server.stderr_text().matches("exited with status 0").count();
+    assert!(
+        recycled >= 4,
+        "only {recycled} children recycled after 300 connections"
+    );
+    let after = children(server.pid());
+    assert!(
+        before.iter().all(|p| !after.contains(p)),
+        "{before:?} still serve: {after:?}"
+    );
+}
+
+#[test]
+fn the_pool_grows_under_load_and_shrinks_when_idle() {
+    let root = docroot();
+    let server = Server::start(
+        "prefork",
+        Some(root.path()),
+        &[
+            "--start-servers",
+            "1",
+            "--min-spare",
+            "1",
+            "--max-spare",
+            "2",
+            "--keepalive-timeout",
+            "30s",
+        ],
+    );
+    // Keep-alive connections each hold a child: the master must fork more.
+    let mut held = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for _ in 0..6 {
+        let mut c = RawConn::connect(server.addr());
+        c.send(b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(r.status, 200);
+        held.push(c);
+    }
+    while children(server.pid()).len() < 7 {
+        assert!(
+            Instant::now() < deadline,
+            "the pool did not grow: {:?}",
+            children(server.pid())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let grown = children(server.pid()).len();
+    // Freed, the children are idle, beyond --max-spare: one a second goes.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while children(server.pid()).len() > 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the pool did not shrink from {grown}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn a_storm_of_graceful_restarts_with_long_requests_in_flight_then_a_burst(mpm: &str) {
+    let root = docroot();
+    let extra: &[&str] = if mpm == "prefork" {
+        &["--start-servers", "4"]
+    } else {
+        &["--server-limit", "2", "--max-request-workers", "16"]
+    };
+    let mut server = Server::start(mpm, Some(root.path()), extra);
+    // Three slow downloads stay in flight through every restart.
+    let mut slow: Vec<(RawConn, Vec<u8>)> = (0..3)
+        .map(|_| {
+            let mut c = RawConn::connect(server.addr());
+            c.set_recv_buffer(64 * 1024);
+            c.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+            assert_eq!(c.read_head().unwrap().status, 200);
+            (c, Vec::new())
+        })
+        .collect();
+    for _ in 0..10 {
+        server.signal(libc::SIGUSR1);
+        for (c, body) in &mut slow {
+            body.extend(c.read_some(16 * 1024).unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert_eq!(server.stderr_text().matches("graceful restart").count(), 10);
+    // The server still serves a burst, with every old generation still finishing.
+    let failures = load(server.addr(), 8, 40);
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
+    let big = tests::pattern(8 << 20, 3);
+    for (c, mut body) in slow {
+        let mut c = c;
+        while body.len() < big.len() {
+            let chunk = c.read_some(1 << 20).unwrap();
+            assert!(
+                !chunk.is_empty(),
+                "a download was cut after {} bytes",
+                body.len()
+            );
+            body.extend(chunk);
+        }
+        assert!(body == big, "a download's bytes differ");
+    }
+    assert!(server.stop().success());
+}
+
+tests::mpm_suite!(a_storm_of_graceful_restarts_with_long_requests_in_flight_then_a_burst);
