@@ -430,7 +430,7 @@ impl Default for Config {
             threads_per_child: 256,
             async_request_worker_factor: 4,
             keepalive: true,
-            keepalive_timeout: Duration::from_secs(5),
+            keepalive_timeout: Duration::from_secs(60),
             max_keepalive_requests: 1000,
             timeout: Duration::from_secs(60),
             request_header_timeout: Duration::from_secs(20),

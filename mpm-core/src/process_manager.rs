@@ -11,7 +11,7 @@
 //! | SIGTERM, SIGINT | stop: refuse new connections, children finish what they have within `--graceful-timeout`, then are killed |
 //! | SIGWINCH | graceful stop: the same |
 //! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
-//! | SIGHUP | restart: as SIGUSR1 (the configuration is not re-read yet) |
+//! | SIGHUP | restart: the children are stopped (as by SIGTERM) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
 //!
 //! A child that exits (or is killed) while its generation is current is
 //! replaced; one that dies within a second of starting counts as a crash, and
@@ -53,6 +53,7 @@ struct Child {
 struct Signals {
     stop: Arc<AtomicBool>,
     graceful_restart: Arc<AtomicBool>,
+    restart: Arc<AtomicBool>,
     child_exited: Arc<AtomicBool>,
     wake_read: OwnedFd,
     _wake_write: OwnedFd,
@@ -66,6 +67,7 @@ impl Signals {
                 .map_err(|e| Error::io("creating the signal pipe", e.into()))?;
         let stop = Arc::new(AtomicBool::new(false));
         let graceful_restart = Arc::new(AtomicBool::new(false));
+        let restart = Arc::new(AtomicBool::new(false));
         let child_exited = Arc::new(AtomicBool::new(false));
         let mut ids = Vec::new();
         let io = |e| Error::io("installing signal handlers", e);
@@ -74,7 +76,7 @@ impl Signals {
             (SIGINT, &stop),
             (SIGWINCH, &stop),
             (SIGUSR1, &graceful_restart),
-            (SIGHUP, &graceful_restart),
+            (SIGHUP, &restart),
             (SIGCHLD, &child_exited),
         ] {
             ids.push(signal_hook::flag::register(sig, Arc::clone(flag)).map_err(io)?);
@@ -84,6 +86,7 @@ impl Signals {
         Ok(Signals {
             stop,
             graceful_restart,
+            restart,
             child_exited,
             wake_read: r,
             _wake_write: w,
@@ -102,6 +105,17 @@ impl Signals {
             signal_hook::low_level::unregister(*id);
         }
     }
+}
+
+/// Why [`ProcessManager::run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Told to stop: every child has exited and the listeners refuse
+    /// connections.
+    Stopped,
+    /// SIGHUP: every child has exited; read the configuration again and run
+    /// a new set on the same listeners.
+    Restart,
 }
 
 /// How many children a [`ProcessManager`] keeps.
@@ -165,7 +179,7 @@ impl<'a> ProcessManager<'a> {
     /// (by a signal, or by `lifecycle.stop()`), then stop them all.
     ///
     /// Must be called while the process has a single thread.
-    pub fn run(&self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<()> {
+    pub fn run(&self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<Exit> {
         let signals = Signals::install()?;
         let mut children: Vec<Child> = Vec::new();
         let mut generation = 1u64;
@@ -177,6 +191,7 @@ impl<'a> ProcessManager<'a> {
         };
         let mut spawn_rate = 1usize;
         let mut next_maintenance = Instant::now() + Duration::from_secs(1);
+        let mut exit = Exit::Stopped;
         // Children this master told to go (too many idle): not crashes.
         let mut retired: Vec<Pid> = Vec::new();
         loop {
@@ -254,6 +269,11 @@ impl<'a> ProcessManager<'a> {
                 );
                 break;
             }
+            if signals.restart.swap(false, Ordering::SeqCst) {
+                eprintln!("mpm: restart: stopping the children, then reading the configuration again");
+                exit = Exit::Restart;
+                break;
+            }
             if signals.graceful_restart.swap(false, Ordering::SeqCst) {
                 eprintln!("mpm: graceful restart: generation {}", generation + 1);
                 for c in children.iter().filter(|c| c.generation == generation) {
@@ -293,14 +313,16 @@ impl<'a> ProcessManager<'a> {
             }
         }
 
-        // Stop: the children stop accepting and drain; the listening sockets
-        // then refuse whatever still arrives.
-        lifecycle.stop();
+        // Stop: the children stop accepting and drain; unless a new set
+        // follows, the listening sockets then refuse whatever still arrives.
         for c in &children {
             let _ = kill(c.pid, Signal::SIGTERM);
         }
-        for l in self.listeners {
-            l.stop_listening();
+        if exit == Exit::Stopped {
+            lifecycle.stop();
+            for l in self.listeners {
+                l.stop_listening();
+            }
         }
         let deadline = Instant::now() + self.graceful_timeout + Duration::from_secs(2);
         while !children.is_empty() {
@@ -318,8 +340,10 @@ impl<'a> ProcessManager<'a> {
             }
         }
         signals.uninstall();
-        lifecycle.set_phase(Phase::Stopped);
-        Ok(())
+        if exit == Exit::Stopped {
+            lifecycle.set_phase(Phase::Stopped);
+        }
+        Ok(exit)
     }
 
     fn spawn(
