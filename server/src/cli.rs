@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use mpm_core::http::HttpFactory;
-use mpm_core::process_manager::{ProcessManager, Sizing};
+use mpm_core::process_manager::{Exit, ProcessManager, Sizing};
 use mpm_core::scoreboard::Scoreboard;
 use mpm_core::{
     Config, ConfigLayer, DefaultSite, Error, Lifecycle, Listener, Mpm, MpmKind, StaticFiles,
@@ -82,26 +82,65 @@ fn one_line(message: &str) -> String {
     line
 }
 
-fn serve(args: ServeArgs) -> Result<(), Error> {
+fn load(args: &ServeArgs) -> Result<Config, Error> {
     let file = match &args.config {
         Some(path) => ConfigLayer::from_file(path)?,
         None => ConfigLayer::default(),
     };
-    let config = Config::resolve(args.layer.or(file))?;
-    let site = match &config.docroot {
+    Config::resolve(args.layer.clone().or(file))
+}
+
+fn site(config: &Config) -> Result<Site, Error> {
+    Ok(match &config.docroot {
         Some(dir) => {
             Site::Files(StaticFiles::new(dir)?.in_memory_up_to(config.file_cache_max_size))
         }
-        None => Site::Welcome(DefaultSite::new(&config)),
-    };
-    match config.mpm {
-        MpmKind::Worker => run(mpm_worker::Worker, &config, site),
-        MpmKind::Prefork => run(mpm_prefork::Prefork::new(&config)?, &config, site),
-        MpmKind::Event => run(mpm_event::Event, &config, site),
+        None => Site::Welcome(DefaultSite::new(config)),
+    })
+}
+
+fn serve(args: ServeArgs) -> Result<(), Error> {
+    let mut config = load(&args)?;
+    let listeners = Listener::bind_all(&config.listen, config.backlog)?;
+    loop {
+        let site = site(&config)?;
+        let exit = match config.mpm {
+            MpmKind::Worker => run(mpm_worker::Worker, &config, site, &listeners)?,
+            MpmKind::Prefork => run(
+                mpm_prefork::Prefork::new(&config)?,
+                &config,
+                site,
+                &listeners,
+            )?,
+            MpmKind::Event => run(mpm_event::Event, &config, site, &listeners)?,
+        };
+        if exit == Exit::Stopped {
+            return Ok(());
+        }
+        // SIGHUP: read the configuration again; a bad one keeps the old.
+        match load(&args) {
+            Ok(new) => {
+                if new.listen != config.listen || new.backlog != config.backlog {
+                    eprintln!(
+                        "mpm: restart: listening addresses change only with a full stop; \
+                         keeping {:?}",
+                        config.listen
+                    );
+                }
+                config = Config {
+                    listen: config.listen.clone(),
+                    backlog: config.backlog,
+                    ..new
+                };
+            }
+            Err(e) => eprintln!("mpm: restart: {e}; keeping the previous configuration"),
+        }
     }
 }
 
-fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
+/// Serve on `listeners` until stopped (or, under the process manager,
+/// until SIGHUP asks for a restart).
+fn run<M: Mpm>(mpm: M, config: &Config, site: Site, listeners: &[Listener]) -> Result<Exit, Error> {
     mpm.available()?;
     let fds =
         mpm_core::raise_fd_limit().map_err(|e| Error::io("raising the descriptor limit", e))?;
@@ -111,13 +150,12 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
             config.max_request_workers
         );
     }
-    let listeners = Listener::bind_all(&config.listen, config.backlog)?;
     let lifecycle = Lifecycle::new()?;
     let what = match &config.docroot {
         Some(d) => format!("docroot {}", d.display()),
         None => "the embedded welcome site".to_string(),
     };
-    for l in &listeners {
+    for l in listeners {
         eprintln!(
             "mpm: {} MPM listening on http://{} serving {what}",
             mpm.kind(),
@@ -131,7 +169,7 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
         MpmKind::Event => config.threads_per_child + 1,
     };
     let scoreboard = Scoreboard::create(config.server_limit, per_process)?;
-    if config.server_limit > 1 || mpm.kind() == MpmKind::Prefork {
+    let exit = if config.server_limit > 1 || mpm.kind() == MpmKind::Prefork {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
         let sizing = match mpm.kind() {
@@ -144,24 +182,31 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site) -> Result<(), Error> {
             },
             _ => Sizing::Fixed(config.server_limit),
         };
-        let manager = ProcessManager::with_sizing(&listeners, sizing, config.graceful_timeout);
+        let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout);
         manager.run(&lifecycle, &|mine, child_lifecycle, process| {
             let site = site.clone();
             let factory = HttpFactory::new(config, move || site.clone());
             let slots = scoreboard.process_slots(process);
             mpm.run(config, mine, factory, child_lifecycle, slots)
-        })?;
+        })?
     } else {
         lifecycle.stop_on_signals()?;
         let factory = HttpFactory::new(config, move || site.clone());
+        let mine = listeners
+            .iter()
+            .map(Listener::try_clone)
+            .collect::<Result<Vec<_>, _>>()?;
         mpm.run(
             config,
-            listeners,
+            mine,
             factory,
             &lifecycle,
             scoreboard.process_slots(0),
         )?;
+        Exit::Stopped
+    };
+    if exit == Exit::Stopped {
+        eprintln!("mpm: stopped");
     }
-    eprintln!("mpm: stopped");
-    Ok(())
+    Ok(exit)
 }

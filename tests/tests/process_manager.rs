@@ -190,9 +190,50 @@ fn sigterm_stops_the_master_and_every_child(mpm: &str) {
     }
 }
 
+fn sighup_restarts_the_children_on_the_reread_configuration(mpm: &str) {
+    let first = TempDir::new("hup-a");
+    first.write("index.html", b"first docroot\n");
+    let second = TempDir::new("hup-b");
+    second.write("index.html", b"second docroot\n");
+    let conf_dir = TempDir::new("hup-conf");
+    let write_conf = |root: &TempDir| {
+        conf_dir.write(
+            "mpm.toml",
+            format!(
+                "docroot = \"{}\"\nserver-limit = 2\nmax-request-workers = 16\n",
+                root.path().display()
+            )
+            .as_bytes(),
+        )
+    };
+    let conf = write_conf(&first);
+    let mut server = Server::start(mpm, None, &["--config", conf.to_str().unwrap()]);
+    assert_eq!(server.get("/index.html").body, b"first docroot\n");
+    let before = wait_for_children(server.pid(), 2, &[], Duration::from_secs(10)).unwrap();
+    write_conf(&second);
+    server.signal(libc::SIGHUP);
+    assert!(server.wait_for_stderr("restart", Duration::from_secs(10)));
+    // The new set serves the new docroot, on the same listening socket.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while server.get("/index.html").body != b"second docroot\n" {
+        assert!(
+            Instant::now() < deadline,
+            "the new configuration never took effect"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let now = children(server.pid());
+    assert!(
+        now.iter().all(|c| !before.contains(c)),
+        "{before:?} survived: {now:?}"
+    );
+    assert!(server.stop().success());
+}
+
 tests::mpm_suite!(
     the_master_is_single_threaded_and_children_serve,
     graceful_restarts_under_load_lose_no_request,
     a_killed_child_is_replaced_and_serving_goes_on,
     sigterm_stops_the_master_and_every_child,
+    sighup_restarts_the_children_on_the_reread_configuration,
 );
