@@ -270,7 +270,9 @@ impl<'a> ProcessManager<'a> {
                 break;
             }
             if signals.restart.swap(false, Ordering::SeqCst) {
-                eprintln!("mpm: restart: stopping the children, then reading the configuration again");
+                eprintln!(
+                    "mpm: restart: stopping the children, then reading the configuration again"
+                );
                 exit = Exit::Restart;
                 break;
             }
