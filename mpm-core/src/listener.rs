@@ -23,13 +23,7 @@ impl Listener {
     /// `[::]:80` and `0.0.0.0:80` can both be listed) and start listening.
     pub fn bind(addr: SocketAddr, backlog: u32) -> Result<Listener> {
         let wrap = |e| Error::bind(addr.to_string(), e);
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-            .map_err(wrap)?;
-        socket.set_reuse_address(true).map_err(wrap)?;
-        if addr.is_ipv6() {
-            socket.set_only_v6(true).map_err(wrap)?;
-        }
-        socket.bind(&addr.into()).map_err(wrap)?;
+        let socket = Self::socket(addr, false)?;
         socket
             .listen(backlog.min(i32::MAX as u32) as i32)
             .map_err(wrap)?;
@@ -42,6 +36,58 @@ impl Listener {
     /// Bind every address, failing on the first that cannot be bound.
     pub fn bind_all(addrs: &[SocketAddr], backlog: u32) -> Result<Vec<Listener>> {
         addrs.iter().map(|&a| Listener::bind(a, backlog)).collect()
+    }
+
+    /// Bind `addr` with `SO_REUSEPORT` but do not listen: the address is
+    /// reserved (and, for port 0, chosen) for processes that each bind a
+    /// listening socket of their own with [`Listener::bind_reuseport`]. Not
+    /// listening, this socket gets no share of the connections.
+    pub fn reserve(addr: SocketAddr) -> Result<Listener> {
+        let socket = Self::socket(addr, true)?;
+        socket
+            .set_nonblocking(true)
+            .map_err(|e| Error::bind(addr.to_string(), e))?;
+        let socket: TcpListener = socket.into();
+        let addr = socket
+            .local_addr()
+            .map_err(|e| Error::bind(addr.to_string(), e))?;
+        Ok(Listener { socket, addr })
+    }
+
+    /// Reserve every address (see [`Listener::reserve`]).
+    pub fn reserve_all(addrs: &[SocketAddr]) -> Result<Vec<Listener>> {
+        addrs.iter().map(|&a| Listener::reserve(a)).collect()
+    }
+
+    /// A listening socket of this process's own on an address reserved with
+    /// [`Listener::reserve`]: the kernel spreads new connections over every
+    /// such socket by a hash of the client's address and port.
+    pub fn bind_reuseport(addr: SocketAddr, backlog: u32) -> Result<Listener> {
+        let socket = Self::socket(addr, true)?;
+        let wrap = |e| Error::bind(addr.to_string(), e);
+        socket
+            .listen(backlog.min(i32::MAX as u32) as i32)
+            .map_err(wrap)?;
+        socket.set_nonblocking(true).map_err(wrap)?;
+        Ok(Listener {
+            socket: socket.into(),
+            addr,
+        })
+    }
+
+    fn socket(addr: SocketAddr, reuseport: bool) -> Result<Socket> {
+        let wrap = |e| Error::bind(addr.to_string(), e);
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .map_err(wrap)?;
+        socket.set_reuse_address(true).map_err(wrap)?;
+        if reuseport {
+            socket.set_reuse_port(true).map_err(wrap)?;
+        }
+        if addr.is_ipv6() {
+            socket.set_only_v6(true).map_err(wrap)?;
+        }
+        socket.bind(&addr.into()).map_err(wrap)?;
+        Ok(socket)
     }
 
     /// The bound address (with the real port when port 0 was asked for).

@@ -41,13 +41,8 @@ enum Parked {
 }
 
 enum Slot<C> {
-    /// In the epoll set, waiting; `generation` tells its timeout entry apart
-    /// from stale ones.
-    Parked {
-        conn: Box<Conn<C>>,
-        wait: Parked,
-        generation: u64,
-    },
+    /// In the epoll set, waiting, and in the timeout queue of its wait.
+    Parked { conn: Box<Conn<C>>, wait: Parked },
     /// At a worker (or in the loop's own hands). Edges seen meanwhile are
     /// remembered, since an edge-triggered epoll will not repeat them.
     Busy { readable: bool, writable: bool },
@@ -85,7 +80,6 @@ pub struct EventLoop<H: ConnectionHandler> {
     stop_deadline: Option<Instant>,
     accept_paused_until: Option<Instant>,
     last_accept_error_log: Option<Instant>,
-    generation: u64,
     now: Instant,
     again: Vec<usize>,
     stats: LoopStats,
@@ -152,7 +146,6 @@ impl<H: ConnectionHandler> EventLoop<H> {
             stop_deadline: None,
             accept_paused_until: None,
             last_accept_error_log: None,
-            generation: 0,
             now: Instant::now(),
             again: Vec::new(),
             stats: LoopStats::default(),
@@ -269,12 +262,12 @@ impl<H: ConnectionHandler> EventLoop<H> {
         let Some(slot) = self.slots.get_mut(t) else {
             return;
         };
-        let (wait, generation) = match slot {
-            Slot::Parked {
-                wait, generation, ..
-            } => (*wait, *generation),
+        let wait = match slot {
+            Slot::Parked { wait, .. } => *wait,
             Slot::Busy { .. } => return,
         };
+        // Its wait is over: out of the timeout queue until it parks again.
+        self.timeouts.remove(t);
         let Slot::Parked { mut conn, .. } = std::mem::replace(
             slot,
             Slot::Busy {
@@ -306,7 +299,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     self.dispatch(t, conn, Step::Write);
                 }
             }
-            Parked::Linger => self.linger_drain(t, conn, generation),
+            Parked::Linger => self.linger_drain(t, conn),
         }
     }
 
@@ -328,7 +321,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
         // No workers left: the connection is dropped (closed).
         self.in_flight -= 1;
-        self.slots.try_remove(t);
+        self.close(t);
     }
 
     /// Park a connection as its last step asked, or close it.
@@ -340,7 +333,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         match interest {
             Interest::Read(wait) => {
                 if self.stop_deadline.is_some() && wait == Wait::KeepAlive {
-                    self.slots.try_remove(t);
+                    self.close(t);
                     return;
                 }
                 if wait == Wait::KeepAlive {
@@ -363,11 +356,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 }
             }
             Interest::Close => {
-                self.slots.try_remove(t);
+                self.close(t);
             }
             Interest::Linger => {
                 if conn.stream.socket().shutdown(Shutdown::Write).is_err() {
-                    self.slots.try_remove(t);
+                    self.close(t);
                     return;
                 }
                 self.park(t, conn, Parked::Linger, TimeoutKind::Linger);
@@ -377,16 +370,17 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     fn park(&mut self, t: usize, conn: Box<Conn<H::Conn>>, wait: Parked, kind: TimeoutKind) {
-        self.generation += 1;
-        let generation = self.generation;
         if let Some(slot) = self.slots.get_mut(t) {
-            *slot = Slot::Parked {
-                conn,
-                wait,
-                generation,
-            };
-            self.timeouts.push(kind, t, generation, self.now);
+            *slot = Slot::Parked { conn, wait };
+            self.timeouts.push(kind, t, self.now);
         }
+    }
+
+    /// Close a connection: out of its timeout queue and out of the slab
+    /// (dropping it closes the socket).
+    fn close(&mut self, t: usize) {
+        self.timeouts.remove(t);
+        self.slots.try_remove(t);
     }
 
     fn run_again(&mut self) {
@@ -398,41 +392,34 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
     }
 
-    /// Lingering close: read and discard until the peer closes. The
-    /// deadline queued when lingering began still stands, so the connection
-    /// is parked again under the same generation.
-    fn linger_drain(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, generation: u64) {
+    /// Lingering close: read and discard until the peer closes; each time
+    /// something arrives the two-second linger starts again.
+    fn linger_drain(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>) {
         let mut scratch = [0u8; 2048];
         for _ in 0..64 {
             match conn.stream.read(&mut scratch) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    if let Some(slot) = self.slots.get_mut(t) {
-                        *slot = Slot::Parked {
-                            conn,
-                            wait: Parked::Linger,
-                            generation,
-                        };
-                    }
+                    self.park(t, conn, Parked::Linger, TimeoutKind::Linger);
                     return;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
         }
-        self.slots.try_remove(t);
+        self.close(t);
     }
 
     fn expire(&mut self) {
         let mut due = Vec::new();
-        self.timeouts
-            .expire(self.now, |kind, t, g| due.push((kind, t, g)));
-        for (kind, t, g) in due {
-            let current = matches!(self.slots.get(t), Some(Slot::Parked { generation, .. }) if *generation == g);
-            if !current {
+        self.timeouts.expire(self.now, |kind, t| due.push((kind, t)));
+        for (kind, t) in due {
+            // Only parked connections are queued; a busy one left its queue.
+            if !matches!(self.slots.get(t), Some(Slot::Parked { .. })) {
                 continue;
             }
+            self.timeouts.remove(t);
             if let Some(Slot::Parked { mut conn, .. }) = self.slots.try_remove(t) {
                 if kind != TimeoutKind::Linger {
                     self.handler.timed_out(&mut conn.state, &mut conn.stream);
@@ -570,7 +557,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             })
             .collect();
         for t in doomed {
-            self.slots.try_remove(t);
+            self.close(t);
         }
     }
 }

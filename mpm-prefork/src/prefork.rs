@@ -55,7 +55,19 @@ impl Mpm for Prefork {
         if let Some(s) = slot {
             s.claim(lifecycle.generation());
         }
-        let lock = self.lock.for_child()?;
+        // With --reuseport each child listens on a socket of its own, so no
+        // two children wait on one socket and no mutex is needed.
+        let no_mutex;
+        let (listeners, lock) = if config.reuseport {
+            let own = listeners
+                .iter()
+                .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
+                .collect::<Result<Vec<_>>>()?;
+            no_mutex = AcceptLock::create(AcceptMutex::None)?;
+            (own, no_mutex.for_child()?)
+        } else {
+            (listeners, self.lock.for_child()?)
+        };
         interrupt_on_stop_signals();
         let mut handler = factory.build();
         let timeouts = Timeouts::from_config(config);
