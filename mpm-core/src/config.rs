@@ -284,6 +284,10 @@ pub struct ConfigLayer {
     /// Prefork: how children take turns to accept: fcntl, flock, pthread or none.
     #[arg(long, value_name = "KIND")]
     pub accept_mutex: Option<AcceptMutex>,
+    /// Prefork: give each child a listening socket of its own (SO_REUSEPORT)
+    /// instead of an accept mutex: on or off.
+    #[arg(long, value_name = "on|off")]
+    pub reuseport: Option<OnOff>,
 }
 
 impl ConfigLayer {
@@ -350,6 +354,7 @@ impl ConfigLayer {
                 .max_connections_per_child
                 .or(lower.max_connections_per_child),
             accept_mutex: self.accept_mutex.or(lower.accept_mutex),
+            reuseport: self.reuseport.or(lower.reuseport),
         }
     }
 }
@@ -416,6 +421,8 @@ pub struct Config {
     pub max_connections_per_child: u64,
     /// Prefork: accept serialization.
     pub accept_mutex: AcceptMutex,
+    /// Prefork: a SO_REUSEPORT listening socket per child.
+    pub reuseport: bool,
 }
 
 impl Default for Config {
@@ -449,6 +456,7 @@ impl Default for Config {
             max_spare: 64,
             max_connections_per_child: 0,
             accept_mutex: AcceptMutex::Pthread,
+            reuseport: false,
         }
     }
 }
@@ -541,6 +549,10 @@ impl Config {
             .start_servers
             .unwrap_or(d.start_servers)
             .clamp(1, max_request_workers);
+        let reuseport = layer.reuseport.map(|r| r.0).unwrap_or(d.reuseport);
+        if reuseport && mpm != MpmKind::Prefork {
+            return Err(Error::config("--reuseport is for --mpm prefork"));
+        }
         let async_request_worker_factor = layer
             .async_request_worker_factor
             .unwrap_or(d.async_request_worker_factor);
@@ -602,6 +614,7 @@ impl Config {
                 .max_connections_per_child
                 .unwrap_or(d.max_connections_per_child),
             accept_mutex: layer.accept_mutex.unwrap_or(d.accept_mutex),
+            reuseport,
         })
     }
 }
