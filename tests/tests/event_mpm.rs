@@ -196,3 +196,46 @@ fn slowloris_clients_are_cut_off_and_hold_no_worker() {
         );
     }
 }
+
+#[test]
+fn the_connection_cap_leaves_further_clients_in_the_backlog_until_one_closes() {
+    let root = docroot();
+    // Two workers, two connections per worker: four connections at most.
+    let server = Server::start(
+        "event",
+        Some(root.path()),
+        &[
+            "--max-request-workers",
+            "2",
+            "--async-request-worker-factor",
+            "2",
+        ],
+    );
+    let mut held: Vec<RawConn> = (0..4)
+        .map(|_| {
+            let mut c = RawConn::connect(server.addr());
+            assert_eq!(get_on(&mut c), PAGE);
+            c
+        })
+        .collect();
+    // A fifth connects (the kernel queues it) but is not taken in.
+    let mut fifth = TcpStream::connect(server.addr()).unwrap();
+    fifth
+        .write_all(b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    fifth
+        .set_read_timeout(Some(Duration::from_millis(800)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(
+        fifth.read(&mut buf).is_err(),
+        "a fifth connection was served past the cap"
+    );
+    // One closes: the fifth is accepted and answered.
+    held.pop();
+    fifth
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let n = fifth.read(&mut buf).unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+}
