@@ -12,6 +12,7 @@
 //!   processes, replaces dead ones, and handles stop and graceful restart.
 //! * [`scoreboard`] — one slot per worker in shared memory: states,
 //!   counters, request lines, read by the master and the status page.
+//! * [`server_status`] — that status page (httpd's `mod_status`), in HTML or JSON.
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`Config`] — flags and TOML settings with httpd's names.
@@ -37,6 +38,7 @@ pub mod mime;
 mod mpm;
 pub mod process_manager;
 pub mod scoreboard;
+pub mod server_status;
 mod static_files;
 mod stream;
 

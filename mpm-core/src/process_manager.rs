@@ -142,16 +142,33 @@ pub enum Sizing {
 }
 
 /// Runs the serving processes and keeps them running.
-#[derive(Debug)]
+///
+/// Its signal handlers are installed when it is made, so make it before
+/// telling anyone the server is up (a pid file, a log line): a signal sent on
+/// the strength of those then finds the master ready for it.
 pub struct ProcessManager<'a> {
     listeners: &'a [Listener],
     sizing: Sizing,
     graceful_timeout: Duration,
+    signals: Signals,
+}
+
+impl std::fmt::Debug for ProcessManager<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessManager")
+            .field("sizing", &self.sizing)
+            .field("graceful_timeout", &self.graceful_timeout)
+            .finish()
+    }
 }
 
 impl<'a> ProcessManager<'a> {
     /// A manager for `children` processes serving `listeners`.
-    pub fn new(listeners: &'a [Listener], children: usize, graceful_timeout: Duration) -> Self {
+    pub fn new(
+        listeners: &'a [Listener],
+        children: usize,
+        graceful_timeout: Duration,
+    ) -> Result<Self> {
         Self::with_sizing(listeners, Sizing::Fixed(children.max(1)), graceful_timeout)
     }
 
@@ -160,12 +177,13 @@ impl<'a> ProcessManager<'a> {
         listeners: &'a [Listener],
         sizing: Sizing,
         graceful_timeout: Duration,
-    ) -> Self {
-        ProcessManager {
+    ) -> Result<Self> {
+        Ok(ProcessManager {
             listeners,
             sizing,
             graceful_timeout,
-        }
+            signals: Signals::install()?,
+        })
     }
 
     fn max_children(&self) -> usize {
@@ -179,8 +197,8 @@ impl<'a> ProcessManager<'a> {
     /// (by a signal, or by `lifecycle.stop()`), then stop them all.
     ///
     /// Must be called while the process has a single thread.
-    pub fn run(&self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<Exit> {
-        let signals = Signals::install()?;
+    pub fn run(self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<Exit> {
+        let signals = &self.signals;
         let mut children: Vec<Child> = Vec::new();
         let mut generation = 1u64;
         let mut crashes = 0u32;
@@ -209,7 +227,7 @@ impl<'a> ProcessManager<'a> {
                     }) else {
                         break;
                     };
-                    children.push(self.spawn(generation, slot, &signals, child_main)?);
+                    children.push(self.spawn(generation, slot, signals, child_main)?);
                 }
             }
             lifecycle.set_phase(Phase::Serving);

@@ -413,7 +413,8 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
     fn expire(&mut self) {
         let mut due = Vec::new();
-        self.timeouts.expire(self.now, |kind, t| due.push((kind, t)));
+        self.timeouts
+            .expire(self.now, |kind, t| due.push((kind, t)));
         for (kind, t) in due {
             // Only parked connections are queued; a busy one left its queue.
             if !matches!(self.slots.get(t), Some(Slot::Parked { .. })) {

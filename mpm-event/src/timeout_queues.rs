@@ -174,7 +174,10 @@ mod tests {
         assert_eq!(seen, [(TimeoutKind::KeepAlive, 2)]);
         seen.clear();
         q.expire(t0 + ms(200), |k, t| seen.push((k, t)));
-        assert_eq!(seen, [(TimeoutKind::Request, 1), (TimeoutKind::KeepAlive, 3)]);
+        assert_eq!(
+            seen,
+            [(TimeoutKind::Request, 1), (TimeoutKind::KeepAlive, 3)]
+        );
         assert!(q.is_empty());
     }
 

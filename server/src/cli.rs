@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
 
 use mpm_core::http::HttpFactory;
 use mpm_core::process_manager::{Exit, ProcessManager, Sizing};
 use mpm_core::scoreboard::Scoreboard;
-use mpm_core::{
-    Config, ConfigLayer, DefaultSite, Error, Lifecycle, Listener, Mpm, MpmKind, StaticFiles,
-};
+use mpm_core::{Config, ConfigLayer, Error, Lifecycle, Listener, Mpm, MpmKind};
 
+use crate::signal_command::{PidFile, SignalArgs};
 use crate::site::Site;
 
 /// mpm: an HTTP server whose process model (prefork, worker, event) is chosen
@@ -25,7 +25,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve a document root (or the embedded welcome site) until SIGTERM or SIGINT.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Signal a running server through its pid file, as `apachectl -k` does.
+    Signal(SignalArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -57,7 +59,8 @@ pub(crate) fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
+        Command::Signal(args) => crate::signal_command::signal(args),
     };
     match result {
         Ok(()) => 0,
@@ -90,29 +93,42 @@ fn load(args: &ServeArgs) -> Result<Config, Error> {
     Config::resolve(args.layer.clone().or(file))
 }
 
-fn site(config: &Config) -> Result<Site, Error> {
-    Ok(match &config.docroot {
-        Some(dir) => {
-            Site::Files(StaticFiles::new(dir)?.in_memory_up_to(config.file_cache_max_size))
-        }
-        None => Site::Welcome(DefaultSite::new(config)),
-    })
+/// A new scoreboard sized for `config`, and the site whose status page reads it.
+fn site(config: &Config) -> Result<(Site, &'static Scoreboard), Error> {
+    let per_process = match config.mpm {
+        MpmKind::Prefork => 1,
+        MpmKind::Worker => config.threads_per_child,
+        // The listener thread answers requests too: it has a slot of its own.
+        MpmKind::Event => config.threads_per_child + 1,
+    };
+    let scoreboard = Scoreboard::create(config.server_limit, per_process)?;
+    Ok((Site::new(config, scoreboard)?, scoreboard))
 }
 
 fn serve(args: ServeArgs) -> Result<(), Error> {
     let mut config = load(&args)?;
-    let listeners = Listener::bind_all(&config.listen, config.backlog)?;
+    // With --reuseport the master only reserves the addresses; each prefork
+    // child listens on a socket of its own.
+    let listeners = if config.reuseport {
+        Listener::reserve_all(&config.listen)?
+    } else {
+        Listener::bind_all(&config.listen, config.backlog)?
+    };
+    // Written by the first `run`; removed when `serve` returns.
+    let mut pid_file = None;
     loop {
         let site = site(&config)?;
+        let pid = &mut pid_file;
         let exit = match config.mpm {
-            MpmKind::Worker => run(mpm_worker::Worker, &config, site, &listeners)?,
+            MpmKind::Worker => run(mpm_worker::Worker, &config, site, &listeners, pid)?,
             MpmKind::Prefork => run(
                 mpm_prefork::Prefork::new(&config)?,
                 &config,
                 site,
                 &listeners,
+                pid,
             )?,
-            MpmKind::Event => run(mpm_event::Event, &config, site, &listeners)?,
+            MpmKind::Event => run(mpm_event::Event, &config, site, &listeners, pid)?,
         };
         if exit == Exit::Stopped {
             return Ok(());
@@ -139,8 +155,15 @@ fn serve(args: ServeArgs) -> Result<(), Error> {
 }
 
 /// Serve on `listeners` until stopped (or, under the process manager,
-/// until SIGHUP asks for a restart).
-fn run<M: Mpm>(mpm: M, config: &Config, site: Site, listeners: &[Listener]) -> Result<Exit, Error> {
+/// until SIGHUP asks for a restart). Writes the pid file into `pid_file`
+/// unless an earlier run has.
+fn run<M: Mpm>(
+    mpm: M,
+    config: &Config,
+    (site, scoreboard): (Site, &'static Scoreboard),
+    listeners: &[Listener],
+    pid_file: &mut Option<PidFile>,
+) -> Result<Exit, Error> {
     mpm.available()?;
     let fds =
         mpm_core::raise_fd_limit().map_err(|e| Error::io("raising the descriptor limit", e))?;
@@ -151,6 +174,41 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site, listeners: &[Listener]) -> R
         );
     }
     let lifecycle = Lifecycle::new()?;
+    let managed = config.server_limit > 1 || mpm.kind() == MpmKind::Prefork;
+    // Made now, so its signal handlers are in place before the pid file and
+    // the `listening on` lines tell anyone the server is up.
+    let manager = if managed {
+        let sizing = match mpm.kind() {
+            MpmKind::Prefork => Sizing::Spare {
+                start: config.start_servers,
+                min_spare: config.min_spare,
+                max_spare: config.max_spare,
+                max: config.server_limit,
+                scoreboard,
+            },
+            _ => Sizing::Fixed(config.server_limit),
+        };
+        Some(ProcessManager::with_sizing(
+            listeners,
+            sizing,
+            config.graceful_timeout,
+        )?)
+    } else {
+        None
+    };
+    if !managed {
+        // Before the pid file and the `listening on` lines, so that no
+        // signal sent on the strength of either meets the default action.
+        // One process has no master to restart it: a graceful stop is a
+        // stop, and restarts are refused rather than left to SIGHUP's and
+        // SIGUSR1's default action, which kills without draining.
+        lifecycle.stop_on(&[SIGTERM, SIGINT, SIGWINCH])?;
+        refuse_restarts()?;
+    }
+    // Before the `listening on` lines, so that whoever waits for them finds it.
+    if let (None, Some(path)) = (&*pid_file, &config.pid_file) {
+        *pid_file = Some(PidFile::write(path)?);
+    }
     let what = match &config.docroot {
         Some(d) => format!("docroot {}", d.display()),
         None => "the embedded welcome site".to_string(),
@@ -162,27 +220,9 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site, listeners: &[Listener]) -> R
             l.local_addr()
         );
     }
-    let per_process = match mpm.kind() {
-        MpmKind::Prefork => 1,
-        MpmKind::Worker => config.threads_per_child,
-        // The listener thread answers requests too: it has a slot of its own.
-        MpmKind::Event => config.threads_per_child + 1,
-    };
-    let scoreboard = Scoreboard::create(config.server_limit, per_process)?;
-    let exit = if config.server_limit > 1 || mpm.kind() == MpmKind::Prefork {
+    let exit = if let Some(manager) = manager {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
-        let sizing = match mpm.kind() {
-            MpmKind::Prefork => Sizing::Spare {
-                start: config.start_servers,
-                min_spare: config.min_spare,
-                max_spare: config.max_spare,
-                max: config.server_limit,
-                scoreboard,
-            },
-            _ => Sizing::Fixed(config.server_limit),
-        };
-        let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout);
         manager.run(&lifecycle, &|mine, child_lifecycle, process| {
             let site = site.clone();
             let factory = HttpFactory::new(config, move || site.clone());
@@ -190,7 +230,6 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site, listeners: &[Listener]) -> R
             mpm.run(config, mine, factory, child_lifecycle, slots)
         })?
     } else {
-        lifecycle.stop_on_signals()?;
         let factory = HttpFactory::new(config, move || site.clone());
         let mine = listeners
             .iter()
@@ -209,4 +248,22 @@ fn run<M: Mpm>(mpm: M, config: &Config, site: Site, listeners: &[Listener]) -> R
         eprintln!("mpm: stopped");
     }
     Ok(exit)
+}
+
+/// Log and otherwise ignore SIGHUP and SIGUSR1 in a server of one process.
+fn refuse_restarts() -> Result<(), Error> {
+    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1])
+        .map_err(|e| Error::io("installing signal handlers", e))?;
+    std::thread::Builder::new()
+        .name("mpm-restarts".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                let name = if sig == SIGHUP { "SIGHUP" } else { "SIGUSR1" };
+                eprintln!(
+                    "mpm: {name} ignored: restarting needs a master process (--server-limit 2 or more)"
+                );
+            }
+        })
+        .map_err(|e| Error::io("starting the signal thread", e))?;
+    Ok(())
 }

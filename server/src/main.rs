@@ -2,6 +2,7 @@
 //! under a process model chosen at launch.
 
 mod cli;
+mod signal_command;
 mod site;
 
 fn main() {

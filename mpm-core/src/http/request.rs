@@ -51,6 +51,13 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The same request as if it came from `peer` (for testing handlers
+    /// that look at the client's address).
+    pub fn with_peer(mut self, peer: SocketAddr) -> Self {
+        self.peer = peer;
+        self
+    }
+
     /// The method, as sent (`GET`, `HEAD`, `POST`...).
     pub fn method(&self) -> &'a str {
         self.method

@@ -1,0 +1,210 @@
+//! `mpm serve --pid-file` and `mpm signal`: the file holds the master's pid
+//! while it runs and is gone after a clean stop; `mpm signal` stops and
+//! restarts servers through it; a bad pid file is one line and exit 2.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tests::{run_mpm, site, Exit, Server, TempDir};
+
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn signal(action: &str, pid_file: &Path) -> Exit {
+    run_mpm(
+        &["signal", action, "--pid-file", pid_file.to_str().unwrap()],
+        COMMAND_TIMEOUT,
+    )
+}
+
+fn start(mpm: &str, root: &TempDir, pid_file: &Path, extra: &[&str]) -> Server {
+    let mut args = vec!["--pid-file", pid_file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    Server::start(mpm, Some(root.path()), &args)
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+/// Wait until the master has `n` children, none of them in `old`.
+fn wait_for_children(pid: u32, n: usize, old: &[u32], within: Duration) -> Option<Vec<u32>> {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = children(pid);
+        if now.len() == n && now.iter().all(|c| !old.contains(c)) {
+            return Some(now);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn pid_file_in(dir: &TempDir) -> PathBuf {
+    dir.path().join("mpm.pid")
+}
+
+fn assert_stops_cleanly(server: &mut Server) {
+    let status = server
+        .wait_exit(Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("still running; stderr:\n{}", server.stderr_text()));
+    assert!(
+        status.success(),
+        "{status}; stderr:\n{}",
+        server.stderr_text()
+    );
+}
+
+fn the_pid_file_holds_the_pid_and_stop_removes_it(mpm: &str) {
+    let root = site::docroot();
+    let run = TempDir::new("run");
+    let pid_file = pid_file_in(&run);
+    let mut server = start(mpm, &root, &pid_file, &[]);
+    // Written before the server says it listens.
+    let text = std::fs::read_to_string(&pid_file).unwrap();
+    assert_eq!(text, format!("{}\n", server.pid()));
+    assert_eq!(server.get("/hello.txt").status, 200);
+    let exit = signal("stop", &pid_file);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_stops_cleanly(&mut server);
+    assert!(!pid_file.exists(), "the pid file outlived the server");
+}
+
+fn graceful_restart_replaces_the_children(mpm: &str) {
+    let root = site::docroot();
+    let run = TempDir::new("run");
+    let pid_file = pid_file_in(&run);
+    let mut server = start(mpm, &root, &pid_file, &["--server-limit", "2"]);
+    // The master writes the file, not a child.
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap().trim(),
+        server.pid().to_string()
+    );
+    let first = wait_for_children(server.pid(), 2, &[], Duration::from_secs(10)).unwrap();
+    let exit = signal("graceful", &pid_file);
+    assert!(exit.status.success(), "{exit:?}");
+    assert!(
+        server.wait_for_stderr("graceful restart", Duration::from_secs(10)),
+        "{}",
+        server.stderr_text()
+    );
+    let second = wait_for_children(server.pid(), 2, &first, Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("no new generation; stderr:\n{}", server.stderr_text()));
+    assert_eq!(server.get("/hello.txt").text(), site::HELLO_TXT);
+    // The status page shows the new generation once its workers hold slots.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let json = server.get("/server-status?json").text();
+        let top = &json[..json.find(r#""workers":["#).unwrap()];
+        if top.contains(r#""generation":2,"#) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{json}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // restart (SIGHUP) replaces them too, and the server keeps serving.
+    let exit = signal("restart", &pid_file);
+    assert!(exit.status.success(), "{exit:?}");
+    wait_for_children(server.pid(), 2, &second, Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("no new set after restart:\n{}", server.stderr_text()));
+    assert_eq!(server.get("/hello.txt").text(), site::HELLO_TXT);
+    // Children exiting in restarts leave the master's pid file alone.
+    assert!(pid_file.exists());
+    let exit = signal("graceful-stop", &pid_file);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_stops_cleanly(&mut server);
+    assert!(!pid_file.exists());
+}
+
+/// `graceful-stop` stops a server of one process too; restarts, which need a
+/// master, are logged and ignored instead of killing it.
+fn a_single_process_ignores_restarts_and_stops_gracefully(mpm: &str) {
+    if mpm == "prefork" {
+        return; // prefork always runs a master
+    }
+    let root = site::docroot();
+    let run = TempDir::new("run");
+    let pid_file = pid_file_in(&run);
+    let mut server = start(mpm, &root, &pid_file, &[]);
+    for action in ["graceful", "restart"] {
+        assert!(signal(action, &pid_file).status.success());
+    }
+    assert!(
+        server.wait_for_stderr("SIGHUP ignored", Duration::from_secs(10))
+            && server.wait_for_stderr("SIGUSR1 ignored", Duration::from_secs(10)),
+        "{}",
+        server.stderr_text()
+    );
+    assert!(server.is_running());
+    assert_eq!(server.get("/hello.txt").text(), site::HELLO_TXT);
+    assert!(signal("graceful-stop", &pid_file).status.success());
+    assert_stops_cleanly(&mut server);
+    assert!(!pid_file.exists());
+}
+
+tests::mpm_suite!(
+    the_pid_file_holds_the_pid_and_stop_removes_it,
+    graceful_restart_replaces_the_children,
+    a_single_process_ignores_restarts_and_stops_gracefully,
+);
+
+fn assert_one_line_error(exit: &Exit, code: i32, needle: &str) {
+    assert_eq!(exit.status.code(), Some(code), "{exit:?}");
+    let err = exit.stderr.trim_end();
+    assert!(!err.contains('\n'), "more than one line: {err:?}");
+    assert!(err.starts_with("mpm: "), "{err:?}");
+    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+}
+
+#[test]
+fn bad_pid_files_are_one_line_and_exit_2() {
+    let dir = TempDir::new("badpid");
+    let missing = dir.path().join("missing.pid");
+    assert_one_line_error(&signal("stop", &missing), 2, "missing.pid");
+    let garbage = dir.write("garbage.pid", b"not a pid\n");
+    assert_one_line_error(&signal("stop", &garbage), 2, "not a process id");
+    // Zero or negative would signal a process group.
+    for text in ["0\n", "-1\n", ""] {
+        let bad = dir.write("group.pid", text.as_bytes());
+        assert_one_line_error(&signal("graceful", &bad), 2, "not a process id");
+    }
+    // A directory is unreadable as a pid file.
+    assert_one_line_error(&signal("stop", dir.path()), 2, "pid file");
+    let none = run_mpm(&["signal", "stop"], COMMAND_TIMEOUT);
+    assert_one_line_error(&none, 2, "--pid-file");
+    let unknown = run_mpm(
+        &["signal", "reload", "--pid-file", "/nonexistent"],
+        COMMAND_TIMEOUT,
+    );
+    assert_one_line_error(&unknown, 2, "reload");
+}
+
+#[test]
+fn a_stale_pid_file_is_one_line_and_exit_1() {
+    let dir = TempDir::new("stalepid");
+    // Above any pid_max Linux allows, so no process has it.
+    let stale = dir.write("stale.pid", b"2147483647\n");
+    assert_one_line_error(&signal("stop", &stale), 1, "no such process");
+}
+
+#[test]
+fn a_pid_file_that_cannot_be_written_is_one_line_and_exit_2() {
+    let exit = run_mpm(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--pid-file",
+            "/nonexistent-dir/mpm.pid",
+        ],
+        COMMAND_TIMEOUT,
+    );
+    assert_one_line_error(&exit, 2, "/nonexistent-dir/mpm.pid");
+}
