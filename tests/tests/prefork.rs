@@ -230,3 +230,68 @@ fn a_storm_of_graceful_restarts_with_long_requests_in_flight_then_a_burst(mpm: &
 }
 
 tests::mpm_suite!(a_storm_of_graceful_restarts_with_long_requests_in_flight_then_a_burst);
+
+/// The pid of the child whose scoreboard slot is writing `line`, from the
+/// status page's JSON (each worker is one object on the page).
+fn pid_serving(server: &Server, line: &str) -> Option<u32> {
+    let json = server.get("/server-status?json").text();
+    json.split("{\"slot\":").skip(1).find_map(|w| {
+        let busy = w.contains("\"state\":\"writing\"");
+        let serving = w.contains(&format!("\"request_line\":\"{line}"));
+        let pid = w
+            .split("\"pid\":")
+            .nth(1)?
+            .split(',')
+            .next()?
+            .parse()
+            .ok()?;
+        (busy && serving).then_some(pid)
+    })
+}
+
+#[test]
+fn a_busy_child_killed_is_replaced_and_the_other_clients_are_unaffected() {
+    let root = docroot();
+    let server = Server::start("prefork", Some(root.path()), &["--start-servers", "4"]);
+    // A keep-alive client served by one child...
+    let mut other = RawConn::connect(server.addr());
+    other
+        .send(b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(other.read_response().unwrap().body, PAGE);
+    // ...and a download keeping another child busy.
+    let mut busy = RawConn::connect(server.addr());
+    busy.set_recv_buffer(64 * 1024);
+    busy.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(busy.read_head().unwrap().status, 200);
+    let victim = pid_serving(&server, "GET /big.bin").expect("no child is writing /big.bin");
+    let before = children(server.pid());
+    assert!(before.contains(&victim));
+
+    let killed = Instant::now();
+    // SAFETY: kill(2) on a child of the server under test.
+    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    let deadline = killed + Duration::from_secs(5);
+    while children(server.pid()).contains(&victim) || children(server.pid()).len() < before.len() {
+        assert!(
+            Instant::now() < deadline,
+            "the killed child was not replaced"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = killed.elapsed();
+    eprintln!("busy child {victim} replaced in {took:?}");
+    assert!(took < Duration::from_secs(1), "replacement took {took:?}");
+    assert!(server.wait_for_stderr(
+        &format!("child {victim} was killed by SIGKILL"),
+        Duration::from_secs(5)
+    ));
+    // The client on another child never noticed.
+    for _ in 0..5 {
+        other
+            .send(b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(other.read_response().unwrap().body, PAGE);
+    }
+}
