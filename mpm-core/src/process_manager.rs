@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
@@ -373,20 +373,34 @@ impl<'a> ProcessManager<'a> {
         signals: &Signals,
         child_main: &ChildMain<'_>,
     ) -> Result<Child> {
+        // Signals are blocked across the fork: one sent to a new child before
+        // it has its own handlers would otherwise run the master's inherited
+        // ones (and be lost), and a child told to go would serve on. Blocked,
+        // it waits until the child's handlers are in place.
+        let mut before = SigSet::empty();
+        sigprocmask(
+            SigmaskHow::SIG_BLOCK,
+            Some(&SigSet::all()),
+            Some(&mut before),
+        )
+        .map_err(|e| Error::io("blocking signals", e.into()))?;
         // SAFETY: the master is single-threaded (see `run`), so the child is a
         // complete copy in which no lock is held by a missing thread.
         match unsafe { fork() } {
-            Ok(ForkResult::Parent { child }) => Ok(Child {
-                pid: child,
-                generation,
-                slot,
-                started: Instant::now(),
-            }),
+            Ok(ForkResult::Parent { child }) => {
+                let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+                Ok(Child {
+                    pid: child,
+                    generation,
+                    slot,
+                    started: Instant::now(),
+                })
+            }
             Ok(ForkResult::Child) => {
                 signals.uninstall();
                 // Die with the master rather than serve on unsupervised.
                 let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
-                let code = match run_child(self.listeners, generation, slot, child_main) {
+                let code = match run_child(self.listeners, generation, slot, &before, child_main) {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("mpm: child {}: {e}", std::process::id());
@@ -395,7 +409,10 @@ impl<'a> ProcessManager<'a> {
                 };
                 std::process::exit(code);
             }
-            Err(e) => Err(Error::io("fork", e.into())),
+            Err(e) => {
+                let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+                Err(Error::io("fork", e.into()))
+            }
         }
     }
 }
@@ -404,6 +421,7 @@ fn run_child(
     listeners: &[Listener],
     generation: u64,
     slot: usize,
+    mask: &SigSet,
     child_main: &ChildMain<'_>,
 ) -> Result<()> {
     let lifecycle = Lifecycle::new()?;
@@ -411,6 +429,9 @@ fn run_child(
     lifecycle.set_generation(generation as u32);
     // No signal thread: a prefork child must stay single-threaded.
     lifecycle.stop_on_quietly(&[SIGTERM, SIGINT, SIGUSR1, SIGWINCH])?;
+    // Its handlers are in place: take the signals held since the fork.
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(mask), None)
+        .map_err(|e| Error::io("unblocking signals", e.into()))?;
     let mine = listeners
         .iter()
         .map(Listener::try_clone)

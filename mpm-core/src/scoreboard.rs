@@ -128,6 +128,24 @@ pub struct Scoreboard {
     slots: &'static [Slot],
 }
 
+/// This process's pid, cached: `getpid` is a system call, and a slot asks
+/// on every state change. Set again by [`Slot::claim`], which every worker
+/// calls after it is forked.
+static MY_PID: AtomicI32 = AtomicI32::new(0);
+
+fn my_pid() -> i32 {
+    match MY_PID.load(Ordering::Relaxed) {
+        0 => refresh_pid(),
+        pid => pid,
+    }
+}
+
+fn refresh_pid() -> i32 {
+    let pid = std::process::id() as i32;
+    MY_PID.store(pid, Ordering::Relaxed);
+    pid
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -257,7 +275,7 @@ pub struct Totals {
 impl Slot {
     /// Take the slot for this process (a new process or thread starts).
     pub fn claim(&self, generation: u32) {
-        self.pid.store(std::process::id() as i32, Ordering::Relaxed);
+        self.pid.store(refresh_pid(), Ordering::Relaxed);
         self.generation.store(generation, Ordering::Relaxed);
         self.state
             .store(WorkerState::Starting as u8, Ordering::Relaxed);
@@ -271,7 +289,7 @@ impl Slot {
     }
 
     fn is_mine(&self) -> bool {
-        self.pid.load(Ordering::Relaxed) == std::process::id() as i32
+        self.pid.load(Ordering::Relaxed) == my_pid()
     }
 
     /// Set the state, if the slot is still ours.

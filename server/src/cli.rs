@@ -1,4 +1,5 @@
-//! Command-line parsing and the `serve` command.
+//! The command line: `serve`, `check` and `signal`, for the `mpm` binary and
+//! for any program that embeds an [`App`] with [`main`].
 
 use std::path::PathBuf;
 
@@ -10,8 +11,11 @@ use mpm_core::process_manager::{Exit, ProcessManager, Sizing};
 use mpm_core::scoreboard::Scoreboard;
 use mpm_core::{Config, ConfigLayer, Error, Lifecycle, Listener, Mpm, MpmKind};
 
+use std::sync::Arc;
+
+use crate::app::App;
 use crate::signal_command::{PidFile, SignalArgs};
-use crate::site::Site;
+use crate::site::{Site, StatusRoute};
 
 /// mpm: an HTTP server whose process model (prefork, worker, event) is chosen
 /// at launch, and a bench to measure what each one costs.
@@ -24,8 +28,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve a document root (or the embedded welcome site) until SIGTERM or SIGINT.
+    /// Serve until SIGTERM or SIGINT (the `mpm` binary: a document root, or
+    /// the embedded welcome site).
     Serve(Box<ServeArgs>),
+    /// Check the configuration (flags and file) and exit: 0 if it is good,
+    /// 2 with one line saying what is wrong, as `apachectl configtest`.
+    Check(Box<ServeArgs>),
     /// Signal a running server through its pid file, as `apachectl -k` does.
     Signal(SignalArgs),
 }
@@ -40,8 +48,26 @@ struct ServeArgs {
     layer: ConfigLayer,
 }
 
-/// Run the command line; returns the process exit code.
-pub(crate) fn main() -> i32 {
+/// Run the command line with `app` as what every worker serves; returns the
+/// process exit code, for `std::process::exit`.
+///
+/// ```no_run
+/// use mpm::mpm_core::http::{HttpHandler, Request, Response};
+///
+/// struct Hello;
+/// impl HttpHandler for Hello {
+///     fn handle(&mut self, _req: &Request<'_>) -> Response {
+///         Response::new(200).body("hello\n")
+///     }
+/// }
+///
+/// fn main() {
+///     // `serve --mpm event`, `check`, `signal`: the whole `mpm` command line.
+///     std::process::exit(mpm::main(|| Hello));
+/// }
+/// ```
+pub fn main<A: App>(app: A) -> i32 {
+    let app = Arc::new(app);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -59,7 +85,8 @@ pub(crate) fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Serve(args) => serve(*args),
+        Command::Serve(args) => serve(*args, &app),
+        Command::Check(args) => check(&args, &app),
         Command::Signal(args) => crate::signal_command::signal(args),
     };
     match result {
@@ -93,20 +120,34 @@ fn load(args: &ServeArgs) -> Result<Config, Error> {
     Config::resolve(args.layer.clone().or(file))
 }
 
-/// A new scoreboard sized for `config`, and the site whose status page reads it.
-fn site(config: &Config) -> Result<(Site, &'static Scoreboard), Error> {
+/// A new scoreboard sized for `config`.
+fn scoreboard(config: &Config) -> Result<&'static Scoreboard, Error> {
     let per_process = match config.mpm {
         MpmKind::Prefork => 1,
         MpmKind::Worker => config.threads_per_child,
         // The listener thread answers requests too: it has a slot of its own.
         MpmKind::Event => config.threads_per_child + 1,
     };
-    let scoreboard = Scoreboard::create(config.server_limit, per_process)?;
-    Ok((Site::new(config, scoreboard)?, scoreboard))
+    Scoreboard::create(config.server_limit, per_process)
 }
 
-fn serve(args: ServeArgs) -> Result<(), Error> {
+fn check<A: App>(args: &ServeArgs, app: &Arc<A>) -> Result<(), Error> {
+    let config = load(args)?;
+    app.check(&config)?;
+    let listen: Vec<String> = config.listen.iter().map(ToString::to_string).collect();
+    println!(
+        "mpm: configuration OK: {} MPM, {} processes of {} threads, listening on {}",
+        config.mpm,
+        config.server_limit,
+        config.threads_per_child,
+        listen.join(", ")
+    );
+    Ok(())
+}
+
+fn serve<A: App>(args: ServeArgs, app: &Arc<A>) -> Result<(), Error> {
     let mut config = load(&args)?;
+    app.check(&config)?;
     // With --reuseport the master only reserves the addresses; each prefork
     // child listens on a socket of its own.
     let listeners = if config.reuseport {
@@ -117,7 +158,12 @@ fn serve(args: ServeArgs) -> Result<(), Error> {
     // Written by the first `run`; removed when `serve` returns.
     let mut pid_file = None;
     loop {
-        let site = site(&config)?;
+        let scoreboard = scoreboard(&config)?;
+        let site = (
+            StatusRoute::new(&config, scoreboard),
+            Arc::clone(app),
+            scoreboard,
+        );
         let pid = &mut pid_file;
         let exit = match config.mpm {
             MpmKind::Worker => run(mpm_worker::Worker, &config, site, &listeners, pid)?,
@@ -134,7 +180,7 @@ fn serve(args: ServeArgs) -> Result<(), Error> {
             return Ok(());
         }
         // SIGHUP: read the configuration again; a bad one keeps the old.
-        match load(&args) {
+        match load(&args).and_then(|new| app.check(&new).map(|()| new)) {
             Ok(new) => {
                 if new.listen != config.listen || new.backlog != config.backlog {
                     eprintln!(
@@ -157,10 +203,10 @@ fn serve(args: ServeArgs) -> Result<(), Error> {
 /// Serve on `listeners` until stopped (or, under the process manager,
 /// until SIGHUP asks for a restart). Writes the pid file into `pid_file`
 /// unless an earlier run has.
-fn run<M: Mpm>(
+fn run<M: Mpm, A: App>(
     mpm: M,
     config: &Config,
-    (site, scoreboard): (Site, &'static Scoreboard),
+    (status, app, scoreboard): (StatusRoute, Arc<A>, &'static Scoreboard),
     listeners: &[Listener],
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
@@ -224,13 +270,12 @@ fn run<M: Mpm>(
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
         manager.run(&lifecycle, &|mine, child_lifecycle, process| {
-            let site = site.clone();
-            let factory = HttpFactory::new(config, move || site.clone());
+            let factory = worker_factory(config, &status, &app);
             let slots = scoreboard.process_slots(process);
             mpm.run(config, mine, factory, child_lifecycle, slots)
         })?
     } else {
-        let factory = HttpFactory::new(config, move || site.clone());
+        let factory = worker_factory(config, &status, &app);
         let mine = listeners
             .iter()
             .map(Listener::try_clone)
@@ -248,6 +293,18 @@ fn run<M: Mpm>(
         eprintln!("mpm: stopped");
     }
     Ok(exit)
+}
+
+/// The factory every worker calls (after fork, or in its thread) for its handler.
+fn worker_factory<A: App>(
+    config: &Config,
+    status: &StatusRoute,
+    app: &Arc<A>,
+) -> HttpFactory<impl Fn() -> Site<A::Handler> + Send + Sync + 'static> {
+    let (status, app, for_workers) = (status.clone(), Arc::clone(app), config.clone());
+    HttpFactory::new(config, move || {
+        Site::new(status.clone(), app.handler(&for_workers))
+    })
 }
 
 /// Log and otherwise ignore SIGHUP and SIGUSR1 in a server of one process.

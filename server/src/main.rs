@@ -1,10 +1,6 @@
 //! The `mpm` command: serve a document root (or the embedded welcome site)
-//! under a process model chosen at launch.
-
-mod cli;
-mod signal_command;
-mod site;
+//! under a process model chosen at launch. The first user of [`mpm::main`].
 
 fn main() {
-    std::process::exit(cli::main());
+    std::process::exit(mpm::main(mpm::StaticSite::default()));
 }

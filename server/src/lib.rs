@@ -1,0 +1,39 @@
+//! # mpm
+//!
+//! The `mpm` server as a library: hand [`main`] your [`App`] (any
+//! `Fn() -> impl HttpHandler` will do) and your binary has the whole `mpm`
+//! command line: `serve --mpm prefork|worker|event` with every flag and the
+//! TOML file, the status page, `check`, and `signal`.
+//!
+//! ```no_run
+//! use mpm::mpm_core::http::{HttpHandler, Request, Response};
+//!
+//! #[derive(Default)]
+//! struct Counter { served: u64 }
+//!
+//! impl HttpHandler for Counter {
+//!     fn handle(&mut self, _req: &Request<'_>) -> Response {
+//!         self.served += 1; // this worker's own count: no lock
+//!         Response::new(200).body(format!("request {} on this worker\n", self.served))
+//!     }
+//! }
+//!
+//! fn main() {
+//!     std::process::exit(mpm::main(Counter::default));
+//! }
+//! ```
+//!
+//! * [`App`] — how each worker's handler is made, and when (the guide in
+//!   `docs/embedding.md` covers what may be shared).
+//! * [`StaticSite`] — the `mpm` binary's own app: a docroot, or the welcome site.
+//! * [`main`] — the command line.
+//! * [`mpm_core`] — re-exported: the handler traits, the HTTP types, the MPM contract.
+
+mod app;
+pub mod cli;
+mod signal_command;
+mod site;
+
+pub use app::{App, SiteContent, StaticSite};
+pub use cli::main;
+pub use mpm_core;
