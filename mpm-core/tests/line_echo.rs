@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "../examples/line_echo.rs"]
+#[path = "../examples/line_protocol.rs"]
 mod line_echo;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -43,6 +43,12 @@ pub trait App: Send + Sync + 'static {
 
     /// Make one worker's handler.
     fn handler(&self, config: &Config) -> Self::Handler;
+
+    /// A few words on what is served, for the start-up log.
+    fn describe(&self, config: &Config) -> String {
+        let _ = config;
+        "the application".to_string()
+    }
 }
 
 impl<F, H> App for F
@@ -94,6 +100,13 @@ impl App for StaticSite {
         let content = SiteContent::new(config)?;
         *self.made.lock() = Some((config.clone(), content));
         Ok(())
+    }
+
+    fn describe(&self, config: &Config) -> String {
+        match &config.docroot {
+            Some(d) => format!("docroot {}", d.display()),
+            None => "the embedded welcome site".to_string(),
+        }
     }
 
     fn handler(&self, config: &Config) -> SiteContent {

@@ -9,7 +9,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
 use mpm_core::http::HttpFactory;
 use mpm_core::process_manager::{Exit, ProcessManager, Sizing};
 use mpm_core::scoreboard::Scoreboard;
-use mpm_core::{Config, ConfigLayer, Error, Lifecycle, Listener, Mpm, MpmKind};
+use mpm_core::{Config, ConfigLayer, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
 
 use std::sync::Arc;
 
@@ -67,7 +67,75 @@ struct ServeArgs {
 /// }
 /// ```
 pub fn main<A: App>(app: A) -> i32 {
-    let app = Arc::new(app);
+    command_line(&HttpApp(Arc::new(app)))
+}
+
+/// Like [`main`], for a protocol other than HTTP: every worker runs a
+/// [`ConnectionHandler`](mpm_core::ConnectionHandler) made by `factory`
+/// (there is no status page). `mpm-core`'s `line_echo` example, under any
+/// MPM, is `std::process::exit(mpm::serve_protocol(|| LineEcho))`.
+pub fn serve_protocol<F: HandlerFactory + Clone>(factory: F) -> i32 {
+    command_line(&Protocol(factory))
+}
+
+/// What `serve` runs in every worker.
+trait Service {
+    /// The factory every worker calls.
+    type Factory: HandlerFactory;
+    /// Check a configuration (once, before anything is bound or forked).
+    fn check(&self, config: &Config) -> Result<(), Error>;
+    /// The factory for a run with this configuration and scoreboard.
+    fn factory(&self, config: &Config, scoreboard: &'static Scoreboard) -> Self::Factory;
+    /// The URL scheme and a few words on what is served, for the log.
+    fn describe(&self, config: &Config) -> (&'static str, String);
+}
+
+/// An HTTP application, with the status page in front of it.
+struct HttpApp<A>(Arc<A>);
+
+/// How a worker makes its handler in an [`HttpApp`].
+type MakeSite<H> = Box<dyn Fn() -> Site<H> + Send + Sync>;
+
+impl<A: App> Service for HttpApp<A> {
+    type Factory = HttpFactory<MakeSite<A::Handler>>;
+
+    fn check(&self, config: &Config) -> Result<(), Error> {
+        self.0.check(config)
+    }
+
+    fn describe(&self, config: &Config) -> (&'static str, String) {
+        ("http://", self.0.describe(config))
+    }
+
+    fn factory(&self, config: &Config, scoreboard: &'static Scoreboard) -> Self::Factory {
+        let status = StatusRoute::new(config, scoreboard);
+        let (app, for_workers) = (Arc::clone(&self.0), config.clone());
+        let make: MakeSite<A::Handler> =
+            Box::new(move || Site::new(status.clone(), app.handler(&for_workers)));
+        HttpFactory::new(config, make)
+    }
+}
+
+/// A bare protocol's handler factory.
+struct Protocol<F>(F);
+
+impl<F: HandlerFactory + Clone> Service for Protocol<F> {
+    type Factory = F;
+
+    fn check(&self, _config: &Config) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn factory(&self, _config: &Config, _scoreboard: &'static Scoreboard) -> F {
+        self.0.clone()
+    }
+
+    fn describe(&self, _config: &Config) -> (&'static str, String) {
+        ("", "a protocol handler".to_string())
+    }
+}
+
+fn command_line<S: Service>(service: &S) -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -85,8 +153,8 @@ pub fn main<A: App>(app: A) -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Serve(args) => serve(*args, &app),
-        Command::Check(args) => check(&args, &app),
+        Command::Serve(args) => serve(*args, service),
+        Command::Check(args) => check(&args, service),
         Command::Signal(args) => crate::signal_command::signal(args),
     };
     match result {
@@ -131,9 +199,9 @@ fn scoreboard(config: &Config) -> Result<&'static Scoreboard, Error> {
     Scoreboard::create(config.server_limit, per_process)
 }
 
-fn check<A: App>(args: &ServeArgs, app: &Arc<A>) -> Result<(), Error> {
+fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
     let config = load(args)?;
-    app.check(&config)?;
+    service.check(&config)?;
     let listen: Vec<String> = config.listen.iter().map(ToString::to_string).collect();
     println!(
         "mpm: configuration OK: {} MPM, {} processes of {} threads, listening on {}",
@@ -145,9 +213,9 @@ fn check<A: App>(args: &ServeArgs, app: &Arc<A>) -> Result<(), Error> {
     Ok(())
 }
 
-fn serve<A: App>(args: ServeArgs, app: &Arc<A>) -> Result<(), Error> {
+fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     let mut config = load(&args)?;
-    app.check(&config)?;
+    service.check(&config)?;
     // With --reuseport the master only reserves the addresses; each prefork
     // child listens on a socket of its own.
     let listeners = if config.reuseport {
@@ -159,11 +227,7 @@ fn serve<A: App>(args: ServeArgs, app: &Arc<A>) -> Result<(), Error> {
     let mut pid_file = None;
     loop {
         let scoreboard = scoreboard(&config)?;
-        let site = (
-            StatusRoute::new(&config, scoreboard),
-            Arc::clone(app),
-            scoreboard,
-        );
+        let site = (service, scoreboard);
         let pid = &mut pid_file;
         let exit = match config.mpm {
             MpmKind::Worker => run(mpm_worker::Worker, &config, site, &listeners, pid)?,
@@ -180,7 +244,7 @@ fn serve<A: App>(args: ServeArgs, app: &Arc<A>) -> Result<(), Error> {
             return Ok(());
         }
         // SIGHUP: read the configuration again; a bad one keeps the old.
-        match load(&args).and_then(|new| app.check(&new).map(|()| new)) {
+        match load(&args).and_then(|new| service.check(&new).map(|()| new)) {
             Ok(new) => {
                 if new.listen != config.listen || new.backlog != config.backlog {
                     eprintln!(
@@ -203,10 +267,10 @@ fn serve<A: App>(args: ServeArgs, app: &Arc<A>) -> Result<(), Error> {
 /// Serve on `listeners` until stopped (or, under the process manager,
 /// until SIGHUP asks for a restart). Writes the pid file into `pid_file`
 /// unless an earlier run has.
-fn run<M: Mpm, A: App>(
+fn run<M: Mpm, S: Service>(
     mpm: M,
     config: &Config,
-    (status, app, scoreboard): (StatusRoute, Arc<A>, &'static Scoreboard),
+    (service, scoreboard): (&S, &'static Scoreboard),
     listeners: &[Listener],
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
@@ -255,13 +319,10 @@ fn run<M: Mpm, A: App>(
     if let (None, Some(path)) = (&*pid_file, &config.pid_file) {
         *pid_file = Some(PidFile::write(path)?);
     }
-    let what = match &config.docroot {
-        Some(d) => format!("docroot {}", d.display()),
-        None => "the embedded welcome site".to_string(),
-    };
+    let (scheme, what) = service.describe(config);
     for l in listeners {
         eprintln!(
-            "mpm: {} MPM listening on http://{} serving {what}",
+            "mpm: {} MPM listening on {scheme}{} serving {what}",
             mpm.kind(),
             l.local_addr()
         );
@@ -270,12 +331,12 @@ fn run<M: Mpm, A: App>(
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
         manager.run(&lifecycle, &|mine, child_lifecycle, process| {
-            let factory = worker_factory(config, &status, &app);
+            let factory = service.factory(config, scoreboard);
             let slots = scoreboard.process_slots(process);
             mpm.run(config, mine, factory, child_lifecycle, slots)
         })?
     } else {
-        let factory = worker_factory(config, &status, &app);
+        let factory = service.factory(config, scoreboard);
         let mine = listeners
             .iter()
             .map(Listener::try_clone)
@@ -293,18 +354,6 @@ fn run<M: Mpm, A: App>(
         eprintln!("mpm: stopped");
     }
     Ok(exit)
-}
-
-/// The factory every worker calls (after fork, or in its thread) for its handler.
-fn worker_factory<A: App>(
-    config: &Config,
-    status: &StatusRoute,
-    app: &Arc<A>,
-) -> HttpFactory<impl Fn() -> Site<A::Handler> + Send + Sync + 'static> {
-    let (status, app, for_workers) = (status.clone(), Arc::clone(app), config.clone());
-    HttpFactory::new(config, move || {
-        Site::new(status.clone(), app.handler(&for_workers))
-    })
 }
 
 /// Log and otherwise ignore SIGHUP and SIGUSR1 in a server of one process.

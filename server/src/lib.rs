@@ -26,7 +26,8 @@
 //! * [`App`] — how each worker's handler is made, and when (the guide in
 //!   `docs/embedding.md` covers what may be shared).
 //! * [`StaticSite`] — the `mpm` binary's own app: a docroot, or the welcome site.
-//! * [`main`] — the command line.
+//! * [`main`] — the command line; [`serve_protocol`] the same for a protocol
+//!   other than HTTP.
 //! * [`mpm_core`] — re-exported: the handler traits, the HTTP types, the MPM contract.
 
 mod app;
@@ -35,5 +36,5 @@ mod signal_command;
 mod site;
 
 pub use app::{App, SiteContent, StaticSite};
-pub use cli::main;
+pub use cli::{main, serve_protocol};
 pub use mpm_core;

@@ -101,7 +101,12 @@ fn locate_or_build() -> PathBuf {
     }
     let bin = profile_dir.join("mpm");
     let root = workspace_root();
-    let fresh = match (modified(&bin), newest_source(&root)) {
+    // The examples are built with the binary; one missing means a stale build.
+    let examples = profile_dir.join("examples").join("json_api");
+    let fresh = match (
+        modified(&bin).min(modified(&examples)),
+        newest_source(&root),
+    ) {
         (Some(built), Some(source)) => built >= source,
         (Some(_), None) => true,
         (None, _) => false,
@@ -171,8 +176,9 @@ fn build(profile_dir: &Path, root: &Path) {
         .or_else(|| option_env!("CARGO").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("cargo"));
     let mut cmd = Command::new(&cargo);
+    // The examples too: the suite runs them as servers.
     cmd.current_dir(root)
-        .args(["build", "-p", "server", "--bin", "mpm"]);
+        .args(["build", "-p", "server", "--bin", "mpm", "--examples"]);
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => {}
         Some("release") => {
@@ -285,7 +291,8 @@ fn forward_stderr(stderr: ChildStderr, pid: u32, log: &Log, ready: mpsc::Sender<
 
 /// The address in `mpm: worker MPM listening on http://127.0.0.1:PORT serving ...`.
 fn listening_addr(line: &str) -> Option<SocketAddr> {
-    let rest = line.split(" listening on http://").nth(1)?;
+    let rest = line.split(" listening on ").nth(1)?;
+    let rest = rest.strip_prefix("http://").unwrap_or(rest);
     rest.split_whitespace().next()?.parse().ok()
 }
 
@@ -341,6 +348,17 @@ impl Server {
             });
         }
         Server::spawn(cmd, mpm, docroot, extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Start one of the `server` package's examples (built with the binary) as
+    /// `EXAMPLE serve --mpm MPM --listen 127.0.0.1:0 EXTRA...`.
+    pub fn start_example(example: &str, mpm: &str, extra: &[&str]) -> Server {
+        let bin = mpm_bin()
+            .parent()
+            .expect("the binary is in a directory")
+            .join("examples")
+            .join(example);
+        Server::spawn(Command::new(bin), mpm, None, extra).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Like [`start`](Self::start), but say why the server did not come up.

@@ -4,7 +4,7 @@
 use parking_lot::Mutex;
 
 /// The size of a fresh read buffer; larger heads and bodies grow it.
-pub(crate) const READ_BUFFER: usize = 8 * 1024;
+pub(crate) const READ_BUFFER: usize = 4 * 1024;
 /// The capacity of a fresh write buffer.
 const WRITE_BUFFER: usize = 4 * 1024;
 /// Buffers kept for reuse, per kind; beyond it they are freed.

@@ -2,7 +2,7 @@
 //! echoed back, under the worker MPM.
 //!
 //! ```text
-//! cargo run -p mpm-core --example line_echo -- 127.0.0.1:7007
+//! cargo run -p mpm-core --example line_protocol -- 127.0.0.1:7007
 //! printf 'hello\nworld\n' | nc -q1 127.0.0.1 7007
 //! ```
 

@@ -1,0 +1,133 @@
+//! The embedding examples, each built and run as a server under every MPM:
+//! what a user's own handler gets from `mpm::main` must hold for all three.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use tests::{RawConn, Server};
+
+fn get(server: &Server, path: &str) -> (u16, String) {
+    let mut c = RawConn::connect(server.addr());
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .unwrap();
+    let r = c.read_response().unwrap();
+    (r.status, r.text())
+}
+
+fn json_api_answers_cpu_bound_blocking_and_trivial_endpoints(mpm: &str) {
+    let server = Server::start_example("json_api", mpm, &[]);
+    assert_eq!(
+        get(&server, "/api/hello"),
+        (200, r#"{"hello":"world"}"#.into())
+    );
+    assert_eq!(
+        get(&server, "/api/cpu?n=1000"),
+        (200, r#"{"n":1000,"primes":168}"#.into())
+    );
+    assert_eq!(
+        get(&server, "/api/sleep?ms=30"),
+        (200, r#"{"slept_ms":30}"#.into())
+    );
+    assert_eq!(get(&server, "/api/nope").0, 404);
+    // Blocking requests at once: each is served, none lost.
+    let addr = server.addr();
+    let sleepers: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(addr);
+                c.send(b"GET /api/sleep?ms=100 HTTP/1.1\r\nHost: t\r\n\r\n")
+                    .unwrap();
+                c.read_response().unwrap().text()
+            })
+        })
+        .collect();
+    for s in sleepers {
+        assert_eq!(s.join().unwrap(), r#"{"slept_ms":100}"#);
+    }
+    // A body reaches the handler.
+    let mut c = RawConn::connect(server.addr());
+    c.send(b"POST /api/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
+        .unwrap();
+    assert_eq!(c.read_response().unwrap().text(), r#"{"bytes":5}"#);
+    // The status page comes with the entry point.
+    assert_eq!(get(&server, "/server-status?json").0, 200);
+}
+
+fn per_worker_state_is_each_workers_own(mpm: &str) {
+    let server = Server::start_example("per_worker_state", mpm, &["--max-request-workers", "4"]);
+    // (pid, worker) -> the counts it reported, in order.
+    let mut seen: HashMap<(u64, u64), Vec<u64>> = HashMap::new();
+    for _ in 0..40 {
+        let (status, body) = get(&server, "/whoami");
+        assert_eq!(status, 200, "{body}");
+        let field = |name: &str| -> u64 {
+            let at = body.find(&format!("\"{name}\":")).unwrap() + name.len() + 3;
+            body[at..]
+                .split([',', '}'])
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        assert_eq!(field("pool"), 2, "every worker opens its own pool: {body}");
+        seen.entry((field("pid"), field("worker")))
+            .or_default()
+            .push(field("served"));
+    }
+    // Each worker counts its own requests, from 1, without gaps: the state
+    // is per worker, never shared (a shared counter would skip numbers).
+    for (who, counts) in &seen {
+        let expected: Vec<u64> = (1..=counts.len() as u64).collect();
+        assert_eq!(counts, &expected, "worker {who:?}");
+    }
+}
+
+fn streaming_sends_a_large_body_chunked_and_to_http10_until_close(mpm: &str) {
+    let server = Server::start_example("streaming", mpm, &[]);
+    let mut c = RawConn::connect(server.addr());
+    c.send(b"GET /lines?count=20000 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let r = c.read_response().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    let text = r.text();
+    assert_eq!(text.lines().count(), 20_000);
+    assert_eq!(text.lines().last(), Some("line 20000 of 20000"));
+    // The connection is still good for another request.
+    c.send(b"GET /lines?count=3 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(c.read_response().unwrap().text().lines().count(), 3);
+    // HTTP/1.0 has no chunks: the close ends the body.
+    let mut c = RawConn::connect(server.addr());
+    c.send(b"GET /lines?count=500 HTTP/1.0\r\n\r\n").unwrap();
+    let raw = String::from_utf8(c.read_to_end().unwrap()).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    assert!(!head.to_ascii_lowercase().contains("transfer-encoding"));
+    assert_eq!(body.lines().count(), 500);
+}
+
+fn line_echo_protocol_echoes_lines(mpm: &str) {
+    let server = Server::start_example("line_echo", mpm, &[]);
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"first\nsec").unwrap();
+    s.write_all(b"ond\n").unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(line, "first\n");
+    line.clear();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(line, "second\n");
+}
+
+tests::mpm_suite!(
+    json_api_answers_cpu_bound_blocking_and_trivial_endpoints,
+    per_worker_state_is_each_workers_own,
+    streaming_sends_a_large_body_chunked_and_to_http10_until_close,
+    line_echo_protocol_echoes_lines,
+);
