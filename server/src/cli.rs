@@ -204,7 +204,7 @@ fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
     service.check(&config)?;
     let listen: Vec<String> = config.listen.iter().map(ToString::to_string).collect();
     println!(
-        "mpm: configuration OK: {} MPM, {} processes of {} threads, listening on {}",
+        "mpm: configuration OK: {} MPM, server-limit {}, threads-per-child {}, listening on {}",
         config.mpm,
         config.server_limit,
         config.threads_per_child,
