@@ -1109,3 +1109,37 @@ pub mod site {
         dir
     }
 }
+
+// ---------------------------------------------------------------------------
+// Process trees
+// ---------------------------------------------------------------------------
+
+/// The pids of a process's children, from /proc.
+pub fn children(pid: u32) -> Vec<u32> {
+    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// How many threads a process has, from /proc.
+pub fn threads(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
+}
+
+/// Wait until `pid` has `n` children, none of them in `old`; `None` if it
+/// has not within `within`.
+pub fn wait_for_children(pid: u32, n: usize, old: &[u32], within: Duration) -> Option<Vec<u32>> {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = children(pid);
+        if now.len() == n && now.iter().all(|c| !old.contains(c)) {
+            return Some(now);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use tests::{RawConn, Server, TempDir};
+use tests::{threads, RawConn, Server, TempDir};
 
 const PAGE: &[u8] = b"<html><body>small page</body></html>\n";
 
@@ -16,13 +16,6 @@ fn docroot() -> TempDir {
     let root = TempDir::new("event");
     root.write("index.html", PAGE);
     root
-}
-
-/// Threads of a process, from /proc.
-fn threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .count()
 }
 
 /// Raise this test process's descriptor limit to what `n` sockets need.

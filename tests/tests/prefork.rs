@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tests::{RawConn, Server, TempDir};
+use tests::{children, RawConn, Server, TempDir};
 
 const PAGE: &[u8] = b"prefork page\n";
 
@@ -16,14 +16,6 @@ fn docroot() -> TempDir {
     root.write("index.html", PAGE);
     root.write("big.bin", &tests::pattern(8 << 20, 3));
     root
-}
-
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect()
 }
 
 fn get_close(addr: SocketAddr) -> Result<(), String> {

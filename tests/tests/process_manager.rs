@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tests::{RawConn, Server, TempDir};
+use tests::{children, threads, wait_for_children, RawConn, Server, TempDir};
 
 const PAGE: &[u8] = b"served by a child\n";
 
@@ -16,35 +16,6 @@ fn docroot() -> TempDir {
     let root = TempDir::new("pm");
     root.write("index.html", PAGE);
     root
-}
-
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect()
-}
-
-fn threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .count()
-}
-
-/// Wait until the master has `n` children, none of them in `old`.
-fn wait_for_children(pid: u32, n: usize, old: &[u32], within: Duration) -> Option<Vec<u32>> {
-    let deadline = Instant::now() + within;
-    loop {
-        let now = children(pid);
-        if now.len() == n && now.iter().all(|c| !old.contains(c)) {
-            return Some(now);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn start(mpm: &str, root: &TempDir) -> Server {

@@ -240,11 +240,7 @@ fn status_path_moves_or_turns_the_page_off(mpm: &str) {
 }
 
 fn children(pid: u32) -> BTreeSet<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect()
+    tests::children(pid).into_iter().collect()
 }
 
 /// The pids of the slots in use.

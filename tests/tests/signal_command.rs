@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tests::{run_mpm, site, Exit, Server, TempDir};
+use tests::{run_mpm, site, wait_for_children, Exit, Server, TempDir};
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -22,29 +22,6 @@ fn start(mpm: &str, root: &TempDir, pid_file: &Path, extra: &[&str]) -> Server {
     let mut args = vec!["--pid-file", pid_file.to_str().unwrap()];
     args.extend_from_slice(extra);
     Server::start(mpm, Some(root.path()), &args)
-}
-
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect()
-}
-
-/// Wait until the master has `n` children, none of them in `old`.
-fn wait_for_children(pid: u32, n: usize, old: &[u32], within: Duration) -> Option<Vec<u32>> {
-    let deadline = Instant::now() + within;
-    loop {
-        let now = children(pid);
-        if now.len() == n && now.iter().all(|c| !old.contains(c)) {
-            return Some(now);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn pid_file_in(dir: &TempDir) -> PathBuf {

@@ -105,6 +105,19 @@ impl HttpConn {
         }
     }
 
+    /// Before a read: take a buffer from the pool if the connection parked
+    /// without one, and move unconsumed bytes to its front.
+    fn make_room(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = self.pool.read_buffer();
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.filled, 0);
+            self.filled -= self.start;
+            self.start = 0;
+        }
+    }
+
     fn consume(&mut self, n: usize) {
         self.start += n;
         if self.start >= self.filled {
@@ -183,14 +196,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                     return self.reject(c, s, 408);
                 }
             }
-            if c.buf.is_empty() {
-                c.buf = c.pool.read_buffer();
-            }
-            if c.start > 0 {
-                c.buf.copy_within(c.start..c.filled, 0);
-                c.filled -= c.start;
-                c.start = 0;
-            }
+            c.make_room();
             if c.filled == c.buf.len() {
                 let cap = self.settings.max_buffer();
                 if c.buf.len() >= cap {
@@ -227,14 +233,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn prefetch(&mut self, c: &mut HttpConn, s: &mut Stream) -> Prefetch {
-        if c.buf.is_empty() {
-            c.buf = c.pool.read_buffer();
-        }
-        if c.start > 0 {
-            c.buf.copy_within(c.start..c.filled, 0);
-            c.filled -= c.start;
-            c.start = 0;
-        }
+        c.make_room();
         if c.filled < c.buf.len() {
             match s.read(&mut c.buf[c.filled..]) {
                 Ok(0) => return Prefetch::Wait(Interest::Close),
