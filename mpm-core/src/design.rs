@@ -50,3 +50,41 @@
 //! the kernel in the same call that opens, and kept in a small open-file
 //! cache for a second, so a hot file costs no `open`, `stat` or `close`:
 //! a keep-alive request for a small page is `read`, `send`, `sendfile`.
+//!
+//! ## The event loop reads ahead, and answers what cannot block
+//!
+//! httpd's event MPM hands a connection to a worker as soon as it is
+//! readable, so a slow client still holds a thread while its headers
+//! trickle in. mpm's listener calls
+//! [`ConnectionHandler::prefetch`](crate::ConnectionHandler::prefetch) instead:
+//! it reads without blocking and parses, and only a whole request goes to a
+//! worker. When the handler says the answer cannot block
+//! ([`HttpHandler::answers_without_blocking`](crate::http::HttpHandler::answers_without_blocking):
+//! a cached file, an error page) the listener answers it itself, so a
+//! keep-alive request for a small page costs one `read` and one `write` and
+//! no thread switch. Connections are registered once, edge-triggered; an
+//! edge that arrives while a worker holds the connection is remembered and
+//! acted on when it comes back. Timeouts are one FIFO queue per timeout
+//! value, linked through a table indexed by connection, so entering, leaving
+//! and expiring are O(1).
+//!
+//! ## A master that can fork safely
+//!
+//! The process manager's master never starts a thread: `fork()` then copies
+//! a process in which no lock is held by a thread the child lacks, and the
+//! child may allocate freely. Signals reach the master as flags and a byte on
+//! a pipe (signal-hook); they are blocked across each `fork()` and unblocked
+//! in the child only once its own handlers replace the inherited ones, so a
+//! signal sent to a newborn child is neither lost nor run by the master's
+//! handlers. Prefork children stay single-threaded too: their stop handlers
+//! do not restart system calls, so a child waiting for the accept mutex
+//! notices it was told to go.
+//!
+//! ## The scoreboard is taken over, never outgrown
+//!
+//! Every counter in a [`Slot`](crate::scoreboard::Slot) only ever adds. After
+//! a graceful restart the new generation claims the old generation's slots at
+//! once; the old processes keep adding to the same counters while they
+//! finish, and stop writing state and request lines once the slot carries
+//! another pid. Totals stay exact and the table never fills, however many
+//! generations are still finishing.
