@@ -60,6 +60,62 @@ impl<'de> Deserialize<'de> for MpmKind {
     }
 }
 
+/// Whether names starting with a dot are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dotfiles {
+    /// 403 for any path segment starting with a dot, except `.well-known`
+    /// (RFC 8615): `.git`, `.env` and `.htpasswd` stay private.
+    Deny,
+    /// Serve them like any other file.
+    Allow,
+}
+
+impl FromStr for Dotfiles {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "deny" | "off" => Ok(Dotfiles::Deny),
+            "allow" | "on" => Ok(Dotfiles::Allow),
+            _ => Err(format!("'{s}' is not deny or allow")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Dotfiles {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Look up `--user` and `--group` now, so that a name that does not exist
+/// is a configuration error rather than a failure in every child.
+fn resolve_user(user: Option<&str>, group: Option<&str>) -> Result<Option<(u32, u32)>> {
+    use nix::unistd::{Group, User};
+    let Some(name) = user else {
+        if let Some(g) = group {
+            return Err(Error::config(format!("--group '{g}' needs --user")));
+        }
+        return Ok(None);
+    };
+    let u = User::from_name(name)
+        .ok()
+        .flatten()
+        .ok_or_else(|| Error::config(format!("--user '{name}': no such user")))?;
+    let gid = match group {
+        Some(g) => {
+            Group::from_name(g)
+                .ok()
+                .flatten()
+                .ok_or_else(|| Error::config(format!("--group '{g}': no such group")))?
+                .gid
+        }
+        None => u.gid,
+    };
+    Ok(Some((u.uid.as_raw(), gid.as_raw())))
+}
+
 /// How prefork children take turns to accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AcceptMutex {
@@ -288,6 +344,17 @@ pub struct ConfigLayer {
     /// instead of an accept mutex: on or off.
     #[arg(long, value_name = "on|off")]
     pub reuseport: Option<OnOff>,
+    /// Serving processes run as this user (the master, which binds, stays
+    /// as started); only when started as root.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Serving processes run with this group (default: the user's).
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
+    /// Files and directories whose names start with a dot: deny (403, but
+    /// `.well-known` is served) or allow.
+    #[arg(long, value_name = "deny|allow")]
+    pub dotfiles: Option<Dotfiles>,
 }
 
 impl ConfigLayer {
@@ -355,6 +422,9 @@ impl ConfigLayer {
                 .or(lower.max_connections_per_child),
             accept_mutex: self.accept_mutex.or(lower.accept_mutex),
             reuseport: self.reuseport.or(lower.reuseport),
+            user: self.user.or(lower.user),
+            group: self.group.or(lower.group),
+            dotfiles: self.dotfiles.or(lower.dotfiles),
         }
     }
 }
@@ -423,6 +493,10 @@ pub struct Config {
     pub accept_mutex: AcceptMutex,
     /// Prefork: a SO_REUSEPORT listening socket per child.
     pub reuseport: bool,
+    /// Serving processes drop to this user and group (uid, gid), when root.
+    pub run_as: Option<(u32, u32)>,
+    /// Whether dotfiles are served.
+    pub dotfiles: Dotfiles,
 }
 
 impl Default for Config {
@@ -457,6 +531,8 @@ impl Default for Config {
             max_connections_per_child: 0,
             accept_mutex: AcceptMutex::Pthread,
             reuseport: false,
+            run_as: None,
+            dotfiles: Dotfiles::Deny,
         }
     }
 }
@@ -615,6 +691,8 @@ impl Config {
                 .unwrap_or(d.max_connections_per_child),
             accept_mutex: layer.accept_mutex.unwrap_or(d.accept_mutex),
             reuseport,
+            run_as: resolve_user(layer.user.as_deref(), layer.group.as_deref())?,
+            dotfiles: layer.dotfiles.unwrap_or(d.dotfiles),
         })
     }
 }

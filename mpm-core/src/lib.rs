@@ -16,7 +16,8 @@
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`Config`] — flags and TOML settings with httpd's names.
-//! * [`raise_fd_limit`] — lift the soft descriptor limit for many connections.
+//! * [`raise_fd_limit`] — lift the soft descriptor limit for many connections;
+//!   [`drop_privileges`] — serve as `--user`/`--group` after binding as root.
 //! * [`Error`] — this crate's one error type.
 //!
 //! The [`http::HttpHandler`] documentation has a runnable embedding example;
@@ -36,6 +37,7 @@ mod lifecycle;
 mod listener;
 pub mod mime;
 mod mpm;
+mod privileges;
 pub mod process_manager;
 pub mod scoreboard;
 pub mod server_status;
@@ -50,5 +52,6 @@ pub use fd_limit::raise_fd_limit;
 pub use lifecycle::{Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::Mpm;
+pub use privileges::drop_privileges;
 pub use static_files::{StaticFiles, DEFAULT_IN_MEMORY};
 pub use stream::Stream;

@@ -47,6 +47,7 @@ pub struct StaticFiles {
     root: Arc<OwnedFd>,
     cache: Arc<RwLock<HashMap<Box<str>, Arc<OpenFile>>>>,
     in_memory: u64,
+    dotfiles: bool,
 }
 
 /// The default for [`StaticFiles::in_memory_up_to`].
@@ -91,7 +92,15 @@ impl StaticFiles {
             root: Arc::new(OwnedFd::from(file)),
             cache: Arc::new(RwLock::new(HashMap::new())),
             in_memory: DEFAULT_IN_MEMORY,
+            dotfiles: false,
         })
+    }
+
+    /// Serve names that start with a dot (`.env`, `.git/`)? Off by default:
+    /// such paths answer 403, except `.well-known` (RFC 8615).
+    pub fn serve_dotfiles(mut self, allow: bool) -> StaticFiles {
+        self.dotfiles = allow;
+        self
     }
 
     /// Keep files of at most `bytes` in memory and send them with the head
@@ -124,6 +133,13 @@ impl StaticFiles {
     /// Map a request path to an open regular file, or the error response.
     fn resolve(&self, raw: &str, query: Option<&str>) -> std::result::Result<OpenFile, Response> {
         let rel = clean_path(raw).map_err(Response::error)?;
+        if !self.dotfiles
+            && rel
+                .split('/')
+                .any(|seg| seg.starts_with('.') && seg != ".well-known")
+        {
+            return Err(Response::error(403));
+        }
         let file = self
             .open(&rel)
             .map_err(|e| Response::error(open_status(&e)))?;

@@ -64,6 +64,7 @@ impl Mpm for Prefork {
                 .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
                 .collect::<Result<Vec<_>>>()?;
             no_mutex = AcceptLock::create(AcceptMutex::None)?;
+            mpm_core::drop_privileges(config.run_as)?;
             (own, no_mutex.for_child()?)
         } else {
             (listeners, self.lock.for_child()?)

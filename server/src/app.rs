@@ -3,6 +3,7 @@
 
 use parking_lot::Mutex;
 
+use mpm_core::config::Dotfiles;
 use mpm_core::http::{HttpHandler, Request, Response};
 use mpm_core::{Config, DefaultSite, Error, StaticFiles};
 
@@ -86,7 +87,9 @@ impl SiteContent {
     fn new(config: &Config) -> Result<SiteContent, Error> {
         Ok(match &config.docroot {
             Some(dir) => SiteContent::Files(
-                StaticFiles::new(dir)?.in_memory_up_to(config.file_cache_max_size),
+                StaticFiles::new(dir)?
+                    .in_memory_up_to(config.file_cache_max_size)
+                    .serve_dotfiles(config.dotfiles == Dotfiles::Allow),
             ),
             None => SiteContent::Welcome(DefaultSite::new(config)),
         })

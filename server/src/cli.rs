@@ -331,11 +331,19 @@ fn run<M: Mpm, S: Service>(
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
         manager.run(&lifecycle, &|mine, child_lifecycle, process| {
+            // The master keeps root (to bind again on restart); children
+            // serve as --user. With --reuseport a prefork child binds a
+            // socket of its own first, and drops right after.
+            if !config.reuseport {
+                mpm_core::drop_privileges(config.run_as)?;
+            }
             let factory = service.factory(config, scoreboard);
             let slots = scoreboard.process_slots(process);
             mpm.run(config, mine, factory, child_lifecycle, slots)
         })?
     } else {
+        // One process: it binds, then serves as --user (no master to keep root).
+        mpm_core::drop_privileges(config.run_as)?;
         let factory = service.factory(config, scoreboard);
         let mine = listeners
             .iter()
