@@ -355,6 +355,10 @@ pub struct ConfigLayer {
     /// `.well-known` is served) or allow.
     #[arg(long, value_name = "deny|allow")]
     pub dotfiles: Option<Dotfiles>,
+    /// The global allocator: system, mimalloc or locked (the system one
+    /// behind a global mutex). The server restarts itself to switch.
+    #[arg(long, value_name = "NAME")]
+    pub allocator: Option<crate::allocator::AllocatorKind>,
 }
 
 impl ConfigLayer {
@@ -425,6 +429,7 @@ impl ConfigLayer {
             user: self.user.or(lower.user),
             group: self.group.or(lower.group),
             dotfiles: self.dotfiles.or(lower.dotfiles),
+            allocator: self.allocator.or(lower.allocator),
         }
     }
 }
@@ -497,6 +502,8 @@ pub struct Config {
     pub run_as: Option<(u32, u32)>,
     /// Whether dotfiles are served.
     pub dotfiles: Dotfiles,
+    /// The allocator asked for, if any (else the one the process started with).
+    pub allocator: Option<crate::allocator::AllocatorKind>,
 }
 
 impl Default for Config {
@@ -533,6 +540,7 @@ impl Default for Config {
             reuseport: false,
             run_as: None,
             dotfiles: Dotfiles::Deny,
+            allocator: None,
         }
     }
 }
@@ -693,6 +701,7 @@ impl Config {
             reuseport,
             run_as: resolve_user(layer.user.as_deref(), layer.group.as_deref())?,
             dotfiles: layer.dotfiles.unwrap_or(d.dotfiles),
+            allocator: layer.allocator,
         })
     }
 }

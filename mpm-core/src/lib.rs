@@ -10,6 +10,8 @@
 //!   [`Lifecycle`] phases to wait on and [`Listener`]s bound before it starts.
 //! * [`process_manager`] — the single-threaded master that forks serving
 //!   processes, replaces dead ones, and handles stop and graceful restart.
+//! * [`allocator`] — system, mimalloc or a global-locked malloc, chosen at
+//!   launch, with allocations and lock waits counted per worker.
 //! * [`scoreboard`] — one slot per worker in shared memory: states,
 //!   counters, request lines, read by the master and the status page.
 //! * [`server_status`] — that status page (httpd's `mod_status`), in HTML or JSON.
@@ -25,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod allocator;
 pub mod blocking;
 pub mod config;
 mod connection_handler;

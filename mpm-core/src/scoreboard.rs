@@ -15,6 +15,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::allocator::Counters;
 use crate::error::{Error, Result};
 
 /// Bytes of the current request line a slot keeps.
@@ -108,6 +109,7 @@ pub struct Slot {
     accept_waits: AtomicU64,
     accept_wait_ns: AtomicU64,
     line: [AtomicU8; REQUEST_LINE],
+    alloc: Counters,
 }
 
 #[derive(Debug)]
@@ -274,7 +276,8 @@ pub struct Totals {
 
 impl Slot {
     /// Take the slot for this process (a new process or thread starts).
-    pub fn claim(&self, generation: u32) {
+    pub fn claim(&'static self, generation: u32) {
+        crate::allocator::count_into(self);
         self.pid.store(refresh_pid(), Ordering::Relaxed);
         self.generation.store(generation, Ordering::Relaxed);
         self.state
@@ -346,6 +349,11 @@ impl Slot {
     /// Response bytes through this slot.
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The allocation counters of the thread that holds this slot.
+    pub fn alloc_counters(&self) -> &Counters {
+        &self.alloc
     }
 
     /// Connections accepted through this slot.

@@ -109,6 +109,69 @@ impl ServerStatus {
         }
     }
 
+    /// What the allocator and the scheduler cost: totals and per request.
+    /// Allocation counters are every slot's (all processes) plus this
+    /// process's threads without a slot; context switches are summed from
+    /// /proc over the processes holding slots.
+    fn render_costs(&self, out: &mut String, snap: &Snapshot) {
+        let mut a = crate::allocator::AllocTotals::default();
+        for s in snap.slots {
+            s.alloc_counters().add_to(&mut a);
+        }
+        crate::allocator::unslotted().add_to(&mut a);
+        let mut pids: Vec<i32> = snap
+            .slots
+            .iter()
+            .filter(|s| s.state() != WorkerState::Dead)
+            .map(Slot::pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let (mut voluntary, mut involuntary) = (0u64, 0u64);
+        // Each thread counts its own switches: sum the tasks of each process.
+        let tasks = pids.into_iter().flat_map(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|task| task.path().join("status"))
+        });
+        for status in tasks {
+            let Ok(text) = std::fs::read_to_string(status) else {
+                continue;
+            };
+            for line in text.lines() {
+                let value = |l: &str| l.split_whitespace().nth(1).and_then(|v| v.parse().ok());
+                if line.starts_with("voluntary_ctxt_switches:") {
+                    voluntary += value(line).unwrap_or(0);
+                } else if line.starts_with("nonvoluntary_ctxt_switches:") {
+                    involuntary += value(line).unwrap_or(0);
+                }
+            }
+        }
+        let per = |n: u64| n as f64 / snap.totals.requests.max(1) as f64;
+        let allocator = crate::allocator::active().map_or("unknown", |k| k.name());
+        let _ = write!(
+            out,
+            "\"allocator\":\"{allocator}\",\"allocations\":{},\"allocations_per_request\":{:.2},\
+             \"frees\":{},\"bytes_allocated\":{},\"live_bytes\":{},\
+             \"lock_contended\":{},\"lock_contended_per_request\":{:.4},\
+             \"lock_wait_us\":{:.1},\"lock_wait_us_per_request\":{:.4},\
+             \"voluntary_ctxt_switches\":{voluntary},\"involuntary_ctxt_switches\":{involuntary},\
+             \"ctxt_switches_per_request\":{:.4},",
+            a.allocations,
+            per(a.allocations),
+            a.frees,
+            a.bytes_allocated,
+            a.bytes_allocated.saturating_sub(a.bytes_freed),
+            a.lock_contended,
+            per(a.lock_contended),
+            a.lock_wait_ns as f64 / 1e3,
+            a.lock_wait_ns as f64 / 1e3 / snap.totals.requests.max(1) as f64,
+            per(voluntary + involuntary),
+        );
+    }
+
     fn render_json(&self, snap: &Snapshot) -> String {
         let t = &snap.totals;
         let mut out = String::with_capacity(256 + 200 * snap.slots.len());
@@ -118,7 +181,7 @@ impl ServerStatus {
             "{{\"uptime_seconds\":{:.3},\"mpm\":\"{}\",\"generation\":{},\
              \"total_requests\":{},\"total_bytes\":{},\"total_connections\":{},\
              \"requests_per_second\":{:.3},\"busy_workers\":{},\"idle_workers\":{},\
-             \"keepalive_workers\":{},\"accept_waits\":{},\"accept_wait_ms\":{:.3},\"workers\":[",
+             \"keepalive_workers\":{},\"accept_waits\":{},\"accept_wait_ms\":{:.3},",
             snap.uptime_ms as f64 / 1000.0,
             self.mpm.name(),
             snap.generation,
@@ -132,6 +195,8 @@ impl ServerStatus {
             t.accept_waits,
             t.accept_wait_ns as f64 / 1e6,
         );
+        self.render_costs(&mut out, snap);
+        out.push_str("\"workers\":[");
         let mut first = true;
         for (i, s) in snap.slots.iter().enumerate() {
             let state = s.state();

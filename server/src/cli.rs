@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
 
+use mpm_core::allocator::{self, AllocatorKind};
 use mpm_core::http::HttpFactory;
 use mpm_core::process_manager::{Exit, ProcessManager, Sizing};
 use mpm_core::scoreboard::Scoreboard;
@@ -216,6 +217,7 @@ fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
 fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     let mut config = load(&args)?;
     service.check(&config)?;
+    switch_allocator(config.allocator)?;
     // With --reuseport the master only reserves the addresses; each prefork
     // child listens on a socket of its own.
     let listeners = if config.reuseport {
@@ -320,9 +322,10 @@ fn run<M: Mpm, S: Service>(
         *pid_file = Some(PidFile::write(path)?);
     }
     let (scheme, what) = service.describe(config);
+    let allocator = mpm_core::allocator::active().map_or("the program's", |k| k.name());
     for l in listeners {
         eprintln!(
-            "mpm: {} MPM listening on {scheme}{} serving {what}",
+            "mpm: {} MPM listening on {scheme}{} serving {what} with the {allocator} allocator",
             mpm.kind(),
             l.local_addr()
         );
@@ -362,6 +365,31 @@ fn run<M: Mpm, S: Service>(
         eprintln!("mpm: stopped");
     }
     Ok(exit)
+}
+
+/// Run with the allocator asked for: the allocator is fixed at a process's
+/// first allocation, so a different one means executing this program again
+/// with `MPM_ALLOCATOR` set (before anything is bound).
+fn switch_allocator(want: Option<AllocatorKind>) -> Result<(), Error> {
+    let Some(want) = want else {
+        return Ok(());
+    };
+    match allocator::active() {
+        None => Err(Error::config(
+            "--allocator needs mpm_core::allocator::MpmAllocator as the program's #[global_allocator]",
+        )),
+        Some(have) if have == want => Ok(()),
+        Some(_) => {
+            use std::os::unix::process::CommandExt;
+            let exe = std::env::current_exe()
+                .map_err(|e| Error::io("finding this program to run it again", e))?;
+            let err = std::process::Command::new(exe)
+                .args(std::env::args_os().skip(1))
+                .env(allocator::ENV, want.name())
+                .exec();
+            Err(Error::io(format!("running again with the {want} allocator"), err))
+        }
+    }
 }
 
 /// Log and otherwise ignore SIGHUP and SIGUSR1 in a server of one process.

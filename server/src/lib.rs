@@ -30,6 +30,14 @@
 //!   other than HTTP.
 //! * [`mpm_core`] — re-exported: the handler traits, the HTTP types, the MPM contract.
 
+/// Every allocation of a program built on this library goes through mpm's
+/// dispatcher, so that `--allocator` picks system, mimalloc or locked at
+/// launch. A program that needs a global allocator of its own turns off the
+/// default `global-allocator` feature (and `--allocator` then says it cannot).
+#[cfg(feature = "global-allocator")]
+#[global_allocator]
+static ALLOCATOR: mpm_core::allocator::MpmAllocator = mpm_core::allocator::MpmAllocator;
+
 mod app;
 pub mod cli;
 mod signal_command;

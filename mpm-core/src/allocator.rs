@@ -1,0 +1,334 @@
+//! Global allocators chosen at launch, and what they cost, counted per worker.
+//!
+//! One binary carries three allocators: the system's (glibc malloc), mimalloc,
+//! and `locked`, the system allocator behind one global mutex: the 2001-era
+//! libc malloc whose locks dominated a threaded server's profile. A program
+//! installs [`MpmAllocator`] as its `#[global_allocator]`; it dispatches to
+//! the allocator named by the `MPM_ALLOCATOR` environment variable, read once
+//! with `getenv` (which does not allocate) on the first allocation, so one
+//! pointer is never handled by two allocators. `mpm serve --allocator NAME`
+//! re-executes itself with the variable set when it differs.
+//!
+//! Counting costs no shared cache line: each worker thread counts into its
+//! own scoreboard slot (see [`Slot::claim`](crate::scoreboard::Slot::claim)),
+//! with plain loads and stores since only that thread writes them; threads
+//! without a slot (a master, a signal thread) count into process-wide
+//! atomics. The status page sums slots across processes.
+//!
+//! The `locked` allocator uses the standard library's futex mutex rather
+//! than parking_lot's: parking_lot allocates its parking table on first
+//! contention, which inside an allocator would recurse into itself.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::time::Instant;
+
+use crate::scoreboard::Slot;
+
+/// The environment variable that names the allocator of this process.
+pub const ENV: &str = "MPM_ALLOCATOR";
+
+/// The allocators a process can run with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AllocatorKind {
+    /// The C library's malloc.
+    System,
+    /// Microsoft's mimalloc.
+    Mimalloc,
+    /// The C library's malloc behind one global mutex.
+    Locked,
+}
+
+impl AllocatorKind {
+    /// Every allocator, in the order reports list them.
+    pub const ALL: [AllocatorKind; 3] = [
+        AllocatorKind::System,
+        AllocatorKind::Mimalloc,
+        AllocatorKind::Locked,
+    ];
+
+    /// The name used on the command line and in `MPM_ALLOCATOR`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocatorKind::System => "system",
+            AllocatorKind::Mimalloc => "mimalloc",
+            AllocatorKind::Locked => "locked",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            AllocatorKind::System => 1,
+            AllocatorKind::Mimalloc => 2,
+            AllocatorKind::Locked => 3,
+        }
+    }
+
+    fn from_code(c: u8) -> AllocatorKind {
+        match c {
+            2 => AllocatorKind::Mimalloc,
+            3 => AllocatorKind::Locked,
+            _ => AllocatorKind::System,
+        }
+    }
+}
+
+impl std::fmt::Display for AllocatorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for AllocatorKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        AllocatorKind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown allocator '{s}' (expected system, mimalloc or locked)"))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for AllocatorKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+static CHOSEN: AtomicU8 = AtomicU8::new(0);
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+fn chosen() -> u8 {
+    match CHOSEN.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: the name is NUL-terminated; getenv returns a pointer
+            // into the environment (or null) and allocates nothing. Nothing
+            // modifies the environment this early in a process.
+            let value = unsafe { libc::getenv(c"MPM_ALLOCATOR".as_ptr()) };
+            let kind = if value.is_null() {
+                AllocatorKind::System
+            } else {
+                // SAFETY: getenv returned a NUL-terminated string.
+                let bytes = unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes();
+                match bytes {
+                    b"mimalloc" => AllocatorKind::Mimalloc,
+                    b"locked" => AllocatorKind::Locked,
+                    _ => AllocatorKind::System,
+                }
+            };
+            CHOSEN.store(kind.code(), Ordering::Relaxed);
+            kind.code()
+        }
+        c => c,
+    }
+}
+
+/// The allocator this process runs with, or `None` when the program did not
+/// install [`MpmAllocator`] (then it is whatever the program uses).
+pub fn active() -> Option<AllocatorKind> {
+    INSTALLED
+        .load(Ordering::Relaxed)
+        .then(|| AllocatorKind::from_code(chosen()))
+}
+
+/// Allocation counters of the threads that have no scoreboard slot.
+static UNSLOTTED: Counters = Counters::new();
+
+/// What the allocator counts, per worker (in its slot) or per process.
+#[derive(Debug)]
+#[repr(C)]
+pub struct Counters {
+    allocations: AtomicU64,
+    frees: AtomicU64,
+    bytes_allocated: AtomicU64,
+    bytes_freed: AtomicU64,
+    lock_contended: AtomicU64,
+    lock_wait_ns: AtomicU64,
+}
+
+impl Counters {
+    /// All zero.
+    pub const fn new() -> Counters {
+        Counters {
+            allocations: AtomicU64::new(0),
+            frees: AtomicU64::new(0),
+            bytes_allocated: AtomicU64::new(0),
+            bytes_freed: AtomicU64::new(0),
+            lock_contended: AtomicU64::new(0),
+            lock_wait_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Add these counters into `sum`.
+    pub fn add_to(&self, sum: &mut AllocTotals) {
+        sum.allocations += self.allocations.load(Ordering::Relaxed);
+        sum.frees += self.frees.load(Ordering::Relaxed);
+        sum.bytes_allocated += self.bytes_allocated.load(Ordering::Relaxed);
+        sum.bytes_freed += self.bytes_freed.load(Ordering::Relaxed);
+        sum.lock_contended += self.lock_contended.load(Ordering::Relaxed);
+        sum.lock_wait_ns += self.lock_wait_ns.load(Ordering::Relaxed);
+    }
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters::new()
+    }
+}
+
+/// Sums of [`Counters`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct AllocTotals {
+    /// Allocations (including reallocations).
+    pub allocations: u64,
+    /// Frees.
+    pub frees: u64,
+    /// Bytes asked for.
+    pub bytes_allocated: u64,
+    /// Bytes given back.
+    pub bytes_freed: u64,
+    /// Times the `locked` allocator's mutex was already held.
+    pub lock_contended: u64,
+    /// Nanoseconds spent waiting for it.
+    pub lock_wait_ns: u64,
+}
+
+/// This process's counters for threads without a slot.
+pub fn unslotted() -> &'static Counters {
+    &UNSLOTTED
+}
+
+thread_local! {
+    /// The counters this thread adds to: its scoreboard slot's, once it has one.
+    static MINE: Cell<*const Counters> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Count this thread's allocations into `slot` from now on.
+pub(crate) fn count_into(slot: &'static Slot) {
+    let _ = MINE.try_with(|m| m.set(slot.alloc_counters()));
+}
+
+fn with_counters(f: impl FnOnce(&Counters, bool)) {
+    let mine = MINE.try_with(Cell::get).unwrap_or(std::ptr::null());
+    if mine.is_null() {
+        f(&UNSLOTTED, true);
+    } else {
+        // SAFETY: slots live in a mapping that is never unmapped.
+        f(unsafe { &*mine }, false);
+    }
+}
+
+/// Add without a locked read-modify-write where only this thread writes.
+fn bump(c: &AtomicU64, by: u64, shared: bool) {
+    if shared {
+        c.fetch_add(by, Ordering::Relaxed);
+    } else {
+        c.store(
+            c.load(Ordering::Relaxed).wrapping_add(by),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+static BIG_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn locked<T>(f: impl FnOnce() -> T) -> T {
+    let guard = match BIG_LOCK.try_lock() {
+        Ok(g) => g,
+        Err(_) => {
+            let start = Instant::now();
+            let g = BIG_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+            let waited = start.elapsed().as_nanos() as u64;
+            with_counters(|c, shared| {
+                bump(&c.lock_contended, 1, shared);
+                bump(&c.lock_wait_ns, waited, shared);
+            });
+            g
+        }
+    };
+    let r = f();
+    drop(guard);
+    r
+}
+
+/// The global allocator of a program built on mpm: dispatches to the
+/// allocator this process was started with, and counts.
+///
+/// ```ignore
+/// #[global_allocator]
+/// static ALLOCATOR: mpm_core::allocator::MpmAllocator = mpm_core::allocator::MpmAllocator;
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MpmAllocator;
+
+// SAFETY: every call is forwarded to one allocator chosen once per process
+// (never changed after the first allocation), so each pointer is freed by
+// the allocator that made it; the counters only observe.
+unsafe impl GlobalAlloc for MpmAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        INSTALLED.store(true, Ordering::Relaxed);
+        with_counters(|c, shared| {
+            bump(&c.allocations, 1, shared);
+            bump(&c.bytes_allocated, layout.size() as u64, shared);
+        });
+        // SAFETY: forwarded with the caller's layout.
+        unsafe {
+            match chosen() {
+                2 => mimalloc::MiMalloc.alloc(layout),
+                3 => locked(|| System.alloc(layout)),
+                _ => System.alloc(layout),
+            }
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        with_counters(|c, shared| {
+            bump(&c.frees, 1, shared);
+            bump(&c.bytes_freed, layout.size() as u64, shared);
+        });
+        // SAFETY: `ptr` came from the same allocator, chosen once.
+        unsafe {
+            match chosen() {
+                2 => mimalloc::MiMalloc.dealloc(ptr, layout),
+                3 => locked(|| System.dealloc(ptr, layout)),
+                _ => System.dealloc(ptr, layout),
+            }
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        INSTALLED.store(true, Ordering::Relaxed);
+        with_counters(|c, shared| {
+            bump(&c.allocations, 1, shared);
+            bump(&c.bytes_allocated, layout.size() as u64, shared);
+        });
+        // SAFETY: forwarded with the caller's layout.
+        unsafe {
+            match chosen() {
+                2 => mimalloc::MiMalloc.alloc_zeroed(layout),
+                3 => locked(|| System.alloc_zeroed(layout)),
+                _ => System.alloc_zeroed(layout),
+            }
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        with_counters(|c, shared| {
+            bump(&c.allocations, 1, shared);
+            bump(&c.frees, 1, shared);
+            bump(&c.bytes_allocated, new_size as u64, shared);
+            bump(&c.bytes_freed, layout.size() as u64, shared);
+        });
+        // SAFETY: `ptr` came from the same allocator, chosen once.
+        unsafe {
+            match chosen() {
+                2 => mimalloc::MiMalloc.realloc(ptr, layout, new_size),
+                3 => locked(|| System.realloc(ptr, layout, new_size)),
+                _ => System.realloc(ptr, layout, new_size),
+            }
+        }
+    }
+}
