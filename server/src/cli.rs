@@ -217,7 +217,7 @@ fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
 fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     let mut config = load(&args)?;
     service.check(&config)?;
-    switch_allocator(config.allocator)?;
+    run_again_if_needed(&config)?;
     // With --reuseport the master only reserves the addresses; each prefork
     // child listens on a socket of its own.
     let listeners = if config.reuseport {
@@ -367,29 +367,53 @@ fn run<M: Mpm, S: Service>(
     Ok(exit)
 }
 
-/// Run with the allocator asked for: the allocator is fixed at a process's
-/// first allocation, so a different one means executing this program again
-/// with `MPM_ALLOCATOR` set (before anything is bound).
-fn switch_allocator(want: Option<AllocatorKind>) -> Result<(), Error> {
-    let Some(want) = want else {
-        return Ok(());
-    };
-    match allocator::active() {
-        None => Err(Error::config(
-            "--allocator needs mpm_core::allocator::MpmAllocator as the program's #[global_allocator]",
-        )),
-        Some(have) if have == want => Ok(()),
-        Some(_) => {
-            use std::os::unix::process::CommandExt;
-            let exe = std::env::current_exe()
-                .map_err(|e| Error::io("finding this program to run it again", e))?;
-            let err = std::process::Command::new(exe)
-                .args(std::env::args_os().skip(1))
-                .env(allocator::ENV, want.name())
-                .exec();
-            Err(Error::io(format!("running again with the {want} allocator"), err))
+/// The allocator is fixed at a process's first allocation, and glibc reads
+/// its tunables when a process starts: when the configuration asks for a
+/// different allocator, or for prefork with glibc's malloc, run this program
+/// again with the environment set (before anything is bound).
+///
+/// For prefork, glibc's per-thread cache is turned off
+/// (`GLIBC_TUNABLES=glibc.malloc.tcache_count=0`, unless `GLIBC_TUNABLES` is
+/// already set): it keeps the master's freed chunks scattered over its heap,
+/// and every child's first allocations then take them, copying a page each.
+/// Without it a child's share of memory (PSS) is about a fifth smaller
+/// (85 KiB against 107 here); a prefork child is single-threaded, and
+/// serving a cached page allocates three times, so the cache gains it little.
+fn run_again_if_needed(config: &Config) -> Result<(), Error> {
+    let mut env: Vec<(&str, &str)> = Vec::new();
+    let active = allocator::active();
+    if let Some(want) = config.allocator {
+        match active {
+            None => {
+                return Err(Error::config(
+                    "--allocator needs mpm_core::allocator::MpmAllocator as the program's \
+                     #[global_allocator]",
+                ))
+            }
+            Some(have) if have != want => env.push((allocator::ENV, want.name())),
+            Some(_) => {}
         }
     }
+    let system_malloc =
+        config.allocator.or(active).unwrap_or(AllocatorKind::System) != AllocatorKind::Mimalloc;
+    if cfg!(target_env = "gnu")
+        && config.mpm == MpmKind::Prefork
+        && system_malloc
+        && std::env::var_os("GLIBC_TUNABLES").is_none()
+    {
+        env.push(("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0"));
+    }
+    if env.is_empty() {
+        return Ok(());
+    }
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::io("finding this program to run it again", e))?;
+    let err = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .envs(env)
+        .exec();
+    Err(Error::io("running this program again", err))
 }
 
 /// Log and otherwise ignore SIGHUP and SIGUSR1 in a server of one process.
