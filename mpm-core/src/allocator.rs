@@ -264,71 +264,84 @@ fn locked<T>(f: impl FnOnce() -> T) -> T {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MpmAllocator;
 
+fn count_alloc(bytes: usize) {
+    INSTALLED.store(true, Ordering::Relaxed);
+    with_counters(|c, shared| {
+        bump(&c.allocations, 1, shared);
+        bump(&c.bytes_allocated, bytes as u64, shared);
+    });
+}
+
+fn count_free(bytes: usize) {
+    with_counters(|c, shared| {
+        bump(&c.frees, 1, shared);
+        bump(&c.bytes_freed, bytes as u64, shared);
+    });
+}
+
+/// Forward one call to the chosen allocator (`locked`: the system one under
+/// the global mutex).
+fn dispatch<T>(call: impl FnOnce(&dyn GlobalAllocRef) -> T) -> T {
+    match chosen() {
+        2 => call(&mimalloc::MiMalloc),
+        3 => locked(|| call(&System)),
+        _ => call(&System),
+    }
+}
+
+/// `GlobalAlloc` as a trait object, so one dispatch serves every method.
+trait GlobalAllocRef {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8;
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout);
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8;
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8;
+}
+
+impl<A: GlobalAlloc> GlobalAllocRef for A {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is GlobalAlloc::alloc's.
+        unsafe { GlobalAlloc::alloc(self, layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is GlobalAlloc::dealloc's.
+        unsafe { GlobalAlloc::dealloc(self, ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is GlobalAlloc::alloc_zeroed's.
+        unsafe { GlobalAlloc::alloc_zeroed(self, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract is GlobalAlloc::realloc's.
+        unsafe { GlobalAlloc::realloc(self, ptr, layout, new_size) }
+    }
+}
+
 // SAFETY: every call is forwarded to one allocator chosen once per process
 // (never changed after the first allocation), so each pointer is freed by
 // the allocator that made it; the counters only observe.
 unsafe impl GlobalAlloc for MpmAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        INSTALLED.store(true, Ordering::Relaxed);
-        with_counters(|c, shared| {
-            bump(&c.allocations, 1, shared);
-            bump(&c.bytes_allocated, layout.size() as u64, shared);
-        });
+        count_alloc(layout.size());
         // SAFETY: forwarded with the caller's layout.
-        unsafe {
-            match chosen() {
-                2 => mimalloc::MiMalloc.alloc(layout),
-                3 => locked(|| System.alloc(layout)),
-                _ => System.alloc(layout),
-            }
-        }
+        dispatch(|a| unsafe { a.alloc(layout) })
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        with_counters(|c, shared| {
-            bump(&c.frees, 1, shared);
-            bump(&c.bytes_freed, layout.size() as u64, shared);
-        });
+        count_free(layout.size());
         // SAFETY: `ptr` came from the same allocator, chosen once.
-        unsafe {
-            match chosen() {
-                2 => mimalloc::MiMalloc.dealloc(ptr, layout),
-                3 => locked(|| System.dealloc(ptr, layout)),
-                _ => System.dealloc(ptr, layout),
-            }
-        }
+        dispatch(|a| unsafe { a.dealloc(ptr, layout) })
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        INSTALLED.store(true, Ordering::Relaxed);
-        with_counters(|c, shared| {
-            bump(&c.allocations, 1, shared);
-            bump(&c.bytes_allocated, layout.size() as u64, shared);
-        });
+        count_alloc(layout.size());
         // SAFETY: forwarded with the caller's layout.
-        unsafe {
-            match chosen() {
-                2 => mimalloc::MiMalloc.alloc_zeroed(layout),
-                3 => locked(|| System.alloc_zeroed(layout)),
-                _ => System.alloc_zeroed(layout),
-            }
-        }
+        dispatch(|a| unsafe { a.alloc_zeroed(layout) })
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        with_counters(|c, shared| {
-            bump(&c.allocations, 1, shared);
-            bump(&c.frees, 1, shared);
-            bump(&c.bytes_allocated, new_size as u64, shared);
-            bump(&c.bytes_freed, layout.size() as u64, shared);
-        });
+        count_free(layout.size());
+        count_alloc(new_size);
         // SAFETY: `ptr` came from the same allocator, chosen once.
-        unsafe {
-            match chosen() {
-                2 => mimalloc::MiMalloc.realloc(ptr, layout, new_size),
-                3 => locked(|| System.realloc(ptr, layout, new_size)),
-                _ => System.realloc(ptr, layout, new_size),
-            }
-        }
+        dispatch(|a| unsafe { a.realloc(ptr, layout, new_size) })
     }
 }
