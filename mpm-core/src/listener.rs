@@ -33,6 +33,15 @@ impl Listener {
         Ok(Listener { socket, addr })
     }
 
+    /// Take over a socket that is already listening (passed by systemd's
+    /// socket activation, say).
+    pub fn from_std(socket: TcpListener) -> Result<Listener> {
+        let wrap = |e| Error::io("using an inherited listening socket", e);
+        socket.set_nonblocking(true).map_err(wrap)?;
+        let addr = socket.local_addr().map_err(wrap)?;
+        Ok(Listener { socket, addr })
+    }
+
     /// Bind every address, failing on the first that cannot be bound.
     pub fn bind_all(addrs: &[SocketAddr], backlog: u32) -> Result<Vec<Listener>> {
         addrs.iter().map(|&a| Listener::bind(a, backlog)).collect()

@@ -218,9 +218,16 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     let mut config = load(&args)?;
     service.check(&config)?;
     run_again_if_needed(&config)?;
-    // With --reuseport the master only reserves the addresses; each prefork
+    // Sockets passed by systemd (socket activation) come first; with
+    // --reuseport the master only reserves the addresses, and each prefork
     // child listens on a socket of its own.
-    let listeners = if config.reuseport {
+    let listeners = if let Some(inherited) = systemd_listeners()? {
+        eprintln!(
+            "mpm: serving on {} listening sockets passed by systemd (--listen is not used)",
+            inherited.len()
+        );
+        inherited
+    } else if config.reuseport {
         Listener::reserve_all(&config.listen)?
     } else {
         Listener::bind_all(&config.listen, config.backlog)?
@@ -245,6 +252,7 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
         if exit == Exit::Stopped {
             return Ok(());
         }
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
         // SIGHUP: read the configuration again; a bad one keeps the old.
         match load(&args).and_then(|new| service.check(&new).map(|()| new)) {
             Ok(new) => {
@@ -330,6 +338,8 @@ fn run<M: Mpm, S: Service>(
             l.local_addr()
         );
     }
+    // For systemd's Type=notify: up (the listeners queue connections from here).
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     let exit = if let Some(manager) = manager {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
@@ -362,9 +372,31 @@ fn run<M: Mpm, S: Service>(
         Exit::Stopped
     };
     if exit == Exit::Stopped {
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
         eprintln!("mpm: stopped");
     }
     Ok(exit)
+}
+
+/// Listening sockets passed by systemd (`LISTEN_FDS`, from fd 3 on), if any.
+fn systemd_listeners() -> Result<Option<Vec<Listener>>, Error> {
+    let mut fds = listenfd::ListenFd::from_env();
+    if fds.len() == 0 {
+        return Ok(None);
+    }
+    let mut listeners = Vec::with_capacity(fds.len());
+    for i in 0..fds.len() {
+        let socket = fds
+            .take_tcp_listener(i)
+            .map_err(|e| Error::io(format!("socket {i} passed by systemd"), e))?
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "socket {i} passed by systemd is not a TCP listener"
+                ))
+            })?;
+        listeners.push(Listener::from_std(socket)?);
+    }
+    Ok(Some(listeners))
 }
 
 /// The allocator is fixed at a process's first allocation, and glibc reads

@@ -361,6 +361,19 @@ impl Server {
         Server::spawn(Command::new(bin), mpm, None, extra).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Like [`start`](Self::start), after `setup` has adjusted the command
+    /// (its environment, descriptors it inherits).
+    pub fn start_with(
+        mpm: &str,
+        docroot: Option<&Path>,
+        extra: &[&str],
+        setup: impl FnOnce(&mut Command),
+    ) -> Server {
+        let mut cmd = Command::new(mpm_bin());
+        setup(&mut cmd);
+        Server::spawn(cmd, mpm, docroot, extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Like [`start`](Self::start), but say why the server did not come up.
     pub fn try_start(mpm: &str, docroot: Option<&Path>, extra: &[&str]) -> Result<Server, String> {
         Server::spawn(Command::new(mpm_bin()), mpm, docroot, extra)
