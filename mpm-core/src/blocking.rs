@@ -43,6 +43,40 @@ pub trait IdlePark {
     fn closing(&mut self);
 }
 
+/// Has the peer of the connection on `fd` sent bytes not yet read? A
+/// non-blocking peek. A stopping server still answers such a request (with
+/// `Connection: close`) rather than close on it: closing would drop a
+/// request the client had already sent.
+pub fn has_pending_input(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a one-byte peek into a local buffer on an open socket.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0
+}
+
+/// How long a stopping server waits on an idle connection for a request the
+/// client may already have sent (still crossing the network, or the
+/// loopback's deferred delivery) before closing it.
+pub const STOP_GRACE: Duration = Duration::from_millis(100);
+
+/// Does the peer of the connection on `fd` send something within `within`
+/// (or has it already)? See [`has_pending_input`].
+pub fn input_arrives_within(fd: RawFd, within: Duration) -> bool {
+    // SAFETY: `fd` is an open socket the caller holds for this call.
+    let conn = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let mut fds = [nix::poll::PollFd::new(conn, nix::poll::PollFlags::POLLIN)];
+    let ms = within.as_millis().min(u16::MAX as u128) as u16;
+    matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)), Ok(n) if n > 0)
+        && has_pending_input(fd)
+}
+
 /// An [`IdlePark`] that never stops idle connections early.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoPark;

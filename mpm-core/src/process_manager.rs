@@ -313,7 +313,17 @@ impl<'a> ProcessManager<'a> {
                     continue;
                 }
                 if child.generation != generation {
-                    continue; // an old generation finishing: not replaced
+                    // An old generation finishing: not replaced, but a
+                    // crash is still worth a line.
+                    if !matches!(status, WaitStatus::Exited(_, 0)) {
+                        eprintln!(
+                            "mpm: child {} of generation {} {}",
+                            child.pid,
+                            child.generation,
+                            describe(&status)
+                        );
+                    }
+                    continue;
                 }
                 let clean = matches!(status, WaitStatus::Exited(_, 0));
                 eprintln!(

@@ -27,6 +27,11 @@ const LISTENER: u64 = 1 << 62;
 const RETURNS: u64 = 1 << 63;
 const STOP: u64 = (1 << 63) + 1;
 
+/// How long a stopping loop waits before closing idle keep-alive
+/// connections: a request the client sent just before the stop is still
+/// crossing the network, or the loopback's softirq, and is answered.
+const IDLE_CLOSE_GRACE: Duration = Duration::from_millis(100);
+
 /// Events taken from the kernel per `epoll_wait`.
 const EVENTS: usize = 256;
 /// Connections accepted per listener event before serving the others.
@@ -78,6 +83,9 @@ pub struct EventLoop<H: ConnectionHandler> {
     lifecycle: Lifecycle,
     draining: Arc<AtomicBool>,
     stop_deadline: Option<Instant>,
+    /// When a stopping loop closes its idle keep-alive connections: a moment
+    /// after the stop, so that a request already on its way is answered.
+    close_idle_at: Option<Instant>,
     accept_paused_until: Option<Instant>,
     last_accept_error_log: Option<Instant>,
     now: Instant,
@@ -144,6 +152,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             lifecycle: lifecycle.clone(),
             draining: lifecycle.draining_flag(),
             stop_deadline: None,
+            close_idle_at: None,
             accept_paused_until: None,
             last_accept_error_log: None,
             now: Instant::now(),
@@ -169,6 +178,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
             self.run_again();
             if self.lifecycle.is_stopping() && self.stop_deadline.is_none() {
                 self.begin_stop(graceful);
+            }
+            if self.close_idle_at.is_some_and(|t| self.now >= t) {
+                self.close_idle_at = None;
+                self.close_idle();
+                self.run_again();
             }
             if let Some(deadline) = self.stop_deadline {
                 if self.slots.is_empty() {
@@ -214,6 +228,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             until = until.min(d);
         }
         if let Some(d) = self.stop_deadline {
+            until = until.min(d);
+        }
+        if let Some(d) = self.close_idle_at {
             until = until.min(d);
         }
         until.saturating_duration_since(self.now)
@@ -332,7 +349,13 @@ impl<H: ConnectionHandler> EventLoop<H> {
         };
         match interest {
             Interest::Read(wait) => {
-                if self.stop_deadline.is_some() && wait == Wait::KeepAlive {
+                // Stopping: an idle connection closes, unless its next
+                // request has already arrived (perhaps while a worker held
+                // it): that one is answered first, with `Connection: close`.
+                if self.stop_deadline.is_some()
+                    && wait == Wait::KeepAlive
+                    && !(seen_readable || has_input(&conn.stream))
+                {
                     self.close(t);
                     return;
                 }
@@ -545,20 +568,48 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 l.stop_listening();
             }
         }
+        self.close_idle_at = Some(self.now + IDLE_CLOSE_GRACE);
+    }
+
+    /// Close the idle keep-alive connections of a stopping loop, except one
+    /// whose next request has arrived (its event not yet handled): that one
+    /// is served first, with `Connection: close`, since closing it would
+    /// drop a request the client had sent.
+    fn close_idle(&mut self) {
+        let waiting: Vec<usize> = self
+            .slots
+            .iter()
+            .filter_map(|(t, s)| match s {
+                Slot::Parked {
+                    wait: Parked::Read(Wait::KeepAlive),
+                    conn,
+                } if has_input(&conn.stream) => Some(t),
+                _ => None,
+            })
+            .collect();
+        self.again.extend(waiting.iter().copied());
         self.close_parked(|w| w == Parked::Read(Wait::KeepAlive));
     }
 
     fn close_parked(&mut self, pick: impl Fn(Parked) -> bool) {
+        let spared = std::mem::take(&mut self.again);
         let doomed: Vec<usize> = self
             .slots
             .iter()
             .filter_map(|(t, s)| match s {
-                Slot::Parked { wait, .. } if pick(*wait) => Some(t),
+                Slot::Parked { wait, .. } if pick(*wait) && !spared.contains(&t) => Some(t),
                 _ => None,
             })
             .collect();
+        self.again = spared;
         for t in doomed {
             self.close(t);
         }
     }
+}
+
+/// Has the peer sent bytes not yet read? (A peek, without blocking.)
+fn has_input(stream: &Stream) -> bool {
+    let mut byte = [0u8; 1];
+    stream.socket().peek(&mut byte).is_ok_and(|n| n > 0)
 }

@@ -207,7 +207,7 @@ struct KeepAliveWait<'a> {
 impl IdlePark for KeepAliveWait<'_> {
     fn park(&mut self, fd: RawFd) -> bool {
         if self.lifecycle.is_stopping() {
-            return false;
+            return mpm_core::blocking::input_arrives_within(fd, mpm_core::blocking::STOP_GRACE);
         }
         // SAFETY: `fd` is the open connection the driver is about to read;
         // it outlives this call.
@@ -225,9 +225,14 @@ impl IdlePark for KeepAliveWait<'_> {
                 Ok(_) => break,
             }
         }
-        let stop = fds[1].revents().is_some_and(|r| !r.is_empty());
-        let data = fds[0].revents().is_some_and(|r| !r.is_empty());
-        data && !stop
+        // A request that has arrived is served even when stopping (with
+        // `Connection: close`): closing would drop a request the client had
+        // already sent, the reload race nginx users know. Told to stop while
+        // idle, it waits a moment for a request already on its way.
+        if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+            return true;
+        }
+        mpm_core::blocking::input_arrives_within(fd, mpm_core::blocking::STOP_GRACE)
     }
 
     fn unpark(&mut self) {}

@@ -105,8 +105,11 @@ impl IdlePark for SlotParker<'_> {
     fn park(&mut self, fd: RawFd) -> bool {
         *self.slots.slots[self.index].lock() = Slot { fd, idle: true };
         // Checked after registering: a stop that began earlier is seen here,
-        // one that begins later finds the slot idle and shuts it down.
+        // one that begins later finds the slot idle and shuts it down. A
+        // request already sent is answered either way (a shutdown for
+        // reading still delivers what had arrived).
         !(self.stopping)()
+            || mpm_core::blocking::input_arrives_within(fd, mpm_core::blocking::STOP_GRACE)
     }
 
     fn unpark(&mut self) {

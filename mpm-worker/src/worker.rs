@@ -86,6 +86,10 @@ impl Mpm for Worker {
         // Stop: the stop pipe woke the thread waiting in poll; idle keep-alive
         // connections are closed now, requests in flight get the grace period.
         let deadline = Instant::now() + config.graceful_timeout;
+        // A moment's grace first: a request sent just before the stop is
+        // still on its way, and is answered (with `Connection: close`)
+        // rather than met by a closed connection.
+        std::thread::sleep(Duration::from_millis(100));
         loop {
             shared.slots.close_idle();
             if handles.iter().all(|h| h.is_finished()) {
