@@ -3,15 +3,13 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::net::TcpStream;
 use std::time::Duration;
 
-use mpm_core::blocking::{serve_blocking, NoPark, Timeouts};
-use mpm_core::http::{HttpHandler, HttpService, HttpSettings, Request, Response};
-use mpm_core::{Config, Stream};
+use mpm_core::http::{HttpHandler, Request, Response};
 
 struct Fragile;
 
@@ -26,24 +24,7 @@ impl HttpHandler for Fragile {
 
 #[test]
 fn a_panicking_handler_answers_500_and_the_connection_serves_on() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = std::thread::spawn(move || {
-        let (sock, peer) = listener.accept().unwrap();
-        let stream = Stream::new(sock, peer, true, Arc::new(AtomicBool::new(false))).unwrap();
-        let settings = Arc::new(HttpSettings::from_config(&Config::default()));
-        let timeouts = Timeouts {
-            request: Duration::from_secs(5),
-            keepalive: Duration::from_secs(5),
-            linger: Duration::from_millis(100),
-        };
-        serve_blocking(
-            &mut HttpService::new(Fragile, settings),
-            stream,
-            &timeouts,
-            &mut NoPark,
-        );
-    });
+    let (addr, server) = common::serve_one(Fragile);
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.write_all(
