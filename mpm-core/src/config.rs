@@ -300,6 +300,10 @@ pub struct ConfigLayer {
     /// Send file bodies with sendfile(2) (on) or read+write (off).
     #[arg(long, value_name = "on|off")]
     pub sendfile: Option<OnOff>,
+    /// Per-request arena for scratch that dies with the request (httpd's
+    /// request pool): on, or off to take each object from the allocator.
+    #[arg(long, value_name = "on|off")]
+    pub request_pool: Option<OnOff>,
     /// Keep files up to this size in memory and write them with the head in
     /// one call (0: every body by sendfile or read+write).
     #[arg(long, value_name = "BYTES")]
@@ -408,6 +412,7 @@ impl ConfigLayer {
             request_header_timeout: self.request_header_timeout.or(lower.request_header_timeout),
             graceful_timeout: self.graceful_timeout.or(lower.graceful_timeout),
             sendfile: self.sendfile.or(lower.sendfile),
+            request_pool: self.request_pool.or(lower.request_pool),
             file_cache_max_size: self.file_cache_max_size.or(lower.file_cache_max_size),
             limit_request_line: self.limit_request_line.or(lower.limit_request_line),
             limit_request_fields: self.limit_request_fields.or(lower.limit_request_fields),
@@ -470,6 +475,8 @@ pub struct Config {
     pub graceful_timeout: Duration,
     /// sendfile(2) for file bodies, or read+write.
     pub sendfile: bool,
+    /// A per-worker arena for each request's scratch, reset after it.
+    pub request_pool: bool,
     /// Files up to this size are served from memory.
     pub file_cache_max_size: u64,
     /// Request-line limit in bytes.
@@ -524,6 +531,7 @@ impl Default for Config {
             request_header_timeout: Duration::from_secs(20),
             graceful_timeout: Duration::from_secs(10),
             sendfile: true,
+            request_pool: true,
             file_cache_max_size: crate::static_files::DEFAULT_IN_MEMORY,
             limit_request_line: 8190,
             limit_request_fields: 100,
@@ -674,6 +682,7 @@ impl Config {
                 .map(|s| s.0)
                 .unwrap_or(d.graceful_timeout),
             sendfile: layer.sendfile.map(|s| s.0).unwrap_or(d.sendfile),
+            request_pool: layer.request_pool.map(|s| s.0).unwrap_or(d.request_pool),
             file_cache_max_size: layer.file_cache_max_size.unwrap_or(d.file_cache_max_size),
             limit_request_line,
             limit_request_fields,

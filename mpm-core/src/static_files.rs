@@ -2,7 +2,7 @@
 //! and range requests.
 
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ffi::CStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -14,7 +14,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
-use crate::http::{FileBody, HttpHandler, Request, Response};
+use crate::http::allocator_api2::vec::Vec as PoolVec;
+use crate::http::{FileBody, HttpHandler, Request, RequestPool, Response};
 use crate::mime;
 
 /// An [`HttpHandler`] that serves the files under a document root.
@@ -68,8 +69,8 @@ struct OpenFile {
     /// The whole file, when it is small enough to keep.
     contents: Option<Arc<[u8]>>,
     mtime: SystemTime,
-    etag: String,
-    last_modified: String,
+    etag: Arc<str>,
+    last_modified: Arc<str>,
     content_type: &'static str,
     opened: Instant,
 }
@@ -111,17 +112,21 @@ impl StaticFiles {
     }
 
     /// The file a request path names, from the cache when fresh.
+    // The error is the response itself, fields inline; it is built on the
+    // slow path only, where one move costs nothing next to open(2).
+    #[allow(clippy::result_large_err)]
     fn lookup(
         &self,
         raw: &str,
         query: Option<&str>,
+        pool: RequestPool<'_>,
     ) -> std::result::Result<Arc<OpenFile>, Response> {
         if let Some(hit) = self.cache.read().get(raw) {
             if hit.opened.elapsed() < CACHE_VALID {
                 return Ok(Arc::clone(hit));
             }
         }
-        let found = Arc::new(self.resolve(raw, query)?);
+        let found = Arc::new(self.resolve(raw, query, pool)?);
         let mut cache = self.cache.write();
         if cache.len() >= CACHE_ENTRIES {
             cache.clear();
@@ -131,8 +136,15 @@ impl StaticFiles {
     }
 
     /// Map a request path to an open regular file, or the error response.
-    fn resolve(&self, raw: &str, query: Option<&str>) -> std::result::Result<OpenFile, Response> {
-        let rel = clean_path(raw).map_err(Response::error)?;
+    #[allow(clippy::result_large_err)]
+    fn resolve(
+        &self,
+        raw: &str,
+        query: Option<&str>,
+        pool: RequestPool<'_>,
+    ) -> std::result::Result<OpenFile, Response> {
+        let rel = clean_path_in(raw, pool).map_err(Response::error)?;
+        let rel = std::str::from_utf8(&rel).map_err(|_| Response::error(404))?;
         if !self.dotfiles
             && rel
                 .split('/')
@@ -141,10 +153,10 @@ impl StaticFiles {
             return Err(Response::error(403));
         }
         let file = self
-            .open(&rel)
+            .open(rel, pool)
             .map_err(|e| Response::error(open_status(&e)))?;
         let meta = file.metadata().map_err(|_| Response::error(500))?;
-        let (file, meta, name) = if meta.is_dir() {
+        let (file, meta, content_type) = if meta.is_dir() {
             if !raw.ends_with('/') {
                 let mut to = format!("{raw}/");
                 if let Some(q) = query {
@@ -153,20 +165,22 @@ impl StaticFiles {
                 }
                 return Err(Response::error(301).header("Location", to));
             }
-            let index = if rel.is_empty() {
-                "index.html".to_string()
-            } else {
-                format!("{rel}/index.html")
-            };
-            let file = self.open(&index).map_err(|e| match e.kind() {
+            let mut index = PoolVec::with_capacity_in(rel.len() + 11, pool);
+            if !rel.is_empty() {
+                index.extend_from_slice(rel.as_bytes());
+                index.push(b'/');
+            }
+            index.extend_from_slice(b"index.html");
+            let index = std::str::from_utf8(&index).map_err(|_| Response::error(404))?;
+            let file = self.open(index, pool).map_err(|e| match e.kind() {
                 // A directory without an index: no listings.
                 io::ErrorKind::NotFound => Response::error(403),
                 _ => Response::error(open_status(&e)),
             })?;
             let meta = file.metadata().map_err(|_| Response::error(500))?;
-            (file, meta, index)
+            (file, meta, mime::content_type(index))
         } else {
-            (file, meta, rel)
+            (file, meta, mime::content_type(rel))
         };
         if !meta.is_file() {
             return Err(Response::error(403));
@@ -187,17 +201,23 @@ impl StaticFiles {
             len,
             contents,
             mtime,
-            etag: etag(&meta),
-            last_modified: httpdate::fmt_http_date(mtime),
-            content_type: mime::content_type(&name),
+            etag: etag(&meta).into(),
+            last_modified: httpdate::fmt_http_date(mtime).into(),
+            content_type,
             opened: Instant::now(),
         })
     }
 
-    fn open(&self, rel: &str) -> io::Result<File> {
+    /// Open `rel` beneath the root; its NUL-terminated copy for the
+    /// kernel comes from the request's pool.
+    fn open(&self, rel: &str, pool: RequestPool<'_>) -> io::Result<File> {
         let path = if rel.is_empty() { "." } else { rel };
-        let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        open_beneath(self.root.as_raw_fd(), &c)
+        let mut c = PoolVec::with_capacity_in(path.len() + 1, pool);
+        c.extend_from_slice(path.as_bytes());
+        c.push(0);
+        let c = CStr::from_bytes_with_nul(&c)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        open_beneath(self.root.as_raw_fd(), c)
     }
 }
 
@@ -214,7 +234,7 @@ const RESOLVE_BENEATH: u64 = 0x08;
 
 /// Open `path` relative to `dir`, refusing any resolution (`..` or a symbolic
 /// link) that leaves `dir`.
-fn open_beneath(dir: i32, path: &CString) -> io::Result<File> {
+fn open_beneath(dir: i32, path: &CStr) -> io::Result<File> {
     let how = OpenHow {
         flags: (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64,
         mode: 0,
@@ -244,7 +264,7 @@ fn open_beneath(dir: i32, path: &CString) -> io::Result<File> {
 
 /// For kernels before 5.6: open, then check that the file's real path is
 /// still under the root's.
-fn open_beneath_fallback(dir: i32, path: &CString) -> io::Result<File> {
+fn open_beneath_fallback(dir: i32, path: &CStr) -> io::Result<File> {
     let root = std::fs::read_link(format!("/proc/self/fd/{dir}"))?;
     let rel = path
         .to_str()
@@ -267,7 +287,7 @@ impl HttpHandler for StaticFiles {
         if !raw.starts_with('/') {
             return Response::error(400);
         }
-        match self.lookup(raw, req.query()) {
+        match self.lookup(raw, req.query(), req.pool()) {
             Ok(file) => serve_file(req, &file),
             Err(response) => response,
         }
@@ -302,9 +322,20 @@ fn open_status(e: &io::Error) -> u16 {
 
 /// Percent-decode and normalise a request path into a path relative to the
 /// root (no leading slash). Errors carry the status to answer.
+#[cfg(test)]
 pub(crate) fn clean_path(raw: &str) -> std::result::Result<String, u16> {
+    let rel = clean_path_in(raw, RequestPool::heap())?;
+    String::from_utf8(rel.to_vec()).map_err(|_| 404)
+}
+
+/// [`clean_path`], building the result in the request's pool: the decoded
+/// bytes and the normalised path are scratch that dies with the request.
+pub(crate) fn clean_path_in<'p>(
+    raw: &str,
+    pool: RequestPool<'p>,
+) -> std::result::Result<PoolVec<u8, RequestPool<'p>>, u16> {
     let bytes = raw.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut decoded = PoolVec::with_capacity_in(bytes.len(), pool);
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
@@ -330,20 +361,30 @@ pub(crate) fn clean_path(raw: &str) -> std::result::Result<String, u16> {
     if decoded.contains(&0) {
         return Err(400);
     }
-    let text = String::from_utf8(decoded).map_err(|_| 404u16)?;
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in text.split('/') {
+    if std::str::from_utf8(&decoded).is_err() {
+        return Err(404);
+    }
+    // Resolve `.` and `..` segment by segment into `out`.
+    let mut out = PoolVec::with_capacity_in(decoded.len(), pool);
+    for seg in decoded.split(|&b| b == b'/') {
         match seg {
-            "" | "." => {}
-            ".." => {
-                if parts.pop().is_none() {
+            b"" | b"." => {}
+            b".." => {
+                if out.is_empty() {
                     return Err(403); // climbs above the root
                 }
+                let cut = out.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                out.truncate(cut);
             }
-            s => parts.push(s),
+            s => {
+                if !out.is_empty() {
+                    out.push(b'/');
+                }
+                out.extend_from_slice(s);
+            }
         }
     }
-    Ok(parts.join("/"))
+    Ok(out)
 }
 
 /// The strong validator for a file: size and modification time, as httpd's.
@@ -361,8 +402,8 @@ fn serve_file(req: &Request<'_>, f: &OpenFile) -> Response {
     let len = f.len;
     let base = |status: u16| {
         Response::new(status)
-            .header("ETag", f.etag.clone())
-            .header("Last-Modified", f.last_modified.clone())
+            .header("ETag", &f.etag)
+            .header("Last-Modified", &f.last_modified)
     };
 
     if let Some(inm) = req.header_str("if-none-match") {
@@ -382,7 +423,7 @@ fn serve_file(req: &Request<'_>, f: &OpenFile) -> Response {
         if let Some(spec) = req.header_str("range") {
             let if_range_ok = match req.header_str("if-range") {
                 None => true,
-                Some(v) if v.starts_with('"') => v == f.etag,
+                Some(v) if v.starts_with('"') => v == &*f.etag,
                 Some(v) => httpdate::parse_http_date(v).is_ok_and(|d| d == f.mtime),
             };
             if if_range_ok {

@@ -20,7 +20,7 @@ use mpm_core::{
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 
 use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
-use crate::worker_pool::{Conn, Job, PoolHandle, Returns, Step};
+use crate::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
 
 /// Tokens at or above this are not connections.
 const LISTENER: u64 = 1 << 62;
@@ -90,6 +90,8 @@ pub struct EventLoop<H: ConnectionHandler> {
     last_accept_error_log: Option<Instant>,
     now: Instant,
     again: Vec<usize>,
+    /// Connections workers gave back, taken from `returns` each turn.
+    returned: Vec<Done<H::Conn>>,
     stats: LoopStats,
     slot: Option<&'static ScoreSlot>,
 }
@@ -157,6 +159,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             last_accept_error_log: None,
             now: Instant::now(),
             again: Vec::new(),
+            returned: Vec::new(),
             stats: LoopStats::default(),
             slot,
         };
@@ -170,11 +173,14 @@ impl<H: ConnectionHandler> EventLoop<H> {
         let mut events = vec![EpollEvent::empty(); EVENTS];
         loop {
             self.now = Instant::now();
-            let returned: Vec<_> = self.returns.drain().collect();
-            for done in returned {
+            // A buffer kept across turns: a hand-off costs no allocation.
+            let mut returned = std::mem::take(&mut self.returned);
+            returned.extend(self.returns.drain());
+            for done in returned.drain(..) {
                 self.in_flight -= 1;
                 self.apply(done.token, done.conn, done.interest);
             }
+            self.returned = returned;
             self.run_again();
             if self.lifecycle.is_stopping() && self.stop_deadline.is_none() {
                 self.begin_stop(graceful);

@@ -66,6 +66,47 @@ fn every_allocator_serves_and_reports_itself(mpm: &str) {
     }
 }
 
+/// Allocations per request for `n` requests of `path` on one connection,
+/// from the status page's counters before and after.
+fn allocations_per_request(server: &Server, path: &str, n: usize) -> f64 {
+    let before = field(&server.get("/server-status?json").text(), "allocations");
+    let mut c = RawConn::connect(server.addr());
+    for _ in 0..n {
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+            .unwrap();
+        c.read_response().unwrap();
+    }
+    drop(c); // frees the only worker for the status request
+    let after = field(&server.get("/server-status?json").text(), "allocations");
+    (after - before) / n as f64
+}
+
+fn the_request_pool_takes_a_requests_scratch_off_the_allocator(mpm: &str) {
+    let root = TempDir::new("pool");
+    root.write("index.html", PAGE);
+    let mut per_request = Vec::new();
+    for pool in ["on", "off"] {
+        // One worker, so its arena is warm after the first request.
+        let server = Server::start(
+            mpm,
+            Some(root.path()),
+            &["--request-pool", pool, "--max-request-workers", "1", "--threads-per-child", "1"],
+        );
+        // A missing file: the decoded path and the name opened are scratch.
+        let missing = allocations_per_request(&server, "/no/such/../file.html", 400);
+        // A cached page costs no allocation either way: its validators are shared.
+        let cached = allocations_per_request(&server, "/index.html", 400);
+        per_request.push((pool, missing, cached));
+    }
+    let (on, off) = (per_request[0], per_request[1]);
+    assert!(on.2 < 0.2 && off.2 < 0.2, "cached page: {per_request:?}");
+    assert!(off.1 >= 2.0, "without the pool the scratch is allocated: {per_request:?}");
+    assert!(
+        on.1 < off.1 - 1.5,
+        "the pool takes the scratch off the allocator: {per_request:?}"
+    );
+}
+
 #[test]
 fn an_unknown_allocator_is_one_line_and_exit_2() {
     let exit = run_mpm(
@@ -77,4 +118,7 @@ fn an_unknown_allocator_is_one_line_and_exit_2() {
     assert!(exit.stderr.contains("tcmalloc"));
 }
 
-tests::mpm_suite!(every_allocator_serves_and_reports_itself);
+tests::mpm_suite!(
+    every_allocator_serves_and_reports_itself,
+    the_request_pool_takes_a_requests_scratch_off_the_allocator,
+);

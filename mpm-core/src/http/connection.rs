@@ -14,12 +14,12 @@ use super::chunked::{self, ChunkError};
 use super::date;
 use super::head::{self, Framing, Head, Parsed, SLOTS};
 use super::request::{Headers, Request, Version};
-use super::response::{reason_phrase, Body, Response};
+use super::request_pool::PoolArena;
+use super::response::{reason_phrase, Body, HeaderText, Response};
 use super::{HttpHandler, HttpSettings};
 use crate::connection_handler::{ConnectionHandler, Interest, Prefetch, Wait};
 use crate::scoreboard::WorkerState;
 use crate::stream::Stream;
-use std::borrow::Cow;
 
 /// Bytes read from a file per write when sendfile is off.
 const COPY_CHUNK: usize = 64 * 1024;
@@ -32,12 +32,19 @@ const STREAM_CHUNK: usize = 16 * 1024;
 pub struct HttpService<H> {
     handler: H,
     settings: Arc<HttpSettings>,
+    /// This worker's request pool, reset after every request.
+    arena: PoolArena,
 }
 
 impl<H: HttpHandler> HttpService<H> {
     /// Serve `handler` with these settings.
     pub fn new(handler: H, settings: Arc<HttpSettings>) -> Self {
-        HttpService { handler, settings }
+        let arena = PoolArena::new(settings.request_pool);
+        HttpService {
+            handler,
+            settings,
+            arena,
+        }
     }
 }
 
@@ -283,6 +290,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             headers: Headers::Parsed(head.headers),
             body: &[],
             peer: s.peer_addr(),
+            pool: self.arena.pool(),
         };
         if self.handler.answers_without_blocking(&req) {
             Prefetch::ReadyInline
@@ -410,9 +418,13 @@ impl<H: HttpHandler> HttpService<H> {
             headers: Headers::Parsed(head.headers),
             body,
             peer: s.peer_addr(),
+            pool: self.arena.pool(),
         };
         let handler = &mut self.handler;
-        match catch_unwind(AssertUnwindSafe(|| handler.handle(&req))) {
+        let answer = catch_unwind(AssertUnwindSafe(|| handler.handle(&req)));
+        // The response owns all it holds: the request's scratch can go.
+        self.arena.reset();
+        match answer {
             Ok(r) => r,
             Err(_) => {
                 eprintln!(
@@ -450,7 +462,7 @@ impl<H: HttpHandler> HttpService<H> {
         &self,
         c: &mut HttpConn,
         status: u16,
-        headers: &[(Cow<'static, str>, Cow<'static, str>)],
+        headers: &[(HeaderText, HeaderText)],
         body: Body,
         is_head: bool,
         mut keep: bool,
@@ -502,7 +514,7 @@ impl<H: HttpHandler> HttpService<H> {
         &self,
         c: &mut HttpConn,
         status: u16,
-        headers: &[(Cow<'static, str>, Cow<'static, str>)],
+        headers: &[(HeaderText, HeaderText)],
         length: Option<u64>,
         chunked: bool,
     ) {

@@ -17,6 +17,7 @@ mod connection;
 mod date;
 mod head;
 mod request;
+mod request_pool;
 mod response;
 
 use std::sync::Arc;
@@ -24,7 +25,10 @@ use std::time::Duration;
 
 pub use connection::{HttpConn, HttpService};
 pub use request::{Request, Version};
-pub use response::{reason_phrase, Body, FileBody, Response};
+pub use request_pool::RequestPool;
+/// The allocator trait and collections a [`RequestPool`] plugs into.
+pub use allocator_api2;
+pub use response::{reason_phrase, Body, FileBody, HeaderText, Response};
 
 use crate::config::Config;
 use crate::connection_handler::HandlerFactory;
@@ -118,6 +122,7 @@ pub struct HttpSettings {
     pub(crate) max_keepalive_requests: u64,
     pub(crate) request_header_timeout: Duration,
     pub(crate) sendfile: bool,
+    pub(crate) request_pool: bool,
     pub(crate) server: String,
     pub(crate) buffers: Arc<buffer_pool::BufferPool>,
 }
@@ -136,6 +141,7 @@ impl HttpSettings {
             max_keepalive_requests: config.max_keepalive_requests,
             request_header_timeout: config.request_header_timeout,
             sendfile: config.sendfile,
+            request_pool: config.request_pool,
             server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
             buffers: Arc::default(),
         }

@@ -2,6 +2,8 @@
 
 use std::net::SocketAddr;
 
+use super::request_pool::RequestPool;
+
 /// The HTTP version of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
@@ -22,6 +24,7 @@ pub struct Request<'a> {
     pub(crate) headers: Headers<'a>,
     pub(crate) body: &'a [u8],
     pub(crate) peer: SocketAddr,
+    pub(crate) pool: RequestPool<'a>,
 }
 
 impl<'a> Request<'a> {
@@ -48,6 +51,7 @@ impl<'a> Request<'a> {
             headers: Headers::Pairs(headers),
             body,
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
+            pool: RequestPool::heap(),
         }
     }
 
@@ -124,6 +128,13 @@ impl<'a> Request<'a> {
     /// The client's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// The pool for scratch that lives only as long as this request: the
+    /// worker's arena with `--request-pool on`, the global allocator with
+    /// `off` (see [`RequestPool`]).
+    pub fn pool(&self) -> RequestPool<'a> {
+        self.pool
     }
 }
 

@@ -4,10 +4,72 @@ use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io::Read;
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
 
-/// Header fields as (name, value) pairs, in the order they are sent.
-pub(crate) type Fields = Vec<(Cow<'static, str>, Cow<'static, str>)>;
+use smallvec::SmallVec;
+
+/// Header fields as (name, value) pairs, in the order they are sent; the
+/// usual handful is kept inline, so building a response need not allocate.
+pub(crate) type Fields = SmallVec<[(HeaderText, HeaderText); 6]>;
+
+/// A header field's name or value: a `&'static str`, a `String`, or an
+/// `Arc<str>` shared with a cache (an `ETag` formatted once per file).
+///
+/// Anything that converts into it can be given to [`Response::header`].
+#[derive(Debug, Clone)]
+pub struct HeaderText(Text);
+
+#[derive(Debug, Clone)]
+enum Text {
+    Static(&'static str),
+    Owned(String),
+    Shared(Arc<str>),
+}
+
+impl Deref for HeaderText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match &self.0 {
+            Text::Static(s) => s,
+            Text::Owned(s) => s,
+            Text::Shared(s) => s,
+        }
+    }
+}
+
+impl From<&'static str> for HeaderText {
+    fn from(s: &'static str) -> Self {
+        HeaderText(Text::Static(s))
+    }
+}
+
+impl From<String> for HeaderText {
+    fn from(s: String) -> Self {
+        HeaderText(Text::Owned(s))
+    }
+}
+
+impl From<Arc<str>> for HeaderText {
+    fn from(s: Arc<str>) -> Self {
+        HeaderText(Text::Shared(s))
+    }
+}
+
+impl From<&Arc<str>> for HeaderText {
+    fn from(s: &Arc<str>) -> Self {
+        HeaderText(Text::Shared(Arc::clone(s)))
+    }
+}
+
+impl From<Cow<'static, str>> for HeaderText {
+    fn from(s: Cow<'static, str>) -> Self {
+        match s {
+            Cow::Borrowed(s) => s.into(),
+            Cow::Owned(s) => s.into(),
+        }
+    }
+}
 
 /// A response: status, header fields, body.
 ///
@@ -142,27 +204,38 @@ impl Response {
     pub fn new(status: u16) -> Response {
         Response {
             status,
-            headers: Vec::new(),
+            headers: SmallVec::new(),
             body: Body::Empty,
         }
     }
 
-    /// A small HTML page explaining an error status, as httpd sends.
+    /// A small HTML page explaining an error status, as httpd sends. Each
+    /// page is made once per process and shared after that.
     pub fn error(status: u16) -> Response {
-        let reason = reason_phrase(status);
-        Response::new(status)
-            .header("Content-Type", "text/html; charset=utf-8")
-            .body(format!(
+        static PAGES: [OnceLock<Arc<[u8]>>; 500] = [const { OnceLock::new() }; 500];
+        let page = |status: u16| -> Arc<[u8]> {
+            let reason = reason_phrase(status);
+            format!(
                 "<!DOCTYPE html>\n<html><head><title>{status} {reason}</title></head>\
                  <body><h1>{status} {reason}</h1></body></html>\n"
-            ))
+            )
+            .into_bytes()
+            .into()
+        };
+        let body = match PAGES.get(usize::from(status).wrapping_sub(100)) {
+            Some(cell) => Arc::clone(cell.get_or_init(|| page(status))),
+            None => page(status),
+        };
+        Response::new(status)
+            .header("Content-Type", "text/html; charset=utf-8")
+            .body(body)
     }
 
     /// Add a header field.
     pub fn header(
         mut self,
-        name: impl Into<Cow<'static, str>>,
-        value: impl Into<Cow<'static, str>>,
+        name: impl Into<HeaderText>,
+        value: impl Into<HeaderText>,
     ) -> Response {
         self.headers.push((name.into(), value.into()));
         self
@@ -181,7 +254,7 @@ impl Response {
 
     /// The header fields set so far.
     pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.headers.iter().map(|(n, v)| (n.as_ref(), v.as_ref()))
+        self.headers.iter().map(|(n, v)| (&**n, &**v))
     }
 
     /// The first value of the named header (case-insensitive).
