@@ -147,6 +147,8 @@ pub struct Counters {
     bytes_freed: AtomicU64,
     lock_contended: AtomicU64,
     lock_wait_ns: AtomicU64,
+    /// The most these counters ever held live (allocated less freed).
+    live_peak: AtomicU64,
 }
 
 impl Counters {
@@ -159,6 +161,7 @@ impl Counters {
             bytes_freed: AtomicU64::new(0),
             lock_contended: AtomicU64::new(0),
             lock_wait_ns: AtomicU64::new(0),
+            live_peak: AtomicU64::new(0),
         }
     }
 
@@ -170,6 +173,7 @@ impl Counters {
         sum.bytes_freed += self.bytes_freed.load(Ordering::Relaxed);
         sum.lock_contended += self.lock_contended.load(Ordering::Relaxed);
         sum.lock_wait_ns += self.lock_wait_ns.load(Ordering::Relaxed);
+        sum.live_bytes_peak += self.live_peak.load(Ordering::Relaxed);
     }
 }
 
@@ -194,6 +198,10 @@ pub struct AllocTotals {
     pub lock_contended: u64,
     /// Nanoseconds spent waiting for it.
     pub lock_wait_ns: u64,
+    /// The sum of each worker's own high-water mark of bytes it allocated
+    /// and had not freed: an upper bound on the peak of live bytes, since
+    /// workers need not peak at the same moment.
+    pub live_bytes_peak: u64,
 }
 
 /// This process's counters for threads without a slot.
@@ -269,6 +277,17 @@ fn count_alloc(bytes: usize) {
     with_counters(|c, shared| {
         bump(&c.allocations, 1, shared);
         bump(&c.bytes_allocated, bytes as u64, shared);
+        // Memory freed by another thread makes this thread's own balance
+        // run negative: a high-water mark only counts what is above zero.
+        let live = c.bytes_allocated.load(Ordering::Relaxed) as i64
+            - c.bytes_freed.load(Ordering::Relaxed) as i64;
+        if live > c.live_peak.load(Ordering::Relaxed) as i64 {
+            if shared {
+                c.live_peak.fetch_max(live as u64, Ordering::Relaxed);
+            } else {
+                c.live_peak.store(live as u64, Ordering::Relaxed);
+            }
+        }
     });
 }
 

@@ -14,6 +14,10 @@
 //! | `requests_per_second` | `total_requests` over the uptime |
 //! | `busy_workers`, `idle_workers`, `keepalive_workers` | workers serving a request, waiting for a connection, holding an idle keep-alive connection |
 //! | `accept_waits`, `accept_wait_ms` | times a worker waited for the accept mutex, and how long in all |
+//! | `allocator`, `allocations`, `frees`, `bytes_allocated`, `live_bytes`, `live_bytes_peak` | the global allocator and what went through it; the peak is the sum of each worker's own high-water mark |
+//! | `lock_contended`, `lock_wait_us` | for `--allocator locked`: times its mutex was already held, and the time waited |
+//! | `voluntary_ctxt_switches`, `involuntary_ctxt_switches` | summed from /proc over the serving processes' threads |
+//! | `*_per_request` | the field above over `total_requests` |
 //! | `workers` | one object per slot in use: `slot`, `pid`, `generation`, `state`, `requests`, `bytes`, `connections`, `last_request_age_ms` (`null` before the first request), `request_line` |
 //!
 //! A request is counted once its handler has answered, so a page never
@@ -154,7 +158,7 @@ impl ServerStatus {
         let _ = write!(
             out,
             "\"allocator\":\"{allocator}\",\"allocations\":{},\"allocations_per_request\":{:.2},\
-             \"frees\":{},\"bytes_allocated\":{},\"live_bytes\":{},\
+             \"frees\":{},\"bytes_allocated\":{},\"live_bytes\":{},\"live_bytes_peak\":{},\
              \"lock_contended\":{},\"lock_contended_per_request\":{:.4},\
              \"lock_wait_us\":{:.1},\"lock_wait_us_per_request\":{:.4},\
              \"voluntary_ctxt_switches\":{voluntary},\"involuntary_ctxt_switches\":{involuntary},\
@@ -164,6 +168,7 @@ impl ServerStatus {
             a.frees,
             a.bytes_allocated,
             a.bytes_allocated.saturating_sub(a.bytes_freed),
+            a.live_bytes_peak,
             a.lock_contended,
             per(a.lock_contended),
             a.lock_wait_ns as f64 / 1e3,

@@ -55,6 +55,11 @@ fn every_allocator_serves_and_reports_itself(mpm: &str) {
         );
         assert!(field(&json, "allocations") > 0.0, "{json}");
         assert!(field(&json, "allocations_per_request") > 0.0, "{json}");
+        // Each worker's high-water mark is at least what it holds now.
+        assert!(
+            field(&json, "live_bytes_peak") >= field(&json, "live_bytes"),
+            "{json}"
+        );
         for name in [
             "lock_contended_per_request",
             "lock_wait_us_per_request",
