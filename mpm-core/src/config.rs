@@ -344,6 +344,14 @@ pub struct ConfigLayer {
     /// Prefork: how children take turns to accept: fcntl, flock, pthread or none.
     #[arg(long, value_name = "KIND")]
     pub accept_mutex: Option<AcceptMutex>,
+    /// Prefork and worker: how a waiting worker watches the listeners:
+    /// epoll, poll or select (below descriptor 1024 only).
+    #[arg(long, value_name = "KIND")]
+    pub poller: Option<crate::listener_poller::PollerKind>,
+    /// Send low-water mark for client sockets in bytes (TCP_NOTSENT_LOWAT
+    /// on Linux, where SO_SNDLOWAT cannot be set); 0 leaves the kernel's.
+    #[arg(long, value_name = "BYTES")]
+    pub send_lowat: Option<u32>,
     /// Prefork: give each child a listening socket of its own (SO_REUSEPORT)
     /// instead of an accept mutex: on or off.
     #[arg(long, value_name = "on|off")]
@@ -430,6 +438,8 @@ impl ConfigLayer {
                 .max_connections_per_child
                 .or(lower.max_connections_per_child),
             accept_mutex: self.accept_mutex.or(lower.accept_mutex),
+            poller: self.poller.or(lower.poller),
+            send_lowat: self.send_lowat.or(lower.send_lowat),
             reuseport: self.reuseport.or(lower.reuseport),
             user: self.user.or(lower.user),
             group: self.group.or(lower.group),
@@ -503,6 +513,10 @@ pub struct Config {
     pub max_connections_per_child: u64,
     /// Prefork: accept serialization.
     pub accept_mutex: AcceptMutex,
+    /// How prefork and worker wait on their listeners.
+    pub poller: crate::listener_poller::PollerKind,
+    /// TCP_NOTSENT_LOWAT for client sockets; 0 for the kernel's default.
+    pub send_lowat: u32,
     /// Prefork: a SO_REUSEPORT listening socket per child.
     pub reuseport: bool,
     /// Serving processes drop to this user and group (uid, gid), when root.
@@ -545,6 +559,8 @@ impl Default for Config {
             max_spare: 64,
             max_connections_per_child: 0,
             accept_mutex: AcceptMutex::Pthread,
+            poller: crate::listener_poller::PollerKind::Epoll,
+            send_lowat: 0,
             reuseport: false,
             run_as: None,
             dotfiles: Dotfiles::Deny,
@@ -563,14 +579,23 @@ impl Config {
             layer
                 .listen
                 .iter()
-                .map(|s| parse_listen(s))
+                .map(|s| parse_listen_range(s))
                 .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .flatten()
+                .collect()
         };
         let max_request_workers = layer.max_request_workers.unwrap_or(d.max_request_workers);
         if max_request_workers == 0 {
             return Err(Error::config("--max-request-workers must be at least 1"));
         }
         let mpm = layer.mpm.unwrap_or(d.mpm);
+        let poller = layer.poller.unwrap_or(d.poller);
+        if mpm == MpmKind::Event && poller != crate::listener_poller::PollerKind::Epoll {
+            return Err(Error::config(format!(
+                "--poller {poller} applies to prefork and worker; the event MPM's loop is epoll"
+            )));
+        }
         // Prefork serves a connection per process: its limit is the worker count.
         let server_limit = layer.server_limit.unwrap_or(match mpm {
             MpmKind::Prefork => max_request_workers,
@@ -707,6 +732,8 @@ impl Config {
                 .max_connections_per_child
                 .unwrap_or(d.max_connections_per_child),
             accept_mutex: layer.accept_mutex.unwrap_or(d.accept_mutex),
+            poller,
+            send_lowat: layer.send_lowat.unwrap_or(d.send_lowat),
             reuseport,
             run_as: resolve_user(layer.user.as_deref(), layer.group.as_deref())?,
             dotfiles: layer.dotfiles.unwrap_or(d.dotfiles),
@@ -727,9 +754,49 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr> {
     })
 }
 
+/// Parse a `--listen` value that may name a range of ports:
+/// `127.0.0.1:8000-8099` or `8000-8099` is a hundred listeners.
+pub fn parse_listen_range(s: &str) -> Result<Vec<SocketAddr>> {
+    let range = s.rsplit_once(':').map_or(("", s), |(h, p)| (h, p));
+    if let Some((lo, hi)) = range.1.split_once('-') {
+        let bad = || {
+            Error::config(format!(
+                "--listen '{s}': not a port range (expected HOST:FIRST-LAST with FIRST <= LAST)"
+            ))
+        };
+        let (lo, hi): (u16, u16) = (
+            lo.parse().map_err(|_| bad())?,
+            hi.parse().map_err(|_| bad())?,
+        );
+        if lo > hi || lo == 0 {
+            return Err(bad());
+        }
+        let host = if range.0.is_empty() {
+            "0.0.0.0"
+        } else {
+            range.0
+        };
+        return (lo..=hi)
+            .map(|port| parse_listen(&format!("{host}:{port}")))
+            .collect();
+    }
+    parse_listen(s).map(|a| vec![a])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_takes_port_ranges() {
+        let a = parse_listen_range("127.0.0.1:8000-8099").unwrap();
+        assert_eq!(a.len(), 100);
+        assert_eq!((a[0].port(), a[99].port()), (8000, 8099));
+        assert_eq!(parse_listen_range("9000-9001").unwrap().len(), 2);
+        assert_eq!(parse_listen_range("[::1]:80").unwrap().len(), 1);
+        assert!(parse_listen_range("127.0.0.1:9-1").is_err());
+        assert!(parse_listen_range("127.0.0.1:1-x").is_err());
+    }
 
     #[test]
     fn durations_take_units_and_bare_seconds() {

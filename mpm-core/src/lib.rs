@@ -15,6 +15,8 @@
 //! * [`scoreboard`] — one slot per worker in shared memory: states,
 //!   counters, request lines, read by the master and the status page.
 //! * [`server_status`] — that status page (httpd's `mod_status`), in HTML or JSON.
+//! * [`listener_poller`] — how prefork and worker wait on their listeners:
+//!   epoll, poll or select (`--poller`).
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`Config`] — flags and TOML settings with httpd's names.
@@ -38,6 +40,7 @@ mod fd_limit;
 pub mod http;
 mod lifecycle;
 mod listener;
+pub mod listener_poller;
 pub mod mime;
 mod mpm;
 mod privileges;

@@ -108,6 +108,8 @@ pub struct Slot {
     last_request_ms: AtomicU64,
     accept_waits: AtomicU64,
     accept_wait_ns: AtomicU64,
+    sends: AtomicU64,
+    send_would_block: AtomicU64,
     line: [AtomicU8; REQUEST_LINE],
     alloc: Counters,
 }
@@ -241,6 +243,8 @@ impl Scoreboard {
             t.connections += s.connections.load(Ordering::Relaxed);
             t.accept_waits += s.accept_waits.load(Ordering::Relaxed);
             t.accept_wait_ns += s.accept_wait_ns.load(Ordering::Relaxed);
+            t.sends += s.sends.load(Ordering::Relaxed);
+            t.send_would_block += s.send_would_block.load(Ordering::Relaxed);
             match s.state() {
                 WorkerState::Dead => {}
                 WorkerState::Idle => t.idle += 1,
@@ -272,6 +276,11 @@ pub struct Totals {
     pub accept_waits: u64,
     /// Nanoseconds spent waiting for the accept mutex.
     pub accept_wait_ns: u64,
+    /// Calls that wrote to a client socket (send, sendfile, writev).
+    pub sends: u64,
+    /// Of those, the ones that found the socket full (`EAGAIN`): each is a
+    /// wait for the socket to drain, a wake-up later.
+    pub send_would_block: u64,
 }
 
 impl Slot {
@@ -323,6 +332,15 @@ impl Slot {
         if wait_ns > 0 {
             self.accept_waits.fetch_add(1, Ordering::Relaxed);
             self.accept_wait_ns.fetch_add(wait_ns, Ordering::Relaxed);
+        }
+    }
+
+    /// A write to a client socket was made; `blocked` if it found the
+    /// socket full.
+    pub fn record_send(&self, blocked: bool) {
+        self.sends.fetch_add(1, Ordering::Relaxed);
+        if blocked {
+            self.send_would_block.fetch_add(1, Ordering::Relaxed);
         }
     }
 

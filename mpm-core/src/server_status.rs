@@ -14,6 +14,7 @@
 //! | `requests_per_second` | `total_requests` over the uptime |
 //! | `busy_workers`, `idle_workers`, `keepalive_workers` | workers serving a request, waiting for a connection, holding an idle keep-alive connection |
 //! | `accept_waits`, `accept_wait_ms` | times a worker waited for the accept mutex, and how long in all |
+//! | `send_calls`, `send_would_block` | calls that wrote to client sockets (send, sendfile, writev), and those that found the socket full |
 //! | `allocator`, `allocations`, `frees`, `bytes_allocated`, `live_bytes`, `live_bytes_peak` | the global allocator and what went through it; the peak is the sum of each worker's own high-water mark |
 //! | `lock_contended`, `lock_wait_us` | for `--allocator locked`: times its mutex was already held, and the time waited |
 //! | `voluntary_ctxt_switches`, `involuntary_ctxt_switches` | summed from /proc over the serving processes' threads |
@@ -186,7 +187,8 @@ impl ServerStatus {
             "{{\"uptime_seconds\":{:.3},\"mpm\":\"{}\",\"generation\":{},\
              \"total_requests\":{},\"total_bytes\":{},\"total_connections\":{},\
              \"requests_per_second\":{:.3},\"busy_workers\":{},\"idle_workers\":{},\
-             \"keepalive_workers\":{},\"accept_waits\":{},\"accept_wait_ms\":{:.3},",
+             \"keepalive_workers\":{},\"accept_waits\":{},\"accept_wait_ms\":{:.3},\
+             \"send_calls\":{},\"send_calls_per_request\":{:.3},\"send_would_block\":{},",
             snap.uptime_ms as f64 / 1000.0,
             self.mpm.name(),
             snap.generation,
@@ -199,6 +201,9 @@ impl ServerStatus {
             t.keepalive,
             t.accept_waits,
             t.accept_wait_ns as f64 / 1e6,
+            t.sends,
+            t.sends as f64 / t.requests.max(1) as f64,
+            t.send_would_block,
         );
         self.render_costs(&mut out, snap);
         out.push_str("\"workers\":[");
@@ -435,6 +440,8 @@ mod tests {
             "keepalive_workers",
             "accept_waits",
             "accept_wait_ms",
+            "send_calls",
+            "send_would_block",
             "last_request_age_ms",
         ] {
             assert!(text.contains(&format!("\"{field}\":")), "{field}: {text}");

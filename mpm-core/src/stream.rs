@@ -112,10 +112,12 @@ impl Stream {
             // is an open socket owned by `self`.
             let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) };
             if n >= 0 {
+                self.count_send(false);
                 return Ok(n as usize);
             }
             let err = io::Error::last_os_error();
             if err.kind() != io::ErrorKind::Interrupted {
+                self.count_send(err.kind() == io::ErrorKind::WouldBlock);
                 return Err(self.note(err));
             }
         }
@@ -133,11 +135,15 @@ impl Stream {
                 count,
             ) {
                 Ok(n) => {
+                    self.count_send(false);
                     *offset = off as u64;
                     return Ok(n);
                 }
                 Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(self.note(io::Error::from(e))),
+                Err(e) => {
+                    self.count_send(e == nix::errno::Errno::EAGAIN);
+                    return Err(self.note(io::Error::from(e)));
+                }
             }
         }
     }
@@ -197,6 +203,35 @@ impl Stream {
         }
     }
 
+    /// Set the send low-water mark: `TCP_NOTSENT_LOWAT`, the most unsent
+    /// bytes the kernel queues before the socket counts as full. (Linux
+    /// fixes `SO_SNDLOWAT` at one byte and refuses to set it.)
+    pub fn set_send_lowat(&self, bytes: u32) -> io::Result<()> {
+        let value = bytes as libc::c_int;
+        // SAFETY: a valid socket, and a pointer to a c_int with its size,
+        // as TCP_NOTSENT_LOWAT takes; neither socket2 nor nix wraps it.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.socket.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    fn count_send(&self, blocked: bool) {
+        if let Some(s) = self.slot {
+            s.record_send(blocked);
+        }
+    }
+
     fn note(&mut self, err: io::Error) -> io::Error {
         if err.kind() == io::ErrorKind::WouldBlock {
             self.would_block = true;
@@ -227,8 +262,14 @@ impl Write for Stream {
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self.socket.write_vectored(bufs) {
-            Ok(n) => Ok(n),
-            Err(e) => Err(self.note(e)),
+            Ok(n) => {
+                self.count_send(false);
+                Ok(n)
+            }
+            Err(e) => {
+                self.count_send(e.kind() == io::ErrorKind::WouldBlock);
+                Err(self.note(e))
+            }
         }
     }
 

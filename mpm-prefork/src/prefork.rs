@@ -1,6 +1,6 @@
 //! What a prefork child runs.
 
-use std::os::fd::{AsFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -8,6 +8,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use mpm_core::blocking::{serve_blocking, IdlePark, Timeouts};
 use mpm_core::config::AcceptMutex;
+use mpm_core::listener_poller::{ListenerPoller, Woken};
 use mpm_core::scoreboard::{Slot, WorkerState};
 use mpm_core::{Config, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, Result, Stream};
 
@@ -70,6 +71,8 @@ impl Mpm for Prefork {
             (listeners, self.lock.for_child()?)
         };
         interrupt_on_stop_signals();
+        // Made in the child: an epoll set must not be shared across fork.
+        let mut poller = ListenerPoller::new(config.poller, &listeners, lifecycle.wake_fd())?;
         let mut handler = factory.build();
         let timeouts = Timeouts::from_config(config);
         let draining = lifecycle.draining_flag();
@@ -78,7 +81,8 @@ impl Mpm for Prefork {
             if let Some(s) = slot {
                 s.set_state(WorkerState::Idle);
             }
-            let Some((socket, peer, waited)) = accept(&listeners, &lock, lifecycle)? else {
+            let Some((socket, peer, waited)) = accept(&listeners, &mut poller, &lock, lifecycle)?
+            else {
                 break;
             };
             if let Some(s) = slot {
@@ -129,6 +133,7 @@ fn interrupt_on_stop_signals() {
 /// accept it, give the turn back. `None` once stopping.
 fn accept(
     listeners: &[Listener],
+    poller: &mut ListenerPoller,
     lock: &ChildLock<'_>,
     lifecycle: &Lifecycle,
 ) -> Result<Option<(std::net::TcpStream, std::net::SocketAddr, Duration)>> {
@@ -141,7 +146,7 @@ fn accept(
         return Ok(None);
     }
     let waited = asked.elapsed();
-    let result = accept_locked(listeners, lifecycle);
+    let result = accept_locked(listeners, poller, lifecycle);
     lock.unlock()
         .map_err(|e| Error::io("releasing the accept mutex", e))?;
     Ok(result.map(|(s, p)| (s, p, waited)))
@@ -149,6 +154,7 @@ fn accept(
 
 fn accept_locked(
     listeners: &[Listener],
+    poller: &mut ListenerPoller,
     lifecycle: &Lifecycle,
 ) -> Option<(std::net::TcpStream, std::net::SocketAddr)> {
     let mut last_log: Option<Instant> = None;
@@ -156,24 +162,16 @@ fn accept_locked(
         if lifecycle.is_stopping() {
             return None;
         }
-        let mut fds: Vec<PollFd<'_>> = listeners
-            .iter()
-            .map(|l| PollFd::new(l.as_std().as_fd(), PollFlags::POLLIN))
-            .collect();
-        fds.push(PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN));
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        match poller.wait(None) {
+            Ok(Woken::Stop) => return None,
+            Ok(Woken::Ready) => {}
+            Ok(Woken::Nothing) => continue,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
         }
-        let ready: Vec<bool> = fds
-            .iter()
-            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-            .collect();
-        drop(fds);
-        if ready[listeners.len()] {
-            return None;
-        }
-        for (l, _) in listeners.iter().zip(&ready).filter(|(_, r)| **r) {
+        for l in poller.ready().map(|i| &listeners[i]) {
             match l.accept() {
                 Ok(c) => return Some(c),
                 Err(e) => match e.kind() {

@@ -2,12 +2,11 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use parking_lot::Mutex;
 
+use mpm_core::listener_poller::{ListenerPoller, PollerKind, Woken};
 use mpm_core::{Lifecycle, Listener};
 
 /// The listeners and the mutex that lets one thread at a time wait on them,
@@ -16,7 +15,8 @@ use mpm_core::{Lifecycle, Listener};
 #[derive(Debug)]
 pub struct ListenerMutex {
     listeners: Vec<Listener>,
-    turn: Mutex<()>,
+    /// The turn, and the poller that only its holder uses.
+    turn: Mutex<ListenerPoller>,
     last_error_log: Mutex<Option<Instant>>,
 }
 
@@ -39,13 +39,19 @@ pub enum Stopped {
 }
 
 impl ListenerMutex {
-    /// Share these listeners between threads.
-    pub fn new(listeners: Vec<Listener>) -> Self {
-        ListenerMutex {
+    /// Share these listeners between threads, which wait on them with a
+    /// poller of `kind` that also wakes when the lifecycle stops.
+    pub fn new(
+        listeners: Vec<Listener>,
+        kind: PollerKind,
+        lifecycle: &Lifecycle,
+    ) -> mpm_core::Result<Self> {
+        let poller = ListenerPoller::new(kind, &listeners, lifecycle.wake_fd())?;
+        Ok(ListenerMutex {
             listeners,
-            turn: Mutex::new(()),
+            turn: Mutex::new(poller),
             last_error_log: Mutex::new(None),
-        }
+        })
     }
 
     /// The listeners.
@@ -57,9 +63,9 @@ impl ListenerMutex {
     /// `Err(Stopped)` once the lifecycle is stopping.
     pub fn accept(&self, lifecycle: &Lifecycle) -> Result<Accepted, Stopped> {
         let asked = Instant::now();
-        let _turn = self.turn.lock();
+        let mut poller = self.turn.lock();
         let waited = asked.elapsed();
-        self.accept_locked(lifecycle)
+        self.accept_locked(&mut poller, lifecycle)
             .map(|(socket, peer)| Accepted {
                 socket,
                 peer,
@@ -67,7 +73,11 @@ impl ListenerMutex {
             })
     }
 
-    fn accept_locked(&self, lifecycle: &Lifecycle) -> Result<(TcpStream, SocketAddr), Stopped> {
+    fn accept_locked(
+        &self,
+        poller: &mut ListenerPoller,
+        lifecycle: &Lifecycle,
+    ) -> Result<(TcpStream, SocketAddr), Stopped> {
         loop {
             if lifecycle.is_stopping() {
                 return Err(Stopped::Stopping);
@@ -79,29 +89,16 @@ impl ListenerMutex {
                     Err(e) => self.on_error(e),
                 }
             }
-            let mut fds: Vec<PollFd<'_>> = self
-                .listeners
-                .iter()
-                .map(|l| PollFd::new(l.as_std().as_fd(), PollFlags::POLLIN))
-                .collect();
-            fds.push(PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN));
-            match poll(&mut fds, PollTimeout::NONE) {
-                Ok(_) => {}
-                Err(nix::errno::Errno::EINTR) => continue,
+            match poller.wait(None) {
+                Ok(Woken::Stop) => return Err(Stopped::Stopping),
+                Ok(Woken::Ready) => {}
+                Ok(Woken::Nothing) => continue,
                 Err(e) => {
-                    self.on_error(e.into());
+                    self.on_error(e);
                     continue;
                 }
             }
-            let ready: Vec<bool> = fds
-                .iter()
-                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-                .collect();
-            drop(fds);
-            if ready[self.listeners.len()] {
-                return Err(Stopped::Stopping);
-            }
-            for (listener, _) in self.listeners.iter().zip(&ready).filter(|(_, r)| **r) {
+            for listener in poller.ready().map(|i| &self.listeners[i]) {
                 match listener.accept() {
                     Ok(c) => return Ok(c),
                     Err(e) => self.on_error(e),

@@ -47,7 +47,7 @@ impl Mpm for Worker {
         }
         let threads = config.threads_per_child.min(config.max_request_workers);
         let shared = Arc::new(Shared {
-            accept: ListenerMutex::new(listeners),
+            accept: ListenerMutex::new(listeners, config.poller, lifecycle)?,
             slots: ConnectionSlots::new(threads),
             lifecycle: lifecycle.clone(),
             timeouts: Timeouts::from_config(config),

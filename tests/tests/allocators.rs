@@ -95,7 +95,14 @@ fn the_request_pool_takes_a_requests_scratch_off_the_allocator(mpm: &str) {
         let server = Server::start(
             mpm,
             Some(root.path()),
-            &["--request-pool", pool, "--max-request-workers", "1", "--threads-per-child", "1"],
+            &[
+                "--request-pool",
+                pool,
+                "--max-request-workers",
+                "1",
+                "--threads-per-child",
+                "1",
+            ],
         );
         // A missing file: the decoded path and the name opened are scratch.
         let missing = allocations_per_request(&server, "/no/such/../file.html", 400);
@@ -105,7 +112,10 @@ fn the_request_pool_takes_a_requests_scratch_off_the_allocator(mpm: &str) {
     }
     let (on, off) = (per_request[0], per_request[1]);
     assert!(on.2 < 0.2 && off.2 < 0.2, "cached page: {per_request:?}");
-    assert!(off.1 >= 2.0, "without the pool the scratch is allocated: {per_request:?}");
+    assert!(
+        off.1 >= 2.0,
+        "without the pool the scratch is allocated: {per_request:?}"
+    );
     assert!(
         on.1 < off.1 - 1.5,
         "the pool takes the scratch off the allocator: {per_request:?}"

@@ -152,7 +152,11 @@ enum Step {
 impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     type Conn = HttpConn;
 
-    fn connected(&mut self, _stream: &Stream) -> HttpConn {
+    fn connected(&mut self, stream: &Stream) -> HttpConn {
+        if self.settings.send_lowat > 0 {
+            // Best effort: a kernel without it serves as before.
+            let _ = stream.set_send_lowat(self.settings.send_lowat);
+        }
         HttpConn {
             buf: Vec::new(),
             start: 0,

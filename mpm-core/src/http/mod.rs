@@ -23,11 +23,11 @@ mod response;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The allocator trait and collections a [`RequestPool`] plugs into.
+pub use allocator_api2;
 pub use connection::{HttpConn, HttpService};
 pub use request::{Request, Version};
 pub use request_pool::RequestPool;
-/// The allocator trait and collections a [`RequestPool`] plugs into.
-pub use allocator_api2;
 pub use response::{reason_phrase, Body, FileBody, HeaderText, Response};
 
 use crate::config::Config;
@@ -123,6 +123,7 @@ pub struct HttpSettings {
     pub(crate) request_header_timeout: Duration,
     pub(crate) sendfile: bool,
     pub(crate) request_pool: bool,
+    pub(crate) send_lowat: u32,
     pub(crate) server: String,
     pub(crate) buffers: Arc<buffer_pool::BufferPool>,
 }
@@ -142,6 +143,7 @@ impl HttpSettings {
             request_header_timeout: config.request_header_timeout,
             sendfile: config.sendfile,
             request_pool: config.request_pool,
+            send_lowat: config.send_lowat,
             server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
             buffers: Arc::default(),
         }

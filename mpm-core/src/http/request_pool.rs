@@ -159,7 +159,11 @@ mod tests {
         };
         arena.reset();
         let v: Vec<u8, _> = Vec::with_capacity_in(100, arena.pool());
-        assert_eq!(v.as_ptr() as usize, first, "the reset arena hands out the same bytes");
+        assert_eq!(
+            v.as_ptr() as usize,
+            first,
+            "the reset arena hands out the same bytes"
+        );
         assert!(arena.pool().is_arena());
     }
 

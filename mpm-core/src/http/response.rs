@@ -232,11 +232,7 @@ impl Response {
     }
 
     /// Add a header field.
-    pub fn header(
-        mut self,
-        name: impl Into<HeaderText>,
-        value: impl Into<HeaderText>,
-    ) -> Response {
+    pub fn header(mut self, name: impl Into<HeaderText>, value: impl Into<HeaderText>) -> Response {
         self.headers.push((name.into(), value.into()));
         self
     }
