@@ -148,6 +148,54 @@ impl ChildLock<'_> {
         }
     }
 
+    /// Take the turn if it is free now, without waiting: lets the caller
+    /// count only the acquisitions that had to wait (contended ones).
+    pub fn try_lock(&self) -> io::Result<bool> {
+        let busy = |e: &io::Error| {
+            matches!(
+                e.raw_os_error(),
+                Some(libc::EAGAIN) | Some(libc::EACCES) | Some(libc::EINTR)
+            )
+        };
+        let r = match self.lock.kind {
+            AcceptMutex::None => return Ok(true),
+            AcceptMutex::Fcntl => {
+                let f = self.lock.file.as_ref().ok_or_else(missing)?;
+                let fl = whole_file(libc::F_WRLCK);
+                fcntl(f.as_raw_fd(), FcntlArg::F_SETLK(&fl))
+                    .map(drop)
+                    .map_err(io::Error::from)
+            }
+            AcceptMutex::Flock => {
+                let f = self.own.as_ref().ok_or_else(missing)?;
+                // SAFETY: flock on a descriptor we own.
+                match unsafe { libc::flock(f.as_fd().as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } {
+                    0 => Ok(()),
+                    _ => Err(io::Error::last_os_error()),
+                }
+            }
+            AcceptMutex::Pthread => {
+                let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
+                // SAFETY: as in `lock`.
+                match unsafe { libc::pthread_mutex_trylock(m) } {
+                    0 => Ok(()),
+                    libc::EBUSY => return Ok(false),
+                    // SAFETY: we hold the mutex, as EOWNERDEAD means.
+                    libc::EOWNERDEAD => match unsafe { libc::pthread_mutex_consistent(m) } {
+                        0 => Ok(()),
+                        e => Err(io::Error::from_raw_os_error(e)),
+                    },
+                    e => Err(io::Error::from_raw_os_error(e)),
+                }
+            }
+        };
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if busy(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Give the turn up.
     pub fn unlock(&self) -> io::Result<()> {
         match self.lock.kind {

@@ -139,13 +139,21 @@ fn accept(
 ) -> Result<Option<(std::net::TcpStream, std::net::SocketAddr, Duration)>> {
     let asked = Instant::now();
     let stopping = || lifecycle.is_stopping();
-    if !lock
-        .lock(&stopping)
-        .map_err(|e| Error::io("taking the accept mutex", e))?
-    {
-        return Ok(None);
-    }
-    let waited = asked.elapsed();
+    // Only a turn that had to wait counts as a wait (a contended mutex).
+    let free = lock
+        .try_lock()
+        .map_err(|e| Error::io("taking the accept mutex", e))?;
+    let waited = if free {
+        Duration::ZERO
+    } else {
+        if !lock
+            .lock(&stopping)
+            .map_err(|e| Error::io("taking the accept mutex", e))?
+        {
+            return Ok(None);
+        }
+        asked.elapsed()
+    };
     let result = accept_locked(listeners, poller, lifecycle);
     lock.unlock()
         .map_err(|e| Error::io("releasing the accept mutex", e))?;

@@ -62,9 +62,15 @@ impl ListenerMutex {
     /// Wait for our turn, then for a connection on any listener. Returns
     /// `Err(Stopped)` once the lifecycle is stopping.
     pub fn accept(&self, lifecycle: &Lifecycle) -> Result<Accepted, Stopped> {
-        let asked = Instant::now();
-        let mut poller = self.turn.lock();
-        let waited = asked.elapsed();
+        // Only a turn that had to wait counts as a wait (a contended mutex).
+        let (mut poller, waited) = match self.turn.try_lock() {
+            Some(p) => (p, Duration::ZERO),
+            None => {
+                let asked = Instant::now();
+                let p = self.turn.lock();
+                (p, asked.elapsed())
+            }
+        };
         self.accept_locked(&mut poller, lifecycle)
             .map(|(socket, peer)| Accepted {
                 socket,

@@ -84,6 +84,20 @@ fn every_accept_mutex_serves_a_concurrent_load() {
         );
         let failures = load(server.addr(), 8, 60);
         assert!(failures.is_empty(), "{kind}: {failures:?}");
+        // Twelve children and one turn: most accepts waited for it, and
+        // only those are counted; without a mutex nothing waits.
+        let json = server.get("/server-status?json").text();
+        let waits = json
+            .split("\"accept_waits\":")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{json}"));
+        if kind == "none" {
+            assert_eq!(waits, 0, "{kind}: {json}");
+        } else {
+            assert!(waits > 0, "{kind}: {json}");
+        }
         assert!(server.stop().success(), "{kind}");
     }
 }
