@@ -2,7 +2,8 @@
 //!
 //! One binary carries three allocators: the system's (glibc malloc), mimalloc,
 //! and `locked`, the system allocator behind one global mutex: the 2001-era
-//! libc malloc whose locks dominated a threaded server's profile. A program
+//! libc malloc whose locks dominated a threaded server's profile; with the
+//! `jemalloc` cargo feature, a fourth, jemalloc. A program
 //! installs [`MpmAllocator`] as its `#[global_allocator]`; it dispatches to
 //! the allocator named by the `MPM_ALLOCATOR` environment variable, read once
 //! with `getenv` (which does not allocate) on the first allocation, so one
@@ -38,14 +39,25 @@ pub enum AllocatorKind {
     Mimalloc,
     /// The C library's malloc behind one global mutex.
     Locked,
+    /// jemalloc (only with the `jemalloc` cargo feature).
+    Jemalloc,
 }
 
 impl AllocatorKind {
-    /// Every allocator, in the order reports list them.
+    /// Every allocator this build has, in the order reports list them.
+    #[cfg(not(feature = "jemalloc"))]
     pub const ALL: [AllocatorKind; 3] = [
         AllocatorKind::System,
         AllocatorKind::Mimalloc,
         AllocatorKind::Locked,
+    ];
+    /// Every allocator this build has, in the order reports list them.
+    #[cfg(feature = "jemalloc")]
+    pub const ALL: [AllocatorKind; 4] = [
+        AllocatorKind::System,
+        AllocatorKind::Mimalloc,
+        AllocatorKind::Locked,
+        AllocatorKind::Jemalloc,
     ];
 
     /// The name used on the command line and in `MPM_ALLOCATOR`.
@@ -54,6 +66,7 @@ impl AllocatorKind {
             AllocatorKind::System => "system",
             AllocatorKind::Mimalloc => "mimalloc",
             AllocatorKind::Locked => "locked",
+            AllocatorKind::Jemalloc => "jemalloc",
         }
     }
 
@@ -62,6 +75,7 @@ impl AllocatorKind {
             AllocatorKind::System => 1,
             AllocatorKind::Mimalloc => 2,
             AllocatorKind::Locked => 3,
+            AllocatorKind::Jemalloc => 4,
         }
     }
 
@@ -69,6 +83,7 @@ impl AllocatorKind {
         match c {
             2 => AllocatorKind::Mimalloc,
             3 => AllocatorKind::Locked,
+            4 => AllocatorKind::Jemalloc,
             _ => AllocatorKind::System,
         }
     }
@@ -84,10 +99,20 @@ impl std::str::FromStr for AllocatorKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("jemalloc")
+            && !AllocatorKind::ALL.contains(&AllocatorKind::Jemalloc)
+        {
+            return Err(
+                "allocator 'jemalloc' is not in this build (build with --features jemalloc)".into(),
+            );
+        }
         AllocatorKind::ALL
             .into_iter()
             .find(|k| k.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown allocator '{s}' (expected system, mimalloc or locked)"))
+            .ok_or_else(|| {
+                let names: Vec<&str> = AllocatorKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown allocator '{s}' (expected {})", names.join(", "))
+            })
     }
 }
 
@@ -116,6 +141,8 @@ fn chosen() -> u8 {
                 match bytes {
                     b"mimalloc" => AllocatorKind::Mimalloc,
                     b"locked" => AllocatorKind::Locked,
+                    #[cfg(feature = "jemalloc")]
+                    b"jemalloc" => AllocatorKind::Jemalloc,
                     _ => AllocatorKind::System,
                 }
             };
@@ -304,6 +331,8 @@ fn dispatch<T>(call: impl FnOnce(&dyn GlobalAllocRef) -> T) -> T {
     match chosen() {
         2 => call(&mimalloc::MiMalloc),
         3 => locked(|| call(&System)),
+        #[cfg(feature = "jemalloc")]
+        4 => call(&tikv_jemallocator::Jemalloc),
         _ => call(&System),
     }
 }
