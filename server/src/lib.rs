@@ -28,7 +28,7 @@
 //! * [`StaticSite`] — the `mpm` binary's own app: a docroot, or the welcome site.
 //! * [`main`] — the command line; [`serve_protocol`] the same for a protocol
 //!   other than HTTP.
-//! * [`bench`] — `mpm bench`, the load generator; [`compare`] — `mpm compare`,
+//! * [`bench`](mod@bench) — `mpm bench`, the load generator; [`compare`] — `mpm compare`,
 //!   the MPM × allocator matrix and the experiments, with their reports.
 //! * [`mpm_core`] — re-exported: the handler traits, the HTTP types, the MPM contract.
 

@@ -195,7 +195,7 @@ impl<'a> Client<'a> {
             deadline,
             epoll: Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?,
             conns,
-            buf: vec![0; 64 * 1024],
+            buf: vec![0; 16 * 1024],
             rec: Recorder::default(),
             pending: Vec::with_capacity(share),
         })
@@ -412,40 +412,46 @@ impl<'a> Client<'a> {
     }
 
     fn read(&mut self, i: usize) {
-        let c = &mut self.conns[i];
-        let Some(mut sock) = c.sock.as_ref() else {
-            return;
-        };
-        let n = match sock.read(&mut self.buf) {
-            Ok(n) => n,
-            Err(e)
-                if e.kind() == io::ErrorKind::WouldBlock
-                    || e.kind() == io::ErrorKind::Interrupted =>
-            {
-                return
-            }
-            Err(_) => return self.lost(i),
-        };
-        if n == 0 {
-            if let Some(resp) = c.parser.eof() {
-                self.complete(i, resp.status, resp.body_len, true);
+        // Until the response ends or the socket is drained: a large body
+        // then costs one epoll_wait per socket buffer, not per read.
+        loop {
+            let c = &mut self.conns[i];
+            let Some(mut sock) = c.sock.as_ref() else {
                 return;
+            };
+            let n = match sock.read(&mut self.buf) {
+                Ok(n) => n,
+                Err(e)
+                    if e.kind() == io::ErrorKind::WouldBlock
+                        || e.kind() == io::ErrorKind::Interrupted =>
+                {
+                    return
+                }
+                Err(_) => return self.lost(i),
+            };
+            if n == 0 {
+                if let Some(resp) = c.parser.eof() {
+                    self.complete(i, resp.status, resp.body_len, true);
+                    return;
+                }
+                return self.lost(i);
             }
-            return self.lost(i);
-        }
-        match c.parser.feed(&self.buf[..n]) {
-            Ok(Feed::More) => {}
-            Ok(Feed::Done(resp, used)) => {
-                if used < n {
-                    // Bytes nobody asked for: the stream is out of step.
+            match c.parser.feed(&self.buf[..n]) {
+                // A short read has taken all there was.
+                Ok(Feed::More) if n < self.buf.len() => return,
+                Ok(Feed::More) => {}
+                Ok(Feed::Done(resp, used)) => {
+                    if used < n {
+                        // Bytes nobody asked for: the stream is out of step.
+                        self.rec.errors.bad_response += 1;
+                        return self.fail(i);
+                    }
+                    return self.complete(i, resp.status, resp.body_len, resp.close);
+                }
+                Err(_) => {
                     self.rec.errors.bad_response += 1;
                     return self.fail(i);
                 }
-                self.complete(i, resp.status, resp.body_len, resp.close);
-            }
-            Err(_) => {
-                self.rec.errors.bad_response += 1;
-                self.fail(i);
             }
         }
     }

@@ -69,8 +69,10 @@ pub struct Recorder {
 impl Default for Recorder {
     fn default() -> Self {
         Recorder {
-            // Three significant figures, auto-resizing: one microsecond to hours.
-            histogram: Histogram::new(3).unwrap_or_else(|_| unreachable!("3 digits is valid")),
+            // Three significant figures, one microsecond to an hour, allocated
+            // once: no resizing on the hot path.
+            histogram: Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .unwrap_or_else(|_| unreachable!("valid bounds")),
             statuses: BTreeMap::new(),
             errors: ErrorCounts::default(),
             body_bytes: 0,
@@ -82,7 +84,11 @@ impl Default for Recorder {
 impl Recorder {
     pub(crate) fn response(&mut self, status: u16, body: u64, latency: Duration) {
         let us = (latency.as_micros() as u64).max(1);
-        self.histogram.saturating_record(us);
+        // `record` grows the histogram as needed (saturating_record would
+        // clamp to its current top instead).
+        if self.histogram.record(us).is_err() {
+            self.histogram.saturating_record(us);
+        }
         // Statuses are few: the map allocates only for a new code.
         *self.statuses.entry(status).or_insert(0) += 1;
         self.body_bytes += body;

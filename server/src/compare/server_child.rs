@@ -82,6 +82,7 @@ impl ServerChild {
         match rx.recv_timeout(STARTUP) {
             Ok(addr) => {
                 server.addr = addr;
+                server.settle();
                 Ok(server)
             }
             Err(_) => {
@@ -95,6 +96,20 @@ impl ServerChild {
                     server.log_text().lines().last().unwrap_or("no output")
                 )))
             }
+        }
+    }
+
+    /// Wait until the process tree stops growing: a master says it listens
+    /// before it forks its children (prefork forks hundreds), and a
+    /// measurement must not start while they are still coming.
+    fn settle(&self) {
+        let deadline = Instant::now() + STARTUP;
+        let (mut last, mut stable) = (0, 0);
+        while Instant::now() < deadline && stable < 3 {
+            std::thread::sleep(Duration::from_millis(100));
+            let n = super::proc_sample::tree(self.pid()).len();
+            stable = if n == last { stable + 1 } else { 0 };
+            last = n;
         }
     }
 

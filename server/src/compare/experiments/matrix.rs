@@ -14,7 +14,8 @@ pub(super) const MATRIX: Experiment = Experiment {
                CPU, system calls and allocations per request, and memory per idle connection?",
     setup: "Each MPM × allocator serves compare's docroot (a 1456-byte page, a 1 MiB file) as \
             its own `mpm serve` child, with max-request-workers raised above the largest idle \
-            count (prefork starts that many children). The bench engine drives each load after \
+            count (prefork forks that many children at start, so its memory for idle connections is \
+            paid before they arrive: compare PSS totals, not the increase per connection). The bench engine drives each load after \
             a warm-up; per-request figures come from the server's /server-status?json counters \
             and /proc over its whole process tree, system calls from perf when present.",
     variants,
@@ -78,16 +79,19 @@ fn findings(report: &Report) -> String {
         .filter(|(n, _)| n.starts_with("idle-"))
         .max_by_key(|(n, _)| n.trim_start_matches("idle-").parse::<usize>().unwrap_or(0))
     {
+        // The whole tree's PSS, not the increase per connection: prefork
+        // forks its children up front, so its memory is there before any
+        // connection arrives.
         let mut per: Vec<(&str, f64)> = report
             .scenario_cells(name)
-            .filter_map(|c| Some((c.variant.as_str(), c.pss_per_conn_kib?)))
+            .filter_map(|c| Some((c.variant.as_str(), c.pss_kib? as f64 / 1024.0)))
             .collect();
         per.sort_by(|a, b| a.1.total_cmp(&b.1));
         if let (Some(lo), Some(hi)) = (per.first(), per.last()) {
             text.push_str(&format!(
-                " Memory at {}: {} adds the least per idle connection ({:.1} KiB), {} the most \
-                 ({:.1} KiB, {:.0}×).",
-                name.trim_start_matches("idle-").to_string() + " connections",
+                " Holding {} idle connections, {} needs the least memory ({:.1} MiB PSS over its \
+                 processes), {} the most ({:.1} MiB, {:.0}×).",
+                name.trim_start_matches("idle-"),
                 lo.0,
                 lo.1,
                 hi.0,
