@@ -142,6 +142,42 @@ fn the_malloc_experiment_counts_allocations_and_lock_waits() {
 }
 
 #[test]
+fn the_sendfile_experiment_measures_both_ways_of_sending() {
+    let out_dir = TempDir::new("compare-sendfile");
+    let run = run_mpm(
+        &[
+            "compare",
+            "--experiment",
+            "sendfile",
+            "--mpm",
+            "event",
+            "--scenario",
+            "file-close-1",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0s",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    let r = report(&out_dir);
+    let cells = r["cells"].as_array().unwrap();
+    let labels: Vec<&str> = cells
+        .iter()
+        .map(|c| c["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["event sendfile on", "event sendfile off"]);
+    for c in cells {
+        assert!(c["responses"].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+        assert_eq!(c["non_200"], 0, "{c}");
+    }
+}
+
+#[test]
 fn unknown_experiments_and_scenarios_are_one_line_and_exit_2() {
     for args in [
         &["compare", "--experiment", "nope"][..],

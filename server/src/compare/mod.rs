@@ -8,7 +8,7 @@
 //! * [`scenario`] — the loads; [`run`] — the cells, measured;
 //!   [`server_child`] — a server under test, always stopped and reaped.
 //! * [`proc_sample`] — CPU, PSS, RSS, processes, threads from /proc;
-//!   [`perf`] — system calls by `perf stat`, when present.
+//!   [`perf`] — system calls by `perf stat`, [`strace`] — by name, when present.
 //! * [`report`] — the cells and their columns, JSON and Markdown;
 //!   [`charts`] and [`html`] — the SVG charts and the page.
 
@@ -21,6 +21,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod server_child;
+pub mod strace;
 
 use std::fs;
 use std::path::PathBuf;
@@ -179,6 +180,7 @@ pub fn command(args: &CompareArgs) -> Result<i32, Error> {
         docroot: docroot.0.clone(),
         duration: args.duration.0,
         warmup: args.warmup.0,
+        per_syscall: experiment.per_syscall,
         stop,
     };
     eprintln!(

@@ -62,6 +62,8 @@ pub struct Cell {
     pub threads: Option<usize>,
     /// Idle connections sampled afterwards that were still served (`n/m`).
     pub idle_sample_served: Option<String>,
+    /// System calls per request by name, most frequent first (strace).
+    pub syscalls_by_name: Option<Vec<(String, f64)>>,
 }
 
 /// A column of a results table.
@@ -96,6 +98,8 @@ pub enum Column {
     ProcsThreads,
     /// Idle connections sampled and still served.
     IdleServed,
+    /// The most frequent system calls per request, by name.
+    SyscallsByName,
 }
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
@@ -120,6 +124,7 @@ impl Column {
             Column::RssMib => "RSS MiB",
             Column::ProcsThreads => "procs/threads",
             Column::IdleServed => "sample served",
+            Column::SyscallsByName => "syscalls/req by name",
         }
     }
 
@@ -145,6 +150,14 @@ impl Column {
                 _ => "n/a".into(),
             },
             Column::IdleServed => opt(c.idle_sample_served.clone(), |v| v),
+            Column::SyscallsByName => opt(c.syscalls_by_name.as_ref(), |v| {
+                let top: Vec<String> = v
+                    .iter()
+                    .take(6)
+                    .map(|(name, n)| format!("{name} {n:.2}"))
+                    .collect();
+                top.join(", ")
+            }),
         }
     }
 

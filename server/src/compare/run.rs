@@ -17,6 +17,7 @@ use super::proc_sample;
 use super::report::Cell;
 use super::scenario::{Load, Scenario, ServerBin};
 use super::server_child::ServerChild;
+use super::strace::SyscallTable;
 use crate::bench::response_parser::{Feed, ResponseParser};
 use crate::bench::{engine, Limit, Progress};
 
@@ -31,6 +32,8 @@ pub struct Settings {
     pub duration: Duration,
     /// Load before each timed run, not counted in req/s or latency.
     pub warmup: Duration,
+    /// Count system calls by name with strace.
+    pub per_syscall: bool,
     /// Set on Ctrl-C: finish nothing more, stop the servers.
     pub stop: Arc<AtomicBool>,
 }
@@ -151,8 +154,14 @@ fn measure_load(
     let pid = server.pid();
     // The counters' window covers the warm-up too: perf needs a moment to
     // attach, and every per-request figure is over the same requests.
+    let tree = proc_sample::tree(pid);
+    let strace = if settings.per_syscall {
+        SyscallTable::start(&tree)
+    } else {
+        None
+    };
     let before = server.status()?;
-    let perf = SyscallCount::start(&proc_sample::tree(pid));
+    let perf = SyscallCount::start(&tree);
     let proc_before = proc_sample::sample(pid);
     let run = |load: &engine::Load| {
         engine::run(load, &Progress::new(Arc::clone(&settings.stop)))
@@ -166,6 +175,7 @@ fn measure_load(
     let proc_after = proc_sample::sample(pid);
     let syscalls = perf.and_then(SyscallCount::finish);
     let after = server.status()?;
+    let by_name = strace.and_then(SyscallTable::finish);
     // The second status request is counted in `after`, the first is not.
     let requests = match (
         field(&before, "total_requests"),
@@ -203,6 +213,11 @@ fn measure_load(
         _ => None,
     };
     cell.pss_kib = Some(proc_after.pss_kib);
+    cell.syscalls_by_name = by_name.map(|rows| {
+        rows.into_iter()
+            .map(|(name, n)| (name, n as f64 / requests))
+            .collect()
+    });
     Ok(())
 }
 

@@ -31,6 +31,7 @@ pub(super) const MALLOC: Experiment = Experiment {
         Column::PssMib,
     ],
     findings,
+    per_syscall: false,
 };
 
 fn variants(sel: &Selection) -> Vec<Variant> {

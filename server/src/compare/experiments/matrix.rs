@@ -35,6 +35,7 @@ pub(super) const MATRIX: Experiment = Experiment {
         Column::IdleServed,
     ],
     findings,
+    per_syscall: false,
 };
 
 fn variants(sel: &Selection) -> Vec<Variant> {

@@ -5,6 +5,8 @@
 
 mod malloc;
 mod matrix;
+mod sendfile;
+mod syscalls;
 
 use std::time::Duration;
 
@@ -15,7 +17,12 @@ use super::report::{Cell, Column, Report};
 use super::scenario::Scenario;
 
 /// Every experiment `--experiment` knows; the first is the default.
-pub const EXPERIMENTS: &[&Experiment] = &[&matrix::MATRIX, &malloc::MALLOC];
+pub const EXPERIMENTS: &[&Experiment] = &[
+    &matrix::MATRIX,
+    &malloc::MALLOC,
+    &sendfile::SENDFILE,
+    &syscalls::SYSCALLS,
+];
 
 /// The experiment named `name`.
 pub fn find(name: &str) -> Option<&'static Experiment> {
@@ -86,6 +93,9 @@ pub struct Experiment {
     pub columns: &'static [Column],
     /// A short paragraph computed from the results (ratios, not adjectives).
     pub findings: fn(&Report) -> String,
+    /// Count each system call by name per request (`strace -c -f` on the
+    /// server's tree, which slows it: req/s is then not comparable).
+    pub per_syscall: bool,
 }
 
 /// Every selected MPM × allocator, with per-MPM extra flags.
@@ -137,4 +147,67 @@ pub fn fastest_per_scenario(report: &Report) -> String {
         ));
     }
     out.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn everything() -> Selection {
+        Selection {
+            mpms: MpmKind::ALL.to_vec(),
+            allocators: AllocatorKind::ALL.to_vec(),
+            idle: vec![10, 20],
+            duration: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn every_experiment_has_unique_names_labels_and_columns() {
+        let sel = everything();
+        let mut names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
+        names.dedup();
+        assert_eq!(names.len(), EXPERIMENTS.len());
+        assert_eq!(EXPERIMENTS[0].name, "matrix", "the default comes first");
+        for e in EXPERIMENTS {
+            let mut labels: Vec<String> = (e.variants)(&sel).into_iter().map(|v| v.label).collect();
+            assert!(!labels.is_empty(), "{}", e.name);
+            labels.sort();
+            labels.dedup();
+            assert_eq!(
+                labels.len(),
+                (e.variants)(&sel).len(),
+                "{}: labels repeat",
+                e.name
+            );
+            let scenarios = (e.scenarios)(&sel);
+            let mut s: Vec<&str> = scenarios.iter().map(|s| s.name.as_str()).collect();
+            s.sort_unstable();
+            s.dedup();
+            assert_eq!(
+                s.len(),
+                scenarios.len(),
+                "{}: scenario names repeat",
+                e.name
+            );
+            assert!(!e.columns.is_empty() && !e.question.is_empty() && !e.setup.is_empty());
+        }
+    }
+
+    #[test]
+    fn the_matrix_follows_the_kinds_and_the_selection() {
+        let sel = everything();
+        let v = (MATRIX_FOR_TESTS.variants)(&sel);
+        assert_eq!(v.len(), MpmKind::ALL.len() * AllocatorKind::ALL.len());
+        let narrow = Selection {
+            mpms: vec![MpmKind::Event],
+            allocators: vec![AllocatorKind::Locked],
+            ..sel
+        };
+        let v = (MATRIX_FOR_TESTS.variants)(&narrow);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].label, "event/locked");
+    }
+
+    const MATRIX_FOR_TESTS: &Experiment = &matrix::MATRIX;
 }
