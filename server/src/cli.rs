@@ -1,4 +1,4 @@
-//! The command line: `serve`, `check` and `signal`, for the `mpm` binary and
+//! The command line: `serve`, `check`, `signal`, `bench` and `compare`, for the `mpm` binary and
 //! for any program that embeds an [`App`] with [`main`].
 
 use std::path::PathBuf;
@@ -37,6 +37,11 @@ enum Command {
     Check(Box<ServeArgs>),
     /// Signal a running server through its pid file, as `apachectl -k` does.
     Signal(SignalArgs),
+    /// Load an HTTP server (wrk's and ab's job): latency percentiles, statuses, errors.
+    Bench(Box<crate::bench::BenchArgs>),
+    /// Measure each MPM × allocator (or an experiment's variants) under the same
+    /// loads, and write a report with charts.
+    Compare(Box<crate::compare::CompareArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -154,12 +159,14 @@ fn command_line<S: Service>(service: &S) -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Serve(args) => serve(*args, service),
-        Command::Check(args) => check(&args, service),
-        Command::Signal(args) => crate::signal_command::signal(args),
+        Command::Serve(args) => serve(*args, service).map(|()| 0),
+        Command::Check(args) => check(&args, service).map(|()| 0),
+        Command::Signal(args) => crate::signal_command::signal(args).map(|()| 0),
+        Command::Bench(args) => crate::bench::command(&args),
+        Command::Compare(args) => crate::compare::command(&args),
     };
     match result {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("mpm: error: {e}");
             e.exit_code()

@@ -28,6 +28,8 @@
 //! * [`StaticSite`] — the `mpm` binary's own app: a docroot, or the welcome site.
 //! * [`main`] — the command line; [`serve_protocol`] the same for a protocol
 //!   other than HTTP.
+//! * [`bench`](mod@bench) — `mpm bench`, the load generator; [`compare`] — `mpm compare`,
+//!   the MPM × allocator matrix and the experiments, with their reports.
 //! * [`mpm_core`] — re-exported: the handler traits, the HTTP types, the MPM contract.
 
 /// Every allocation of a program built on this library goes through mpm's
@@ -39,7 +41,9 @@
 static ALLOCATOR: mpm_core::allocator::MpmAllocator = mpm_core::allocator::MpmAllocator;
 
 mod app;
+pub mod bench;
 pub mod cli;
+pub mod compare;
 mod signal_command;
 mod site;
 

@@ -1,0 +1,529 @@
+//! The load generator's core: each client thread drives its share of the
+//! connections from one epoll set, a state machine per connection
+//! (connecting → writing → reading → next request), so one core can keep
+//! thousands of connections busy.
+//!
+//! The hot path reuses everything: the request bytes are built once, each
+//! thread reads into one buffer, each connection's parser keeps its head
+//! buffer; recording a latency is the only work per response besides the
+//! system calls (one `write` and usually one `read` on a keep-alive
+//! connection, plus the `epoll_wait` they share).
+
+use std::io::{self, Read};
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::response_parser::{Feed, ResponseParser};
+use super::summary::{Recorder, Summary};
+
+/// When a run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// After this many requests (answered or failed).
+    Requests(u64),
+    /// After this long; requests still in flight then are not counted.
+    Duration(Duration),
+}
+
+/// What to load, and how hard.
+#[derive(Debug, Clone)]
+pub struct Load {
+    /// The server.
+    pub addr: SocketAddr,
+    /// The URL, for the report.
+    pub url: String,
+    /// The complete request, sent as is for every request.
+    pub request: Vec<u8>,
+    /// Concurrent connections.
+    pub connections: usize,
+    /// Client threads (each with its own epoll set).
+    pub threads: usize,
+    /// When to stop.
+    pub limit: Limit,
+    /// Keep connections open between requests (false: the request says
+    /// `Connection: close`, and a new connection carries each request).
+    pub keepalive: bool,
+    /// How long one request may take before it counts as a timeout.
+    pub timeout: Duration,
+}
+
+/// Shared between the client threads and whoever watches them.
+#[derive(Debug)]
+pub struct Progress {
+    /// Requests begun (the `-n` budget is taken from here).
+    issued: AtomicU64,
+    /// Requests finished, answered or not.
+    pub finished: AtomicU64,
+    /// Body length of the first 200 response, `u64::MAX` until then.
+    reference_len: AtomicU64,
+    /// Set to end the run early (Ctrl-C); shared with a signal handler.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress::new(Arc::new(AtomicBool::new(false)))
+    }
+}
+
+impl Progress {
+    /// A fresh run that ends early once `stop` is set.
+    pub fn new(stop: Arc<AtomicBool>) -> Progress {
+        Progress {
+            issued: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            reference_len: AtomicU64::new(u64::MAX),
+            stop,
+        }
+    }
+}
+
+/// Run `load` to its limit; `progress` is updated as it goes.
+pub fn run(load: &Load, progress: &Progress) -> io::Result<Summary> {
+    let threads = load.threads.clamp(1, load.connections.max(1));
+    let start = Instant::now();
+    let deadline = match load.limit {
+        Limit::Duration(d) => Some(start + d),
+        Limit::Requests(_) => None,
+    };
+    let results: Vec<io::Result<Recorder>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                // Spread the connections: the first threads take one more.
+                let share =
+                    load.connections / threads + usize::from(t < load.connections % threads);
+                std::thread::Builder::new()
+                    .name(format!("bench-{t}"))
+                    .spawn_scoped(scope, move || {
+                        Client::new(load, progress, deadline, share)?.run()
+                    })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a client thread panicked"))),
+                Err(e) => Err(e),
+            })
+            .collect()
+    });
+    let elapsed = match deadline {
+        Some(d) => d.min(Instant::now()) - start,
+        None => start.elapsed(),
+    };
+    let mut all = Recorder::default();
+    for r in results {
+        all.merge(&r?);
+    }
+    Ok(Summary::new(
+        &load.url,
+        (load.connections, threads, load.keepalive),
+        elapsed,
+        &all,
+    ))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No request: the run is over for this connection.
+    Idle,
+    Connecting,
+    Writing,
+    Reading,
+    /// The response is complete and the server closes: wait for its FIN, so
+    /// that TIME_WAIT lands on the server's side, not on the client's ports.
+    Draining,
+}
+
+#[derive(Debug)]
+struct Conn {
+    sock: Option<Socket>,
+    phase: Phase,
+    written: usize,
+    started: Instant,
+    parser: ResponseParser,
+    /// Requests answered on this socket: a keep-alive connection the server
+    /// closed while idle is retried once, not counted as an error.
+    served: u64,
+    /// Interest registered with epoll: `true` for writable.
+    want_write: bool,
+}
+
+struct Client<'a> {
+    load: &'a Load,
+    progress: &'a Progress,
+    deadline: Option<Instant>,
+    epoll: Epoll,
+    conns: Vec<Conn>,
+    buf: Vec<u8>,
+    rec: Recorder,
+    /// Connections whose next request starts on the next turn of the loop
+    /// (after a failure: a loop, not recursion, however many fail at once).
+    pending: Vec<usize>,
+}
+
+impl<'a> Client<'a> {
+    fn new(
+        load: &'a Load,
+        progress: &'a Progress,
+        deadline: Option<Instant>,
+        share: usize,
+    ) -> io::Result<Client<'a>> {
+        let now = Instant::now();
+        let conns = (0..share)
+            .map(|_| Conn {
+                sock: None,
+                phase: Phase::Idle,
+                written: 0,
+                started: now,
+                parser: ResponseParser::default(),
+                served: 0,
+                want_write: false,
+            })
+            .collect();
+        Ok(Client {
+            load,
+            progress,
+            deadline,
+            epoll: Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?,
+            conns,
+            buf: vec![0; 16 * 1024],
+            rec: Recorder::default(),
+            pending: Vec::with_capacity(share),
+        })
+    }
+
+    fn run(mut self) -> io::Result<Recorder> {
+        for i in 0..self.conns.len() {
+            self.begin(i);
+        }
+        let mut events = vec![EpollEvent::empty(); 512];
+        let mut last_scan = Instant::now();
+        let mut batch = Vec::with_capacity(self.conns.len());
+        loop {
+            // One pass over those waiting; any that fail again wait for the next.
+            std::mem::swap(&mut self.pending, &mut batch);
+            for i in batch.drain(..) {
+                self.begin(i);
+            }
+            if self.progress.stop.load(Ordering::Relaxed)
+                || self.deadline.is_some_and(|d| Instant::now() >= d)
+                || (self.pending.is_empty() && self.conns.iter().all(|c| c.phase == Phase::Idle))
+            {
+                break;
+            }
+            let wait = if self.pending.is_empty() { 50u16 } else { 0 };
+            let n = match self.epoll.wait(&mut events, wait) {
+                Ok(n) => n,
+                Err(nix::errno::Errno::EINTR) => 0,
+                Err(e) => return Err(e.into()),
+            };
+            for ev in &events[..n] {
+                self.ready(ev.data() as usize);
+            }
+            let now = Instant::now();
+            if now - last_scan >= Duration::from_millis(50) {
+                last_scan = now;
+                self.expire(now);
+            }
+        }
+        Ok(self.rec)
+    }
+
+    /// Requests in flight longer than the timeout fail.
+    fn expire(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.phase != Phase::Idle
+                && c.phase != Phase::Draining
+                && now - c.started > self.load.timeout
+            {
+                self.rec.errors.timeout += 1;
+                self.fail(i);
+            } else if c.phase == Phase::Draining && now - c.started > self.load.timeout {
+                self.close(i);
+                self.begin(i);
+            }
+        }
+    }
+
+    /// May another request start?
+    fn take_budget(&self) -> bool {
+        if self.progress.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        match self.load.limit {
+            Limit::Requests(n) => self.progress.issued.fetch_add(1, Ordering::Relaxed) < n,
+            Limit::Duration(_) => self.deadline.is_none_or(|d| Instant::now() < d),
+        }
+    }
+
+    /// Start the next request on connection `i`, if the run goes on.
+    fn begin(&mut self, i: usize) {
+        if !self.take_budget() {
+            self.close(i);
+            self.conns[i].phase = Phase::Idle;
+            return;
+        }
+        self.conns[i].started = Instant::now();
+        self.conns[i].parser.reset();
+        self.send_or_connect(i);
+    }
+
+    fn send_or_connect(&mut self, i: usize) {
+        if self.conns[i].sock.is_some() {
+            self.conns[i].written = 0;
+            self.write(i);
+        } else {
+            self.connect(i);
+        }
+    }
+
+    fn connect(&mut self, i: usize) {
+        let addr = self.load.addr;
+        let sock = match Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .and_then(|s| {
+                s.set_nonblocking(true)?;
+                s.set_tcp_nodelay(true)?;
+                Ok(s)
+            }) {
+            Ok(s) => s,
+            Err(_) => {
+                self.rec.errors.connect += 1;
+                return self.finished_then_next(i);
+            }
+        };
+        let connected = match sock.connect(&addr.into()) {
+            Ok(()) => true,
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => false,
+            Err(_) => {
+                self.rec.errors.connect += 1;
+                return self.finished_then_next(i);
+            }
+        };
+        let flags = if connected {
+            EpollFlags::EPOLLIN
+        } else {
+            EpollFlags::EPOLLOUT
+        };
+        if self
+            .epoll
+            .add(sock.as_fd(), EpollEvent::new(flags, i as u64))
+            .is_err()
+        {
+            self.rec.errors.connect += 1;
+            return self.finished_then_next(i);
+        }
+        let c = &mut self.conns[i];
+        c.sock = Some(sock);
+        c.served = 0;
+        c.want_write = !connected;
+        c.written = 0;
+        if connected {
+            self.rec.connections += 1;
+            self.write(i);
+        } else {
+            c.phase = Phase::Connecting;
+        }
+    }
+
+    fn interest(&mut self, i: usize, write: bool) {
+        let c = &mut self.conns[i];
+        if c.want_write == write {
+            return;
+        }
+        c.want_write = write;
+        let flags = if write {
+            EpollFlags::EPOLLOUT
+        } else {
+            EpollFlags::EPOLLIN
+        };
+        if let Some(s) = &c.sock {
+            let mut ev = EpollEvent::new(flags, i as u64);
+            let _ = self.epoll.modify(s.as_fd(), &mut ev);
+        }
+    }
+
+    fn write(&mut self, i: usize) {
+        let req = &self.load.request;
+        loop {
+            let c = &mut self.conns[i];
+            let Some(sock) = &c.sock else { return };
+            match sock.send(&req[c.written..]) {
+                Ok(n) => {
+                    c.written += n;
+                    if c.written == req.len() {
+                        c.phase = Phase::Reading;
+                        self.interest(i, false);
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.phase = Phase::Writing;
+                    self.interest(i, true);
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.lost(i),
+            }
+        }
+    }
+
+    fn ready(&mut self, i: usize) {
+        match self.conns[i].phase {
+            Phase::Idle => {}
+            Phase::Connecting => {
+                let failed = match &self.conns[i].sock {
+                    Some(s) => !matches!(s.take_error(), Ok(None)),
+                    None => true,
+                };
+                if failed {
+                    self.rec.errors.connect += 1;
+                    self.close(i);
+                    return self.finished_then_next(i);
+                }
+                self.rec.connections += 1;
+                self.write(i);
+            }
+            Phase::Writing => self.write(i),
+            Phase::Reading => self.read(i),
+            Phase::Draining => {
+                let c = &mut self.conns[i];
+                if let Some(mut sock) = c.sock.as_ref() {
+                    match sock.read(&mut self.buf) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                        // EOF, an error or stray bytes: either way this
+                        // connection is done.
+                        _ => {}
+                    }
+                }
+                self.close(i);
+                self.begin(i);
+            }
+        }
+    }
+
+    fn read(&mut self, i: usize) {
+        // Until the response ends or the socket is drained: a large body
+        // then costs one epoll_wait per socket buffer, not per read.
+        loop {
+            let c = &mut self.conns[i];
+            let Some(mut sock) = c.sock.as_ref() else {
+                return;
+            };
+            let n = match sock.read(&mut self.buf) {
+                Ok(n) => n,
+                Err(e)
+                    if e.kind() == io::ErrorKind::WouldBlock
+                        || e.kind() == io::ErrorKind::Interrupted =>
+                {
+                    return
+                }
+                Err(_) => return self.lost(i),
+            };
+            if n == 0 {
+                if let Some(resp) = c.parser.eof() {
+                    self.complete(i, resp.status, resp.body_len, true);
+                    return;
+                }
+                return self.lost(i);
+            }
+            match c.parser.feed(&self.buf[..n]) {
+                // A short read has taken all there was.
+                Ok(Feed::More) if n < self.buf.len() => return,
+                Ok(Feed::More) => {}
+                Ok(Feed::Done(resp, used)) => {
+                    if used < n {
+                        // Bytes nobody asked for: the stream is out of step.
+                        self.rec.errors.bad_response += 1;
+                        return self.fail(i);
+                    }
+                    return self.complete(i, resp.status, resp.body_len, resp.close);
+                }
+                Err(_) => {
+                    self.rec.errors.bad_response += 1;
+                    return self.fail(i);
+                }
+            }
+        }
+    }
+
+    fn complete(&mut self, i: usize, status: u16, body_len: u64, close: bool) {
+        let latency = self.conns[i].started.elapsed();
+        if status == 200 {
+            let reference = match self.progress.reference_len.compare_exchange(
+                u64::MAX,
+                body_len,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => body_len,
+                Err(first) => first,
+            };
+            if reference != body_len {
+                self.rec.errors.length += 1;
+                self.progress.finished.fetch_add(1, Ordering::Relaxed);
+                self.conns[i].served += 1;
+                return self.after_response(i, close);
+            }
+        }
+        self.rec.response(status, body_len, latency);
+        self.progress.finished.fetch_add(1, Ordering::Relaxed);
+        self.conns[i].served += 1;
+        self.after_response(i, close);
+    }
+
+    fn after_response(&mut self, i: usize, close: bool) {
+        if close || !self.load.keepalive {
+            if close && self.conns[i].sock.is_some() {
+                // The server closes: wait for its FIN before closing ours.
+                self.conns[i].phase = Phase::Draining;
+                return;
+            }
+            self.close(i);
+        }
+        self.begin(i);
+    }
+
+    /// The connection broke. A keep-alive connection closed by the server
+    /// before any byte of the next response (its idle timeout, or a
+    /// request limit) is reopened for the same request, as browsers do;
+    /// anything else is a read error.
+    fn lost(&mut self, i: usize) {
+        let c = &self.conns[i];
+        if c.served > 0 && !c.parser.started() && c.phase == Phase::Reading {
+            self.close(i);
+            return self.connect(i);
+        }
+        self.rec.errors.read += 1;
+        self.fail(i);
+    }
+
+    /// This request failed: drop the connection and go on.
+    fn fail(&mut self, i: usize) {
+        self.close(i);
+        self.finished_then_next(i);
+    }
+
+    fn finished_then_next(&mut self, i: usize) {
+        self.progress.finished.fetch_add(1, Ordering::Relaxed);
+        self.conns[i].phase = Phase::Idle;
+        self.pending.push(i);
+    }
+
+    fn close(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        // Closing the descriptor removes it from the epoll set.
+        c.sock = None;
+        c.want_write = false;
+        c.phase = Phase::Idle;
+    }
+}

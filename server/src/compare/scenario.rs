@@ -1,0 +1,104 @@
+//! The loads a comparison runs against each server variant.
+
+/// Which program serves a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerBin {
+    /// This program (`mpm serve --docroot` on compare's own docroot).
+    This,
+    /// An example program built next to this one (`target/release/examples/NAME`),
+    /// run with the same `serve` flags; the scenario is skipped when it is missing.
+    Example(&'static str),
+}
+
+/// What a scenario does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    /// Drive requests with the bench engine for the run's duration.
+    Requests {
+        /// Concurrent connections.
+        connections: usize,
+        /// Keep-alive, or a connection per request.
+        keepalive: bool,
+    },
+    /// Hold this many keep-alive connections idle and measure the memory.
+    Idle {
+        /// Connections held.
+        connections: usize,
+    },
+}
+
+/// One load, run against every variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario {
+    /// Short name (`--scenario` selects by it; `idle` selects every idle count).
+    pub name: String,
+    /// A few words for tables and charts.
+    pub title: String,
+    /// Which program serves it.
+    pub server: ServerBin,
+    /// The path requested.
+    pub path: &'static str,
+    /// What is done.
+    pub load: Load,
+}
+
+/// The 1456-byte page in compare's docroot.
+pub const PAGE: &str = "/index.html";
+/// The 1 MiB file in compare's docroot.
+pub const FILE: &str = "/1mib.bin";
+
+impl Scenario {
+    /// Requests for `path` on `connections` keep-alive connections.
+    pub fn keepalive(name: &str, title: &str, path: &'static str, connections: usize) -> Scenario {
+        Scenario {
+            name: name.into(),
+            title: title.into(),
+            server: ServerBin::This,
+            path,
+            load: Load::Requests {
+                connections,
+                keepalive: true,
+            },
+        }
+    }
+
+    /// A connection per request for `path`, `connections` at a time.
+    pub fn close(name: &str, title: &str, path: &'static str, connections: usize) -> Scenario {
+        Scenario {
+            load: Load::Requests {
+                connections,
+                keepalive: false,
+            },
+            ..Scenario::keepalive(name, title, path, connections)
+        }
+    }
+
+    /// `connections` idle keep-alive connections, each served once.
+    pub fn idle(connections: usize) -> Scenario {
+        Scenario {
+            name: format!("idle-{connections}"),
+            title: format!("{connections} idle keep-alive connections"),
+            server: ServerBin::This,
+            path: PAGE,
+            load: Load::Idle { connections },
+        }
+    }
+
+    /// Served by another program.
+    pub fn served_by(self, server: ServerBin) -> Scenario {
+        Scenario { server, ..self }
+    }
+
+    /// Does `--scenario NAME` select it? (`idle` selects every idle count.)
+    pub fn matches(&self, name: &str) -> bool {
+        self.name == name || (name == "idle" && matches!(self.load, Load::Idle { .. }))
+    }
+
+    /// Idle connections held, for an idle scenario.
+    pub fn idle_connections(&self) -> Option<usize> {
+        match self.load {
+            Load::Idle { connections } => Some(connections),
+            Load::Requests { .. } => None,
+        }
+    }
+}

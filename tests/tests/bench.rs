@@ -1,0 +1,200 @@
+//! `mpm bench` against real servers (every MPM) and against small fake ones
+//! that misbehave: exact counts for `-n`, statuses, `--close`, errors by kind,
+//! and the `--json` shape.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use serde_json::Value;
+use tests::{run_mpm, Server, TempDir};
+
+const PAGE_LEN: usize = 1456;
+
+fn docroot() -> TempDir {
+    let dir = TempDir::new("bench");
+    dir.write("index.html", &vec![b'x'; PAGE_LEN]);
+    dir
+}
+
+/// `mpm bench --json ARGS` (exit code checked): the parsed report.
+fn bench(args: &[&str], expect_code: i32) -> Value {
+    let mut all = vec!["bench", "--json", "--timeout", "5s"];
+    all.extend_from_slice(args);
+    let out = run_mpm(&all, Duration::from_secs(60));
+    assert_eq!(
+        out.status.code(),
+        Some(expect_code),
+        "mpm {all:?}: stderr {}",
+        out.stderr
+    );
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+fn n(v: &Value, path: &[&str]) -> u64 {
+    let mut at = v;
+    for p in path {
+        at = &at[*p];
+    }
+    at.as_u64()
+        .unwrap_or_else(|| panic!("{path:?} is not a count in {v}"))
+}
+
+fn a_fixed_request_count_is_answered_exactly(mpm: &str) {
+    let root = docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    let r = bench(&["-n", "300", "-c", "8", &server.url("/index.html")], 0);
+    assert_eq!(n(&r, &["responses"]), 300);
+    assert_eq!(n(&r, &["status", "200"]), 300);
+    assert_eq!(
+        n(&r, &["errors", "connect"]) + n(&r, &["errors", "read"]),
+        0
+    );
+    assert_eq!(
+        n(&r, &["errors", "bad_response"]) + n(&r, &["errors", "length"]),
+        0
+    );
+    assert_eq!(n(&r, &["body_bytes"]), 300 * PAGE_LEN as u64);
+    assert_eq!(n(&r, &["connections_opened"]), 8, "keep-alive reuses them");
+    // The server's own count agrees (the status request itself is not counted).
+    let status: Value = serde_json::from_str(&server.get("/server-status?json").text()).unwrap();
+    assert_eq!(n(&status, &["total_requests"]), 300);
+}
+
+fn statuses_are_counted_for_a_missing_page(mpm: &str) {
+    let root = docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    let r = bench(&["-n", "40", "-c", "4", &server.url("/missing.html")], 0);
+    assert_eq!(r["status"], serde_json::json!({"404": 40}));
+    assert_eq!(n(&r, &["responses"]), 40);
+}
+
+fn close_opens_a_connection_per_request(mpm: &str) {
+    let root = docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    let r = bench(
+        &["-n", "60", "-c", "4", "--close", &server.url("/index.html")],
+        0,
+    );
+    assert_eq!(n(&r, &["responses"]), 60);
+    assert_eq!(n(&r, &["connections_opened"]), 60);
+    assert_eq!(r["keepalive"], Value::Bool(false));
+}
+
+tests::mpm_suite!(
+    a_fixed_request_count_is_answered_exactly,
+    statuses_are_counted_for_a_missing_page,
+    close_opens_a_connection_per_request,
+);
+
+#[test]
+fn a_closed_port_gives_connect_errors_and_exit_1() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let r = bench(
+        &["-n", "7", "-c", "3", &format!("http://127.0.0.1:{port}/")],
+        1,
+    );
+    assert_eq!(n(&r, &["errors", "connect"]), 7);
+    assert_eq!(n(&r, &["responses"]), 0);
+}
+
+/// A server that answers each connection's first request with `reply(i)`
+/// and closes, for `count` connections.
+fn fake_server(count: usize, reply: impl Fn(usize) -> Vec<u8> + Send + 'static) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for i in 0..count {
+            let Ok((mut s, _)) = l.accept() else { return };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(&reply(i));
+        }
+    });
+    url
+}
+
+#[test]
+fn garbage_and_broken_framing_are_bad_responses() {
+    let url = fake_server(6, |i| {
+        if i % 2 == 0 {
+            b"SSH-2.0-OpenSSH_9.6\r\n\r\n".to_vec()
+        } else {
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".to_vec()
+        }
+    });
+    let r = bench(&["-n", "6", "-c", "1", "--close", &url], 1);
+    assert_eq!(n(&r, &["errors", "bad_response"]), 6);
+}
+
+#[test]
+fn a_body_cut_short_is_a_read_error_and_other_lengths_are_counted() {
+    let url = fake_server(3, |i| match i {
+        0 => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab".to_vec(),
+        1 => b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc".to_vec(),
+        _ => b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nab".to_vec(),
+    });
+    let r = bench(&["-n", "3", "-c", "1", "--close", &url], 0);
+    assert_eq!(n(&r, &["responses"]), 1);
+    assert_eq!(
+        n(&r, &["errors", "length"]),
+        1,
+        "3 bytes where the first had 2"
+    );
+    assert_eq!(n(&r, &["errors", "read"]), 1, "closed 7 bytes short");
+}
+
+#[test]
+fn json_has_every_documented_field() {
+    let url = fake_server(2, |_| {
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()
+    });
+    let r = bench(&["-n", "2", "-c", "1", &url], 0);
+    for key in [
+        "url",
+        "connections",
+        "threads",
+        "keepalive",
+        "duration_s",
+        "responses",
+        "requests_per_s",
+        "body_bytes",
+        "connections_opened",
+        "latency_us",
+        "status",
+        "errors",
+    ] {
+        assert!(r.get(key).is_some(), "{key} missing from {r}");
+    }
+    for key in ["p50", "p90", "p99", "p99_9", "max", "mean"] {
+        assert!(
+            r["latency_us"].get(key).is_some(),
+            "latency_us.{key} missing"
+        );
+    }
+    assert!(n(&r, &["latency_us", "max"]) >= n(&r, &["latency_us", "p50"]));
+    assert_eq!(n(&r, &["responses"]), 2);
+}
+
+#[test]
+fn bad_flags_are_one_line_and_exit_2() {
+    for args in [
+        &["bench", "https://127.0.0.1/"][..],
+        &["bench", "-c", "0", "http://127.0.0.1:1/"],
+        &["bench", "-H", "nocolon", "http://127.0.0.1:1/"],
+    ] {
+        let out = run_mpm(args, Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", out.stderr);
+        assert_eq!(
+            out.stderr.trim().lines().count(),
+            1,
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}

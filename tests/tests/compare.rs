@@ -1,0 +1,196 @@
+//! `mpm compare`, run small: one MPM, one allocator, short runs. The report
+//! must be valid JSON with measured cells, and index.html must show SVG
+//! charts that carry the variants and the data.
+
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::time::Duration;
+
+use serde_json::Value;
+use tests::{mpm_bin, run_mpm, TempDir};
+
+fn report(dir: &TempDir) -> Value {
+    let text = fs::read_to_string(dir.path().join("report.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_tiny_comparison_writes_a_report_with_charts() {
+    let out_dir = TempDir::new("compare");
+    let out = out_dir.path().to_str().unwrap();
+    let run = run_mpm(
+        &[
+            "compare",
+            "--mpm",
+            "event",
+            "--allocator",
+            "system",
+            "--scenario",
+            "keepalive,idle",
+            "--idle",
+            "4,12",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "100ms",
+            "--out",
+            out,
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    let r = report(&out_dir);
+    assert_eq!(r["experiment"], "matrix");
+    let cells = r["cells"].as_array().unwrap();
+    let names: Vec<&str> = cells
+        .iter()
+        .map(|c| c["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["keepalive", "idle-4", "idle-12"]);
+    let load = &cells[0];
+    assert_eq!(load["variant"], "event/system");
+    assert!(load["requests_per_s"].as_f64().unwrap() > 0.0, "{load}");
+    assert_eq!(load["errors"], 0);
+    assert!(
+        load["allocations_per_req"].as_f64().unwrap() > 0.0,
+        "{load}"
+    );
+    assert!(load["cpu_us_per_req"].as_f64().is_some(), "{load}");
+    for (cell, n) in [(&cells[1], 4), (&cells[2], 12)] {
+        assert_eq!(cell["idle_connections"], n);
+        assert_eq!(
+            cell["responses"], n,
+            "every idle connection was served once"
+        );
+        assert!(cell["pss_kib"].as_u64().unwrap() > 0);
+        assert_eq!(cell["processes"], 1, "event runs in one process");
+        let sample = cell["idle_sample_served"].as_str().unwrap();
+        let (served, of) = sample.split_once('/').unwrap();
+        assert_eq!(
+            served, of,
+            "every sampled idle connection still served: {sample}"
+        );
+    }
+    assert!(r["findings"].as_str().is_some());
+
+    let html = fs::read_to_string(out_dir.path().join("index.html")).unwrap();
+    for svg in ["reqs-keepalive.svg", "memory.svg", "latency.svg"] {
+        assert!(
+            html.contains(&format!("src=\"{svg}\"")),
+            "index.html lacks {svg}"
+        );
+        assert!(out_dir.path().join(svg).is_file(), "{svg} not written");
+    }
+    assert!(html.contains("<table>") && html.contains("event/system"));
+    let bars = fs::read_to_string(out_dir.path().join("reqs-keepalive.svg")).unwrap();
+    assert!(
+        bars.starts_with("<svg") && bars.contains("event/system"),
+        "{bars}"
+    );
+    // The background and one bar at least.
+    assert!(bars.matches("<rect").count() >= 2, "no bar in {bars}");
+    let memory = fs::read_to_string(out_dir.path().join("memory.svg")).unwrap();
+    assert!(memory.contains("<polyline"), "no line in memory.svg");
+    assert!(memory.contains("event/system") && memory.contains("idle keep-alive connections"));
+    let latency = fs::read_to_string(out_dir.path().join("latency.svg")).unwrap();
+    assert!(latency.contains("p99.9") && latency.contains("<polyline"));
+    let md = fs::read_to_string(out_dir.path().join("report.md")).unwrap();
+    assert!(md.contains("| event/system |"));
+}
+
+#[test]
+fn the_malloc_experiment_counts_allocations_and_lock_waits() {
+    let out_dir = TempDir::new("compare-malloc");
+    let examples = mpm_bin()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("streaming");
+    assert!(examples.is_file(), "the harness builds the examples");
+    let run = run_mpm(
+        &[
+            "compare",
+            "--experiment",
+            "malloc",
+            "--mpm",
+            "worker",
+            "--allocator",
+            "locked",
+            "--scenario",
+            "alloc",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "100ms",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    let r = report(&out_dir);
+    let cell = &r["cells"][0];
+    assert_eq!(cell["variant"], "worker/locked");
+    assert!(cell["skipped"].is_null(), "{cell}");
+    // /lines?count=200 allocates a couple of hundred times a request.
+    assert!(
+        cell["allocations_per_req"].as_f64().unwrap() > 100.0,
+        "{cell}"
+    );
+    assert!(cell["lock_waits_per_req"].as_f64().is_some(), "{cell}");
+}
+
+#[test]
+fn the_sendfile_experiment_measures_both_ways_of_sending() {
+    let out_dir = TempDir::new("compare-sendfile");
+    let run = run_mpm(
+        &[
+            "compare",
+            "--experiment",
+            "sendfile",
+            "--mpm",
+            "event",
+            "--scenario",
+            "file-close-1",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0s",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    let r = report(&out_dir);
+    let cells = r["cells"].as_array().unwrap();
+    let labels: Vec<&str> = cells
+        .iter()
+        .map(|c| c["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["event sendfile on", "event sendfile off"]);
+    for c in cells {
+        assert!(c["responses"].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+        assert_eq!(c["non_200"], 0, "{c}");
+    }
+}
+
+#[test]
+fn unknown_experiments_and_scenarios_are_one_line_and_exit_2() {
+    for args in [
+        &["compare", "--experiment", "nope"][..],
+        &["compare", "--scenario", "nope"],
+        &["compare", "--mpm", "apache"],
+    ] {
+        let out = run_mpm(args, Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", out.stderr);
+        assert_eq!(
+            out.stderr.trim().lines().count(),
+            1,
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
