@@ -92,7 +92,10 @@ impl Docroot {
         page.extend_from_slice(b"</body></html>\n");
         fs::write(root.0.join("index.html"), &page).map_err(io)?;
         let file: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
-        fs::write(root.0.join("1mib.bin"), file).map_err(io)?;
+        fs::write(root.0.join("1mib.bin"), &file).map_err(io)?;
+        // The low-water-mark experiment's long transfer.
+        let big: Vec<u8> = file.iter().copied().cycle().take(16 << 20).collect();
+        fs::write(root.0.join("16mib.bin"), big).map_err(io)?;
         Ok(root)
     }
 }

@@ -64,6 +64,12 @@ pub struct Cell {
     pub idle_sample_served: Option<String>,
     /// System calls per request by name, most frequent first (strace).
     pub syscalls_by_name: Option<Vec<(String, f64)>>,
+    /// Writes to client sockets (send, sendfile, writev) per request, by
+    /// the server's own count.
+    pub sends_per_req: Option<f64>,
+    /// Of those, the ones that found the socket full (EAGAIN) per request:
+    /// each a wait for a wake-up.
+    pub send_waits_per_req: Option<f64>,
 }
 
 /// A column of a results table.
@@ -100,6 +106,10 @@ pub enum Column {
     IdleServed,
     /// The most frequent system calls per request, by name.
     SyscallsByName,
+    /// Socket writes per request.
+    SendsPerReq,
+    /// Socket writes that found the socket full, per request.
+    SendWaitsPerReq,
 }
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
@@ -125,6 +135,8 @@ impl Column {
             Column::ProcsThreads => "procs/threads",
             Column::IdleServed => "sample served",
             Column::SyscallsByName => "syscalls/req by name",
+            Column::SendsPerReq => "send calls/req",
+            Column::SendWaitsPerReq => "full-socket returns/req",
         }
     }
 
@@ -142,6 +154,8 @@ impl Column {
             Column::LockWaitsPerReq => opt(c.lock_waits_per_req, |v| format!("{v:.3}")),
             Column::LockWaitUsPerReq => opt(c.lock_wait_us_per_req, |v| format!("{v:.2}")),
             Column::CtxSwitchesPerReq => opt(c.ctx_switches_per_req, |v| format!("{v:.2}")),
+            Column::SendsPerReq => opt(c.sends_per_req, |v| format!("{v:.1}")),
+            Column::SendWaitsPerReq => opt(c.send_waits_per_req, |v| format!("{v:.1}")),
             Column::PssMib => opt(c.pss_kib, mib),
             Column::PssPerConnKib => opt(c.pss_per_conn_kib, |v| format!("{v:.1}")),
             Column::RssMib => opt(c.rss_kib, mib),

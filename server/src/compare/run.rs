@@ -106,6 +106,11 @@ pub fn run_all(
                         keepalive,
                     } => measure_load(settings, &server, s, connections, keepalive, &mut c)?,
                     Load::Idle { connections } => measure_idle(&server, s, connections, &mut c)?,
+                    Load::SlowReader {
+                        transfers,
+                        chunk,
+                        pause_us,
+                    } => measure_slow_reader(&server, s, transfers, chunk, pause_us, &mut c)?,
                 }
                 on_cell(&c);
                 cells.push(c);
@@ -201,6 +206,8 @@ fn measure_load(
     }
     cell.cpu_us_per_req =
         Some(proc_after.cpu_us.saturating_sub(proc_before.cpu_us) as f64 / requests);
+    cell.sends_per_req = per("send_calls");
+    cell.send_waits_per_req = per("send_would_block");
     cell.syscalls_per_req = syscalls.map(|n| n as f64 / requests);
     cell.allocations_per_req = per("allocations");
     cell.lock_waits_per_req = per("lock_contended");
@@ -218,6 +225,86 @@ fn measure_load(
             .map(|(name, n)| (name, n as f64 / requests))
             .collect()
     });
+    Ok(())
+}
+
+/// Fetch the scenario's file `transfers` times, one connection each,
+/// reading `chunk` bytes every `pause_us` µs: what the server's writes and
+/// wake-ups cost per transfer to a client slower than the network.
+fn measure_slow_reader(
+    server: &ServerChild,
+    scenario: &Scenario,
+    transfers: usize,
+    chunk: usize,
+    pause_us: u64,
+    cell: &mut Cell,
+) -> Result<(), Error> {
+    let pid = server.pid();
+    let request = crate::bench::args::Target {
+        host: server.addr.to_string(),
+        addr: server.addr,
+        path: scenario.path.to_string(),
+    }
+    .request(true, &[]);
+    let before = server.status()?;
+    let proc_before = proc_sample::sample(pid);
+    let started = std::time::Instant::now();
+    let mut buf = vec![0u8; chunk.max(1)];
+    let (mut ok, mut failed) = (0u64, 0u64);
+    let mut latencies = Vec::with_capacity(transfers);
+    for _ in 0..transfers {
+        let t = std::time::Instant::now();
+        let fetched = (|| -> std::io::Result<usize> {
+            let mut c = TcpStream::connect_timeout(&server.addr, Duration::from_secs(5))?;
+            c.set_read_timeout(Some(Duration::from_secs(30)))?;
+            c.write_all(&request)?;
+            let (mut total, mut status_ok) = (0, false);
+            loop {
+                let n = c.read(&mut buf)?;
+                if n == 0 {
+                    return Ok(if status_ok { total } else { 0 });
+                }
+                if total == 0 {
+                    status_ok = buf[..n].starts_with(b"HTTP/1.1 200");
+                }
+                total += n;
+                std::thread::sleep(Duration::from_micros(pause_us));
+            }
+        })();
+        match fetched {
+            Ok(n) if n > 0 => ok += 1,
+            _ => failed += 1,
+        }
+        latencies.push(t.elapsed().as_micros() as u64);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let proc_after = proc_sample::sample(pid);
+    let after = server.status()?;
+    let requests = match (
+        field(&before, "total_requests"),
+        field(&after, "total_requests"),
+    ) {
+        (Some(b), Some(a)) => (a - b - 1.0).max(1.0),
+        _ => 1.0,
+    };
+    let per = |name: &str| Some((field(&after, name)? - field(&before, name)?) / requests);
+    latencies.sort_unstable();
+    cell.responses = ok;
+    cell.errors = failed;
+    cell.requests_per_s = Some(ok as f64 / elapsed.max(1e-9));
+    cell.p50_us = latencies.get(latencies.len() / 2).copied();
+    cell.p99_us = latencies.get(latencies.len() * 99 / 100).copied();
+    cell.cpu_us_per_req =
+        Some(proc_after.cpu_us.saturating_sub(proc_before.cpu_us) as f64 / requests);
+    cell.sends_per_req = per("send_calls");
+    cell.send_waits_per_req = per("send_would_block");
+    cell.ctx_switches_per_req = match (
+        per("voluntary_ctxt_switches"),
+        per("involuntary_ctxt_switches"),
+    ) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
     Ok(())
 }
 

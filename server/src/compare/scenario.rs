@@ -25,6 +25,16 @@ pub enum Load {
         /// Connections held.
         connections: usize,
     },
+    /// Fetch the file `transfers` times, one at a time, reading it slower
+    /// than the server can send: `chunk` bytes, then a `pause_us` pause.
+    SlowReader {
+        /// Transfers, one after another.
+        transfers: usize,
+        /// Bytes taken per read.
+        chunk: usize,
+        /// Microseconds between reads.
+        pause_us: u64,
+    },
 }
 
 /// One load, run against every variant.
@@ -46,6 +56,8 @@ pub struct Scenario {
 pub const PAGE: &str = "/index.html";
 /// The 1 MiB file in compare's docroot.
 pub const FILE: &str = "/1mib.bin";
+/// The 16 MiB file in compare's docroot.
+pub const BIG_FILE: &str = "/16mib.bin";
 
 impl Scenario {
     /// Requests for `path` on `connections` keep-alive connections.
@@ -84,6 +96,26 @@ impl Scenario {
         }
     }
 
+    /// `transfers` fetches of `path` by a reader that takes `chunk` bytes
+    /// every `pause_us` microseconds.
+    pub fn slow_reader(
+        name: &str,
+        title: &str,
+        path: &'static str,
+        transfers: usize,
+        chunk: usize,
+        pause_us: u64,
+    ) -> Scenario {
+        Scenario {
+            load: Load::SlowReader {
+                transfers,
+                chunk,
+                pause_us,
+            },
+            ..Scenario::keepalive(name, title, path, 1)
+        }
+    }
+
     /// Served by another program.
     pub fn served_by(self, server: ServerBin) -> Scenario {
         Scenario { server, ..self }
@@ -98,7 +130,7 @@ impl Scenario {
     pub fn idle_connections(&self) -> Option<usize> {
         match self.load {
             Load::Idle { connections } => Some(connections),
-            Load::Requests { .. } => None,
+            Load::Requests { .. } | Load::SlowReader { .. } => None,
         }
     }
 }

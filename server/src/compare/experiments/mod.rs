@@ -3,8 +3,10 @@
 //! computed from the results. One file each; add a file and a line in
 //! [`EXPERIMENTS`] to add one.
 
+mod lowat;
 mod malloc;
 mod matrix;
+mod poller;
 mod sendfile;
 mod syscalls;
 
@@ -21,6 +23,8 @@ pub const EXPERIMENTS: &[&Experiment] = &[
     &matrix::MATRIX,
     &malloc::MALLOC,
     &sendfile::SENDFILE,
+    &poller::POLLER,
+    &lowat::LOWAT,
     &syscalls::SYSCALLS,
 ];
 
