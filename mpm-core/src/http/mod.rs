@@ -120,6 +120,7 @@ pub struct HttpSettings {
     pub(crate) sendfile: bool,
     pub(crate) server: String,
     pub(crate) buffers: Arc<buffer_pool::BufferPool>,
+    pub(crate) access_log: Option<Arc<crate::access_log::AccessLog>>,
 }
 
 impl HttpSettings {
@@ -138,6 +139,7 @@ impl HttpSettings {
             sendfile: config.sendfile,
             server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
             buffers: Arc::default(),
+            access_log: None,
         }
     }
 
@@ -179,6 +181,12 @@ where
             settings: Arc::new(HttpSettings::from_config(config)),
             make,
         }
+    }
+
+    /// Log every response of every worker to `log` (`None`: no access log).
+    pub fn access_log(mut self, log: Option<Arc<crate::access_log::AccessLog>>) -> Self {
+        Arc::make_mut(&mut self.settings).access_log = log;
+        self
     }
 }
 
