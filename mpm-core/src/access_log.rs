@@ -351,15 +351,10 @@ impl Record {
         status: u16,
     ) {
         self.fields.clear();
-        let mut field = |value: &[u8]| {
-            let start = self.fields.len() as u32;
-            escape_into(&mut self.fields, value);
-            (start, self.fields.len() as u32)
-        };
-        self.request = field(request_line);
+        self.request = push_escaped(&mut self.fields, request_line);
         if format == LogFormat::Combined {
-            self.referer = referer.map(&mut field);
-            self.user_agent = user_agent.map(&mut field);
+            self.referer = referer.map(|v| push_escaped(&mut self.fields, v));
+            self.user_agent = user_agent.map(|v| push_escaped(&mut self.fields, v));
         } else {
             self.referer = None;
             self.user_agent = None;
@@ -394,6 +389,13 @@ impl Record {
     fn get(&self, range: (u32, u32)) -> &[u8] {
         &self.fields[range.0 as usize..range.1 as usize]
     }
+}
+
+/// Append `value`, escaped, to `fields`; where it lies.
+fn push_escaped(fields: &mut Vec<u8>, value: &[u8]) -> (u32, u32) {
+    let start = fields.len() as u32;
+    escape_into(fields, value);
+    (start, fields.len() as u32)
 }
 
 /// Most pieces a line is made of.
