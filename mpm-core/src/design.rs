@@ -88,3 +88,18 @@
 //! finish, and stop writing state and request lines once the slot carries
 //! another pid. Totals stay exact and the table never fills, however many
 //! generations are still finishing.
+//!
+//! ## Logs are written whole, by whoever holds the line
+//!
+//! The access log is opened by the process that binds and inherited, like
+//! the listening sockets, so that `--user` never needs write access to the
+//! log directory. Each `write(2)` carries whole lines to an `O_APPEND` file,
+//! so no process or thread can tear another's line. A line's request fields
+//! are copied (escaped) into the connection when the request is answered,
+//! since the request's bytes are reused by then, and written when the
+//! response is done, with the body bytes that actually went out. Buffers are
+//! per worker, so workers never wait on each other; whoever cannot flush
+//! while blocked (a worker idle on a keep-alive connection) is flushed by a
+//! thread, except in prefork, whose children flush before they block.
+//! Rotation swaps the file under the same descriptor number (`dup3`), so a
+//! reopen never races a write on a closed descriptor.

@@ -106,6 +106,50 @@ fn common_lines_show_status_and_body_bytes(mpm: &str) {
     );
 }
 
+fn error_answers_of_the_http_layer_are_logged(mpm: &str) {
+    let root = site::docroot();
+    let logs = TempDir::new("logs");
+    let log = log_path(&logs);
+    let server = start(
+        mpm,
+        root.path(),
+        &log,
+        &[
+            "--limit-request-body",
+            "10",
+            "--timeout",
+            "1s",
+            "--request-header-timeout",
+            "1s",
+        ],
+    );
+    // 413: a body over the limit.
+    let mut c = server.connect();
+    c.send(b"POST /hello.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+        .unwrap();
+    let too_large = c.read_response().unwrap();
+    assert_eq!(too_large.status, 413);
+    assert_eq!(wait_lines(&log, 1, Duration::from_secs(10)).len(), 1);
+    // 408: a head that never ends.
+    let mut slow = server.connect();
+    slow.send(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n")
+        .unwrap();
+    let timed_out = slow.read_response().unwrap();
+    assert_eq!(timed_out.status, 408);
+    let got = wait_lines(&log, 2, Duration::from_secs(10));
+    let tails: Vec<&str> = got.iter().map(|l| after_time(l)).collect();
+    assert_eq!(
+        tails,
+        [
+            format!("\"POST /hello.txt HTTP/1.1\" 413 {}", too_large.body.len()),
+            match timed_out.body.len() {
+                0 => "\"GET /hello.txt HTTP/1.1\" 408 -".to_string(),
+                n => format!("\"GET /hello.txt HTTP/1.1\" 408 {n}"),
+            },
+        ]
+    );
+}
+
 fn combined_lines_add_referer_and_user_agent_escaped(mpm: &str) {
     let root = site::docroot();
     let logs = TempDir::new("logs");
@@ -319,6 +363,7 @@ fn notices_show_at_the_error_level_and_lines_carry_level_and_pid(mpm: &str) {
 
 mpm_suite!(
     common_lines_show_status_and_body_bytes,
+    error_answers_of_the_http_layer_are_logged,
     combined_lines_add_referer_and_user_agent_escaped,
     every_write_mode_serves_correct_bytes_and_logs_every_request_to_a_graceful_stop,
     buffered_lines_reach_the_file_within_a_second_when_idle,
