@@ -660,6 +660,9 @@ pub fn flush_all() {
 mod tests {
     use super::*;
 
+    /// The health record is per process: tests that write take turns.
+    static WRITES: Mutex<()> = Mutex::new(());
+
     fn temp(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("mpm-access-log-{}-{name}", std::process::id()))
     }
@@ -675,7 +678,37 @@ mod tests {
     }
 
     #[test]
+    fn a_failing_log_counts_dropped_lines_until_a_write_works_again() {
+        let _turn = WRITES.lock();
+        let path = temp("recovers");
+        let full = AccessLog::open_path(
+            Path::new("/dev/full"),
+            LogFormat::Common,
+            LogWrite::Copy,
+            0,
+            true,
+        )
+        .unwrap();
+        let ok = AccessLog::open_path(&path, LogFormat::Common, LogWrite::Writev, 0, true).unwrap();
+        let (mut w_full, mut w_ok) = (full.writer(), ok.writer());
+        let mut r = Record::default();
+        let client = "192.0.2.7".parse().unwrap();
+        for _ in 0..3 {
+            r.capture(LogFormat::Common, b"GET / HTTP/1.1", None, None, 200);
+            w_full.write(&mut r, client, true);
+        }
+        assert_eq!(full.health.failing.load(Ordering::Relaxed), 1);
+        assert_eq!(full.health.dropped.load(Ordering::Relaxed), 3);
+        r.capture(LogFormat::Common, b"GET / HTTP/1.1", None, None, 200);
+        w_ok.write(&mut r, client, true);
+        assert_eq!(full.health.failing.load(Ordering::Relaxed), 0);
+        assert_eq!(full.health.dropped.load(Ordering::Relaxed), 0);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
     fn common_and_combined_lines_have_httpd_shape() {
+        let _turn = WRITES.lock();
         for (write, buffer) in [
             (LogWrite::Writev, 0),
             (LogWrite::Copy, 0),

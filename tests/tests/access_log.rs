@@ -438,3 +438,35 @@ fn the_error_log_goes_to_its_file() {
         "{text}"
     );
 }
+
+#[test]
+fn log_settings_are_toml_keys_and_bad_values_there_are_one_line() {
+    let dir = TempDir::new("logs");
+    let log = dir.path().join("access.log");
+    let good = dir.write(
+        "good.toml",
+        format!(
+            "access-log = {:?}\nlog-format = \"combined\"\nlog-write = \"writev\"\n\
+             log-buffer = 8192\nlog-level = \"info\"\n",
+            log.to_str().unwrap()
+        )
+        .as_bytes(),
+    );
+    let exit = run_mpm(
+        &["check", "--config", good.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert!(exit.status.success(), "{}", exit.stderr);
+    let bad = dir.write("bad.toml", b"log-format = \"json\"\n");
+    let exit = run_mpm(
+        &["check", "--config", bad.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert_eq!(exit.status.code(), Some(2), "{}", exit.stderr);
+    assert_eq!(exit.stderr.trim().lines().count(), 1, "{}", exit.stderr);
+    assert!(
+        exit.stderr.contains("json") && exit.stderr.contains("line 1"),
+        "{}",
+        exit.stderr
+    );
+}
