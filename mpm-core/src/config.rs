@@ -371,6 +371,28 @@ pub struct ConfigLayer {
     /// behind a global mutex). The server restarts itself to switch.
     #[arg(long, value_name = "NAME")]
     pub allocator: Option<crate::allocator::AllocatorKind>,
+    /// Append a line per response to this file (opened by the process that
+    /// binds, before --user takes effect).
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
+    /// Access-log line format: common or combined (adds Referer and User-Agent).
+    #[arg(long, value_name = "common|combined")]
+    pub log_format: Option<crate::log_format::LogFormat>,
+    /// How an unbuffered line is written: writev (its pieces gathered) or
+    /// copy (copied into one buffer, then write).
+    #[arg(long, value_name = "writev|copy")]
+    pub log_write: Option<crate::access_log::LogWrite>,
+    /// Buffer this many bytes of access-log lines per worker (0: one write
+    /// per response); written within a second, and at exit.
+    #[arg(long, value_name = "BYTES")]
+    pub log_buffer: Option<usize>,
+    /// Error-log level: error, warn, notice, info or debug (notices, such
+    /// as start and stop, are always written).
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<crate::error_log::LogLevel>,
+    /// Send the error log (stderr) to this file; reopened with the access log.
+    #[arg(long, value_name = "FILE")]
+    pub error_log: Option<PathBuf>,
 }
 
 impl ConfigLayer {
@@ -445,6 +467,12 @@ impl ConfigLayer {
             group: self.group.or(lower.group),
             dotfiles: self.dotfiles.or(lower.dotfiles),
             allocator: self.allocator.or(lower.allocator),
+            access_log: self.access_log.or(lower.access_log),
+            log_format: self.log_format.or(lower.log_format),
+            log_write: self.log_write.or(lower.log_write),
+            log_buffer: self.log_buffer.or(lower.log_buffer),
+            log_level: self.log_level.or(lower.log_level),
+            error_log: self.error_log.or(lower.error_log),
         }
     }
 }
@@ -525,6 +553,18 @@ pub struct Config {
     pub dotfiles: Dotfiles,
     /// The allocator asked for, if any (else the one the process started with).
     pub allocator: Option<crate::allocator::AllocatorKind>,
+    /// Where the access log goes, if anywhere.
+    pub access_log: Option<PathBuf>,
+    /// The access log's line format.
+    pub log_format: crate::log_format::LogFormat,
+    /// How unbuffered access-log lines are written.
+    pub log_write: crate::access_log::LogWrite,
+    /// Bytes of access-log lines buffered per worker (0: none).
+    pub log_buffer: usize,
+    /// The error log's level.
+    pub log_level: crate::error_log::LogLevel,
+    /// Where the error log goes instead of stderr, if set.
+    pub error_log: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -565,6 +605,12 @@ impl Default for Config {
             run_as: None,
             dotfiles: Dotfiles::Deny,
             allocator: None,
+            access_log: None,
+            log_format: crate::log_format::LogFormat::Common,
+            log_write: crate::access_log::LogWrite::Copy,
+            log_buffer: 0,
+            log_level: crate::error_log::LogLevel::Warn,
+            error_log: None,
         }
     }
 }
@@ -738,6 +784,20 @@ impl Config {
             run_as: resolve_user(layer.user.as_deref(), layer.group.as_deref())?,
             dotfiles: layer.dotfiles.unwrap_or(d.dotfiles),
             allocator: layer.allocator,
+            access_log: layer.access_log,
+            log_format: layer.log_format.unwrap_or(d.log_format),
+            log_write: layer.log_write.unwrap_or(d.log_write),
+            log_buffer: match layer.log_buffer.unwrap_or(d.log_buffer) {
+                n if n > crate::access_log::MAX_LOG_BUFFER => {
+                    return Err(Error::config(format!(
+                        "--log-buffer {n}: at most {} bytes",
+                        crate::access_log::MAX_LOG_BUFFER
+                    )))
+                }
+                n => n,
+            },
+            log_level: layer.log_level.unwrap_or(d.log_level),
+            error_log: layer.error_log,
         })
     }
 }

@@ -111,3 +111,18 @@
 //! the mutex beside them). With epoll the set is registered once; with
 //! `poll` and `select`, as in the 2000 measurements, the whole set crosses
 //! into the kernel on every wait.
+//!
+//! ## Logs are written whole, by whoever holds the line
+//!
+//! The access log is opened by the process that binds and inherited, like
+//! the listening sockets, so that `--user` never needs write access to the
+//! log directory. Each `write(2)` carries whole lines to an `O_APPEND` file,
+//! so no process or thread can tear another's line. A line's request fields
+//! are copied (escaped) into the connection when the request is answered,
+//! since the request's bytes are reused by then, and written when the
+//! response is done, with the body bytes that actually went out. Buffers are
+//! per worker, so workers never wait on each other; whoever cannot flush
+//! while blocked (a worker idle on a keep-alive connection) is flushed by a
+//! thread, except in prefork, whose children flush before they block.
+//! Rotation swaps the file under the same descriptor number (`dup3`), so a
+//! reopen never races a write on a closed descriptor.

@@ -22,6 +22,9 @@
 //! * [`Config`] — flags and TOML settings with httpd's names.
 //! * [`raise_fd_limit`] — lift the soft descriptor limit for many connections;
 //!   [`drop_privileges`] — serve as `--user`/`--group` after binding as root.
+//! * [`access_log`] — the access log (common/combined, buffered or not,
+//!   reopened for rotation), in the formats of [`log_format`];
+//!   [`error_log`] — leveled error-log lines (`log_warn!` and friends).
 //! * [`Error`] — this crate's one error type.
 //!
 //! The [`http::HttpHandler`] documentation has a runnable embedding example;
@@ -29,6 +32,7 @@
 
 #![warn(missing_docs)]
 
+pub mod access_log;
 pub mod allocator;
 pub mod blocking;
 pub mod config;
@@ -36,11 +40,13 @@ mod connection_handler;
 mod default_site;
 pub mod design;
 mod error;
+pub mod error_log;
 mod fd_limit;
 pub mod http;
 mod lifecycle;
 mod listener;
 pub mod listener_poller;
+pub mod log_format;
 pub mod mime;
 mod mpm;
 mod privileges;

@@ -193,7 +193,7 @@ impl Lifecycle {
             .name("mpm-signals".into())
             .spawn(move || {
                 if let Some(sig) = signals.forever().next() {
-                    eprintln!("mpm: received signal {sig}, stopping");
+                    crate::log_notice!("mpm: received signal {sig}, stopping");
                     me.stop();
                 }
             })

@@ -151,6 +151,7 @@ pub struct ProcessManager<'a> {
     sizing: Sizing,
     graceful_timeout: Duration,
     signals: Signals,
+    on_graceful_restart: Option<&'a dyn Fn()>,
 }
 
 impl std::fmt::Debug for ProcessManager<'_> {
@@ -183,7 +184,15 @@ impl<'a> ProcessManager<'a> {
             sizing,
             graceful_timeout,
             signals: Signals::install()?,
+            on_graceful_restart: None,
         })
+    }
+
+    /// Run `hook` in the master on each graceful restart, before the new
+    /// generation is forked (to reopen logs, as httpd does).
+    pub fn on_graceful_restart(mut self, hook: &'a dyn Fn()) -> Self {
+        self.on_graceful_restart = Some(hook);
+        self
     }
 
     fn max_children(&self) -> usize {
@@ -280,7 +289,7 @@ impl<'a> ProcessManager<'a> {
             signals.drain();
 
             if signals.stop.swap(false, Ordering::SeqCst) || lifecycle.is_stopping() {
-                eprintln!(
+                crate::log_notice!(
                     "mpm: stopping: {} children finish their requests (at most {:?})",
                     children.len(),
                     self.graceful_timeout
@@ -288,18 +297,21 @@ impl<'a> ProcessManager<'a> {
                 break;
             }
             if signals.restart.swap(false, Ordering::SeqCst) {
-                eprintln!(
+                crate::log_notice!(
                     "mpm: restart: stopping the children, then reading the configuration again"
                 );
                 exit = Exit::Restart;
                 break;
             }
             if signals.graceful_restart.swap(false, Ordering::SeqCst) {
-                eprintln!("mpm: graceful restart: generation {}", generation + 1);
+                crate::log_notice!("mpm: graceful restart: generation {}", generation + 1);
                 for c in children.iter().filter(|c| c.generation == generation) {
                     let _ = kill(c.pid, Signal::SIGUSR1);
                 }
                 generation += 1;
+                if let Some(hook) = self.on_graceful_restart {
+                    hook();
+                }
                 if let Sizing::Spare { scoreboard, .. } = self.sizing {
                     scoreboard.set_generation(generation as u32);
                 }
@@ -316,7 +328,7 @@ impl<'a> ProcessManager<'a> {
                     // An old generation finishing: not replaced, but a
                     // crash is still worth a line.
                     if !matches!(status, WaitStatus::Exited(_, 0)) {
-                        eprintln!(
+                        crate::log_warn!(
                             "mpm: child {} of generation {} {}",
                             child.pid,
                             child.generation,
@@ -326,7 +338,7 @@ impl<'a> ProcessManager<'a> {
                     continue;
                 }
                 let clean = matches!(status, WaitStatus::Exited(_, 0));
-                eprintln!(
+                crate::log_warn!(
                     "mpm: child {} {}; replacing it",
                     child.pid,
                     describe(&status)
@@ -335,7 +347,7 @@ impl<'a> ProcessManager<'a> {
                     crashes += 1;
                     let backoff =
                         Duration::from_millis(100 << crashes.min(7)).min(Duration::from_secs(10));
-                    eprintln!("mpm: child crashed at start {crashes} times in a row; next try in {backoff:?}");
+                    crate::log_error!("mpm: child crashed at start {crashes} times in a row; next try in {backoff:?}");
                     next_spawn = Instant::now() + backoff;
                 } else {
                     crashes = 0;
@@ -358,7 +370,7 @@ impl<'a> ProcessManager<'a> {
         while !children.is_empty() {
             if Instant::now() >= deadline {
                 for c in &children {
-                    eprintln!("mpm: child {} did not stop in time; killing it", c.pid);
+                    crate::log_warn!("mpm: child {} did not stop in time; killing it", c.pid);
                     let _ = kill(c.pid, Signal::SIGKILL);
                 }
             }
@@ -413,7 +425,7 @@ impl<'a> ProcessManager<'a> {
                 let code = match run_child(self.listeners, generation, slot, &before, child_main) {
                     Ok(()) => 0,
                     Err(e) => {
-                        eprintln!("mpm: child {}: {e}", std::process::id());
+                        crate::log_error!("mpm: child {}: {e}", std::process::id());
                         1
                     }
                 };

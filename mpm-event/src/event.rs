@@ -79,7 +79,7 @@ impl Mpm for Event {
         )?;
         lifecycle.set_phase(Phase::Serving);
         let stats = event_loop.run(config.graceful_timeout);
-        eprintln!(
+        mpm_core::log_notice!(
             "mpm: event process {} accepted {} connections; {} requests answered on the \
              listener, {} handed to workers; accepting paused {} times",
             std::process::id(),

@@ -517,7 +517,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                         .last_accept_error_log
                         .is_none_or(|t| self.now.duration_since(t) >= Duration::from_secs(1))
                     {
-                        eprintln!("mpm: accept failed: {e}; pausing new connections");
+                        mpm_core::log_error!("mpm: accept failed: {e}; pausing new connections");
                         self.last_accept_error_log = Some(self.now);
                     }
                     self.accept_paused_until = Some(self.now + Duration::from_millis(100));

@@ -97,6 +97,9 @@ impl Mpm for Prefork {
                 timeout: config.keepalive_timeout,
             };
             serve_blocking(&mut handler, stream, &timeouts, &mut park);
+            // No flusher thread here: buffered log lines go out before
+            // this child waits, perhaps for long, for its next connection.
+            mpm_core::access_log::flush_now();
             served += 1;
             if config.max_connections_per_child > 0 && served >= config.max_connections_per_child {
                 break; // recycled: the master forks a fresh child
@@ -191,7 +194,7 @@ fn accept_locked(
                     _ if e.raw_os_error() == Some(libc::EINVAL) => return None,
                     _ => {
                         if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                            eprintln!("mpm: accept failed: {e}; backing off");
+                            mpm_core::log_error!("mpm: accept failed: {e}; backing off");
                             last_log = Some(Instant::now());
                         }
                         std::thread::sleep(Duration::from_millis(10));
@@ -222,11 +225,20 @@ impl IdlePark for KeepAliveWait<'_> {
             PollFd::new(conn, PollFlags::POLLIN),
             PollFd::new(self.lifecycle.wake_fd(), PollFlags::POLLIN),
         ];
-        let ms = self.timeout.as_millis().min(i32::MAX as u128) as i32;
-        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+        let deadline = Instant::now() + self.timeout;
         loop {
+            // Buffered access-log lines are due within a second even while
+            // idle, and this single-threaded child has no flusher thread.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let flush = mpm_core::access_log::flush_due_in();
+            let wait = flush.map_or(left, |f| f.min(left));
+            let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+            let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
             match poll(&mut fds, timeout) {
                 Err(nix::errno::Errno::EINTR) => continue,
+                Ok(0) if flush.is_some() && Instant::now() < deadline => {
+                    mpm_core::access_log::flush_stale();
+                }
                 Err(_) | Ok(0) => return false, // keep-alive timeout: close
                 Ok(_) => break,
             }

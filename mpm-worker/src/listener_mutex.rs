@@ -130,7 +130,7 @@ impl ListenerMutex {
         {
             let mut last = self.last_error_log.lock();
             if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                eprintln!("mpm: accept failed: {e}; backing off");
+                mpm_core::log_error!("mpm: accept failed: {e}; backing off");
                 *last = Some(Instant::now());
             }
         }

@@ -98,7 +98,9 @@ impl Mpm for Worker {
             if Instant::now() >= deadline {
                 let cut = shared.slots.close_all();
                 if cut > 0 {
-                    eprintln!("mpm: graceful timeout: closed {cut} connections still in flight");
+                    mpm_core::log_warn!(
+                        "mpm: graceful timeout: closed {cut} connections still in flight"
+                    );
                 }
             }
             std::thread::sleep(Duration::from_millis(20));

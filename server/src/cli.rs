@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
 
+use mpm_core::access_log::AccessLog;
 use mpm_core::allocator::{self, AllocatorKind};
 use mpm_core::http::HttpFactory;
 use mpm_core::process_manager::{Exit, ProcessManager, Sizing};
@@ -90,8 +91,14 @@ trait Service {
     type Factory: HandlerFactory;
     /// Check a configuration (once, before anything is bound or forked).
     fn check(&self, config: &Config) -> Result<(), Error>;
-    /// The factory for a run with this configuration and scoreboard.
-    fn factory(&self, config: &Config, scoreboard: &'static Scoreboard) -> Self::Factory;
+    /// The factory for a run with this configuration, scoreboard and
+    /// access log.
+    fn factory(
+        &self,
+        config: &Config,
+        scoreboard: &'static Scoreboard,
+        access_log: Option<&Arc<AccessLog>>,
+    ) -> Self::Factory;
     /// The URL scheme and a few words on what is served, for the log.
     fn describe(&self, config: &Config) -> (&'static str, String);
 }
@@ -113,12 +120,17 @@ impl<A: App> Service for HttpApp<A> {
         ("http://", self.0.describe(config))
     }
 
-    fn factory(&self, config: &Config, scoreboard: &'static Scoreboard) -> Self::Factory {
+    fn factory(
+        &self,
+        config: &Config,
+        scoreboard: &'static Scoreboard,
+        access_log: Option<&Arc<AccessLog>>,
+    ) -> Self::Factory {
         let status = StatusRoute::new(config, scoreboard);
         let (app, for_workers) = (Arc::clone(&self.0), config.clone());
         let make: MakeSite<A::Handler> =
             Box::new(move || Site::new(status.clone(), app.handler(&for_workers)));
-        HttpFactory::new(config, make)
+        HttpFactory::new(config, make).access_log(access_log.cloned())
     }
 }
 
@@ -132,7 +144,12 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
         Ok(())
     }
 
-    fn factory(&self, _config: &Config, _scoreboard: &'static Scoreboard) -> F {
+    fn factory(
+        &self,
+        _config: &Config,
+        _scoreboard: &'static Scoreboard,
+        _access_log: Option<&Arc<AccessLog>>,
+    ) -> F {
         self.0.clone()
     }
 
@@ -223,13 +240,16 @@ fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
 
 fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     let mut config = load(&args)?;
+    mpm_core::error_log::set_level(config.log_level);
     service.check(&config)?;
     run_again_if_needed(&config)?;
+    // Opened here, by the process that binds, before any fork or --user.
+    let mut logs = Logs::open(&config)?;
     // Sockets passed by systemd (socket activation) come first; with
     // --reuseport the master only reserves the addresses, and each prefork
     // child listens on a socket of its own.
     let listeners = if let Some(inherited) = systemd_listeners()? {
-        eprintln!(
+        mpm_core::log_notice!(
             "mpm: serving on {} listening sockets passed by systemd (--listen is not used)",
             inherited.len()
         );
@@ -243,7 +263,7 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     let mut pid_file = None;
     loop {
         let scoreboard = scoreboard(&config)?;
-        let site = (service, scoreboard);
+        let site = (service, scoreboard, &logs);
         let pid = &mut pid_file;
         let exit = match config.mpm {
             MpmKind::Worker => run(mpm_worker::Worker, &config, site, &listeners, pid)?,
@@ -261,10 +281,16 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
         }
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
         // SIGHUP: read the configuration again; a bad one keeps the old.
-        match load(&args).and_then(|new| service.check(&new).map(|()| new)) {
-            Ok(new) => {
+        // The logs are opened again too (rotation, or a new path).
+        let reloaded = load(&args)
+            .and_then(|new| service.check(&new).map(|()| new))
+            .and_then(|new| Logs::open(&new).map(|logs| (new, logs)));
+        match reloaded {
+            Ok((new, new_logs)) => {
+                logs = new_logs;
+                mpm_core::error_log::set_level(new.log_level);
                 if new.listen != config.listen || new.backlog != config.backlog {
-                    eprintln!(
+                    mpm_core::log_warn!(
                         "mpm: restart: listening addresses change only with a full stop; \
                          keeping {:?}",
                         config.listen
@@ -276,7 +302,7 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
                     ..new
                 };
             }
-            Err(e) => eprintln!("mpm: restart: {e}; keeping the previous configuration"),
+            Err(e) => mpm_core::log_error!("mpm: restart: {e}; keeping the previous configuration"),
         }
     }
 }
@@ -287,7 +313,7 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
 fn run<M: Mpm, S: Service>(
     mpm: M,
     config: &Config,
-    (service, scoreboard): (&S, &'static Scoreboard),
+    (service, scoreboard, logs): (&S, &'static Scoreboard, &Logs),
     listeners: &[Listener],
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
@@ -295,13 +321,14 @@ fn run<M: Mpm, S: Service>(
     let fds =
         mpm_core::raise_fd_limit().map_err(|e| Error::io("raising the descriptor limit", e))?;
     if (fds as usize) < config.max_request_workers * 2 + 64 {
-        eprintln!(
+        mpm_core::log_warn!(
             "mpm: warning: only {fds} descriptors allowed; {} workers may need more (ulimit -n)",
             config.max_request_workers
         );
     }
     let lifecycle = Lifecycle::new()?;
     let managed = config.server_limit > 1 || mpm.kind() == MpmKind::Prefork;
+    let reopen = &|| logs.reopen("graceful restart");
     // Made now, so its signal handlers are in place before the pid file and
     // the `listening on` lines tell anyone the server is up.
     let manager = if managed {
@@ -315,11 +342,10 @@ fn run<M: Mpm, S: Service>(
             },
             _ => Sizing::Fixed(config.server_limit),
         };
-        Some(ProcessManager::with_sizing(
-            listeners,
-            sizing,
-            config.graceful_timeout,
-        )?)
+        Some(
+            ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
+                .on_graceful_restart(reopen),
+        )
     } else {
         None
     };
@@ -330,7 +356,7 @@ fn run<M: Mpm, S: Service>(
         // stop, and restarts are refused rather than left to SIGHUP's and
         // SIGUSR1's default action, which kills without draining.
         lifecycle.stop_on(&[SIGTERM, SIGINT, SIGWINCH])?;
-        refuse_restarts()?;
+        refuse_restarts(logs.clone())?;
     }
     // Before the `listening on` lines, so that whoever waits for them finds it.
     if let (None, Some(path)) = (&*pid_file, &config.pid_file) {
@@ -339,7 +365,7 @@ fn run<M: Mpm, S: Service>(
     let (scheme, what) = service.describe(config);
     let allocator = mpm_core::allocator::active().map_or("the program's", |k| k.name());
     for l in listeners {
-        eprintln!(
+        mpm_core::log_notice!(
             "mpm: {} MPM listening on {scheme}{} serving {what} with the {allocator} allocator",
             mpm.kind(),
             l.local_addr()
@@ -357,14 +383,16 @@ fn run<M: Mpm, S: Service>(
             if !config.reuseport {
                 mpm_core::drop_privileges(config.run_as)?;
             }
-            let factory = service.factory(config, scoreboard);
+            let factory = service.factory(config, scoreboard, logs.access.as_ref());
             let slots = scoreboard.process_slots(process);
-            mpm.run(config, mine, factory, child_lifecycle, slots)
+            let served = mpm.run(config, mine, factory, child_lifecycle, slots);
+            mpm_core::access_log::flush_all();
+            served
         })?
     } else {
         // One process: it binds, then serves as --user (no master to keep root).
         mpm_core::drop_privileges(config.run_as)?;
-        let factory = service.factory(config, scoreboard);
+        let factory = service.factory(config, scoreboard, logs.access.as_ref());
         let mine = listeners
             .iter()
             .map(Listener::try_clone)
@@ -376,11 +404,12 @@ fn run<M: Mpm, S: Service>(
             &lifecycle,
             scoreboard.process_slots(0),
         )?;
+        mpm_core::access_log::flush_all();
         Exit::Stopped
     };
     if exit == Exit::Stopped {
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
-        eprintln!("mpm: stopped");
+        mpm_core::log_notice!("mpm: stopped");
     }
     Ok(exit)
 }
@@ -455,8 +484,50 @@ fn run_again_if_needed(config: &Config) -> Result<(), Error> {
     Err(Error::io("running this program again", err))
 }
 
-/// Log and otherwise ignore SIGHUP and SIGUSR1 in a server of one process.
-fn refuse_restarts() -> Result<(), Error> {
+/// The logs of a run: opened by the process that binds, reopened for rotation.
+#[derive(Debug, Clone)]
+struct Logs {
+    access: Option<Arc<AccessLog>>,
+    error: Option<PathBuf>,
+}
+
+impl Logs {
+    /// Open what `config` asks for; a path that cannot be opened is one line
+    /// and exit 2.
+    fn open(config: &Config) -> Result<Logs, Error> {
+        if let Some(path) = &config.error_log {
+            mpm_core::error_log::redirect(path)?;
+        }
+        Ok(Logs {
+            access: AccessLog::open(config)?,
+            error: config.error_log.clone(),
+        })
+    }
+
+    /// Open the files again (they were moved away to rotate them); on
+    /// failure the old files are written on.
+    fn reopen(&self, why: &str) {
+        if let Some(path) = &self.error {
+            if let Err(e) = mpm_core::error_log::redirect(path) {
+                mpm_core::log_error!("mpm: {why}: {e}; the error log stays where it was");
+            }
+        }
+        if let Some(log) = &self.access {
+            match log.reopen() {
+                Ok(()) => {
+                    mpm_core::log_info!("mpm: {why}: access log {} reopened", log.path().display())
+                }
+                Err(e) => {
+                    mpm_core::log_error!("mpm: {why}: {e}; still writing to the file it had")
+                }
+            }
+        }
+    }
+}
+
+/// Log and otherwise ignore SIGHUP and SIGUSR1 in a server of one process,
+/// but for reopening the logs, which needs no master.
+fn refuse_restarts(logs: Logs) -> Result<(), Error> {
     let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1])
         .map_err(|e| Error::io("installing signal handlers", e))?;
     std::thread::Builder::new()
@@ -464,7 +535,8 @@ fn refuse_restarts() -> Result<(), Error> {
         .spawn(move || {
             for sig in signals.forever() {
                 let name = if sig == SIGHUP { "SIGHUP" } else { "SIGUSR1" };
-                eprintln!(
+                logs.reopen(name);
+                mpm_core::log_warn!(
                     "mpm: {name} ignored: restarting needs a master process (--server-limit 2 or more)"
                 );
             }

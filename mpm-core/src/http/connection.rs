@@ -17,6 +17,7 @@ use super::request::{Headers, Request, Version};
 use super::request_pool::PoolArena;
 use super::response::{reason_phrase, Body, HeaderText, Response};
 use super::{HttpHandler, HttpSettings};
+use crate::access_log::{Record, Writer};
 use crate::connection_handler::{ConnectionHandler, Interest, Prefetch, Wait};
 use crate::scoreboard::WorkerState;
 use crate::stream::Stream;
@@ -34,16 +35,19 @@ pub struct HttpService<H> {
     settings: Arc<HttpSettings>,
     /// This worker's request pool, reset after every request.
     arena: PoolArena,
+    log: Option<Writer>,
 }
 
 impl<H: HttpHandler> HttpService<H> {
     /// Serve `handler` with these settings.
     pub fn new(handler: H, settings: Arc<HttpSettings>) -> Self {
         let arena = PoolArena::new(settings.request_pool);
+        let log = settings.access_log.as_ref().map(|l| l.writer());
         HttpService {
             handler,
             settings,
             arena,
+            log,
         }
     }
 }
@@ -85,6 +89,8 @@ pub struct HttpConn {
     continue_sent: bool,
     chunk_body: Vec<u8>,
     pool: Arc<BufferPool>,
+    /// The access-log line of the response in progress.
+    log: Record,
 }
 
 impl Drop for HttpConn {
@@ -170,6 +176,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             continue_sent: false,
             chunk_body: Vec::new(),
             pool: Arc::clone(&self.settings.buffers),
+            log: Record::default(),
         }
     }
 
@@ -318,13 +325,17 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn timed_out(&mut self, c: &mut HttpConn, s: &mut Stream) {
+        // A response cut short by the timeout is logged with what was sent.
+        self.log_done(c, s, true);
         // Mid-request with nothing being written: tell the client why we close.
         if c.start < c.filled && c.out_pos >= c.out.len() && c.pending.is_none() {
+            self.log_start(&mut c.log, &c.buf[c.start..c.filled], None, 408);
             c.out.clear();
             c.out_pos = 0;
             self.write_head(c, 408, &[], Some(0), false);
             c.out.extend_from_slice(b"Connection: close\r\n\r\n");
             let _ = s.send(&c.out, false);
+            self.log_done(c, s, true);
         }
     }
 }
@@ -392,6 +403,7 @@ impl<H: HttpHandler> HttpService<H> {
         s.set_state(WorkerState::Writing);
         let response = self.call(&head, body, s);
         let (status, headers, body) = response.into_parts();
+        self.log_start(&mut c.log, data, Some(head.headers), status);
         if let Some(slot) = s.score_slot() {
             let line_end = data.iter().position(|&b| b == b'\r').unwrap_or(0);
             slot.record_request(&data[..line_end], body.len().unwrap_or(0));
@@ -431,9 +443,10 @@ impl<H: HttpHandler> HttpService<H> {
         match answer {
             Ok(r) => r,
             Err(_) => {
-                eprintln!(
+                crate::log_error!(
                     "mpm: handler panicked on {} {}; answered 500",
-                    head.method, head.target
+                    head.method,
+                    head.target
                 );
                 Response::error(500)
             }
@@ -442,6 +455,12 @@ impl<H: HttpHandler> HttpService<H> {
 
     /// Queue an error response, drop what was received, and close lingering.
     fn reject(&mut self, c: &mut HttpConn, s: &mut Stream, status: u16) -> Interest {
+        self.log_start(
+            &mut c.log,
+            &c.buf[c.start..c.filled.max(c.start)],
+            None,
+            status,
+        );
         c.out.clear();
         c.out_pos = 0;
         c.pending = None;
@@ -490,6 +509,7 @@ impl<H: HttpHandler> HttpService<H> {
             (true, Version::Http10) => c.out.extend_from_slice(b"Connection: keep-alive\r\n\r\n"),
             (true, Version::Http11) => c.out.extend_from_slice(b"\r\n"),
         }
+        c.log.set_head_len(c.out.len());
         c.pending = None;
         if no_body {
             return keep;
@@ -547,15 +567,66 @@ impl<H: HttpHandler> HttpService<H> {
         }
     }
 
+    /// Write the queued response; once it is done (or failed), log it.
+    fn flush(&mut self, c: &mut HttpConn, s: &mut Stream) -> Flush {
+        let flushed = self.write_queued(c, s);
+        if !matches!(flushed, Flush::Blocked) {
+            let ends = !matches!(flushed, Flush::Done) || c.after != After::KeepAlive;
+            self.log_done(c, s, ends);
+        }
+        flushed
+    }
+
+    /// Start the access-log line of the response being queued: the request
+    /// line as received (the first line of the buffered bytes), with the
+    /// request's fields when parsed.
+    fn log_start(
+        &self,
+        record: &mut Record,
+        data: &[u8],
+        headers: Option<&[httparse::Header<'_>]>,
+        status: u16,
+    ) {
+        let Some(log) = &self.log else {
+            return;
+        };
+        let data = &data[..data.len().min(self.settings.limits.line)];
+        let line = &data[..data
+            .iter()
+            .position(|&b| b == b'\r' || b == b'\n')
+            .unwrap_or(data.len())];
+        let field = |name: &str| {
+            headers?
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value)
+        };
+        let (referer, agent) = match log.format() {
+            crate::log_format::LogFormat::Combined => (field("referer"), field("user-agent")),
+            crate::log_format::LogFormat::Common => (None, None),
+        };
+        record.capture(log.format(), line, referer, agent, status);
+    }
+
+    /// Write the access-log line of the response just finished, if any.
+    fn log_done(&mut self, c: &mut HttpConn, s: &Stream, conn_ends: bool) {
+        if let Some(log) = &mut self.log {
+            log.write(&mut c.log, s.peer_addr().ip(), conn_ends);
+        }
+    }
+
     /// Write the queued head and bytes, then any file or stream body, until
     /// done or the socket would block.
-    fn flush(&mut self, c: &mut HttpConn, s: &mut Stream) -> Flush {
+    fn write_queued(&mut self, c: &mut HttpConn, s: &mut Stream) -> Flush {
         loop {
             while c.out_pos < c.out.len() {
                 let more = c.pending.is_some();
                 match s.send(&c.out[c.out_pos..], more) {
                     Ok(0) => return Flush::Failed,
-                    Ok(n) => c.out_pos += n,
+                    Ok(n) => {
+                        c.out_pos += n;
+                        c.log.add_sent(n);
+                    }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => return Flush::Blocked,
                     Err(_) => return Flush::Failed,
                 }
@@ -571,7 +642,7 @@ impl<H: HttpHandler> HttpService<H> {
                         let want = (*end - *offset).min(1 << 30) as usize;
                         match s.sendfile(file, offset, want) {
                             Ok(0) => return Flush::Failed, // the file shrank
-                            Ok(_) => {}
+                            Ok(n) => c.log.add_sent(n),
                             Err(e) if e.kind() == ErrorKind::WouldBlock => return Flush::Blocked,
                             Err(_) => return Flush::Failed,
                         }

@@ -126,6 +126,7 @@ pub struct HttpSettings {
     pub(crate) send_lowat: u32,
     pub(crate) server: String,
     pub(crate) buffers: Arc<buffer_pool::BufferPool>,
+    pub(crate) access_log: Option<Arc<crate::access_log::AccessLog>>,
 }
 
 impl HttpSettings {
@@ -146,6 +147,7 @@ impl HttpSettings {
             send_lowat: config.send_lowat,
             server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
             buffers: Arc::default(),
+            access_log: None,
         }
     }
 
@@ -187,6 +189,12 @@ where
             settings: Arc::new(HttpSettings::from_config(config)),
             make,
         }
+    }
+
+    /// Log every response of every worker to `log` (`None`: no access log).
+    pub fn access_log(mut self, log: Option<Arc<crate::access_log::AccessLog>>) -> Self {
+        Arc::make_mut(&mut self.settings).access_log = log;
+        self
     }
 }
 

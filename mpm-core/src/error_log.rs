@@ -1,0 +1,198 @@
+//! The error log: leveled lines on stderr (or `--error-log FILE`), each
+//! prefixed as httpd's are: `[Mon Nov 30 20:32:29.123456 2026] [warn] [pid 42] mpm: ...`.
+//!
+//! The level is set once at start-up ([`set_level`], `--log-level`) and read
+//! with one relaxed load per message. As in httpd, `notice` lines (start,
+//! stop, restarts) are written whatever the level, so `--log-level error`
+//! hides warnings but never the server's own life story.
+//!
+//! Use the macros: [`log_error!`](crate::log_error), [`log_warn!`](crate::log_warn),
+//! [`log_notice!`](crate::log_notice), [`log_info!`](crate::log_info),
+//! [`log_debug!`](crate::log_debug).
+
+use std::fmt;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// How much the error log says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum LogLevel {
+    /// Something failed.
+    Error,
+    /// Something is wrong but serving goes on (httpd's default level).
+    #[default]
+    Warn,
+    /// The server's life: listening, stopping, restarts. Always written.
+    Notice,
+    /// Routine events worth knowing (logs reopened).
+    Info,
+    /// Details for debugging.
+    Debug,
+}
+
+impl LogLevel {
+    /// The name used on the command line and in the log.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Notice => "notice",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+        }
+    }
+
+    fn from_u8(v: u8) -> LogLevel {
+        match v {
+            0 => LogLevel::Error,
+            1 => LogLevel::Warn,
+            2 => LogLevel::Notice,
+            3 => LogLevel::Info,
+            _ => LogLevel::Debug,
+        }
+    }
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for LogLevel {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            LogLevel::Error,
+            LogLevel::Warn,
+            LogLevel::Notice,
+            LogLevel::Info,
+            LogLevel::Debug,
+        ]
+        .into_iter()
+        .find(|k| k.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| {
+            format!("unknown log level '{s}' (expected error, warn, notice, info or debug)")
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for LogLevel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+static LEVEL: AtomicU8 = AtomicU8::new(LogLevel::Warn as u8);
+
+/// Set the level of this process (and of the children it forks from now on).
+pub fn set_level(level: LogLevel) {
+    LEVEL.store(level as u8, Ordering::Relaxed);
+}
+
+/// The level in force.
+pub fn level() -> LogLevel {
+    LogLevel::from_u8(LEVEL.load(Ordering::Relaxed))
+}
+
+/// Would a message at `level` be written?
+pub fn enabled(level: LogLevel) -> bool {
+    level == LogLevel::Notice || level as u8 <= LEVEL.load(Ordering::Relaxed)
+}
+
+/// Write one line at `level`, if enabled; the macros call this.
+pub fn write(level: LogLevel, message: fmt::Arguments<'_>) {
+    if !enabled(level) {
+        return;
+    }
+    let line = format!(
+        "[{}] [{}] [pid {}] {message}\n",
+        crate::log_format::error_log_time(),
+        level.name(),
+        std::process::id()
+    );
+    // One write(2) for the whole line, so that processes never interleave
+    // inside it; a full or closed stderr loses the line and nothing else.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// Send the error log (this process's stderr, and its children's) to `path`,
+/// opened for appending. Called again, it reopens the file (rotation).
+pub fn redirect(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| Error::config(format!("--error-log {}: {e}", path.display())))?;
+    // dup2 swaps the descriptor behind fd 2 in one step: a thread writing at
+    // that moment writes whole to the old file or the new one.
+    nix::unistd::dup2(file.as_raw_fd(), libc::STDERR_FILENO)
+        .map_err(|e| Error::io(format!("--error-log {}", path.display()), e.into()))?;
+    Ok(())
+}
+
+/// Log at `error` level: `log_error!("mpm: {what} failed")`.
+#[macro_export]
+macro_rules! log_error {
+    ($($arg:tt)*) => {
+        $crate::error_log::write($crate::error_log::LogLevel::Error, format_args!($($arg)*))
+    };
+}
+
+/// Log at `warn` level.
+#[macro_export]
+macro_rules! log_warn {
+    ($($arg:tt)*) => {
+        $crate::error_log::write($crate::error_log::LogLevel::Warn, format_args!($($arg)*))
+    };
+}
+
+/// Log at `notice` level: always written.
+#[macro_export]
+macro_rules! log_notice {
+    ($($arg:tt)*) => {
+        $crate::error_log::write($crate::error_log::LogLevel::Notice, format_args!($($arg)*))
+    };
+}
+
+/// Log at `info` level.
+#[macro_export]
+macro_rules! log_info {
+    ($($arg:tt)*) => {
+        $crate::error_log::write($crate::error_log::LogLevel::Info, format_args!($($arg)*))
+    };
+}
+
+/// Log at `debug` level.
+#[macro_export]
+macro_rules! log_debug {
+    ($($arg:tt)*) => {
+        $crate::error_log::write($crate::error_log::LogLevel::Debug, format_args!($($arg)*))
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notice_is_written_at_every_level_and_debug_only_at_debug() {
+        assert!(LogLevel::Error < LogLevel::Warn && LogLevel::Info < LogLevel::Debug);
+        assert_eq!("WARN".parse::<LogLevel>(), Ok(LogLevel::Warn));
+        assert!("loud".parse::<LogLevel>().is_err());
+        // The default, warn: notices yes, info no.
+        assert!(enabled(LogLevel::Notice) && enabled(LogLevel::Error));
+        assert!(!enabled(LogLevel::Info) && !enabled(LogLevel::Debug));
+    }
+}
