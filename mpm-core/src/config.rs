@@ -359,6 +359,10 @@ pub struct ConfigLayer {
     /// behind a global mutex). The server restarts itself to switch.
     #[arg(long, value_name = "NAME")]
     pub allocator: Option<crate::allocator::AllocatorKind>,
+    /// The binary SIGUSR2 (`mpm signal upgrade`) starts as the new master
+    /// (default: the path this server was started from).
+    #[arg(long, value_name = "PATH")]
+    pub upgrade_binary: Option<PathBuf>,
 }
 
 impl ConfigLayer {
@@ -430,6 +434,7 @@ impl ConfigLayer {
             group: self.group.or(lower.group),
             dotfiles: self.dotfiles.or(lower.dotfiles),
             allocator: self.allocator.or(lower.allocator),
+            upgrade_binary: self.upgrade_binary.or(lower.upgrade_binary),
         }
     }
 }
@@ -504,6 +509,8 @@ pub struct Config {
     pub dotfiles: Dotfiles,
     /// The allocator asked for, if any (else the one the process started with).
     pub allocator: Option<crate::allocator::AllocatorKind>,
+    /// The binary a binary upgrade starts (`None`: the one running).
+    pub upgrade_binary: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -541,6 +548,7 @@ impl Default for Config {
             run_as: None,
             dotfiles: Dotfiles::Deny,
             allocator: None,
+            upgrade_binary: None,
         }
     }
 }
@@ -702,6 +710,7 @@ impl Config {
             run_as: resolve_user(layer.user.as_deref(), layer.group.as_deref())?,
             dotfiles: layer.dotfiles.unwrap_or(d.dotfiles),
             allocator: layer.allocator,
+            upgrade_binary: layer.upgrade_binary,
         })
     }
 }

@@ -12,6 +12,7 @@
 //! | SIGWINCH | graceful stop: the same |
 //! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
 //! | SIGHUP | restart: the children are stopped (as by SIGTERM) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
+//! | SIGUSR2 | binary upgrade (see [`upgrade`](crate::upgrade)): a new master inherits the listening sockets; once it is ready this one drains and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
 //!
 //! A child that exits (or is killed) while its generation is current is
 //! replaced; one that dies within a second of starting counts as a crash, and
@@ -27,13 +28,14 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 use signal_hook::SigId;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::listener::Listener;
 use crate::scoreboard::{Scoreboard, WorkerState};
+use crate::upgrade::{self, Outcome, Pending, ReadyReport, UpgradeSpec};
 
 /// What a child runs: its own copies of the listeners, its own lifecycle
 /// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH), and its process slot
@@ -54,6 +56,7 @@ struct Signals {
     stop: Arc<AtomicBool>,
     graceful_restart: Arc<AtomicBool>,
     restart: Arc<AtomicBool>,
+    upgrade: Arc<AtomicBool>,
     child_exited: Arc<AtomicBool>,
     wake_read: OwnedFd,
     _wake_write: OwnedFd,
@@ -68,6 +71,7 @@ impl Signals {
         let stop = Arc::new(AtomicBool::new(false));
         let graceful_restart = Arc::new(AtomicBool::new(false));
         let restart = Arc::new(AtomicBool::new(false));
+        let upgrade = Arc::new(AtomicBool::new(false));
         let child_exited = Arc::new(AtomicBool::new(false));
         let mut ids = Vec::new();
         let io = |e| Error::io("installing signal handlers", e);
@@ -77,6 +81,7 @@ impl Signals {
             (SIGWINCH, &stop),
             (SIGUSR1, &graceful_restart),
             (SIGHUP, &restart),
+            (SIGUSR2, &upgrade),
             (SIGCHLD, &child_exited),
         ] {
             ids.push(signal_hook::flag::register(sig, Arc::clone(flag)).map_err(io)?);
@@ -87,6 +92,7 @@ impl Signals {
             stop,
             graceful_restart,
             restart,
+            upgrade,
             child_exited,
             wake_read: r,
             _wake_write: w,
@@ -116,6 +122,9 @@ pub enum Exit {
     /// SIGHUP: every child has exited; read the configuration again and run
     /// a new set on the same listeners.
     Restart,
+    /// SIGUSR2: a new master serves on the same listeners; this one's
+    /// children have drained, and it should exit.
+    Upgraded,
 }
 
 /// How many children a [`ProcessManager`] keeps.
@@ -151,6 +160,8 @@ pub struct ProcessManager<'a> {
     sizing: Sizing,
     graceful_timeout: Duration,
     signals: Signals,
+    upgrade: Option<UpgradeSpec>,
+    ready: ReadyReport,
 }
 
 impl std::fmt::Debug for ProcessManager<'_> {
@@ -183,7 +194,24 @@ impl<'a> ProcessManager<'a> {
             sizing,
             graceful_timeout,
             signals: Signals::install()?,
+            upgrade: None,
+            ready: ReadyReport::default(),
         })
+    }
+
+    /// Upgrade on SIGUSR2 by starting a new master as `spec` says (without
+    /// it, SIGUSR2 is logged and ignored).
+    pub fn upgrade_with(mut self, spec: UpgradeSpec) -> Self {
+        self.upgrade = Some(spec);
+        self
+    }
+
+    /// This master was started by an upgrading one: report to it once the
+    /// first children serve, and leave the listeners listening on a stop
+    /// while it lives.
+    pub fn report_ready(mut self, ready: ReadyReport) -> Self {
+        self.ready = ready;
+        self
     }
 
     fn max_children(&self) -> usize {
@@ -197,8 +225,10 @@ impl<'a> ProcessManager<'a> {
     /// (by a signal, or by `lifecycle.stop()`), then stop them all.
     ///
     /// Must be called while the process has a single thread.
-    pub fn run(self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<Exit> {
+    pub fn run(mut self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<Exit> {
+        let mut ready = std::mem::take(&mut self.ready);
         let signals = &self.signals;
+        let mut pending: Option<Pending> = None;
         let mut children: Vec<Child> = Vec::new();
         let mut generation = 1u64;
         let mut crashes = 0u32;
@@ -231,6 +261,18 @@ impl<'a> ProcessManager<'a> {
                 }
             }
             lifecycle.set_phase(Phase::Serving);
+            // Started by an upgrade: ready once a full first generation has
+            // outlived the crash-at-start window.
+            if generation == 1 && crashes == 0 {
+                let up: Vec<&Child> = children.iter().filter(|c| c.generation == 1).collect();
+                if up.len() >= wanted
+                    && up
+                        .iter()
+                        .all(|c| c.started.elapsed() >= upgrade::READY_AFTER)
+                {
+                    ready.report();
+                }
+            }
 
             if let Sizing::Spare {
                 min_spare,
@@ -272,12 +314,64 @@ impl<'a> ProcessManager<'a> {
             let timeout = until
                 .saturating_duration_since(Instant::now())
                 .clamp(Duration::from_millis(10), Duration::from_secs(1));
-            let mut fds = [
+            let mut fds = vec![
                 PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN),
                 PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN),
             ];
+            if let Some(p) = &pending {
+                fds.push(PollFd::new(p.fd(), PollFlags::POLLIN));
+            }
             let _ = poll(&mut fds, PollTimeout::from(timeout.as_millis() as u16));
+            drop(fds);
             signals.drain();
+
+            if let Some(p) = &pending {
+                match p.check() {
+                    Outcome::Waiting => {}
+                    Outcome::Ready => {
+                        eprintln!(
+                            "mpm: upgrade: new master {} is serving; this master ({}) drains \
+                             {} children and exits",
+                            p.pid,
+                            std::process::id(),
+                            children.len()
+                        );
+                        if let Some(path) = p.pid_file() {
+                            upgrade::remove_oldbin(path);
+                        }
+                        exit = Exit::Upgraded;
+                        // Handed over: the new master is no longer ours to stop.
+                        pending = None;
+                        break;
+                    }
+                    Outcome::Failed(why) => {
+                        eprintln!("mpm: upgrade failed: {why}; this master serves on");
+                        if let Some(p) = pending.take() {
+                            p.roll_back();
+                        }
+                    }
+                }
+            }
+            if signals.upgrade.swap(false, Ordering::SeqCst) {
+                match (&self.upgrade, &pending) {
+                    (None, _) => eprintln!("mpm: SIGUSR2 ignored: no binary to upgrade to"),
+                    (Some(_), Some(p)) => {
+                        eprintln!("mpm: SIGUSR2 ignored: new master {} is starting", p.pid)
+                    }
+                    (Some(spec), None) => match spec.start(self.listeners) {
+                        Ok(p) => {
+                            eprintln!(
+                                "mpm: upgrade: started {} as pid {}; this master serves until \
+                                 it is ready",
+                                spec.binary.display(),
+                                p.pid
+                            );
+                            pending = Some(p);
+                        }
+                        Err(e) => eprintln!("mpm: upgrade failed: {e}; this master serves on"),
+                    },
+                }
+            }
 
             if signals.stop.swap(false, Ordering::SeqCst) || lifecycle.is_stopping() {
                 eprintln!(
@@ -350,8 +444,12 @@ impl<'a> ProcessManager<'a> {
         }
         if exit == Exit::Stopped {
             lifecycle.stop();
-            for l in self.listeners {
-                l.stop_listening();
+            // Shared with the master that started this one (an upgrade not
+            // yet complete), they must go on listening for it.
+            if !ready.shares_listeners() {
+                for l in self.listeners {
+                    l.stop_listening();
+                }
             }
         }
         let deadline = Instant::now() + self.graceful_timeout + Duration::from_secs(2);
@@ -370,7 +468,12 @@ impl<'a> ProcessManager<'a> {
             }
         }
         signals.uninstall();
-        if exit == Exit::Stopped {
+        // Stopped mid-upgrade: the new master goes too, and the pid file
+        // comes back.
+        if let Some(p) = pending.take() {
+            p.roll_back();
+        }
+        if exit != Exit::Restart {
             lifecycle.set_phase(Phase::Stopped);
         }
         Ok(exit)

@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 
 use mpm_core::allocator::{self, AllocatorKind};
 use mpm_core::http::HttpFactory;
 use mpm_core::process_manager::{Exit, ProcessManager, Sizing};
 use mpm_core::scoreboard::Scoreboard;
+use mpm_core::upgrade::{Inherited, ReadyReport, UpgradeSpec};
 use mpm_core::{Config, ConfigLayer, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
 
 use std::sync::Arc;
@@ -218,10 +219,25 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     let mut config = load(&args)?;
     service.check(&config)?;
     run_again_if_needed(&config)?;
-    // Sockets passed by systemd (socket activation) come first; with
-    // --reuseport the master only reserves the addresses, and each prefork
-    // child listens on a socket of its own.
-    let listeners = if let Some(inherited) = systemd_listeners()? {
+    // The binary a SIGUSR2 upgrade starts: the path this one was started
+    // from, read now, while it names this binary (once a new one is moved
+    // over it, /proc/self/exe names the deleted old file).
+    let started_as = std::env::current_exe()
+        .map_err(|e| Error::io("finding this program's path for upgrades", e))?;
+    // Sockets passed by an upgrading master, then by systemd (socket
+    // activation), come first; with --reuseport the master only reserves
+    // the addresses, and each prefork child listens on a socket of its own.
+    let mut ready_report = None;
+    let listeners = if let Some(inherited) = Inherited::from_env()? {
+        let (listeners, report) = inherited.into_parts();
+        eprintln!(
+            "mpm: upgrade: serving on {} listening sockets passed by the old master \
+             (--listen is not used)",
+            listeners.len()
+        );
+        ready_report = Some(report);
+        listeners
+    } else if let Some(inherited) = systemd_listeners()? {
         eprintln!(
             "mpm: serving on {} listening sockets passed by systemd (--listen is not used)",
             inherited.len()
@@ -238,17 +254,34 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
         let scoreboard = scoreboard(&config)?;
         let site = (service, scoreboard);
         let pid = &mut pid_file;
+        let upgrade = Upgrade {
+            spec: UpgradeSpec {
+                binary: config
+                    .upgrade_binary
+                    .clone()
+                    .unwrap_or_else(|| started_as.clone()),
+                args: std::env::args_os().skip(1).collect(),
+                pid_file: config.pid_file.clone(),
+            },
+            // Only the first run reports to the master that started this one.
+            report: ready_report.take(),
+        };
+        let listeners = (&listeners[..], upgrade);
         let exit = match config.mpm {
-            MpmKind::Worker => run(mpm_worker::Worker, &config, site, &listeners, pid)?,
+            MpmKind::Worker => run(mpm_worker::Worker, &config, site, listeners, pid)?,
             MpmKind::Prefork => run(
                 mpm_prefork::Prefork::new(&config)?,
                 &config,
                 site,
-                &listeners,
+                listeners,
                 pid,
             )?,
-            MpmKind::Event => run(mpm_event::Event, &config, site, &listeners, pid)?,
+            MpmKind::Event => run(mpm_event::Event, &config, site, listeners, pid)?,
         };
+        if exit == Exit::Upgraded {
+            eprintln!("mpm: upgrade done: the new master serves; this one exits");
+            return Ok(());
+        }
         if exit == Exit::Stopped {
             return Ok(());
         }
@@ -274,14 +307,21 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     }
 }
 
+/// How a run upgrades on SIGUSR2, and reports to the master that started
+/// it (if one did).
+struct Upgrade {
+    spec: UpgradeSpec,
+    report: Option<ReadyReport>,
+}
+
 /// Serve on `listeners` until stopped (or, under the process manager,
-/// until SIGHUP asks for a restart). Writes the pid file into `pid_file`
-/// unless an earlier run has.
+/// until SIGHUP asks for a restart or SIGUSR2 for an upgrade). Writes the
+/// pid file into `pid_file` unless an earlier run has.
 fn run<M: Mpm, S: Service>(
     mpm: M,
     config: &Config,
     (service, scoreboard): (&S, &'static Scoreboard),
-    listeners: &[Listener],
+    (listeners, upgrade): (&[Listener], Upgrade),
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
     mpm.available()?;
@@ -308,11 +348,12 @@ fn run<M: Mpm, S: Service>(
             },
             _ => Sizing::Fixed(config.server_limit),
         };
-        Some(ProcessManager::with_sizing(
-            listeners,
-            sizing,
-            config.graceful_timeout,
-        )?)
+        let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
+            .upgrade_with(upgrade.spec);
+        Some(match upgrade.report {
+            Some(report) => manager.report_ready(report),
+            None => manager,
+        })
     } else {
         None
     };
@@ -338,8 +379,16 @@ fn run<M: Mpm, S: Service>(
             l.local_addr()
         );
     }
-    // For systemd's Type=notify: up (the listeners queue connections from here).
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    // For systemd's Type=notify: up (the listeners queue connections from
+    // here). A new master after an upgrade also names itself the main
+    // process (the unit needs NotifyAccess=all for that).
+    let _ = sd_notify::notify(
+        false,
+        &[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::MainPid(std::process::id()),
+        ],
+    );
     let exit = if let Some(manager) = manager {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
@@ -448,15 +497,19 @@ fn run_again_if_needed(config: &Config) -> Result<(), Error> {
     Err(Error::io("running this program again", err))
 }
 
-/// Log and otherwise ignore SIGHUP and SIGUSR1 in a server of one process.
+/// Log and otherwise ignore SIGHUP, SIGUSR1 and SIGUSR2 in a server of one process.
 fn refuse_restarts() -> Result<(), Error> {
-    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1])
+    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1, SIGUSR2])
         .map_err(|e| Error::io("installing signal handlers", e))?;
     std::thread::Builder::new()
         .name("mpm-restarts".into())
         .spawn(move || {
             for sig in signals.forever() {
-                let name = if sig == SIGHUP { "SIGHUP" } else { "SIGUSR1" };
+                let name = match sig {
+                    SIGHUP => "SIGHUP",
+                    SIGUSR1 => "SIGUSR1",
+                    _ => "SIGUSR2",
+                };
                 eprintln!(
                     "mpm: {name} ignored: restarting needs a master process (--server-limit 2 or more)"
                 );
