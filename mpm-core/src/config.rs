@@ -363,6 +363,11 @@ pub struct ConfigLayer {
     /// (default: the path this server was started from).
     #[arg(long, value_name = "PATH")]
     pub upgrade_binary: Option<PathBuf>,
+    /// On SIGTERM or SIGWINCH, serve on this long with the status page
+    /// answering 503 (draining), so that a load balancer's health check
+    /// takes the instance out before it stops listening (needs a master).
+    #[arg(long, value_name = "DURATION")]
+    pub drain_delay: Option<Seconds>,
 }
 
 impl ConfigLayer {
@@ -435,6 +440,7 @@ impl ConfigLayer {
             dotfiles: self.dotfiles.or(lower.dotfiles),
             allocator: self.allocator.or(lower.allocator),
             upgrade_binary: self.upgrade_binary.or(lower.upgrade_binary),
+            drain_delay: self.drain_delay.or(lower.drain_delay),
         }
     }
 }
@@ -511,6 +517,8 @@ pub struct Config {
     pub allocator: Option<crate::allocator::AllocatorKind>,
     /// The binary a binary upgrade starts (`None`: the one running).
     pub upgrade_binary: Option<PathBuf>,
+    /// How long a stopping master serves on, reporting draining, first.
+    pub drain_delay: Duration,
 }
 
 impl Default for Config {
@@ -549,6 +557,7 @@ impl Default for Config {
             dotfiles: Dotfiles::Deny,
             allocator: None,
             upgrade_binary: None,
+            drain_delay: Duration::ZERO,
         }
     }
 }
@@ -710,7 +719,16 @@ impl Config {
             run_as: resolve_user(layer.user.as_deref(), layer.group.as_deref())?,
             dotfiles: layer.dotfiles.unwrap_or(d.dotfiles),
             allocator: layer.allocator,
-            upgrade_binary: layer.upgrade_binary,
+            upgrade_binary: match layer.upgrade_binary {
+                Some(p) if !p.is_file() => {
+                    return Err(Error::config(format!(
+                        "--upgrade-binary {}: no such file",
+                        p.display()
+                    )))
+                }
+                other => other,
+            },
+            drain_delay: layer.drain_delay.map(|s| s.0).unwrap_or(Duration::ZERO),
         })
     }
 }

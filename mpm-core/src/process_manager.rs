@@ -162,6 +162,7 @@ pub struct ProcessManager<'a> {
     signals: Signals,
     upgrade: Option<UpgradeSpec>,
     ready: ReadyReport,
+    drain: Option<(Duration, &'static Scoreboard)>,
 }
 
 impl std::fmt::Debug for ProcessManager<'_> {
@@ -196,7 +197,19 @@ impl<'a> ProcessManager<'a> {
             signals: Signals::install()?,
             upgrade: None,
             ready: ReadyReport::default(),
+            drain: None,
         })
+    }
+
+    /// On SIGTERM, SIGWINCH or `lifecycle.stop()`, serve on for `delay`
+    /// first with `scoreboard` marked draining (the status page answers
+    /// 503), so that a load balancer stops sending before the listeners
+    /// close. A second stop signal stops at once.
+    pub fn drain_first(mut self, delay: Duration, scoreboard: &'static Scoreboard) -> Self {
+        if !delay.is_zero() {
+            self.drain = Some((delay, scoreboard));
+        }
+        self
     }
 
     /// Upgrade on SIGUSR2 by starting a new master as `spec` says (without
@@ -229,6 +242,8 @@ impl<'a> ProcessManager<'a> {
         let mut ready = std::mem::take(&mut self.ready);
         let signals = &self.signals;
         let mut pending: Option<Pending> = None;
+        // Set while serving on, marked draining, before a stop.
+        let mut drain_until: Option<Instant> = None;
         let mut children: Vec<Child> = Vec::new();
         let mut generation = 1u64;
         let mut crashes = 0u32;
@@ -310,14 +325,19 @@ impl<'a> ProcessManager<'a> {
                 }
             }
 
-            let until = next_spawn.max(Instant::now()).min(next_maintenance);
+            let mut until = next_spawn.max(Instant::now()).min(next_maintenance);
+            if let Some(d) = drain_until {
+                until = until.min(d);
+            }
             let timeout = until
                 .saturating_duration_since(Instant::now())
                 .clamp(Duration::from_millis(10), Duration::from_secs(1));
-            let mut fds = vec![
-                PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN),
-                PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN),
-            ];
+            let mut fds = vec![PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN)];
+            // Once a stop has been asked, the stop pipe stays readable: a
+            // draining master must not spin on it.
+            if drain_until.is_none() {
+                fds.push(PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN));
+            }
             if let Some(p) = &pending {
                 fds.push(PollFd::new(p.fd(), PollFlags::POLLIN));
             }
@@ -373,7 +393,22 @@ impl<'a> ProcessManager<'a> {
                 }
             }
 
-            if signals.stop.swap(false, Ordering::SeqCst) || lifecycle.is_stopping() {
+            let stop_asked = signals.stop.swap(false, Ordering::SeqCst);
+            if let (Some((delay, scoreboard)), None, true) = (
+                self.drain,
+                drain_until,
+                stop_asked || lifecycle.is_stopping(),
+            ) {
+                scoreboard.set_draining();
+                drain_until = Some(Instant::now() + delay);
+                eprintln!(
+                    "mpm: draining: serving on for {delay:?} with the status page answering 503, \
+                     then stopping (signal again to stop now)"
+                );
+            } else if stop_asked
+                || (lifecycle.is_stopping() && drain_until.is_none())
+                || drain_until.is_some_and(|d| Instant::now() >= d)
+            {
                 eprintln!(
                     "mpm: stopping: {} children finish their requests (at most {:?})",
                     children.len(),

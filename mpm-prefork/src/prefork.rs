@@ -174,6 +174,11 @@ fn accept_locked(
             return None;
         }
         for (l, _) in listeners.iter().zip(&ready).filter(|(_, r)| **r) {
+            // Told to stop since poll returned: leave the connection queued
+            // for the next generation rather than answer it `Connection: close`.
+            if lifecycle.is_stopping() {
+                return None;
+            }
             match l.accept() {
                 Ok(c) => return Some(c),
                 Err(e) => match e.kind() {

@@ -102,6 +102,10 @@ impl ListenerMutex {
                 return Err(Stopped::Stopping);
             }
             for (listener, _) in self.listeners.iter().zip(&ready).filter(|(_, r)| **r) {
+                // Told to stop since poll returned: leave it for the next generation.
+                if lifecycle.is_stopping() {
+                    return Err(Stopped::Stopping);
+                }
                 match listener.accept() {
                     Ok(c) => return Ok(c),
                     Err(e) => self.on_error(e),

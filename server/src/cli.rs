@@ -349,7 +349,8 @@ fn run<M: Mpm, S: Service>(
             _ => Sizing::Fixed(config.server_limit),
         };
         let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
-            .upgrade_with(upgrade.spec);
+            .upgrade_with(upgrade.spec)
+            .drain_first(config.drain_delay, scoreboard);
         Some(match upgrade.report {
             Some(report) => manager.report_ready(report),
             None => manager,
