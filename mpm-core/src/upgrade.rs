@@ -264,6 +264,7 @@ impl Inherited {
             ReadyReport {
                 pipe: self.ready,
                 parent: self.parent,
+                then: None,
             },
         )
     }
@@ -271,17 +272,38 @@ impl Inherited {
 
 /// How a new master tells the old one it is ready, and knows whether it
 /// still shares the listening sockets with it.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct ReadyReport {
     pipe: Option<OwnedFd>,
     parent: Option<u32>,
+    then: Option<Box<dyn FnOnce()>>,
+}
+
+impl std::fmt::Debug for ReadyReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadyReport")
+            .field("pipe", &self.pipe)
+            .field("parent", &self.parent)
+            .finish()
+    }
 }
 
 impl ReadyReport {
+    /// Also run `then` once the old master has been told (to tell systemd
+    /// the new main pid, say: not before, or a rollback would leave systemd
+    /// watching a process about to go).
+    pub fn and_then(mut self, then: impl FnOnce() + 'static) -> Self {
+        self.then = Some(Box::new(then));
+        self
+    }
+
     /// Tell the old master (once): it then drains and exits.
     pub fn report(&mut self) {
         if let Some(pipe) = self.pipe.take() {
             let _ = nix::unistd::write(&pipe, b"R");
+            if let Some(then) = self.then.take() {
+                then();
+            }
         }
     }
 

@@ -335,6 +335,7 @@ fn run<M: Mpm, S: Service>(
     }
     let lifecycle = Lifecycle::new()?;
     let managed = config.server_limit > 1 || mpm.kind() == MpmKind::Prefork;
+    let upgrading = upgrade.report.is_some();
     // Made now, so its signal handlers are in place before the pid file and
     // the `listening on` lines tell anyone the server is up.
     let manager = if managed {
@@ -352,7 +353,15 @@ fn run<M: Mpm, S: Service>(
             .upgrade_with(upgrade.spec)
             .drain_first(config.drain_delay, scoreboard);
         Some(match upgrade.report {
-            Some(report) => manager.report_ready(report),
+            Some(report) => manager.report_ready(report.and_then(|| {
+                let _ = sd_notify::notify(
+                    false,
+                    &[
+                        sd_notify::NotifyState::Ready,
+                        sd_notify::NotifyState::MainPid(std::process::id()),
+                    ],
+                );
+            })),
             None => manager,
         })
     } else {
@@ -381,15 +390,11 @@ fn run<M: Mpm, S: Service>(
         );
     }
     // For systemd's Type=notify: up (the listeners queue connections from
-    // here). A new master after an upgrade also names itself the main
-    // process (the unit needs NotifyAccess=all for that).
-    let _ = sd_notify::notify(
-        false,
-        &[
-            sd_notify::NotifyState::Ready,
-            sd_notify::NotifyState::MainPid(std::process::id()),
-        ],
-    );
+    // here). A new master after an upgrade says so once its children serve,
+    // naming itself the main process (the unit needs NotifyAccess=all).
+    if !upgrading {
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    }
     let exit = if let Some(manager) = manager {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.

@@ -211,6 +211,46 @@ fn an_upgrade_whose_new_master_rejects_the_configuration_rolls_back(mpm: &str) {
     rolls_back(mpm, &script);
 }
 
+#[test]
+fn an_upgraded_master_tells_systemd_it_is_the_main_process() {
+    use std::os::unix::net::UnixDatagram;
+    let root = TempDir::new("upgrade-notify");
+    let path = root.path().join("notify.sock");
+    let notify = UnixDatagram::bind(&path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    root.write("index.html", PAGE);
+    let pid_file = root.path().join("mpm.pid");
+    let mut server = Server::start_with(
+        "worker",
+        Some(root.path()),
+        &["--server-limit", "2", "--pid-file", pid_file.to_str().unwrap()],
+        |cmd| {
+            cmd.env("NOTIFY_SOCKET", &path);
+        },
+    );
+    let mut buf = [0u8; 256];
+    let n = notify.recv(&mut buf).unwrap();
+    let first = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(first.contains("READY=1"), "{first}");
+    server.signal(libc::SIGUSR2);
+    let n = notify.recv(&mut buf).unwrap();
+    let second = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let new = second
+        .lines()
+        .find_map(|l| l.strip_prefix("MAINPID="))
+        .and_then(|p| p.parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("no MAINPID in {second:?}"));
+    assert_ne!(new, server.pid());
+    assert!(second.contains("READY=1"), "{second}");
+    let new = Adopted(new);
+    // Sent once the old master was told: it is on its way out.
+    assert!(server.wait_for_stderr("upgrade done", Duration::from_secs(20)));
+    assert_eq!(read_pid(&pid_file), Some(new.0));
+    assert!(new.stop());
+}
+
 tests::mpm_suite!(
     an_upgrade_under_load_fails_no_request_and_the_old_master_exits,
     an_upgrade_to_a_binary_that_fails_leaves_the_old_master_serving,
