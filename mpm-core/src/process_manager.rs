@@ -12,7 +12,7 @@
 //! | SIGWINCH | graceful stop: the same |
 //! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
 //! | SIGHUP | restart: the children are stopped (as by SIGTERM) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
-//! | SIGUSR2 | binary upgrade (see [`upgrade`](crate::upgrade)): a new master inherits the listening sockets; once it is ready this one drains and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
+//! | SIGUSR2 | binary upgrade (see [`crate::upgrade`]): a new master inherits the listening sockets; once it is ready this one drains and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
 //!
 //! A child that exits (or is killed) while its generation is current is
 //! replaced; one that dies within a second of starting counts as a crash, and

@@ -225,7 +225,12 @@ fn an_upgraded_master_tells_systemd_it_is_the_main_process() {
     let mut server = Server::start_with(
         "worker",
         Some(root.path()),
-        &["--server-limit", "2", "--pid-file", pid_file.to_str().unwrap()],
+        &[
+            "--server-limit",
+            "2",
+            "--pid-file",
+            pid_file.to_str().unwrap(),
+        ],
         |cmd| {
             cmd.env("NOTIFY_SOCKET", &path);
         },
