@@ -38,7 +38,11 @@ fn a_request_sent_as_a_graceful_restart_begins_is_answered(mpm: &str) {
                     .unwrap();
                 let first = c.read_response().unwrap();
                 assert_eq!(first.body, PAGE);
-                (first.header("connection") != Some("close")).then_some(c)
+                let kept = first.header("connection") != Some("close");
+                if !kept {
+                    eprintln!("round {round}: closed after one request; a new connection");
+                }
+                kept.then_some(c)
             })
             .unwrap_or_else(|| {
                 panic!(
