@@ -20,6 +20,7 @@
 //! forking in a loop.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -244,6 +245,8 @@ impl<'a> ProcessManager<'a> {
         let mut pending: Option<Pending> = None;
         // Set while serving on, marked draining, before a stop.
         let mut drain_until: Option<Instant> = None;
+        // After a hand-over: the pid file whose `.oldbin` goes at exit.
+        let mut handed_over_pid_file: Option<Option<PathBuf>> = None;
         let mut children: Vec<Child> = Vec::new();
         let mut generation = 1u64;
         let mut crashes = 0u32;
@@ -356,9 +359,8 @@ impl<'a> ProcessManager<'a> {
                             std::process::id(),
                             children.len()
                         );
-                        if let Some(path) = p.pid_file() {
-                            upgrade::remove_oldbin(path);
-                        }
+                        // Like nginx's, `FILE.oldbin` names this master until it exits.
+                        handed_over_pid_file = Some(p.pid_file().map(Path::to_path_buf));
                         exit = Exit::Upgraded;
                         // Handed over: the new master is no longer ours to stop.
                         pending = None;
@@ -507,6 +509,9 @@ impl<'a> ProcessManager<'a> {
         // comes back.
         if let Some(p) = pending.take() {
             p.roll_back();
+        }
+        if let Some(Some(path)) = handed_over_pid_file {
+            upgrade::remove_oldbin(&path);
         }
         if exit != Exit::Restart {
             lifecycle.set_phase(Phase::Stopped);

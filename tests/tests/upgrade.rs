@@ -211,6 +211,54 @@ fn an_upgrade_whose_new_master_rejects_the_configuration_rolls_back(mpm: &str) {
     rolls_back(mpm, &script);
 }
 
+/// The slow one (the old master waits out its 30 s ready timeout): one MPM.
+#[test]
+fn an_upgrade_to_a_binary_that_never_becomes_ready_rolls_back_after_the_timeout() {
+    let dir = TempDir::new("upgrade-hang");
+    let script = dir.write("hang.sh", b"#!/bin/sh\nexec sleep 600\n");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = TempDir::new("upgrade-hang-root");
+    let pid_file = root.path().join("mpm.pid");
+    let mut server = start(
+        "worker",
+        &root,
+        &pid_file,
+        &["--upgrade-binary", script.to_str().unwrap()],
+    );
+    server.signal(libc::SIGUSR2);
+    assert!(server.wait_for_stderr("upgrade: started", Duration::from_secs(10)));
+    let hung: u32 = server
+        .stderr_text()
+        .split(" as pid ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the new master's pid in the log");
+    assert!(
+        root.path().join("mpm.pid.oldbin").exists(),
+        "no .oldbin while the new master starts"
+    );
+    assert!(
+        server.wait_for_stderr("was not ready within", Duration::from_secs(45)),
+        "{}",
+        server.stderr_text()
+    );
+    let mut c = RawConn::connect(server.addr());
+    c.send(REQUEST).unwrap();
+    assert_eq!(c.read_response().unwrap().body, PAGE);
+    assert_eq!(read_pid(&pid_file), Some(server.pid()));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !process_gone(hung) {
+        assert!(
+            Instant::now() < deadline,
+            "the hung new master was not stopped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(server.stop().success());
+}
+
 #[test]
 fn an_upgraded_master_tells_systemd_it_is_the_main_process() {
     use std::os::unix::net::UnixDatagram;
