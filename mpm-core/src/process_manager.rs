@@ -367,10 +367,11 @@ impl<'a> ProcessManager<'a> {
                         break;
                     }
                     Outcome::Failed(why) => {
-                        eprintln!("mpm: upgrade failed: {why}; this master serves on");
+                        // Rolled back before the log line says so.
                         if let Some(p) = pending.take() {
                             p.roll_back();
                         }
+                        eprintln!("mpm: upgrade failed: {why}; this master serves on");
                     }
                 }
             }

@@ -91,6 +91,13 @@ fn wait_until_both_serve(balancer: &Balancer) {
 }
 
 fn assert_clean(tally: &Tally, logs: &str) {
+    eprintln!(
+        "{} requests answered ({} bodies), {} retried after an idle close, {} failed",
+        tally.ok,
+        tally.bodies.len(),
+        tally.retried,
+        tally.failures.len()
+    );
     assert!(
         tally.failures.is_empty(),
         "{} of {} requests failed: {:?}\n{logs}",

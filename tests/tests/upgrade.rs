@@ -80,6 +80,13 @@ impl Drop for Adopted {
 }
 
 fn assert_no_failures(tally: &Tally, server: &Server) {
+    eprintln!(
+        "{} requests answered ({} bodies), {} retried after an idle close, {} failed",
+        tally.ok,
+        tally.bodies.len(),
+        tally.retried,
+        tally.failures.len()
+    );
     assert!(
         tally.failures.is_empty(),
         "{} of {} requests failed: {:?}\n{}",
@@ -102,7 +109,17 @@ fn an_upgrade_under_load_fails_no_request_and_the_old_master_exits(mpm: &str) {
     // Connected, the request not yet sent: it must be served by one
     // generation or the other, whichever accepted it.
     let mut waiting = RawConn::connect(server.addr());
-    server.signal(libc::SIGUSR2);
+    // `mpm signal upgrade` sends SIGUSR2 to the pid in the pid file.
+    let sent = tests::run_mpm(
+        &[
+            "signal",
+            "upgrade",
+            "--pid-file",
+            pid_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(sent.status.success(), "{}", sent.stderr);
 
     let deadline = Instant::now() + Duration::from_secs(20);
     let new = loop {
