@@ -223,6 +223,16 @@ impl Inherited {
         };
         let list = list.to_string_lossy().into_owned();
         let bad = |what: &str| Error::config(format!("{ENV_FDS}={list}: {what}"));
+        // Left over in an environment (a shell started from a new master,
+        // say), the numbers would name someone else's descriptors.
+        let parent: Option<u32> = std::env::var(ENV_PARENT).ok().and_then(|s| s.parse().ok());
+        let ppid = nix::unistd::getppid().as_raw() as u32;
+        if parent != Some(ppid) {
+            return Err(bad(&format!(
+                "set, but this process was not started by an upgrading mpm master \
+                 ({ENV_PARENT} is {parent:?}, the parent is {ppid}); unset it"
+            )));
+        }
         let mut listeners = Vec::new();
         for part in list.split(',').filter(|p| !p.is_empty()) {
             let fd: RawFd = part.parse().map_err(|_| bad("not descriptor numbers"))?;
@@ -249,7 +259,6 @@ impl Inherited {
             }
             _ => None,
         };
-        let parent = std::env::var(ENV_PARENT).ok().and_then(|s| s.parse().ok());
         Ok(Some(Inherited {
             listeners,
             ready,

@@ -326,3 +326,18 @@ tests::mpm_suite!(
     an_upgrade_to_a_binary_that_fails_leaves_the_old_master_serving,
     an_upgrade_whose_new_master_rejects_the_configuration_rolls_back,
 );
+
+#[test]
+fn upgrade_variables_left_in_an_environment_are_refused_in_one_line() {
+    let out = std::process::Command::new(tests::mpm_bin())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("MPM_UPGRADE_FDS", "3")
+        .env("MPM_UPGRADE_PARENT", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("MPM_UPGRADE_FDS"), "{err}");
+}
