@@ -71,10 +71,19 @@ pub const STOP_GRACE: Duration = Duration::from_millis(100);
 pub fn input_arrives_within(fd: RawFd, within: Duration) -> bool {
     // SAFETY: `fd` is an open socket the caller holds for this call.
     let conn = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    let mut fds = [nix::poll::PollFd::new(conn, nix::poll::PollFlags::POLLIN)];
-    let ms = within.as_millis().min(u16::MAX as u128) as u16;
-    matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)), Ok(n) if n > 0)
-        && has_pending_input(fd)
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let mut fds = [nix::poll::PollFd::new(conn, nix::poll::PollFlags::POLLIN)];
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = left.as_millis().min(u16::MAX as u128) as u16;
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+            Ok(n) if n > 0 => return has_pending_input(fd),
+            // A second stop signal (SIGTERM after SIGUSR1, say) must not cut
+            // the grace short: wait out the rest of it.
+            Err(nix::errno::Errno::EINTR) if !left.is_zero() => {}
+            _ => return has_pending_input(fd),
+        }
+    }
 }
 
 /// An [`IdlePark`] that never stops idle connections early.

@@ -393,6 +393,15 @@ pub struct ConfigLayer {
     /// Send the error log (stderr) to this file; reopened with the access log.
     #[arg(long, value_name = "FILE")]
     pub error_log: Option<PathBuf>,
+    /// The binary SIGUSR2 (`mpm signal upgrade`) starts as the new master
+    /// (default: the path this server was started from).
+    #[arg(long, value_name = "PATH")]
+    pub upgrade_binary: Option<PathBuf>,
+    /// On SIGTERM or SIGWINCH, serve on this long with the status page
+    /// answering 503 (draining), so that a load balancer's health check
+    /// takes the instance out before it stops listening (needs a master).
+    #[arg(long, value_name = "DURATION")]
+    pub drain_delay: Option<Seconds>,
 }
 
 impl ConfigLayer {
@@ -473,6 +482,8 @@ impl ConfigLayer {
             log_buffer: self.log_buffer.or(lower.log_buffer),
             log_level: self.log_level.or(lower.log_level),
             error_log: self.error_log.or(lower.error_log),
+            upgrade_binary: self.upgrade_binary.or(lower.upgrade_binary),
+            drain_delay: self.drain_delay.or(lower.drain_delay),
         }
     }
 }
@@ -565,6 +576,10 @@ pub struct Config {
     pub log_level: crate::error_log::LogLevel,
     /// Where the error log goes instead of stderr, if set.
     pub error_log: Option<PathBuf>,
+    /// The binary a binary upgrade starts (`None`: the one running).
+    pub upgrade_binary: Option<PathBuf>,
+    /// How long a stopping master serves on, reporting draining, first.
+    pub drain_delay: Duration,
 }
 
 impl Default for Config {
@@ -611,6 +626,8 @@ impl Default for Config {
             log_buffer: 0,
             log_level: crate::error_log::LogLevel::Warn,
             error_log: None,
+            upgrade_binary: None,
+            drain_delay: Duration::ZERO,
         }
     }
 }
@@ -798,6 +815,16 @@ impl Config {
             },
             log_level: layer.log_level.unwrap_or(d.log_level),
             error_log: layer.error_log,
+            upgrade_binary: match layer.upgrade_binary {
+                Some(p) if !p.is_file() => {
+                    return Err(Error::config(format!(
+                        "--upgrade-binary {}: no such file",
+                        p.display()
+                    )))
+                }
+                other => other,
+            },
+            drain_delay: layer.drain_delay.map(|s| s.0).unwrap_or(Duration::ZERO),
         })
     }
 }

@@ -10,6 +10,8 @@
 //!   [`Lifecycle`] phases to wait on and [`Listener`]s bound before it starts.
 //! * [`process_manager`] — the single-threaded master that forks serving
 //!   processes, replaces dead ones, and handles stop and graceful restart.
+//! * [`upgrade`] — hand the listening sockets to a new binary (SIGUSR2)
+//!   without dropping a connection, with rollback.
 //! * [`allocator`] — system, mimalloc or a global-locked malloc, chosen at
 //!   launch, with allocations and lock waits counted per worker.
 //! * [`scoreboard`] — one slot per worker in shared memory: states,
@@ -55,6 +57,7 @@ pub mod scoreboard;
 pub mod server_status;
 mod static_files;
 mod stream;
+pub mod upgrade;
 
 pub use config::{Config, ConfigLayer, MpmKind};
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};

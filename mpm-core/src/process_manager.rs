@@ -12,6 +12,7 @@
 //! | SIGWINCH | graceful stop: the same |
 //! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
 //! | SIGHUP | restart: the children are stopped (as by SIGTERM) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
+//! | SIGUSR2 | binary upgrade (see [`crate::upgrade`]): a new master inherits the listening sockets; once it is ready this one drains and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
 //!
 //! A child that exits (or is killed) while its generation is current is
 //! replaced; one that dies within a second of starting counts as a crash, and
@@ -19,6 +20,7 @@
 //! forking in a loop.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,13 +29,14 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 use signal_hook::SigId;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::listener::Listener;
 use crate::scoreboard::{Scoreboard, WorkerState};
+use crate::upgrade::{self, Outcome, Pending, ReadyReport, UpgradeSpec};
 
 /// What a child runs: its own copies of the listeners, its own lifecycle
 /// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH), and its process slot
@@ -54,6 +57,7 @@ struct Signals {
     stop: Arc<AtomicBool>,
     graceful_restart: Arc<AtomicBool>,
     restart: Arc<AtomicBool>,
+    upgrade: Arc<AtomicBool>,
     child_exited: Arc<AtomicBool>,
     wake_read: OwnedFd,
     _wake_write: OwnedFd,
@@ -68,6 +72,7 @@ impl Signals {
         let stop = Arc::new(AtomicBool::new(false));
         let graceful_restart = Arc::new(AtomicBool::new(false));
         let restart = Arc::new(AtomicBool::new(false));
+        let upgrade = Arc::new(AtomicBool::new(false));
         let child_exited = Arc::new(AtomicBool::new(false));
         let mut ids = Vec::new();
         let io = |e| Error::io("installing signal handlers", e);
@@ -77,6 +82,7 @@ impl Signals {
             (SIGWINCH, &stop),
             (SIGUSR1, &graceful_restart),
             (SIGHUP, &restart),
+            (SIGUSR2, &upgrade),
             (SIGCHLD, &child_exited),
         ] {
             ids.push(signal_hook::flag::register(sig, Arc::clone(flag)).map_err(io)?);
@@ -87,6 +93,7 @@ impl Signals {
             stop,
             graceful_restart,
             restart,
+            upgrade,
             child_exited,
             wake_read: r,
             _wake_write: w,
@@ -116,6 +123,9 @@ pub enum Exit {
     /// SIGHUP: every child has exited; read the configuration again and run
     /// a new set on the same listeners.
     Restart,
+    /// SIGUSR2: a new master serves on the same listeners; this one's
+    /// children have drained, and it should exit.
+    Upgraded,
 }
 
 /// How many children a [`ProcessManager`] keeps.
@@ -152,6 +162,9 @@ pub struct ProcessManager<'a> {
     graceful_timeout: Duration,
     signals: Signals,
     on_graceful_restart: Option<&'a dyn Fn()>,
+    upgrade: Option<UpgradeSpec>,
+    ready: ReadyReport,
+    drain: Option<(Duration, &'static Scoreboard)>,
 }
 
 impl std::fmt::Debug for ProcessManager<'_> {
@@ -185,6 +198,9 @@ impl<'a> ProcessManager<'a> {
             graceful_timeout,
             signals: Signals::install()?,
             on_graceful_restart: None,
+            upgrade: None,
+            ready: ReadyReport::default(),
+            drain: None,
         })
     }
 
@@ -192,6 +208,32 @@ impl<'a> ProcessManager<'a> {
     /// generation is forked (to reopen logs, as httpd does).
     pub fn on_graceful_restart(mut self, hook: &'a dyn Fn()) -> Self {
         self.on_graceful_restart = Some(hook);
+        self
+    }
+
+    /// On SIGTERM, SIGWINCH or `lifecycle.stop()`, serve on for `delay`
+    /// first with `scoreboard` marked draining (the status page answers
+    /// 503), so that a load balancer stops sending before the listeners
+    /// close. A second stop signal stops at once.
+    pub fn drain_first(mut self, delay: Duration, scoreboard: &'static Scoreboard) -> Self {
+        if !delay.is_zero() {
+            self.drain = Some((delay, scoreboard));
+        }
+        self
+    }
+
+    /// Upgrade on SIGUSR2 by starting a new master as `spec` says (without
+    /// it, SIGUSR2 is logged and ignored).
+    pub fn upgrade_with(mut self, spec: UpgradeSpec) -> Self {
+        self.upgrade = Some(spec);
+        self
+    }
+
+    /// This master was started by an upgrading one: report to it once the
+    /// first children serve, and leave the listeners listening on a stop
+    /// while it lives.
+    pub fn report_ready(mut self, ready: ReadyReport) -> Self {
+        self.ready = ready;
         self
     }
 
@@ -206,8 +248,14 @@ impl<'a> ProcessManager<'a> {
     /// (by a signal, or by `lifecycle.stop()`), then stop them all.
     ///
     /// Must be called while the process has a single thread.
-    pub fn run(self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<Exit> {
+    pub fn run(mut self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<Exit> {
+        let mut ready = std::mem::take(&mut self.ready);
         let signals = &self.signals;
+        let mut pending: Option<Pending> = None;
+        // Set while serving on, marked draining, before a stop.
+        let mut drain_until: Option<Instant> = None;
+        // After a hand-over: the pid file whose `.oldbin` goes at exit.
+        let mut handed_over_pid_file: Option<Option<PathBuf>> = None;
         let mut children: Vec<Child> = Vec::new();
         let mut generation = 1u64;
         let mut crashes = 0u32;
@@ -240,6 +288,18 @@ impl<'a> ProcessManager<'a> {
                 }
             }
             lifecycle.set_phase(Phase::Serving);
+            // Started by an upgrade: ready once a full first generation has
+            // outlived the crash-at-start window.
+            if generation == 1 && crashes == 0 {
+                let up: Vec<&Child> = children.iter().filter(|c| c.generation == 1).collect();
+                if up.len() >= wanted
+                    && up
+                        .iter()
+                        .all(|c| c.started.elapsed() >= upgrade::READY_AFTER)
+                {
+                    ready.report();
+                }
+            }
 
             if let Sizing::Spare {
                 min_spare,
@@ -277,18 +337,90 @@ impl<'a> ProcessManager<'a> {
                 }
             }
 
-            let until = next_spawn.max(Instant::now()).min(next_maintenance);
+            let mut until = next_spawn.max(Instant::now()).min(next_maintenance);
+            if let Some(d) = drain_until {
+                until = until.min(d);
+            }
             let timeout = until
                 .saturating_duration_since(Instant::now())
                 .clamp(Duration::from_millis(10), Duration::from_secs(1));
-            let mut fds = [
-                PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN),
-                PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN),
-            ];
+            let mut fds = vec![PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN)];
+            // Once a stop has been asked, the stop pipe stays readable: a
+            // draining master must not spin on it.
+            if drain_until.is_none() {
+                fds.push(PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN));
+            }
+            if let Some(p) = &pending {
+                fds.push(PollFd::new(p.fd(), PollFlags::POLLIN));
+            }
             let _ = poll(&mut fds, PollTimeout::from(timeout.as_millis() as u16));
+            drop(fds);
             signals.drain();
 
-            if signals.stop.swap(false, Ordering::SeqCst) || lifecycle.is_stopping() {
+            if let Some(p) = &pending {
+                match p.check() {
+                    Outcome::Waiting => {}
+                    Outcome::Ready => {
+                        crate::log_notice!(
+                            "mpm: upgrade: new master {} is serving; this master ({}) drains \
+                             {} children and exits",
+                            p.pid,
+                            std::process::id(),
+                            children.len()
+                        );
+                        // Like nginx's, `FILE.oldbin` names this master until it exits.
+                        handed_over_pid_file = Some(p.pid_file().map(Path::to_path_buf));
+                        exit = Exit::Upgraded;
+                        // Handed over: the new master is no longer ours to stop.
+                        pending = None;
+                        break;
+                    }
+                    Outcome::Failed(why) => {
+                        // Rolled back before the log line says so.
+                        if let Some(p) = pending.take() {
+                            p.roll_back();
+                        }
+                        crate::log_error!("mpm: upgrade failed: {why}; this master serves on");
+                    }
+                }
+            }
+            if signals.upgrade.swap(false, Ordering::SeqCst) {
+                match (&self.upgrade, &pending) {
+                    (None, _) => crate::log_warn!("mpm: SIGUSR2 ignored: no binary to upgrade to"),
+                    (Some(_), Some(p)) => {
+                        crate::log_warn!("mpm: SIGUSR2 ignored: new master {} is starting", p.pid)
+                    }
+                    (Some(spec), None) => match spec.start(self.listeners) {
+                        Ok(p) => {
+                            crate::log_notice!(
+                                "mpm: upgrade: started {} as pid {}; this master serves until \
+                                 it is ready",
+                                spec.binary.display(),
+                                p.pid
+                            );
+                            pending = Some(p);
+                        }
+                        Err(e) => crate::log_error!("mpm: upgrade failed: {e}; this master serves on"),
+                    },
+                }
+            }
+
+            let stop_asked = signals.stop.swap(false, Ordering::SeqCst);
+            if let (Some((delay, scoreboard)), None, true) = (
+                self.drain,
+                drain_until,
+                stop_asked || lifecycle.is_stopping(),
+            ) {
+                scoreboard.set_draining();
+                drain_until = Some(Instant::now() + delay);
+                crate::log_notice!(
+                    "mpm: draining: serving on for {delay:?} with the status page answering 503, \
+                     then stopping (signal again to stop now)"
+                );
+            } else if stop_asked
+                || (lifecycle.is_stopping() && drain_until.is_none())
+                || drain_until.is_some_and(|d| Instant::now() >= d)
+            {
                 crate::log_notice!(
                     "mpm: stopping: {} children finish their requests (at most {:?})",
                     children.len(),
@@ -362,8 +494,12 @@ impl<'a> ProcessManager<'a> {
         }
         if exit == Exit::Stopped {
             lifecycle.stop();
-            for l in self.listeners {
-                l.stop_listening();
+            // Shared with the master that started this one (an upgrade not
+            // yet complete), they must go on listening for it.
+            if !ready.shares_listeners() {
+                for l in self.listeners {
+                    l.stop_listening();
+                }
             }
         }
         let deadline = Instant::now() + self.graceful_timeout + Duration::from_secs(2);
@@ -382,7 +518,15 @@ impl<'a> ProcessManager<'a> {
             }
         }
         signals.uninstall();
-        if exit == Exit::Stopped {
+        // Stopped mid-upgrade: the new master goes too, and the pid file
+        // comes back.
+        if let Some(p) = pending.take() {
+            p.roll_back();
+        }
+        if let Some(Some(path)) = handed_over_pid_file {
+            upgrade::remove_oldbin(&path);
+        }
+        if exit != Exit::Restart {
             lifecycle.set_phase(Phase::Stopped);
         }
         Ok(exit)

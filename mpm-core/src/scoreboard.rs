@@ -121,6 +121,7 @@ struct Header {
     generation: AtomicU32,
     slots: AtomicU32,
     per_process: AtomicU32,
+    draining: AtomicU32,
 }
 
 /// The shared table of slots. Made once per server, before forking, and
@@ -232,6 +233,17 @@ impl Scoreboard {
     /// Record a new generation.
     pub fn set_generation(&self, generation: u32) {
         self.header.generation.store(generation, Ordering::Relaxed);
+    }
+
+    /// Is the server about to stop (serving on for its drain delay)?
+    pub fn is_draining(&self) -> bool {
+        self.header.draining.load(Ordering::Relaxed) != 0
+    }
+
+    /// Record that the server is about to stop: the status page then
+    /// answers 503, for load balancers' health checks.
+    pub fn set_draining(&self) {
+        self.header.draining.store(1, Ordering::Relaxed);
     }
 
     /// Totals over every slot.

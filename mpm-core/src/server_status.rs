@@ -8,6 +8,7 @@
 //! | field | meaning |
 //! |---|---|
 //! | `uptime_seconds` | since the scoreboard was made (the server started) |
+//! | `draining` | the server is about to stop (`--drain-delay`); the page then answers 503 |
 //! | `mpm` | the process model |
 //! | `generation` | raised by each graceful restart |
 //! | `total_requests`, `total_bytes`, `total_connections` | since start, over every process and generation; bytes are response bodies |
@@ -80,12 +81,19 @@ impl ServerStatus {
         }
         let snap = self.snapshot();
         let json = req.query().is_some_and(|q| q.contains("json"));
+        // A server about to stop fails health checks, so that a load
+        // balancer sends it nothing new before it stops listening.
+        let code = if self.scoreboard.is_draining() {
+            503
+        } else {
+            200
+        };
         let (content_type, body) = if json {
             ("application/json", self.render_json(&snap))
         } else {
             ("text/html; charset=utf-8", self.render_html(&snap))
         };
-        Response::new(200)
+        Response::new(code)
             .header("Content-Type", content_type)
             // A snapshot is stale at once: no cache may keep it.
             .header("Cache-Control", "no-store")
@@ -184,13 +192,14 @@ impl ServerStatus {
         // Writing to a String cannot fail: the results are ignored.
         let _ = write!(
             out,
-            "{{\"uptime_seconds\":{:.3},\"mpm\":\"{}\",\"generation\":{},\
+            "{{\"uptime_seconds\":{:.3},\"mpm\":\"{}\",\"draining\":{},\"generation\":{},\
              \"total_requests\":{},\"total_bytes\":{},\"total_connections\":{},\
              \"requests_per_second\":{:.3},\"busy_workers\":{},\"idle_workers\":{},\
              \"keepalive_workers\":{},\"accept_waits\":{},\"accept_wait_ms\":{:.3},\
              \"send_calls\":{},\"send_calls_per_request\":{:.3},\"send_would_block\":{},",
             snap.uptime_ms as f64 / 1000.0,
             self.mpm.name(),
+            self.scoreboard.is_draining(),
             snap.generation,
             t.requests,
             t.bytes,
@@ -251,7 +260,7 @@ impl ServerStatus {
              <style>body{{font-family:sans-serif}}td,th{{padding:0 .6em;text-align:left}}\
              pre{{font-size:1.1em}}</style></head><body>\n\
              <h1>mpm server status</h1>\n<table>\n\
-             <tr><th>MPM</th><td>{}</td></tr>\n\
+             <tr><th>MPM</th><td>{}{}</td></tr>\n\
              <tr><th>Uptime</th><td>{:.3} s</td></tr>\n\
              <tr><th>Generation</th><td>{}</td></tr>\n\
              <tr><th>Total requests</th><td>{}</td></tr>\n\
@@ -262,6 +271,11 @@ impl ServerStatus {
              <tr><th>Accept mutex waits</th><td>{} ({:.3} ms)</td></tr>\n\
              </table>\n",
             self.mpm.name(),
+            if self.scoreboard.is_draining() {
+                " (draining: about to stop)"
+            } else {
+                ""
+            },
             snap.uptime_ms as f64 / 1000.0,
             snap.generation,
             t.requests,
@@ -423,6 +437,18 @@ mod tests {
 
     fn get(status: &ServerStatus, target: &str) -> Response {
         status.handle(&Request::for_test("GET", target, Version::Http11, &[], b""))
+    }
+
+    #[test]
+    fn a_draining_server_fails_health_checks_with_503() {
+        let sb = board();
+        let status = ServerStatus::new(sb, MpmKind::Worker, false);
+        assert!(body(&get(&status, "/server-status?json")).contains("\"draining\":false"));
+        sb.set_draining();
+        let r = get(&status, "/server-status?json");
+        assert_eq!(r.status(), 503);
+        assert!(body(&r).contains("\"draining\":true"));
+        assert_eq!(get(&status, "/server-status").status(), 503);
     }
 
     #[test]

@@ -460,7 +460,12 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
     fn accept(&mut self, index: usize) {
         for _ in 0..ACCEPT_BATCH {
-            if self.slots.len() >= self.max_conns || self.stop_deadline.is_some() {
+            // The flag, not only the deadline: a stop signal handled in the
+            // same wait as the listener's readiness must not take one more.
+            if self.slots.len() >= self.max_conns
+                || self.stop_deadline.is_some()
+                || self.lifecycle.is_stopping()
+            {
                 return;
             }
             let Some(listener) = self.listeners.get(index) else {

@@ -183,6 +183,11 @@ fn accept_locked(
             }
         }
         for l in poller.ready().map(|i| &listeners[i]) {
+            // Told to stop since the wait returned: leave the connection
+            // queued for the next generation rather than answer it `Connection: close`.
+            if lifecycle.is_stopping() {
+                return None;
+            }
             match l.accept() {
                 Ok(c) => return Some(c),
                 Err(e) => match e.kind() {

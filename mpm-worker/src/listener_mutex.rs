@@ -105,6 +105,10 @@ impl ListenerMutex {
                 }
             }
             for listener in poller.ready().map(|i| &self.listeners[i]) {
+                // Told to stop since the wait returned: leave it for the next generation.
+                if lifecycle.is_stopping() {
+                    return Err(Stopped::Stopping);
+                }
                 match listener.accept() {
                     Ok(c) => return Ok(c),
                     Err(e) => self.on_error(e),

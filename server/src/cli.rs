@@ -4,13 +4,14 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 
 use mpm_core::access_log::AccessLog;
 use mpm_core::allocator::{self, AllocatorKind};
 use mpm_core::http::HttpFactory;
 use mpm_core::process_manager::{Exit, ProcessManager, Sizing};
 use mpm_core::scoreboard::Scoreboard;
+use mpm_core::upgrade::{Inherited, ReadyReport, UpgradeSpec};
 use mpm_core::{Config, ConfigLayer, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
 
 use std::sync::Arc;
@@ -245,10 +246,25 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     run_again_if_needed(&config)?;
     // Opened here, by the process that binds, before any fork or --user.
     let mut logs = Logs::open(&config)?;
-    // Sockets passed by systemd (socket activation) come first; with
-    // --reuseport the master only reserves the addresses, and each prefork
-    // child listens on a socket of its own.
-    let listeners = if let Some(inherited) = systemd_listeners()? {
+    // The binary a SIGUSR2 upgrade starts: the path this one was started
+    // from, read now, while it names this binary (once a new one is moved
+    // over it, /proc/self/exe names the deleted old file).
+    let started_as = std::env::current_exe()
+        .map_err(|e| Error::io("finding this program's path for upgrades", e))?;
+    // Sockets passed by an upgrading master, then by systemd (socket
+    // activation), come first; with --reuseport the master only reserves
+    // the addresses, and each prefork child listens on a socket of its own.
+    let mut ready_report = None;
+    let listeners = if let Some(inherited) = Inherited::from_env()? {
+        let (listeners, report) = inherited.into_parts();
+        mpm_core::log_notice!(
+            "mpm: upgrade: serving on {} listening sockets passed by the old master \
+             (--listen is not used)",
+            listeners.len()
+        );
+        ready_report = Some(report);
+        listeners
+    } else if let Some(inherited) = systemd_listeners()? {
         mpm_core::log_notice!(
             "mpm: serving on {} listening sockets passed by systemd (--listen is not used)",
             inherited.len()
@@ -265,17 +281,34 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
         let scoreboard = scoreboard(&config)?;
         let site = (service, scoreboard, &logs);
         let pid = &mut pid_file;
+        let upgrade = Upgrade {
+            spec: UpgradeSpec {
+                binary: config
+                    .upgrade_binary
+                    .clone()
+                    .unwrap_or_else(|| started_as.clone()),
+                args: std::env::args_os().skip(1).collect(),
+                pid_file: config.pid_file.clone(),
+            },
+            // Only the first run reports to the master that started this one.
+            report: ready_report.take(),
+        };
+        let listeners = (&listeners[..], upgrade);
         let exit = match config.mpm {
-            MpmKind::Worker => run(mpm_worker::Worker, &config, site, &listeners, pid)?,
+            MpmKind::Worker => run(mpm_worker::Worker, &config, site, listeners, pid)?,
             MpmKind::Prefork => run(
                 mpm_prefork::Prefork::new(&config)?,
                 &config,
                 site,
-                &listeners,
+                listeners,
                 pid,
             )?,
-            MpmKind::Event => run(mpm_event::Event, &config, site, &listeners, pid)?,
+            MpmKind::Event => run(mpm_event::Event, &config, site, listeners, pid)?,
         };
+        if exit == Exit::Upgraded {
+            mpm_core::log_notice!("mpm: upgrade done: the new master serves; this one exits");
+            return Ok(());
+        }
         if exit == Exit::Stopped {
             return Ok(());
         }
@@ -307,14 +340,21 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     }
 }
 
+/// How a run upgrades on SIGUSR2, and reports to the master that started
+/// it (if one did).
+struct Upgrade {
+    spec: UpgradeSpec,
+    report: Option<ReadyReport>,
+}
+
 /// Serve on `listeners` until stopped (or, under the process manager,
-/// until SIGHUP asks for a restart). Writes the pid file into `pid_file`
-/// unless an earlier run has.
+/// until SIGHUP asks for a restart or SIGUSR2 for an upgrade). Writes the
+/// pid file into `pid_file` unless an earlier run has.
 fn run<M: Mpm, S: Service>(
     mpm: M,
     config: &Config,
     (service, scoreboard, logs): (&S, &'static Scoreboard, &Logs),
-    listeners: &[Listener],
+    (listeners, upgrade): (&[Listener], Upgrade),
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
     mpm.available()?;
@@ -329,6 +369,7 @@ fn run<M: Mpm, S: Service>(
     let lifecycle = Lifecycle::new()?;
     let managed = config.server_limit > 1 || mpm.kind() == MpmKind::Prefork;
     let reopen = &|| logs.reopen("graceful restart");
+    let upgrading = upgrade.report.is_some();
     // Made now, so its signal handlers are in place before the pid file and
     // the `listening on` lines tell anyone the server is up.
     let manager = if managed {
@@ -342,10 +383,22 @@ fn run<M: Mpm, S: Service>(
             },
             _ => Sizing::Fixed(config.server_limit),
         };
-        Some(
-            ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
-                .on_graceful_restart(reopen),
-        )
+        let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
+            .on_graceful_restart(reopen)
+            .upgrade_with(upgrade.spec)
+            .drain_first(config.drain_delay, scoreboard);
+        Some(match upgrade.report {
+            Some(report) => manager.report_ready(report.and_then(|| {
+                let _ = sd_notify::notify(
+                    false,
+                    &[
+                        sd_notify::NotifyState::Ready,
+                        sd_notify::NotifyState::MainPid(std::process::id()),
+                    ],
+                );
+            })),
+            None => manager,
+        })
     } else {
         None
     };
@@ -371,8 +424,12 @@ fn run<M: Mpm, S: Service>(
             l.local_addr()
         );
     }
-    // For systemd's Type=notify: up (the listeners queue connections from here).
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    // For systemd's Type=notify: up (the listeners queue connections from
+    // here). A new master after an upgrade says so once its children serve,
+    // naming itself the main process (the unit needs NotifyAccess=all).
+    if !upgrading {
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    }
     let exit = if let Some(manager) = manager {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
@@ -525,17 +582,24 @@ impl Logs {
     }
 }
 
-/// Log and otherwise ignore SIGHUP and SIGUSR1 in a server of one process,
-/// but for reopening the logs, which needs no master.
+/// Log and otherwise ignore SIGHUP, SIGUSR1 and SIGUSR2 in a server of one
+/// process, but for reopening the logs (on SIGHUP and SIGUSR1), which needs
+/// no master.
 fn refuse_restarts(logs: Logs) -> Result<(), Error> {
-    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1])
+    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1, SIGUSR2])
         .map_err(|e| Error::io("installing signal handlers", e))?;
     std::thread::Builder::new()
         .name("mpm-restarts".into())
         .spawn(move || {
             for sig in signals.forever() {
-                let name = if sig == SIGHUP { "SIGHUP" } else { "SIGUSR1" };
-                logs.reopen(name);
+                let name = match sig {
+                    SIGHUP => "SIGHUP",
+                    SIGUSR1 => "SIGUSR1",
+                    _ => "SIGUSR2",
+                };
+                if sig != SIGUSR2 {
+                    logs.reopen(name);
+                }
                 mpm_core::log_warn!(
                     "mpm: {name} ignored: restarting needs a master process (--server-limit 2 or more)"
                 );

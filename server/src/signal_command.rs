@@ -22,6 +22,8 @@ pub(crate) enum Action {
     Graceful,
     /// SIGWINCH: graceful stop.
     GracefulStop,
+    /// SIGUSR2: binary upgrade (a new master takes the listening sockets).
+    Upgrade,
 }
 
 impl Action {
@@ -31,6 +33,7 @@ impl Action {
             Action::Restart => Signal::SIGHUP,
             Action::Graceful => Signal::SIGUSR1,
             Action::GracefulStop => Signal::SIGWINCH,
+            Action::Upgrade => Signal::SIGUSR2,
         }
     }
 }
@@ -38,8 +41,8 @@ impl Action {
 /// `mpm signal`'s arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SignalArgs {
-    /// What to do: stop (SIGTERM), restart (SIGHUP), graceful (SIGUSR1) or
-    /// graceful-stop (SIGWINCH).
+    /// What to do: stop (SIGTERM), restart (SIGHUP), graceful (SIGUSR1),
+    /// graceful-stop (SIGWINCH) or upgrade (SIGUSR2).
     #[arg(value_enum)]
     action: Action,
     /// The pid file the server was started with (`mpm serve --pid-file`).

@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
+pub mod load;
+
 /// Every process model the suite runs against. When a model lands, add it
 /// here and to the list in [`mpm_suite!`] (a generated test checks that the
 /// two agree).

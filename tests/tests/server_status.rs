@@ -13,6 +13,7 @@ use tests::{site, RawConn, Server, TempDir};
 const FIELDS: &[&str] = &[
     "uptime_seconds",
     "mpm",
+    "draining",
     "generation",
     "total_requests",
     "total_bytes",

@@ -1,0 +1,100 @@
+//! `mpm check`: validate flags and a configuration file without starting a
+//! server (as `apachectl configtest`): 0 and one line when good, 2 and one
+//! line naming the problem when not.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use tests::{run_mpm, TempDir};
+
+#[test]
+fn a_good_configuration_file_is_ok_and_nothing_is_bound_or_started() {
+    let dir = TempDir::new("check");
+    dir.write("index.html", b"x");
+    // Its address is taken: a check that bound it would fail.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let config = dir.write(
+        "mpm.toml",
+        format!(
+            "mpm = \"prefork\"\nlisten = [\"{}\"]\ndocroot = \"{}\"\nstart-servers = 2\n\
+             pid-file = \"{}\"\ndrain-delay = \"2s\"\n",
+            taken.local_addr().unwrap(),
+            dir.path().display(),
+            dir.path().join("mpm.pid").display()
+        )
+        .as_bytes(),
+    );
+    let out = run_mpm(
+        &["check", "--config", config.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("mpm: configuration OK: prefork MPM"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+    assert!(
+        !dir.path().join("mpm.pid").exists(),
+        "check wrote a pid file"
+    );
+}
+
+#[test]
+fn a_bad_configuration_file_is_one_line_and_exit_2() {
+    let dir = TempDir::new("check-bad");
+    for (text, says) in [
+        ("listen = [\"nowhere\"]\n", "nowhere"),
+        ("no-such-key = 1\n", "no-such-key"),
+        ("threads-per-child = 0\n", "threads-per-child"),
+        ("upgrade-binary = \"/no/such/mpm\"\n", "/no/such/mpm"),
+    ] {
+        let config = dir.write("bad.toml", text.as_bytes());
+        let out = run_mpm(
+            &["check", "--config", config.to_str().unwrap()],
+            Duration::from_secs(20),
+        );
+        assert_eq!(out.status.code(), Some(2), "{text}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{text}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{text}: {}", out.stderr);
+    }
+    let out = run_mpm(
+        &["check", "--config", "/no/such/mpm.toml"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("/no/such/mpm.toml"), "{}", out.stderr);
+}
+
+#[test]
+fn flags_win_over_the_file_and_are_checked_too() {
+    let dir = TempDir::new("check-flags");
+    let config = dir.write("mpm.toml", b"mpm = \"worker\"\n");
+    let out = run_mpm(
+        &[
+            "check",
+            "--config",
+            config.to_str().unwrap(),
+            "--mpm",
+            "event",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(out.stdout.contains("event MPM"), "{}", out.stdout);
+    let out = run_mpm(
+        &[
+            "check",
+            "--config",
+            config.to_str().unwrap(),
+            "--docroot",
+            "/no/such/root",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("/no/such/root"), "{}", out.stderr);
+}
