@@ -400,7 +400,9 @@ impl<'a> ProcessManager<'a> {
                             );
                             pending = Some(p);
                         }
-                        Err(e) => crate::log_error!("mpm: upgrade failed: {e}; this master serves on"),
+                        Err(e) => {
+                            crate::log_error!("mpm: upgrade failed: {e}; this master serves on")
+                        }
                     },
                 }
             }

@@ -103,7 +103,16 @@ impl Docroot {
 impl Drop for Docroot {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
+        let _ = fs::remove_dir_all(scratch_dir());
     }
+}
+
+/// A directory for files the servers under test write (access logs),
+/// beside the docroot rather than in it, and removed with it.
+pub(crate) fn scratch_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpm-compare-{}-scratch", std::process::id()));
+    let _ = fs::create_dir_all(&dir);
+    dir
 }
 
 /// `mpm compare`: run, print a row per cell, write the report.

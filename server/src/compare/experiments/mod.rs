@@ -3,6 +3,7 @@
 //! computed from the results. One file each; add a file and a line in
 //! [`EXPERIMENTS`] to add one.
 
+mod logwrite;
 mod lowat;
 mod malloc;
 mod matrix;
@@ -25,6 +26,7 @@ pub const EXPERIMENTS: &[&Experiment] = &[
     &sendfile::SENDFILE,
     &poller::POLLER,
     &lowat::LOWAT,
+    &logwrite::LOGWRITE,
     &syscalls::SYSCALLS,
 ];
 

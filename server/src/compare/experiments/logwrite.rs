@@ -1,0 +1,135 @@
+//! Is writev slower than copy+write for log lines? The 2004 httpd
+//! measurement found copying a line's pieces into one buffer and writing it
+//! 10–20 % faster than gathering them with writev; buffered logs write far
+//! less often.
+
+use super::{cell, Experiment, Selection, Variant};
+use crate::compare::report::{Column, Report};
+use crate::compare::scenario::{Scenario, PAGE};
+use mpm_core::allocator::AllocatorKind;
+
+/// `mpm compare --experiment logwrite`.
+pub(super) const LOGWRITE: Experiment = Experiment {
+    name: "logwrite",
+    question: "What does an access log cost a request, written with writev, with copy+write, or \
+               buffered?",
+    setup: "Each MPM with no access log, then a combined-format log written per line with \
+            `--log-write writev` and with `--log-write copy`, then buffered (`--log-buffer 65536`, \
+            flushed when full and within a second). Each log is a file in compare's temporary \
+            directory. Loads: the 1456-byte page on 50 keep-alive connections, and a connection \
+            per request, 20 at once. The criterion micro-benchmark of one line \
+            (`cargo bench -p mpm-core --bench log_write`) isolates the write itself.",
+    variants,
+    scenarios,
+    columns: &[
+        Column::ReqPerS,
+        Column::CpuUsPerReq,
+        Column::SyscallsPerReq,
+        Column::P99,
+    ],
+    findings,
+    per_syscall: false,
+};
+
+/// The logging setups: label and flags (after `--access-log FILE`).
+const SETUPS: [(&str, &[&str]); 4] = [
+    ("no log", &[]),
+    ("writev", &["--log-write", "writev"]),
+    ("copy", &["--log-write", "copy"]),
+    ("buffered 64 KiB", &["--log-buffer", "65536"]),
+];
+
+fn label(mpm: impl std::fmt::Display, setup: &str) -> String {
+    format!("{mpm} {setup}")
+}
+
+fn variants(sel: &Selection) -> Vec<Variant> {
+    let allocator = sel
+        .allocators
+        .first()
+        .copied()
+        .unwrap_or(AllocatorKind::System);
+    // Beside compare's docroot (removed with it), under a name no one serves.
+    let dir = super::super::scratch_dir();
+    let mut out = Vec::new();
+    for &mpm in &sel.mpms {
+        for (name, flags) in SETUPS {
+            let mut f: Vec<String> = Vec::new();
+            if name != "no log" {
+                let file = dir.join(format!("access-{mpm}-{}.log", name.replace(' ', "-")));
+                f.extend([
+                    "--access-log".into(),
+                    file.display().to_string(),
+                    "--log-format".into(),
+                    "combined".into(),
+                ]);
+                f.extend(flags.iter().map(|s| s.to_string()));
+            }
+            out.push(Variant::new(mpm, allocator, f).labelled(label(mpm, name)));
+        }
+    }
+    out
+}
+
+fn scenarios(_: &Selection) -> Vec<Scenario> {
+    vec![
+        Scenario::keepalive(
+            "keepalive",
+            "1456-byte page, 50 keep-alive connections",
+            PAGE,
+            50,
+        ),
+        Scenario::close(
+            "close",
+            "1456-byte page, a connection per request, 20 at once",
+            PAGE,
+            20,
+        ),
+    ]
+}
+
+fn findings(report: &Report) -> String {
+    let mut mpms: Vec<&str> = report.cells.iter().map(|c| c.mpm.as_str()).collect();
+    mpms.dedup();
+    let mut out = Vec::new();
+    for mpm in mpms {
+        for scenario in ["keepalive", "close"] {
+            let get = |setup: &str| cell(report, &label(mpm, setup), scenario);
+            let Some(base) = get("no log").and_then(|c| c.cpu_us_per_req) else {
+                continue;
+            };
+            let parts: Vec<String> = SETUPS[1..]
+                .iter()
+                .filter_map(|(name, _)| {
+                    let c = get(name)?;
+                    Some(format!(
+                        "{name} +{:.2} µs ({:.0} req/s)",
+                        c.cpu_us_per_req? - base,
+                        c.requests_per_s?
+                    ))
+                })
+                .collect();
+            if let (Some(w), Some(c)) = (
+                get("writev").and_then(|c| c.cpu_us_per_req),
+                get("copy").and_then(|c| c.cpu_us_per_req),
+            ) {
+                out.push(format!(
+                    "{mpm}, {scenario}: CPU a request without a log {base:.2} µs; {}. Copy's log \
+                     costs {:.0} % of writev's.",
+                    parts.join(", "),
+                    100.0 * (c - base).max(0.0) / (w - base).max(1e-9)
+                ));
+            }
+        }
+    }
+    if out.is_empty() {
+        "Nothing to compare.".into()
+    } else {
+        out.push(
+            "CPU per request is read from /proc in clock ticks: use a longer --duration for \
+             differences under a microsecond."
+                .into(),
+        );
+        out.join(" ")
+    }
+}
