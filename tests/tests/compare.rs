@@ -194,3 +194,108 @@ fn unknown_experiments_and_scenarios_are_one_line_and_exit_2() {
         );
     }
 }
+
+/// Run `mpm compare` with `args` and a short timing; the report.
+fn run_experiment(label: &str, args: &[&str]) -> Value {
+    let out_dir = TempDir::new(label);
+    let mut all: Vec<&str> = vec!["compare"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--duration", "200ms", "--warmup", "0s", "--out"]);
+    all.push(out_dir.path().to_str().unwrap());
+    let run = run_mpm(&all, Duration::from_secs(180));
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    let r = report(&out_dir);
+    assert!(r["findings"].as_str().is_some_and(|f| !f.is_empty()), "{r}");
+    r
+}
+
+fn labels(r: &Value) -> Vec<String> {
+    r["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["variant"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_poller_experiment_runs_every_poller_at_one_and_a_hundred_ports() {
+    let r = run_experiment(
+        "compare-poller",
+        &[
+            "--experiment",
+            "poller",
+            "--mpm",
+            "worker",
+            "--scenario",
+            "close-20",
+        ],
+    );
+    assert_eq!(
+        labels(&r),
+        [
+            "worker 1 port epoll",
+            "worker 1 port poll",
+            "worker 1 port select",
+            "worker 100 ports epoll",
+            "worker 100 ports poll",
+            "worker 100 ports select",
+        ]
+    );
+    for c in r["cells"].as_array().unwrap() {
+        assert!(c["responses"].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+    }
+}
+
+#[test]
+fn the_lowat_experiment_counts_the_servers_writes_per_transfer() {
+    let r = run_experiment(
+        "compare-lowat",
+        &[
+            "--experiment",
+            "lowat",
+            "--mpm",
+            "event",
+            "--scenario",
+            "1mib-slow",
+        ],
+    );
+    assert_eq!(labels(&r), ["event no mark", "event lowat 32 KiB"]);
+    for c in r["cells"].as_array().unwrap() {
+        assert_eq!(c["responses"], 10, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+        // A 1 MiB body takes at least one write, and a slow reader fills the socket.
+        assert!(c["sends_per_req"].as_f64().unwrap() >= 1.0, "{c}");
+        assert!(c["send_waits_per_req"].as_f64().is_some(), "{c}");
+    }
+}
+
+#[test]
+fn the_logwrite_experiment_measures_each_way_of_writing_the_log() {
+    let r = run_experiment(
+        "compare-logwrite",
+        &[
+            "--experiment",
+            "logwrite",
+            "--mpm",
+            "prefork",
+            "--scenario",
+            "keepalive",
+        ],
+    );
+    assert_eq!(
+        labels(&r),
+        [
+            "prefork no log",
+            "prefork writev",
+            "prefork copy",
+            "prefork buffered 64 KiB"
+        ]
+    );
+    for c in r["cells"].as_array().unwrap() {
+        assert!(c["responses"].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+        assert_eq!(c["non_200"], 0, "{c}");
+    }
+}
