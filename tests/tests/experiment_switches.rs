@@ -162,7 +162,36 @@ fn the_request_pool_switch_serves_the_same_bytes(mpm: &str) {
     }
 }
 
+/// With sendfile off the body goes out by read+write; its last write must
+/// not carry MSG_MORE, or the kernel holds the tail back for its 200 ms cork
+/// timer and a keep-alive client waits that long for every response.
+fn read_write_bodies_are_not_held_back_at_their_end(mpm: &str) {
+    let root = TempDir::new("no-cork");
+    let page = pattern(1456, 3);
+    root.write("index.html", &page);
+    let server = Server::start(
+        mpm,
+        Some(root.path()),
+        &["--sendfile", "off", "--file-cache-max-size", "0"],
+    );
+    let mut c = RawConn::connect(server.addr());
+    let started = std::time::Instant::now();
+    for _ in 0..10 {
+        c.send(b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let r = c.read_response().unwrap();
+        assert!(r.status == 200 && r.body == page);
+    }
+    // Held back, ten responses take two seconds or more.
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(1500),
+        "{took:?} for 10 requests"
+    );
+}
+
 tests::mpm_suite!(
+    read_write_bodies_are_not_held_back_at_their_end,
     every_poller_serves_every_listener,
     the_event_mpm_refuses_another_poller_in_one_line,
     a_send_low_water_mark_still_sends_whole_files_to_a_slow_reader,

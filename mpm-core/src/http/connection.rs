@@ -661,6 +661,11 @@ impl<H: HttpHandler> HttpService<H> {
                         Ok(n) if n == want => *offset += n as u64,
                         _ => return Flush::Failed,
                     }
+                    // The last chunk goes without MSG_MORE: corked, it would
+                    // wait for the kernel's 200 ms timer before leaving.
+                    if *offset >= *end {
+                        c.pending = None;
+                    }
                 }
                 Pending::Stream { reader, chunked } => {
                     let header = if *chunked { 10 } else { 0 };
