@@ -150,6 +150,36 @@ fn a_body_cut_short_is_a_read_error_and_other_lengths_are_counted() {
 }
 
 #[test]
+fn a_server_that_never_answers_gives_timeouts() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    // Accept and hold every connection, answering nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = l.accept() {
+            held.push(s);
+        }
+    });
+    let out = run_mpm(
+        &[
+            "bench",
+            "--json",
+            "--timeout",
+            "300ms",
+            "-n",
+            "4",
+            "-c",
+            "2",
+            &url,
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    let r: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(n(&r, &["errors", "timeout"]), 4);
+}
+
+#[test]
 fn json_has_every_documented_field() {
     let url = fake_server(2, |_| {
         b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()

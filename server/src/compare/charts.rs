@@ -53,6 +53,16 @@ pub fn bars(title: &str, y_desc: &str, bars: &[(String, f64)]) -> Result<String,
                 bar
             }))
             .map_err(err)?;
+        // The figure on each bar: charts get read for their numbers.
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
+                Text::new(
+                    format!("{v:.0}"),
+                    (SegmentValue::CenterOf(i), *v + top * 0.02),
+                    ("sans-serif", 12).into_font().color(&BLACK),
+                )
+            }))
+            .map_err(err)?;
         root.present().map_err(err)?;
     }
     Ok(svg)

@@ -166,7 +166,11 @@ fn measure_load(
         None
     };
     let before = server.status()?;
-    let perf = SyscallCount::start(&tree);
+    // perf refuses a pid that is gone: a process manager may have just
+    // replaced a child, so try again with the tree as it is now.
+    let perf = SyscallCount::start(&tree)
+        .or_else(|| SyscallCount::start(&proc_sample::tree(pid)))
+        .or_else(|| SyscallCount::start(&proc_sample::tree(pid)));
     let proc_before = proc_sample::sample(pid);
     let run = |load: &engine::Load| {
         engine::run(load, &Progress::new(Arc::clone(&settings.stop)))

@@ -45,7 +45,9 @@ fn variants(sel: &Selection) -> Vec<Variant> {
         if mpm == MpmKind::Prefork {
             // Every child up front: spawning them at the spare-server rate
             // would take most of a run.
+            // ... and all kept: no idle child is stopped during the runs.
             flags.extend(["--start-servers".into(), workers.to_string()]);
+            flags.extend(["--max-spare".into(), workers.to_string()]);
         }
         flags
     })
