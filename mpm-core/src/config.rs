@@ -359,6 +359,14 @@ pub struct ConfigLayer {
     /// behind a global mutex). The server restarts itself to switch.
     #[arg(long, value_name = "NAME")]
     pub allocator: Option<crate::allocator::AllocatorKind>,
+    /// How long a client may take to send a request body at first; each
+    /// `--request-body-min-rate` bytes received extend it by a second (408 after it).
+    #[arg(long, value_name = "DURATION")]
+    pub request_body_timeout: Option<Seconds>,
+    /// Bytes per second a request body must keep arriving at to extend
+    /// `--request-body-timeout` (0: the timeout is a fixed bound).
+    #[arg(long, value_name = "BYTES")]
+    pub request_body_min_rate: Option<u64>,
 }
 
 impl ConfigLayer {
@@ -430,6 +438,8 @@ impl ConfigLayer {
             group: self.group.or(lower.group),
             dotfiles: self.dotfiles.or(lower.dotfiles),
             allocator: self.allocator.or(lower.allocator),
+            request_body_timeout: self.request_body_timeout.or(lower.request_body_timeout),
+            request_body_min_rate: self.request_body_min_rate.or(lower.request_body_min_rate),
         }
     }
 }
@@ -504,6 +514,10 @@ pub struct Config {
     pub dotfiles: Dotfiles,
     /// The allocator asked for, if any (else the one the process started with).
     pub allocator: Option<crate::allocator::AllocatorKind>,
+    /// Time allowed for a request body before the rate extends it.
+    pub request_body_timeout: Duration,
+    /// Bytes per second that extend the body timeout by a second (0: none).
+    pub request_body_min_rate: u64,
 }
 
 impl Default for Config {
@@ -541,6 +555,9 @@ impl Default for Config {
             run_as: None,
             dotfiles: Dotfiles::Deny,
             allocator: None,
+            // mod_reqtimeout's default: body=20,MinRate=500.
+            request_body_timeout: Duration::from_secs(20),
+            request_body_min_rate: 500,
         }
     }
 }
@@ -702,6 +719,14 @@ impl Config {
             run_as: resolve_user(layer.user.as_deref(), layer.group.as_deref())?,
             dotfiles: layer.dotfiles.unwrap_or(d.dotfiles),
             allocator: layer.allocator,
+            request_body_timeout: nonzero(
+                "request-body-timeout",
+                layer.request_body_timeout,
+                d.request_body_timeout,
+            )?,
+            request_body_min_rate: layer
+                .request_body_min_rate
+                .unwrap_or(d.request_body_min_rate),
         })
     }
 }
