@@ -89,7 +89,7 @@ def start(mpm, docroot):
         args += ["--threads-per-child", "16"]
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
-    m = re.search(r"listening on (\S+)", line)
+    m = re.search(r"listening on (?:http://)?(\S+)", line)
     if not m:
         proc.kill()
         sys.exit(f"{mpm}: no 'listening on' line: {line!r}")

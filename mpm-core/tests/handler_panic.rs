@@ -48,9 +48,7 @@ fn a_panicking_handler_answers_500_and_the_connection_serves_on() {
 /// 500, and every worker goes on serving (a thread that died would leave
 /// the later requests unanswered). Prefork children run the same HTTP layer,
 /// so a panic there costs the request, not the child.
-fn panics_cost_only_their_request_under(
-    mpm: &(dyn Fn(&Config, Vec<Listener>, &Lifecycle, Slots) + Sync),
-) {
+fn panics_cost_only_their_request_under(mpm: &RunMpm) {
     let config = Config {
         listen: vec!["127.0.0.1:0".parse().unwrap()],
         max_request_workers: 2,
@@ -89,6 +87,8 @@ fn panics_cost_only_their_request_under(
 }
 
 type Slots = &'static [mpm_core::scoreboard::Slot];
+/// Runs one MPM until its lifecycle stops.
+type RunMpm = dyn Fn(&Config, Vec<Listener>, &Lifecycle, Slots) + Sync;
 
 fn factory(config: &Config) -> HttpFactory<fn() -> Fragile> {
     HttpFactory::new(config, || Fragile)

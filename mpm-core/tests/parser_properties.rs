@@ -40,6 +40,21 @@ fn the_valid_stream_parses_to_its_six_requests() {
     );
 }
 
+/// Found by the `pipeline_splits` fuzz target: `HTTP/0.1` was refused 505
+/// when its line arrived whole but 400 when cut inside the version.
+#[test]
+fn an_unknown_version_gets_one_status_however_its_line_is_cut() {
+    let stream = b"GET /one HTTP/0.1\r\nHost: a\r\n\r\n";
+    assert_eq!(fuzzing::pipeline(stream, &[]), [Outcome::Reject(505)]);
+    for cut in 0..stream.len() {
+        assert_eq!(
+            fuzzing::pipeline(stream, &[cut]),
+            [Outcome::Reject(505)],
+            "cut at {cut}"
+        );
+    }
+}
+
 /// Requests the issue names as smuggling shapes: each must be refused with
 /// 400 (and, in the pipeline, nothing after it is read).
 const SMUGGLING: &[&[u8]] = &[
