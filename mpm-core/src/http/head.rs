@@ -216,10 +216,22 @@ fn check_partial(buf: &[u8], limits: &Limits) -> Parsed<'static, 'static> {
 /// 505 for a well-formed version we do not speak (`HTTP/2.0`, `HTTP/1.2`),
 /// 400 for anything else in the version's place, `None` while the request
 /// line has not ended and what came of the version could still be one.
-fn version_status(buf: &[u8]) -> Option<u16> {
+fn version_status(mut buf: &[u8]) -> Option<u16> {
+    // Empty lines before a request are skipped, as httparse does.
+    while let Some(rest) = buf
+        .strip_prefix(b"\r\n")
+        .or_else(|| buf.strip_prefix(b"\n"))
+    {
+        buf = rest;
+    }
     let raw_line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
-    let last_token =
-        |l: &'_ [u8]| -> Vec<u8> { l.rsplit(|&b| b == b' ').next().unwrap_or_default().to_vec() };
+    // method SP target SP version: the version is all after the second space.
+    let version_of = |l: &'_ [u8]| -> Vec<u8> {
+        l.splitn(3, |&b| b == b' ')
+            .nth(2)
+            .unwrap_or_default()
+            .to_vec()
+    };
     // `d` is any digit.
     let fits = |token: &[u8], shape: &[u8]| {
         token.len() <= shape.len()
@@ -231,11 +243,11 @@ fn version_status(buf: &[u8]) -> Option<u16> {
                 }
             })
     };
-    if !buf.contains(&b'\n') && fits(&last_token(raw_line), b"HTTP/d.d\r") {
+    if !buf.contains(&b'\n') && fits(&version_of(raw_line), b"HTTP/d.d\r") {
         return None;
     }
     let line = raw_line.strip_suffix(b"\r").unwrap_or(raw_line);
-    let version = last_token(line);
+    let version = version_of(line);
     Some(if version.len() == 8 && fits(&version, b"HTTP/d.d") {
         505
     } else {
@@ -375,6 +387,12 @@ mod tests {
         }
         assert_eq!(status(b"GET / HTTP/0.9\r\nHost: a\r\n\r\n"), Err(Some(505)));
         assert_eq!(status(b"GET / HTTP/0x"), Err(Some(400)));
+        // Found by fuzzing: the version is the third part, not the last.
+        assert_eq!(
+            status(b"GET /one HTTPPOST /3 HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Err(Some(400))
+        );
+        assert_eq!(status(b"GET /one HTTPPO"), Err(Some(400)));
     }
 
     #[test]
