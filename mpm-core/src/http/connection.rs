@@ -175,7 +175,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 head: Some(now),
                 body: None,
             },
-            deadline: Some(now + self.settings.request_header_timeout),
+            deadline: now.checked_add(self.settings.request_header_timeout),
             continue_sent: false,
             chunk_body: Vec::new(),
             pool: Arc::clone(&self.settings.buffers),
@@ -445,17 +445,29 @@ impl<H: HttpHandler> HttpService<H> {
     /// faster never runs out of time; a trickle does.
     fn deadline(&self, c: &mut Started, body_received: Option<u64>) -> Instant {
         let now = Instant::now();
+        // A timeout configured beyond what an Instant holds means "never".
+        let after = |t: Instant, d: Duration| {
+            t.checked_add(d)
+                .unwrap_or_else(|| t + Duration::from_secs(100 * 365 * 86400))
+        };
         match body_received {
-            None => *c.head.get_or_insert(now) + self.settings.request_header_timeout,
+            None => after(
+                *c.head.get_or_insert(now),
+                self.settings.request_header_timeout,
+            ),
             Some(received) => {
                 let started = *c.body.get_or_insert(now);
                 let rate = self.settings.request_body_min_rate;
                 let earned = if rate == 0 {
                     Duration::ZERO
                 } else {
-                    Duration::from_secs_f64(received as f64 / rate as f64)
+                    Duration::from_secs(received / rate)
+                        + Duration::from_millis((received % rate).saturating_mul(1000) / rate)
                 };
-                started + self.settings.request_body_timeout + earned
+                after(
+                    started,
+                    self.settings.request_body_timeout.saturating_add(earned),
+                )
             }
         }
     }
