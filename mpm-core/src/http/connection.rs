@@ -458,11 +458,13 @@ impl<H: HttpHandler> HttpService<H> {
             Some(received) => {
                 let started = *c.body.get_or_insert(now);
                 let rate = self.settings.request_body_min_rate;
-                let earned = if rate == 0 {
-                    Duration::ZERO
-                } else {
-                    Duration::from_secs(received / rate)
-                        + Duration::from_millis((received % rate).saturating_mul(1000) / rate)
+                // A second per `rate` bytes (none when the rate is 0).
+                let earned = match (received.checked_div(rate), received.checked_rem(rate)) {
+                    (Some(secs), Some(rest)) => {
+                        Duration::from_secs(secs)
+                            + Duration::from_millis(rest.saturating_mul(1000) / rate)
+                    }
+                    _ => Duration::ZERO,
                 };
                 after(
                     started,
