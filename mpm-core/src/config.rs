@@ -402,6 +402,14 @@ pub struct ConfigLayer {
     /// takes the instance out before it stops listening (needs a master).
     #[arg(long, value_name = "DURATION")]
     pub drain_delay: Option<Seconds>,
+    /// How long a client may take to send a request body at first; each
+    /// `--request-body-min-rate` bytes received extend it by a second (408 after it).
+    #[arg(long, value_name = "DURATION")]
+    pub request_body_timeout: Option<Seconds>,
+    /// Bytes per second a request body must keep arriving at to extend
+    /// `--request-body-timeout` (0: the timeout is a fixed bound).
+    #[arg(long, value_name = "BYTES")]
+    pub request_body_min_rate: Option<u64>,
 }
 
 impl ConfigLayer {
@@ -484,6 +492,8 @@ impl ConfigLayer {
             error_log: self.error_log.or(lower.error_log),
             upgrade_binary: self.upgrade_binary.or(lower.upgrade_binary),
             drain_delay: self.drain_delay.or(lower.drain_delay),
+            request_body_timeout: self.request_body_timeout.or(lower.request_body_timeout),
+            request_body_min_rate: self.request_body_min_rate.or(lower.request_body_min_rate),
         }
     }
 }
@@ -580,6 +590,10 @@ pub struct Config {
     pub upgrade_binary: Option<PathBuf>,
     /// How long a stopping master serves on, reporting draining, first.
     pub drain_delay: Duration,
+    /// Time allowed for a request body before the rate extends it.
+    pub request_body_timeout: Duration,
+    /// Bytes per second that extend the body timeout by a second (0: none).
+    pub request_body_min_rate: u64,
 }
 
 impl Default for Config {
@@ -628,6 +642,9 @@ impl Default for Config {
             error_log: None,
             upgrade_binary: None,
             drain_delay: Duration::ZERO,
+            // mod_reqtimeout's default: body=20,MinRate=500.
+            request_body_timeout: Duration::from_secs(20),
+            request_body_min_rate: 500,
         }
     }
 }
@@ -825,6 +842,14 @@ impl Config {
                 other => other,
             },
             drain_delay: layer.drain_delay.map(|s| s.0).unwrap_or(Duration::ZERO),
+            request_body_timeout: nonzero(
+                "request-body-timeout",
+                layer.request_body_timeout,
+                d.request_body_timeout,
+            )?,
+            request_body_min_rate: layer
+                .request_body_min_rate
+                .unwrap_or(d.request_body_min_rate),
         })
     }
 }

@@ -23,9 +23,11 @@
 //! keep-alive connection costs one `setsockopt` after its first request, not
 //! one per request); an event loop can keep one ordered queue per wait kind
 //! and expire them in O(1), as httpd's event MPM does. The total time to
-//! receive a request head is the HTTP layer's own check
-//! (`--request-header-timeout`), since a trickling client resets a per-read
-//! timeout with every byte.
+//! receive a request head or body is the HTTP layer's own check
+//! (`--request-header-timeout`, `--request-body-timeout` with its minimum
+//! rate), since a trickling client resets a per-read timeout with every
+//! byte; a blocking driver's read waits no longer than that deadline, and the
+//! event loop's request queue uses the shortest of the limits.
 //!
 //! ## Stopping without waiting on idle clients
 //!

@@ -136,7 +136,13 @@ impl<H: ConnectionHandler> EventLoop<H> {
             handler,
             slots: Slab::with_capacity(1024),
             timeouts: TimeoutQueues::new(
-                config.timeout,
+                // A request in progress that goes silent is cut off by the
+                // first of its limits; a trickle is caught by the HTTP
+                // layer's deadline check as each piece arrives.
+                config
+                    .timeout
+                    .min(config.request_header_timeout)
+                    .min(config.request_body_timeout),
                 config.keepalive_timeout,
                 config.timeout,
                 Duration::from_secs(2),

@@ -105,6 +105,21 @@ fn zero_max_request_workers_is_one_line_and_exit_2(mpm: &str) {
     assert_one_line_exit_2("--max-request-workers 0", &exit, &["max-request-workers"]);
 }
 
+fn bad_body_timeout_flags_are_one_line_and_exit_2(mpm: &str) {
+    let exit = serve(mpm, &["--request-body-timeout", "0s"]);
+    assert_one_line_exit_2(
+        "--request-body-timeout 0s",
+        &exit,
+        &["request-body-timeout"],
+    );
+    let exit = serve(mpm, &["--request-body-min-rate", "fast"]);
+    assert_one_line_exit_2(
+        "--request-body-min-rate fast",
+        &exit,
+        &["request-body-min-rate"],
+    );
+}
+
 fn config_file_with_an_unknown_key_is_one_line_and_exit_2(mpm: &str) {
     let dir = TempDir::new("config");
     let file = dir.write("mpm.toml", b"keepalive-timeout = \"2s\"\n\nbogus-key = 1\n");
@@ -158,6 +173,7 @@ mpm_suite!(
     address_in_use_is_one_line_and_exit_2,
     missing_docroot_is_one_line_and_exit_2,
     zero_max_request_workers_is_one_line_and_exit_2,
+    bad_body_timeout_flags_are_one_line_and_exit_2,
     config_file_with_an_unknown_key_is_one_line_and_exit_2,
     config_file_with_a_bad_value_is_one_line_and_exit_2,
     config_file_is_honoured_and_flags_override_it,

@@ -1,5 +1,6 @@
-//! Hardening that every MPM shares: private dotfiles, and serving processes
-//! that never run as root.
+//! Hardening that every MPM shares: private dotfiles, a docroot that no
+//! spelling of a path escapes, request-smuggling shapes refused, and serving
+//! processes that never run as root.
 
 #![allow(clippy::unwrap_used)]
 
@@ -35,6 +36,187 @@ fn dotfiles_are_private_except_well_known(mpm: &str) {
     assert_eq!(status(&server, "/index.html"), 200);
     let open = Server::start(mpm, Some(root.path()), &["--dotfiles", "allow"]);
     assert_eq!(status(&open, "/.env"), 200);
+}
+
+/// Every way of spelling a climb out of the docroot: dot-dot, encoded dots
+/// and separators (once and twice), backslashes, NUL, absolute form.
+fn no_spelling_of_a_path_escapes_the_docroot(mpm: &str) {
+    let outside = TempDir::new("hardening-outside");
+    outside.write("secret.txt", b"TOP SECRET\n");
+    let sibling = outside
+        .path()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let root = docroot();
+    root.mkdir("sub");
+    root.write("sub/page.html", b"sub page\n");
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    let mut paths = vec![
+        "/../../../../etc/passwd".to_string(),
+        "/%2e%2e/%2e%2e/%2e%2e/etc/passwd".to_string(),
+        "/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd".to_string(),
+        "/..%2f..%2f..%2fetc%2fpasswd".to_string(),
+        "/sub%2f..%2f..%2f..%2fetc/passwd".to_string(),
+        "/%252e%252e/%252e%252e/etc/passwd".to_string(),
+        "/.%2e/.%2e/.%2e/etc/passwd".to_string(),
+        "/%2e./%2e./etc/passwd".to_string(),
+        "/..\\..\\..\\etc\\passwd".to_string(),
+        "/%5c..%5c..%5c..%5cetc%5cpasswd".to_string(),
+        "/sub/..%5c..%5c..%5cetc/passwd".to_string(),
+        "/index.html%00.txt".to_string(),
+        "/%00/../../etc/passwd".to_string(),
+        "/sub/%00".to_string(),
+        "//etc/passwd".to_string(),
+        "/./.././../etc/passwd".to_string(),
+        "/%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd".to_string(),
+        "http://t/../../etc/passwd".to_string(),
+        "http://t/%2e%2e/%2e%2e/etc/passwd".to_string(),
+    ];
+    for prefix in ["/..", "/%2e%2e", "/sub/../..", "/sub/..%2f.."] {
+        paths.push(format!("{prefix}/{sibling}/secret.txt"));
+    }
+    for path in &paths {
+        let mut c = RawConn::connect(server.addr());
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = c.read_response().unwrap();
+        assert!(
+            [400, 403, 404].contains(&r.status),
+            "{mpm}: GET {path} answered {}",
+            r.status
+        );
+        let text = r.text();
+        assert!(
+            !text.contains("root:") && !text.contains("TOP SECRET"),
+            "{mpm}: GET {path} leaked {text}"
+        );
+    }
+    // Dot-dot that stays inside is resolved, not refused.
+    assert_eq!(status(&server, "/sub/../index.html"), 200);
+    assert_eq!(status(&server, "/sub/%2e%2e/index.html"), 200);
+    assert_eq!(status(&server, "/sub/page.html"), 200);
+}
+
+/// Absolute-form targets (RFC 9112 section 3.2.2) are served on 1.1.
+fn absolute_form_targets_are_served(mpm: &str) {
+    let root = docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    for target in ["http://t/index.html", "HTTP://t/index.html?x=1"] {
+        let mut c = RawConn::connect(server.addr());
+        c.send(format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(r.status, 200, "{target}");
+        assert_eq!(r.body, b"public\n");
+    }
+}
+
+/// The request-smuggling shapes of the issue, each followed on the same
+/// connection by a request that must never be answered.
+const SMUGGLING: &[(&str, &[u8])] = &[
+    (
+        "CL+TE",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    ),
+    (
+        "TE+CL",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
+    ),
+    (
+        "two different Content-Lengths",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+    ),
+    (
+        "a Content-Length list that disagrees",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nContent-Length: 5, 6\r\n\r\nhello!",
+    ),
+    (
+        "a Transfer-Encoding other than chunked",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\n\r\n",
+    ),
+    (
+        "chunked not last",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n",
+    ),
+    (
+        "Transfer-Encoding on HTTP/1.0",
+        b"POST /index.html HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    ),
+    (
+        "obs-fold",
+        b"GET /index.html HTTP/1.1\r\nHost: t\r\nX-Folded: a\r\n b\r\n\r\n",
+    ),
+    (
+        "obs-fold of Transfer-Encoding",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n",
+    ),
+    (
+        "a bare CR in a field",
+        b"GET /index.html HTTP/1.1\r\nHost: t\rX-A: b\r\n\r\n",
+    ),
+    (
+        "a bare CR ending the request line",
+        b"GET /index.html HTTP/1.1\rHost: t\r\n\r\n",
+    ),
+    (
+        "whitespace before the colon",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
+    ),
+    (
+        "a tab before the colon",
+        b"GET /index.html HTTP/1.1\r\nHost\t: t\r\n\r\n",
+    ),
+    ("NUL in a field value", b"GET /index.html HTTP/1.1\r\nHost: t\0\r\n\r\n"),
+    ("NUL in a field name", b"GET /index.html HTTP/1.1\r\nHost: t\r\nX\0A: b\r\n\r\n"),
+    ("NUL in the target", b"GET /index.html\0 HTTP/1.1\r\nHost: t\r\n\r\n"),
+    (
+        "a chunk size that is not hex",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nxyz\r\n\r\n0\r\n\r\n",
+    ),
+    (
+        "a chunk size with 0x",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
+    ),
+    (
+        "a negative chunk size",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n",
+    ),
+    (
+        "a chunk size that overflows",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000005\r\nhello\r\n0\r\n\r\n",
+    ),
+    (
+        "a chunk longer than its size",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhello\r\n0\r\n\r\n",
+    ),
+    (
+        "chunk lines ended by bare LF",
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\n0\n\n",
+    ),
+];
+
+fn request_smuggling_shapes_are_refused_with_400_and_closed(mpm: &str) {
+    let root = docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    for (what, shape) in SMUGGLING {
+        let mut c = RawConn::connect(server.addr());
+        let mut bytes = shape.to_vec();
+        bytes.extend_from_slice(b"GET /.env HTTP/1.1\r\nHost: t\r\n\r\n");
+        c.send(&bytes).unwrap();
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("{mpm}: {what}: no response: {e}"));
+        assert_eq!(r.status, 400, "{mpm}: {what}");
+        assert_eq!(r.header("connection"), Some("close"), "{mpm}: {what}");
+        assert!(
+            c.closed_by_peer(Duration::from_secs(5)),
+            "{mpm}: {what}: the connection stayed open, or the smuggled request was answered"
+        );
+    }
+    assert_eq!(status(&server, "/index.html"), 200);
 }
 
 /// The real uid of a process, from /proc.
@@ -107,5 +289,8 @@ fn an_unknown_user_is_one_line_and_exit_2() {
 
 tests::mpm_suite!(
     dotfiles_are_private_except_well_known,
+    no_spelling_of_a_path_escapes_the_docroot,
+    absolute_form_targets_are_served,
+    request_smuggling_shapes_are_refused_with_400_and_closed,
     serving_processes_run_as_the_configured_user,
 );

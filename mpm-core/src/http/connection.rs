@@ -7,7 +7,7 @@ use std::mem::MaybeUninit;
 use std::os::unix::fs::FileExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::buffer_pool::BufferPool;
 use super::chunked::{self, ChunkError};
@@ -85,7 +85,10 @@ pub struct HttpConn {
     pending: Option<Pending>,
     after: After,
     served: u64,
-    head_started: Option<Instant>,
+    started: Started,
+    /// When the request in progress must be complete (header or body
+    /// timeout); `None` between requests.
+    deadline: Option<Instant>,
     continue_sent: bool,
     chunk_body: Vec<u8>,
     pool: Arc<BufferPool>,
@@ -140,6 +143,15 @@ impl HttpConn {
     }
 }
 
+/// When the parts of the request in progress began to arrive.
+#[derive(Debug, Default, Clone, Copy)]
+struct Started {
+    /// The head's first byte (or the accept, for a connection's first request).
+    head: Option<Instant>,
+    /// The head's end: the body's time starts there.
+    body: Option<Instant>,
+}
+
 /// Did writing finish?
 enum Flush {
     Done,
@@ -163,6 +175,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             // Best effort: a kernel without it serves as before.
             let _ = stream.set_send_lowat(self.settings.send_lowat);
         }
+        // The header timeout runs from the accept, as in mod_reqtimeout: a
+        // client that connects and sends nothing is cut off as soon as one
+        // that sends a head too slowly.
+        let now = Instant::now();
         HttpConn {
             buf: Vec::new(),
             start: 0,
@@ -172,7 +188,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             pending: None,
             after: After::KeepAlive,
             served: 0,
-            head_started: None,
+            started: Started {
+                head: Some(now),
+                body: None,
+            },
+            deadline: now.checked_add(self.settings.request_header_timeout),
             continue_sent: false,
             chunk_body: Vec::new(),
             pool: Arc::clone(&self.settings.buffers),
@@ -199,19 +219,26 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                         Flush::Blocked => return Interest::Write,
                         Flush::Failed => return Interest::Close,
                     },
-                    Step::Incomplete => {
-                        if c.head_started.is_none() {
-                            c.head_started = Some(Instant::now());
-                        }
-                    }
+                    Step::Incomplete => {}
                 }
             }
             if did_read {
                 return Interest::Read(c.wait());
             }
-            if let Some(t) = c.head_started {
-                if t.elapsed() > self.settings.request_header_timeout {
+            if let Some(deadline) = c.deadline {
+                let now = Instant::now();
+                if now >= deadline {
                     return self.reject(c, s, 408);
+                }
+                // A blocking read waits no longer than the request may take,
+                // so that a client who stops sending is cut off on time.
+                if s.is_blocking() {
+                    let wait = (deadline - now).min(self.settings.timeout);
+                    if s.set_read_timeout(wait.max(Duration::from_millis(1)))
+                        .is_err()
+                    {
+                        return Interest::Close;
+                    }
                 }
             }
             c.make_room();
@@ -272,8 +299,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         let head = match head::parse(data, &mut slots, &limits) {
             Parsed::Reject(_) => return Prefetch::ReadyInline, // the error page never blocks
             Parsed::Partial => {
-                let started = *c.head_started.get_or_insert_with(Instant::now);
-                if started.elapsed() > self.settings.request_header_timeout {
+                if Instant::now() >= self.deadline(&mut c.started, None) {
                     return Prefetch::ReadyInline; // readable() answers 408
                 }
                 return Prefetch::Wait(Interest::Read(Wait::Request));
@@ -291,6 +317,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         if !complete {
             if head.expect_continue && !c.continue_sent {
                 return Prefetch::Ready; // readable() sends 100 Continue
+            }
+            let received = (data.len() - head.len) as u64;
+            if Instant::now() >= self.deadline(&mut c.started, Some(received)) {
+                return Prefetch::ReadyInline; // readable() answers 408
             }
             return Prefetch::Wait(Interest::Read(Wait::Request));
         }
@@ -348,7 +378,10 @@ impl<H: HttpHandler> HttpService<H> {
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let data = &c.buf[c.start..c.filled];
         let head = match head::parse(data, &mut slots, &limits) {
-            Parsed::Partial => return Step::Incomplete,
+            Parsed::Partial => {
+                c.deadline = Some(self.deadline(&mut c.started, None));
+                return Step::Incomplete;
+            }
             Parsed::Reject(status) => {
                 let _ = self.reject(c, s, status);
                 return Step::Responded;
@@ -382,6 +415,8 @@ impl<H: HttpHandler> HttpService<H> {
             }
         };
         let Some((body_start, body_end, consumed)) = body_range else {
+            let received = (data.len() - head.len) as u64;
+            c.deadline = Some(self.deadline(&mut c.started, Some(received)));
             if head.expect_continue && !c.continue_sent && head.version == Version::Http11 {
                 c.continue_sent = true;
                 let _ = s.send(b"HTTP/1.1 100 Continue\r\n\r\n", false);
@@ -412,7 +447,8 @@ impl<H: HttpHandler> HttpService<H> {
         c.out_pos = 0;
         let keep = self.queue(c, status, &headers, body, is_head, keep, version);
         c.served += 1;
-        c.head_started = None;
+        c.started = Started::default();
+        c.deadline = None;
         c.continue_sent = false;
         c.consume(consumed);
         c.after = if keep {
@@ -423,6 +459,43 @@ impl<H: HttpHandler> HttpService<H> {
             After::Close
         };
         Step::Responded
+    }
+
+    /// When the request in progress must have arrived: its head within the
+    /// header timeout of its first byte; its body (`body_received` bytes of it
+    /// so far) within the body timeout of the head's end, plus a second for
+    /// every `request_body_min_rate` bytes received, as `mod_reqtimeout`'s
+    /// `body=20,MinRate=500` does. A client sending at the minimum rate or
+    /// faster never runs out of time; a trickle does.
+    fn deadline(&self, c: &mut Started, body_received: Option<u64>) -> Instant {
+        let now = Instant::now();
+        // A timeout configured beyond what an Instant holds means "never".
+        let after = |t: Instant, d: Duration| {
+            t.checked_add(d)
+                .unwrap_or_else(|| t + Duration::from_secs(100 * 365 * 86400))
+        };
+        match body_received {
+            None => after(
+                *c.head.get_or_insert(now),
+                self.settings.request_header_timeout,
+            ),
+            Some(received) => {
+                let started = *c.body.get_or_insert(now);
+                let rate = self.settings.request_body_min_rate;
+                // A second per `rate` bytes (none when the rate is 0).
+                let earned = match (received.checked_div(rate), received.checked_rem(rate)) {
+                    (Some(secs), Some(rest)) => {
+                        Duration::from_secs(secs)
+                            + Duration::from_millis(rest.saturating_mul(1000) / rate)
+                    }
+                    _ => Duration::ZERO,
+                };
+                after(
+                    started,
+                    self.settings.request_body_timeout.saturating_add(earned),
+                )
+            }
+        }
     }
 
     /// Run the user's handler; a panic becomes a 500 for this request only.
@@ -469,7 +542,8 @@ impl<H: HttpHandler> HttpService<H> {
         self.queue(c, status, &headers, body, false, false, Version::Http11);
         c.start = 0;
         c.filled = 0;
-        c.head_started = None;
+        c.started = Started::default();
+        c.deadline = None;
         c.after = After::Linger;
         match self.flush(c, s) {
             Flush::Done => Interest::Linger,

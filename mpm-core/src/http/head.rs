@@ -84,7 +84,14 @@ pub(crate) fn parse<'h, 'b>(
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return check_partial(buf, limits),
         Err(httparse::Error::TooManyHeaders) => return Parsed::Reject(431),
-        Err(httparse::Error::Version) => return Parsed::Reject(version_status(buf)),
+        Err(httparse::Error::Version) => {
+            return match version_status(buf) {
+                Some(status) => Parsed::Reject(status),
+                // `HTTP/0` may yet become `HTTP/0.9`: its status (505, not
+                // 400) must not depend on how the bytes arrive.
+                None => check_partial(buf, limits),
+            };
+        }
         Err(_) => return Parsed::Reject(400),
     };
     let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
@@ -207,19 +214,45 @@ fn check_partial(buf: &[u8], limits: &Limits) -> Parsed<'static, 'static> {
 }
 
 /// 505 for a well-formed version we do not speak (`HTTP/2.0`, `HTTP/1.2`),
-/// 400 for anything else in the version's place.
-fn version_status(buf: &[u8]) -> u16 {
-    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
-    match version {
-        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
-            if major.is_ascii_digit() && minor.is_ascii_digit() =>
-        {
-            505
-        }
-        _ => 400,
+/// 400 for anything else in the version's place, `None` while the request
+/// line has not ended and what came of the version could still be one.
+fn version_status(mut buf: &[u8]) -> Option<u16> {
+    // Empty lines before a request are skipped, as httparse does.
+    while let Some(rest) = buf
+        .strip_prefix(b"\r\n")
+        .or_else(|| buf.strip_prefix(b"\n"))
+    {
+        buf = rest;
     }
+    let raw_line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    // method SP target SP version: the version is all after the second space.
+    let version_of = |l: &'_ [u8]| -> Vec<u8> {
+        l.splitn(3, |&b| b == b' ')
+            .nth(2)
+            .unwrap_or_default()
+            .to_vec()
+    };
+    // `d` is any digit.
+    let fits = |token: &[u8], shape: &[u8]| {
+        token.len() <= shape.len()
+            && token.iter().zip(shape).all(|(&b, &want)| {
+                if want == b'd' {
+                    b.is_ascii_digit()
+                } else {
+                    b == want
+                }
+            })
+    };
+    if !buf.contains(&b'\n') && fits(&version_of(raw_line), b"HTTP/d.d\r") {
+        return None;
+    }
+    let line = raw_line.strip_suffix(b"\r").unwrap_or(raw_line);
+    let version = version_of(line);
+    Some(if version.len() == 8 && fits(&version, b"HTTP/d.d") {
+        505
+    } else {
+        400
+    })
 }
 
 fn trim(b: &[u8]) -> &[u8] {
@@ -345,6 +378,21 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn an_unknown_version_gets_505_however_the_line_arrives() {
+        for cut in 12..16 {
+            assert_eq!(status(&b"GET / HTTP/0.9\r\n"[..cut]), Err(None), "{cut}");
+        }
+        assert_eq!(status(b"GET / HTTP/0.9\r\nHost: a\r\n\r\n"), Err(Some(505)));
+        assert_eq!(status(b"GET / HTTP/0x"), Err(Some(400)));
+        // Found by fuzzing: the version is the third part, not the last.
+        assert_eq!(
+            status(b"GET /one HTTPPOST /3 HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Err(Some(400))
+        );
+        assert_eq!(status(b"GET /one HTTPPO"), Err(Some(400)));
     }
 
     #[test]

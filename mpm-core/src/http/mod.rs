@@ -9,12 +9,15 @@
 //! on 1.1, and malformed heads refused with 400 and the connection closed;
 //! 414, 431 and 413 for the request-line, header and body limits; 505 for
 //! other versions; `Date` and `Server` on every response; 408 when a head
-//! takes longer than the header timeout.
+//! takes longer than the header timeout, or a body longer than the body
+//! timeout as extended by its minimum rate.
 
 mod buffer_pool;
 mod chunked;
 mod connection;
 mod date;
+#[doc(hidden)]
+pub mod fuzzing;
 mod head;
 mod request;
 mod request_pool;
@@ -121,6 +124,10 @@ pub struct HttpSettings {
     pub(crate) keepalive: bool,
     pub(crate) max_keepalive_requests: u64,
     pub(crate) request_header_timeout: Duration,
+    pub(crate) request_body_timeout: Duration,
+    pub(crate) request_body_min_rate: u64,
+    /// The longest a single read may wait (`--timeout`).
+    pub(crate) timeout: Duration,
     pub(crate) sendfile: bool,
     pub(crate) request_pool: bool,
     pub(crate) send_lowat: u32,
@@ -142,6 +149,9 @@ impl HttpSettings {
             keepalive: config.keepalive,
             max_keepalive_requests: config.max_keepalive_requests,
             request_header_timeout: config.request_header_timeout,
+            request_body_timeout: config.request_body_timeout,
+            request_body_min_rate: config.request_body_min_rate,
+            timeout: config.timeout,
             sendfile: config.sendfile,
             request_pool: config.request_pool,
             send_lowat: config.send_lowat,
