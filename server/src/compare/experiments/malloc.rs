@@ -14,8 +14,8 @@ pub(super) const MALLOC: Experiment = Experiment {
                down, and does a per-thread allocator (mimalloc) win it back, at what memory?",
     setup: "Each MPM with the system allocator (glibc malloc), mimalloc, and `locked` (glibc \
             malloc behind one global mutex), max-request-workers 64 (prefork: 64 children). \
-            Loads: the cached 1456-byte page on 50 keep-alive connections (about 3 allocations \
-            a request); the same with a connection per request, 20 at once; and the `streaming` \
+            Loads: the cached 1456-byte page on 50 keep-alive connections (no allocation a \
+            request); the same with a connection per request, 20 at once; and the `streaming` \
             example's /lines?count=200 on 50 keep-alive connections (some 200 small allocations \
             a request; the example must be built next to mpm: `cargo build --release -p server \
             --examples`). Allocation and lock counters are the server's own (/server-status?json), \
@@ -48,7 +48,7 @@ fn scenarios(_: &Selection) -> Vec<Scenario> {
     vec![
         Scenario::keepalive(
             "page",
-            "keep-alive page (3 allocations a request)",
+            "keep-alive cached page (no allocation a request)",
             PAGE,
             50,
         ),
