@@ -133,6 +133,37 @@ fn field(v: &serde_json::Value, name: &str) -> Option<f64> {
     v.get(name).and_then(serde_json::Value::as_f64)
 }
 
+/// The requests served between two status pages (the second status request
+/// is counted in `after`, the first is not), and a function giving any
+/// counter's growth over that window per request.
+fn per_request<'a>(
+    before: &'a serde_json::Value,
+    after: &'a serde_json::Value,
+) -> (f64, impl Fn(&str) -> Option<f64> + 'a) {
+    let requests = match (
+        field(before, "total_requests"),
+        field(after, "total_requests"),
+    ) {
+        (Some(b), Some(a)) => (a - b - 1.0).max(1.0),
+        _ => 1.0,
+    };
+    let per = move |name: &str| Some((field(after, name)? - field(before, name)?) / requests);
+    (requests, per)
+}
+
+/// The server's own per-request counts of writes and context switches.
+fn server_costs(cell: &mut Cell, per: &impl Fn(&str) -> Option<f64>) {
+    cell.sends_per_req = per("send_calls");
+    cell.send_waits_per_req = per("send_would_block");
+    cell.ctx_switches_per_req = match (
+        per("voluntary_ctxt_switches"),
+        per("involuntary_ctxt_switches"),
+    ) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
+}
+
 fn measure_load(
     settings: &Settings,
     server: &ServerChild,
@@ -185,15 +216,7 @@ fn measure_load(
     let syscalls = perf.and_then(SyscallCount::finish);
     let after = server.status()?;
     let by_name = strace.and_then(SyscallTable::finish);
-    // The second status request is counted in `after`, the first is not.
-    let requests = match (
-        field(&before, "total_requests"),
-        field(&after, "total_requests"),
-    ) {
-        (Some(b), Some(a)) => (a - b - 1.0).max(1.0),
-        _ => 1.0,
-    };
-    let per = |name: &str| Some((field(&after, name)? - field(&before, name)?) / requests);
+    let (requests, per) = per_request(&before, &after);
     cell.responses = summary.responses;
     cell.errors = summary.errors.total();
     cell.non_200 = summary
@@ -210,19 +233,11 @@ fn measure_load(
     }
     cell.cpu_us_per_req =
         Some(proc_after.cpu_us.saturating_sub(proc_before.cpu_us) as f64 / requests);
-    cell.sends_per_req = per("send_calls");
-    cell.send_waits_per_req = per("send_would_block");
+    server_costs(cell, &per);
     cell.syscalls_per_req = syscalls.map(|n| n as f64 / requests);
     cell.allocations_per_req = per("allocations");
     cell.lock_waits_per_req = per("lock_contended");
     cell.lock_wait_us_per_req = per("lock_wait_us");
-    cell.ctx_switches_per_req = match (
-        per("voluntary_ctxt_switches"),
-        per("involuntary_ctxt_switches"),
-    ) {
-        (Some(a), Some(b)) => Some(a + b),
-        _ => None,
-    };
     cell.pss_kib = Some(proc_after.pss_kib);
     cell.syscalls_by_name = by_name.map(|rows| {
         rows.into_iter()
@@ -284,14 +299,7 @@ fn measure_slow_reader(
     let elapsed = started.elapsed().as_secs_f64();
     let proc_after = proc_sample::sample(pid);
     let after = server.status()?;
-    let requests = match (
-        field(&before, "total_requests"),
-        field(&after, "total_requests"),
-    ) {
-        (Some(b), Some(a)) => (a - b - 1.0).max(1.0),
-        _ => 1.0,
-    };
-    let per = |name: &str| Some((field(&after, name)? - field(&before, name)?) / requests);
+    let (requests, per) = per_request(&before, &after);
     latencies.sort_unstable();
     cell.responses = ok;
     cell.errors = failed;
@@ -300,15 +308,7 @@ fn measure_slow_reader(
     cell.p99_us = latencies.get(latencies.len() * 99 / 100).copied();
     cell.cpu_us_per_req =
         Some(proc_after.cpu_us.saturating_sub(proc_before.cpu_us) as f64 / requests);
-    cell.sends_per_req = per("send_calls");
-    cell.send_waits_per_req = per("send_would_block");
-    cell.ctx_switches_per_req = match (
-        per("voluntary_ctxt_switches"),
-        per("involuntary_ctxt_switches"),
-    ) {
-        (Some(a), Some(b)) => Some(a + b),
-        _ => None,
-    };
+    server_costs(cell, &per);
     Ok(())
 }
 

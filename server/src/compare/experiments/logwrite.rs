@@ -3,10 +3,9 @@
 //! 10–20 % faster than gathering them with writev; buffered logs write far
 //! less often.
 
-use super::{cell, Experiment, Selection, Variant};
+use super::{cell, first_allocator, Experiment, Selection, Variant};
 use crate::compare::report::{Column, Report};
 use crate::compare::scenario::{Scenario, PAGE};
-use mpm_core::allocator::AllocatorKind;
 
 /// `mpm compare --experiment logwrite`.
 pub(super) const LOGWRITE: Experiment = Experiment {
@@ -44,11 +43,7 @@ fn label(mpm: impl std::fmt::Display, setup: &str) -> String {
 }
 
 fn variants(sel: &Selection) -> Vec<Variant> {
-    let allocator = sel
-        .allocators
-        .first()
-        .copied()
-        .unwrap_or(AllocatorKind::System);
+    let allocator = first_allocator(sel);
     // Beside compare's docroot (removed with it), under a name no one serves.
     let dir = super::super::scratch_dir();
     let mut out = Vec::new();

@@ -1,10 +1,9 @@
 //! What does a send low-water mark save? In 1998 a 32 KiB `SO_SNDLOWAT`
 //! cut a FreeBSD server's write calls for one transfer from 1493 to 259.
 
-use super::{cell, Experiment, Selection, Variant};
+use super::{cell, first_allocator, Experiment, Selection, Variant};
 use crate::compare::report::{Column, Report};
 use crate::compare::scenario::{Scenario, BIG_FILE, FILE};
-use mpm_core::allocator::AllocatorKind;
 
 /// `mpm compare --experiment lowat`.
 pub(super) const LOWAT: Experiment = Experiment {
@@ -41,11 +40,7 @@ fn label(mpm: impl std::fmt::Display, mark: u32) -> String {
 }
 
 fn variants(sel: &Selection) -> Vec<Variant> {
-    let allocator = sel
-        .allocators
-        .first()
-        .copied()
-        .unwrap_or(AllocatorKind::System);
+    let allocator = first_allocator(sel);
     let mut out = Vec::new();
     for &mpm in &sel.mpms {
         for mark in MARKS {

@@ -104,6 +104,15 @@ pub struct Experiment {
     pub per_syscall: bool,
 }
 
+/// The allocator an experiment about something else runs with: the first
+/// selected (the system one unless `--allocator` says otherwise).
+pub fn first_allocator(sel: &Selection) -> AllocatorKind {
+    sel.allocators
+        .first()
+        .copied()
+        .unwrap_or(AllocatorKind::System)
+}
+
 /// Every selected MPM × allocator, with per-MPM extra flags.
 pub fn mpm_by_allocator(
     sel: &Selection,

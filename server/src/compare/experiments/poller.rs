@@ -2,10 +2,9 @@
 //! measurement found the poll-based `ap_poll` 1.3 % slower at one listener
 //! and 6.7 % slower at a hundred.
 
-use super::{cell, Experiment, Selection, Variant};
+use super::{cell, first_allocator, Experiment, Selection, Variant};
 use crate::compare::report::{Column, Report};
 use crate::compare::scenario::{Scenario, PAGE};
-use mpm_core::allocator::AllocatorKind;
 use mpm_core::listener_poller::PollerKind;
 use mpm_core::MpmKind;
 
@@ -36,11 +35,7 @@ pub(super) const POLLER: Experiment = Experiment {
 const PORTS: [usize; 2] = [1, 100];
 
 fn variants(sel: &Selection) -> Vec<Variant> {
-    let allocator = sel
-        .allocators
-        .first()
-        .copied()
-        .unwrap_or(AllocatorKind::System);
+    let allocator = first_allocator(sel);
     let mut out = Vec::new();
     for &mpm in sel.mpms.iter().filter(|m| **m != MpmKind::Event) {
         for ports in PORTS {

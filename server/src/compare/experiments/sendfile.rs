@@ -1,10 +1,9 @@
 //! Is `sendfile(2)` worth it? The same files sent with sendfile and with
 //! read+write (httpd's `EnableSendfile`, nginx's `sendfile`).
 
-use super::{cell, Experiment, Selection, Variant};
+use super::{cell, first_allocator, Experiment, Selection, Variant};
 use crate::compare::report::{Column, Report};
 use crate::compare::scenario::{Scenario, FILE, PAGE};
-use mpm_core::allocator::AllocatorKind;
 
 /// `mpm compare --experiment sendfile`.
 pub(super) const SENDFILE: Experiment = Experiment {
@@ -31,11 +30,7 @@ pub(super) const SENDFILE: Experiment = Experiment {
 };
 
 fn variants(sel: &Selection) -> Vec<Variant> {
-    let allocator = sel
-        .allocators
-        .first()
-        .copied()
-        .unwrap_or(AllocatorKind::System);
+    let allocator = first_allocator(sel);
     let mut out = Vec::new();
     for &mpm in &sel.mpms {
         for on in ["on", "off"] {
