@@ -196,6 +196,7 @@ impl ServerStatus {
              \"total_requests\":{},\"total_bytes\":{},\"total_connections\":{},\
              \"requests_per_second\":{:.3},\"busy_workers\":{},\"idle_workers\":{},\
              \"keepalive_workers\":{},\"accept_waits\":{},\"accept_wait_ms\":{:.3},\
+             \"accept_waits_per_request\":{:.4},\"accept_wait_us_per_request\":{:.3},\
              \"send_calls\":{},\"send_calls_per_request\":{:.3},\"send_would_block\":{},",
             snap.uptime_ms as f64 / 1000.0,
             self.mpm.name(),
@@ -210,6 +211,8 @@ impl ServerStatus {
             t.keepalive,
             t.accept_waits,
             t.accept_wait_ns as f64 / 1e6,
+            t.accept_waits as f64 / t.requests.max(1) as f64,
+            t.accept_wait_ns as f64 / 1e3 / t.requests.max(1) as f64,
             t.sends,
             t.sends as f64 / t.requests.max(1) as f64,
             t.send_would_block,
@@ -466,6 +469,8 @@ mod tests {
             "keepalive_workers",
             "accept_waits",
             "accept_wait_ms",
+            "accept_waits_per_request",
+            "accept_wait_us_per_request",
             "send_calls",
             "send_would_block",
             "last_request_age_ms",
