@@ -17,6 +17,9 @@ pub struct Timeouts {
     pub keepalive: Duration,
     /// Longest lingering drain before close.
     pub linger: Duration,
+    /// The write timeout accepted sockets already carry, inherited from
+    /// the listener ([`Listener::set_accepted_write_timeout`](crate::Listener::set_accepted_write_timeout)).
+    pub inherited_write: Option<Duration>,
 }
 
 impl Timeouts {
@@ -26,6 +29,7 @@ impl Timeouts {
             request: config.timeout,
             keepalive: config.keepalive_timeout,
             linger: Duration::from_secs(2),
+            inherited_write: None,
         }
     }
 }
@@ -108,7 +112,9 @@ pub fn serve_blocking<H: ConnectionHandler>(
     park: &mut dyn IdlePark,
 ) -> u64 {
     let mut steps = 0u64;
-    if stream.set_write_timeout(timeouts.request).is_err() {
+    if timeouts.inherited_write != Some(timeouts.request)
+        && stream.set_write_timeout(timeouts.request).is_err()
+    {
         park.closing();
         return steps;
     }

@@ -38,6 +38,9 @@ impl Listener {
     pub fn from_std(socket: TcpListener) -> Result<Listener> {
         let wrap = |e| Error::io("using an inherited listening socket", e);
         socket.set_nonblocking(true).map_err(wrap)?;
+        socket2::SockRef::from(&socket)
+            .set_tcp_nodelay(true)
+            .map_err(wrap)?;
         let addr = socket.local_addr().map_err(wrap)?;
         Ok(Listener { socket, addr })
     }
@@ -95,6 +98,9 @@ impl Listener {
         if addr.is_ipv6() {
             socket.set_only_v6(true).map_err(wrap)?;
         }
+        // Accepted sockets inherit it (Linux copies the listener's options),
+        // which saves a setsockopt per connection.
+        socket.set_tcp_nodelay(true).map_err(wrap)?;
         socket.bind(&addr.into()).map_err(wrap)?;
         Ok(socket)
     }
@@ -105,12 +111,20 @@ impl Listener {
     }
 
     /// Accept one pending connection (`WouldBlock` when none is queued).
-    /// The accepted socket is blocking, close-on-exec, with `TCP_NODELAY` set
-    /// because responses are written whole.
+    /// The accepted socket is blocking, close-on-exec, and inherits the
+    /// listener's `TCP_NODELAY` (responses are written whole) and any
+    /// timeout set with [`set_accepted_write_timeout`](Self::set_accepted_write_timeout).
     pub fn accept(&self) -> std::io::Result<(TcpStream, SocketAddr)> {
-        let (stream, peer) = self.socket.accept()?;
-        stream.set_nodelay(true)?;
-        Ok((stream, peer))
+        self.socket.accept()
+    }
+
+    /// Give every connection accepted from now on this `SO_SNDTIMEO`, by
+    /// setting it on the listening socket (Linux copies it to accepted
+    /// sockets): a blocking MPM then needs no setsockopt per connection.
+    pub fn set_accepted_write_timeout(&self, timeout: std::time::Duration) -> Result<()> {
+        socket2::SockRef::from(&self.socket)
+            .set_write_timeout(Some(timeout))
+            .map_err(|e| Error::io("setting the listeners' write timeout", e))
     }
 
     /// Another descriptor for the same socket (close-on-exec), for a process
