@@ -118,6 +118,39 @@ impl Listener {
         self.socket.accept()
     }
 
+    /// Accept one pending connection already non-blocking, with
+    /// `accept4(SOCK_NONBLOCK)`: an event loop saves the `ioctl` that would
+    /// make it so afterwards. `WouldBlock` when none is queued.
+    pub fn accept_nonblocking(&self) -> std::io::Result<(TcpStream, SocketAddr)> {
+        let fd = self.socket.as_raw_fd();
+        // SAFETY: try_init hands accept4 a zeroed sockaddr_storage and its
+        // length to fill in; the descriptor is this listener's, open.
+        let (raw, addr) = unsafe {
+            socket2::SockAddr::try_init(|storage, len| loop {
+                let r = libc::accept4(
+                    fd,
+                    storage.cast(),
+                    len,
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                );
+                if r >= 0 {
+                    return Ok(r);
+                }
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            })
+        }?;
+        // SAFETY: accept4 just returned this descriptor: open, and owned by
+        // nothing else.
+        let stream = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+        let peer = addr.as_socket().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "accepted a non-IP address")
+        })?;
+        Ok((stream, peer))
+    }
+
     /// Give every connection accepted from now on this `SO_SNDTIMEO`, by
     /// setting it on the listening socket (Linux copies it to accepted
     /// sockets): a blocking MPM then needs no setsockopt per connection.
@@ -159,5 +192,52 @@ impl Listener {
 impl AsRawFd for Listener {
     fn as_raw_fd(&self) -> RawFd {
         self.socket.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn accepted_sockets_inherit_nodelay_and_the_write_timeout() {
+        let l = Listener::bind("127.0.0.1:0".parse().expect("addr"), 8).expect("bind");
+        let timeout = std::time::Duration::from_secs(7);
+        l.set_accepted_write_timeout(timeout).expect("timeout");
+        let _c = TcpStream::connect(l.local_addr()).expect("connect");
+        let (s, _) = loop {
+            match l.accept() {
+                Ok(a) => break a,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert!(s.nodelay().expect("nodelay"));
+        assert_eq!(s.write_timeout().expect("timeout"), Some(timeout));
+    }
+
+    #[test]
+    fn accept_nonblocking_gives_a_nonblocking_socket_and_the_peer() {
+        let l = Listener::bind("127.0.0.1:0".parse().expect("addr"), 8).expect("bind");
+        assert_eq!(
+            l.accept_nonblocking().map(|_| ()).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::WouldBlock)
+        );
+        let c = TcpStream::connect(l.local_addr()).expect("connect");
+        let (mut s, peer) = loop {
+            match l.accept_nonblocking() {
+                Ok(a) => break a,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(peer, c.local_addr().expect("local"));
+        // Nothing sent yet: a non-blocking read says so instead of waiting.
+        let mut b = [0u8; 1];
+        assert_eq!(
+            s.read(&mut b).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::WouldBlock)
+        );
     }
 }

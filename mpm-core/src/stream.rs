@@ -54,6 +54,26 @@ impl Stream {
         })
     }
 
+    /// Wrap a socket accepted non-blocking
+    /// ([`Listener::accept_nonblocking`](crate::Listener::accept_nonblocking)):
+    /// no system call.
+    pub fn accepted_nonblocking(
+        socket: TcpStream,
+        peer: SocketAddr,
+        draining: Arc<AtomicBool>,
+    ) -> Self {
+        Stream {
+            socket,
+            peer,
+            blocking: false,
+            would_block: false,
+            drained: false,
+            draining,
+            read_timeout: None,
+            slot: None,
+        }
+    }
+
     /// The client's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer

@@ -477,16 +477,14 @@ impl<H: ConnectionHandler> EventLoop<H> {
             let Some(listener) = self.listeners.get(index) else {
                 return;
             };
-            match listener.accept() {
+            match listener.accept_nonblocking() {
                 Ok((socket, peer)) => {
                     self.stats.accepted += 1;
                     if let Some(s) = self.slot {
                         s.record_accept(0);
                     }
-                    let Ok(stream) = Stream::new(socket, peer, false, Arc::clone(&self.draining))
-                    else {
-                        continue;
-                    };
+                    let stream =
+                        Stream::accepted_nonblocking(socket, peer, Arc::clone(&self.draining));
                     let state = self.handler.connected(&stream);
                     let t = self.slots.insert(Slot::Busy {
                         readable: false,
