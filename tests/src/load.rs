@@ -35,6 +35,26 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Print the counts, then fail if any request failed (showing the first
+    /// ten and `logs`) or if fewer than `at_least` were answered.
+    pub fn assert_no_failures(&self, at_least: u64, logs: &str) {
+        eprintln!(
+            "{} requests answered ({} bodies), {} retried after an idle close, {} failed",
+            self.ok,
+            self.bodies.len(),
+            self.retried,
+            self.failures.len()
+        );
+        assert!(
+            self.failures.is_empty(),
+            "{} of {} requests failed: {:?}\n{logs}",
+            self.failures.len(),
+            self.ok + self.failures.len() as u64,
+            &self.failures[..self.failures.len().min(10)],
+        );
+        assert!(self.ok > at_least, "only {} requests answered", self.ok);
+    }
+
     fn merge(&mut self, other: Tally) {
         self.ok += other.ok;
         self.retried += other.retried;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::load::{Load, Tally};
+use tests::load::Load;
 use tests::{Server, TempDir};
 
 fn haproxy() -> Option<PathBuf> {
@@ -90,24 +90,6 @@ fn wait_until_both_serve(balancer: &Balancer) {
     }
 }
 
-fn assert_clean(tally: &Tally, logs: &str) {
-    eprintln!(
-        "{} requests answered ({} bodies), {} retried after an idle close, {} failed",
-        tally.ok,
-        tally.bodies.len(),
-        tally.retried,
-        tally.failures.len()
-    );
-    assert!(
-        tally.failures.is_empty(),
-        "{} of {} requests failed: {:?}\n{logs}",
-        tally.failures.len(),
-        tally.ok + tally.failures.len() as u64,
-        &tally.failures[..tally.failures.len().min(10)],
-    );
-    assert!(tally.ok > 100, "only {} requests answered", tally.ok);
-}
-
 #[test]
 fn an_instance_stopping_gracefully_behind_haproxy_loses_no_request() {
     let Some(bin) = haproxy() else {
@@ -135,7 +117,7 @@ fn an_instance_stopping_gracefully_behind_haproxy_loses_no_request() {
     std::thread::sleep(Duration::from_millis(1000));
     let tally = load.finish();
     let logs = format!("a:\n{}\nb:\n{}", a.stderr_text(), b.stderr_text());
-    assert_clean(&tally, &logs);
+    tally.assert_no_failures(100, &logs);
     let to = |name: &[u8]| tally.bodies.get(name).copied().unwrap_or(0);
     assert!(
         to(b"a\n") > 0 && to(b"b\n") > 0,
@@ -196,6 +178,6 @@ fn graceful_restarts_and_an_upgrade_behind_haproxy_lose_no_request() {
     // SAFETY: as above; the new master is stopped by its pid.
     unsafe { libc::kill(new as libc::pid_t, libc::SIGKILL) };
     let logs = format!("a:\n{}\nb:\n{}", a.stderr_text(), b.stderr_text());
-    assert_clean(&tally, &logs);
+    tally.assert_no_failures(100, &logs);
     assert!(tally.bodies.len() == 2, "{:?}", tally.bodies);
 }

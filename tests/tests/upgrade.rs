@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tests::load::{Load, Tally};
+use tests::load::Load;
 use tests::{RawConn, Server, TempDir};
 
 const PAGE: &[u8] = b"upgraded or not, served\n";
@@ -79,25 +79,6 @@ impl Drop for Adopted {
     }
 }
 
-fn assert_no_failures(tally: &Tally, server: &Server) {
-    eprintln!(
-        "{} requests answered ({} bodies), {} retried after an idle close, {} failed",
-        tally.ok,
-        tally.bodies.len(),
-        tally.retried,
-        tally.failures.len()
-    );
-    assert!(
-        tally.failures.is_empty(),
-        "{} of {} requests failed: {:?}\n{}",
-        tally.failures.len(),
-        tally.ok + tally.failures.len() as u64,
-        &tally.failures[..tally.failures.len().min(10)],
-        server.stderr_text()
-    );
-    assert!(tally.ok > 50, "only {} requests answered", tally.ok);
-}
-
 fn an_upgrade_under_load_fails_no_request_and_the_old_master_exits(mpm: &str) {
     let root = TempDir::new("upgrade");
     let pid_file = root.path().join("mpm.pid");
@@ -162,7 +143,7 @@ fn an_upgrade_under_load_fails_no_request_and_the_old_master_exits(mpm: &str) {
     // The new generation alone serves now.
     std::thread::sleep(Duration::from_millis(300));
     let tally = load.finish();
-    assert_no_failures(&tally, &server);
+    tally.assert_no_failures(50, &server.stderr_text());
     assert!(
         !tests::children(new.0).is_empty(),
         "the new master has no children"
@@ -195,7 +176,7 @@ fn rolls_back(mpm: &str, binary: &Path) {
     );
     std::thread::sleep(Duration::from_millis(300));
     let tally = load.finish();
-    assert_no_failures(&tally, &server);
+    tally.assert_no_failures(50, &server.stderr_text());
     assert!(server.is_running());
     assert_eq!(read_pid(&pid_file), Some(server.pid()));
     assert!(!root.path().join("mpm.pid.oldbin").exists());
