@@ -32,6 +32,20 @@ impl Timeouts {
             inherited_write: None,
         }
     }
+
+    /// The timeouts of `config`, with the write timeout set once on
+    /// `listeners` so that every socket they accept inherits it and a
+    /// connection costs no setsockopt for it.
+    pub fn inherited_by(config: &Config, listeners: &[crate::Listener]) -> Timeouts {
+        let mut t = Timeouts::from_config(config);
+        if listeners
+            .iter()
+            .all(|l| l.set_accepted_write_timeout(t.request).is_ok())
+        {
+            t.inherited_write = Some(t.request);
+        }
+        t
+    }
 }
 
 /// Told when a connection parks idle between requests and when it is about

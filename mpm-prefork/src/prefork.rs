@@ -74,14 +74,7 @@ impl Mpm for Prefork {
         // Made in the child: an epoll set must not be shared across fork.
         let mut poller = ListenerPoller::new(config.poller, &listeners, lifecycle.wake_fd())?;
         let mut handler = factory.build();
-        let mut timeouts = Timeouts::from_config(config);
-        // Set once on the listeners, inherited by every accepted socket.
-        if listeners
-            .iter()
-            .all(|l| l.set_accepted_write_timeout(timeouts.request).is_ok())
-        {
-            timeouts.inherited_write = Some(timeouts.request);
-        }
+        let timeouts = Timeouts::inherited_by(config, &listeners);
         let draining = lifecycle.draining_flag();
         let mut served = 0u64;
         loop {

@@ -46,14 +46,7 @@ impl Mpm for Worker {
             return Err(Error::config("no listening address"));
         }
         let threads = config.threads_per_child.min(config.max_request_workers);
-        let mut timeouts = Timeouts::from_config(config);
-        // Set once on the listeners, inherited by every accepted socket.
-        if listeners
-            .iter()
-            .all(|l| l.set_accepted_write_timeout(timeouts.request).is_ok())
-        {
-            timeouts.inherited_write = Some(timeouts.request);
-        }
+        let timeouts = Timeouts::inherited_by(config, &listeners);
         let shared = Arc::new(Shared {
             accept: ListenerMutex::new(listeners, config.poller, lifecycle)?,
             slots: ConnectionSlots::new(threads),
