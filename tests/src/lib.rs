@@ -571,6 +571,20 @@ pub struct Exit {
     pub stderr: String,
 }
 
+impl Exit {
+    /// The contract for bad input: exit status 2 and exactly one line on
+    /// stderr saying what is wrong. `what` names the case in a failure.
+    pub fn assert_one_line_error(&self, what: &str) {
+        assert_eq!(self.status.code(), Some(2), "{what}: {}", self.stderr);
+        assert_eq!(
+            self.stderr.trim().lines().count(),
+            1,
+            "{what}: {}",
+            self.stderr
+        );
+    }
+}
+
 /// Run `mpm ARGS...` to completion (killing it after `timeout`) and collect
 /// its output. For commands expected to fail at once.
 pub fn run_mpm(args: &[&str], timeout: Duration) -> Exit {

@@ -396,13 +396,7 @@ fn bad_log_settings_are_one_line_and_exit_2() {
         let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
         all.extend(&args);
         let exit = run_mpm(&all, Duration::from_secs(20));
-        assert_eq!(exit.status.code(), Some(2), "{args:?}: {}", exit.stderr);
-        assert_eq!(
-            exit.stderr.trim().lines().count(),
-            1,
-            "{args:?}: {}",
-            exit.stderr
-        );
+        exit.assert_one_line_error(&format!("{args:?}"));
         assert!(exit.stderr.contains(needle), "{args:?}: {}", exit.stderr);
     }
 }
@@ -462,8 +456,7 @@ fn log_settings_are_toml_keys_and_bad_values_there_are_one_line() {
         &["check", "--config", bad.to_str().unwrap()],
         Duration::from_secs(20),
     );
-    assert_eq!(exit.status.code(), Some(2), "{}", exit.stderr);
-    assert_eq!(exit.stderr.trim().lines().count(), 1, "{}", exit.stderr);
+    exit.assert_one_line_error("a bad log setting in the file");
     assert!(
         exit.stderr.contains("json") && exit.stderr.contains("line 1"),
         "{}",

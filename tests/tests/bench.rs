@@ -219,12 +219,6 @@ fn bad_flags_are_one_line_and_exit_2() {
         &["bench", "-H", "nocolon", "http://127.0.0.1:1/"],
     ] {
         let out = run_mpm(args, Duration::from_secs(10));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", out.stderr);
-        assert_eq!(
-            out.stderr.trim().lines().count(),
-            1,
-            "{args:?}: {}",
-            out.stderr
-        );
+        out.assert_one_line_error(&format!("{args:?}"));
     }
 }

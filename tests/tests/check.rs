@@ -57,8 +57,7 @@ fn a_bad_configuration_file_is_one_line_and_exit_2() {
             &["check", "--config", config.to_str().unwrap()],
             Duration::from_secs(20),
         );
-        assert_eq!(out.status.code(), Some(2), "{text}: {}", out.stderr);
-        assert_eq!(out.stderr.lines().count(), 1, "{text}: {}", out.stderr);
+        out.assert_one_line_error(text);
         assert!(out.stderr.contains(says), "{text}: {}", out.stderr);
     }
     let out = run_mpm(

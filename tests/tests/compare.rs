@@ -185,13 +185,7 @@ fn unknown_experiments_and_scenarios_are_one_line_and_exit_2() {
         &["compare", "--mpm", "apache"],
     ] {
         let out = run_mpm(args, Duration::from_secs(10));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", out.stderr);
-        assert_eq!(
-            out.stderr.trim().lines().count(),
-            1,
-            "{args:?}: {}",
-            out.stderr
-        );
+        out.assert_one_line_error(&format!("{args:?}"));
     }
 }
 

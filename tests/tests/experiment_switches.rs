@@ -82,8 +82,7 @@ fn the_event_mpm_refuses_another_poller_in_one_line(mpm: &str) {
         ],
         Duration::from_secs(10),
     );
-    assert_eq!(exit.status.code(), Some(2), "{exit:?}");
-    assert_eq!(exit.stderr.trim().lines().count(), 1, "{}", exit.stderr);
+    exit.assert_one_line_error("--poller poll under event");
     assert!(exit.stderr.contains("epoll"), "{}", exit.stderr);
 }
 

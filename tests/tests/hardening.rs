@@ -283,8 +283,8 @@ fn an_unknown_user_is_one_line_and_exit_2() {
         ],
         Duration::from_secs(10),
     );
-    assert_eq!(exit.status.code(), Some(2), "{exit:?}");
-    assert!(exit.stderr.trim().lines().count() == 1 && exit.stderr.contains("no-such-user-here"));
+    exit.assert_one_line_error("--user no-such-user-here");
+    assert!(exit.stderr.contains("no-such-user-here"), "{}", exit.stderr);
 }
 
 tests::mpm_suite!(
