@@ -272,6 +272,10 @@ mod tests {
     use super::*;
     use std::net::TcpStream;
 
+    /// The FD_SETSIZE test opens over a thousand descriptors: while it runs,
+    /// another test's would land above 1024, where select cannot go.
+    static DESCRIPTORS: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
     fn listeners(n: usize) -> Vec<Listener> {
         (0..n)
             .map(|_| Listener::bind("127.0.0.1:0".parse().expect("address"), 16).expect("bind"))
@@ -280,6 +284,7 @@ mod tests {
 
     #[test]
     fn every_poller_finds_the_listener_with_a_connection_and_the_wake_pipe() {
+        let _one_at_a_time = DESCRIPTORS.lock();
         for kind in PollerKind::ALL {
             let ls = listeners(5);
             let (wake_r, wake_w) = nix::unistd::pipe().expect("pipe");
@@ -299,6 +304,7 @@ mod tests {
 
     #[test]
     fn select_refuses_a_descriptor_at_or_above_fd_setsize() {
+        let _one_at_a_time = DESCRIPTORS.lock();
         // 1030 listeners (and the poller's copies) run past descriptor 1024.
         match crate::fd_limit::raise_fd_limit() {
             Ok(limit) if limit >= 2200 => {}
