@@ -33,18 +33,15 @@ impl Timeouts {
         }
     }
 
-    /// The timeouts of `config`, with the write timeout set once on
-    /// `listeners` so that every socket they accept inherits it and a
-    /// connection costs no setsockopt for it.
-    pub fn inherited_by(config: &Config, listeners: &[crate::Listener]) -> Timeouts {
+    /// The timeouts of `config` for connections accepted from `listeners`,
+    /// after setting on them what accepted sockets copy
+    /// ([`Listener::pass_on_options`](crate::Listener::pass_on_options)):
+    /// the write timeout is then inherited, not set per connection.
+    pub fn inherited_by(config: &Config, listeners: &[crate::Listener]) -> crate::Result<Timeouts> {
+        crate::Listener::pass_on_options(listeners, config)?;
         let mut t = Timeouts::from_config(config);
-        if listeners
-            .iter()
-            .all(|l| l.set_accepted_write_timeout(t.request).is_ok())
-        {
-            t.inherited_write = Some(t.request);
-        }
-        t
+        t.inherited_write = Some(t.request);
+        Ok(t)
     }
 }
 

@@ -151,6 +151,50 @@ impl Listener {
         Ok((stream, peer))
     }
 
+    /// Set on `listeners` the options `config` asks of every connection they
+    /// accept, which accepted sockets copy: the send low-water mark and the
+    /// write timeout (used by blocking MPMs, ignored by non-blocking sockets).
+    /// Every MPM calls this once its listeners are final.
+    pub fn pass_on_options(listeners: &[Listener], config: &crate::Config) -> Result<()> {
+        for l in listeners {
+            l.set_accepted_send_lowat(config.send_lowat)?;
+            l.set_accepted_write_timeout(config.timeout)?;
+        }
+        Ok(())
+    }
+
+    /// Give every connection accepted from now on this send low-water mark
+    /// (`--send-lowat`): `TCP_NOTSENT_LOWAT`, the most unsent bytes the
+    /// kernel queues before a socket counts as full. Linux fixes
+    /// `SO_SNDLOWAT` at one byte and refuses to set it. Set on the listening
+    /// socket, which accepted sockets copy: no setsockopt per connection.
+    /// 0 leaves the kernel's default.
+    pub fn set_accepted_send_lowat(&self, bytes: u32) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: a valid socket, and a pointer to a c_int with its size, as
+        // TCP_NOTSENT_LOWAT takes; neither socket2 nor nix wraps it.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.socket.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::io(
+                "setting TCP_NOTSENT_LOWAT (--send-lowat) on a listener",
+                std::io::Error::last_os_error(),
+            ))
+        }
+    }
+
     /// Give every connection accepted from now on this `SO_SNDTIMEO`, by
     /// setting it on the listening socket (Linux copies it to accepted
     /// sockets): a blocking MPM then needs no setsockopt per connection.
@@ -215,6 +259,33 @@ mod tests {
         };
         assert!(s.nodelay().expect("nodelay"));
         assert_eq!(s.write_timeout().expect("timeout"), Some(timeout));
+    }
+
+    #[test]
+    fn accepted_sockets_inherit_the_send_low_water_mark() {
+        let l = Listener::bind("127.0.0.1:0".parse().expect("addr"), 8).expect("bind");
+        l.set_accepted_send_lowat(32 * 1024).expect("lowat");
+        let _c = TcpStream::connect(l.local_addr()).expect("connect");
+        let (s, _) = loop {
+            match l.accept() {
+                Ok(a) => break a,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: reads a c_int option of our open socket into `value`.
+        let rc = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!((rc, value), (0, 32 * 1024));
     }
 
     #[test]

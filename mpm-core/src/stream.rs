@@ -223,29 +223,6 @@ impl Stream {
         }
     }
 
-    /// Set the send low-water mark: `TCP_NOTSENT_LOWAT`, the most unsent
-    /// bytes the kernel queues before the socket counts as full. (Linux
-    /// fixes `SO_SNDLOWAT` at one byte and refuses to set it.)
-    pub fn set_send_lowat(&self, bytes: u32) -> io::Result<()> {
-        let value = bytes as libc::c_int;
-        // SAFETY: a valid socket, and a pointer to a c_int with its size,
-        // as TCP_NOTSENT_LOWAT takes; neither socket2 nor nix wraps it.
-        let rc = unsafe {
-            libc::setsockopt(
-                self.socket.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_NOTSENT_LOWAT,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    }
-
     fn count_send(&self, blocked: bool) {
         if let Some(s) = self.slot {
             s.record_send(blocked);

@@ -28,6 +28,7 @@ impl Mpm for Event {
         if listeners.is_empty() {
             return Err(Error::config("no listening address"));
         }
+        Listener::pass_on_options(&listeners, config)?;
         let threads = config.threads_per_child.min(config.max_request_workers);
         let returns =
             Arc::new(Returns::new().map_err(|e| Error::io("creating an eventfd", e.into()))?);

@@ -74,7 +74,7 @@ impl Mpm for Prefork {
         // Made in the child: an epoll set must not be shared across fork.
         let mut poller = ListenerPoller::new(config.poller, &listeners, lifecycle.wake_fd())?;
         let mut handler = factory.build();
-        let timeouts = Timeouts::inherited_by(config, &listeners);
+        let timeouts = Timeouts::inherited_by(config, &listeners)?;
         let draining = lifecycle.draining_flag();
         let mut served = 0u64;
         loop {

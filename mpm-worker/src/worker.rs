@@ -46,7 +46,7 @@ impl Mpm for Worker {
             return Err(Error::config("no listening address"));
         }
         let threads = config.threads_per_child.min(config.max_request_workers);
-        let timeouts = Timeouts::inherited_by(config, &listeners);
+        let timeouts = Timeouts::inherited_by(config, &listeners)?;
         let shared = Arc::new(Shared {
             accept: ListenerMutex::new(listeners, config.poller, lifecycle)?,
             slots: ConnectionSlots::new(threads),

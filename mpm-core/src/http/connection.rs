@@ -170,11 +170,7 @@ enum Step {
 impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     type Conn = HttpConn;
 
-    fn connected(&mut self, stream: &Stream) -> HttpConn {
-        if self.settings.send_lowat > 0 {
-            // Best effort: a kernel without it serves as before.
-            let _ = stream.set_send_lowat(self.settings.send_lowat);
-        }
+    fn connected(&mut self, _stream: &Stream) -> HttpConn {
         // The header timeout runs from the accept, as in mod_reqtimeout: a
         // client that connects and sends nothing is cut off as soon as one
         // that sends a head too slowly.
