@@ -17,9 +17,10 @@ pub struct Timeouts {
     pub keepalive: Duration,
     /// Longest lingering drain before close.
     pub linger: Duration,
-    /// The write timeout accepted sockets already carry, inherited from
-    /// the listener ([`Listener::set_accepted_write_timeout`](crate::Listener::set_accepted_write_timeout)).
-    pub inherited_write: Option<Duration>,
+    /// Do accepted sockets already carry `request` as their read and write
+    /// timeouts, copied from the listener
+    /// ([`Listener::pass_on_options`](crate::Listener::pass_on_options))?
+    pub inherited: bool,
 }
 
 impl Timeouts {
@@ -29,18 +30,18 @@ impl Timeouts {
             request: config.timeout,
             keepalive: config.keepalive_timeout,
             linger: Duration::from_secs(2),
-            inherited_write: None,
+            inherited: false,
         }
     }
 
     /// The timeouts of `config` for connections accepted from `listeners`,
     /// after setting on them what accepted sockets copy
     /// ([`Listener::pass_on_options`](crate::Listener::pass_on_options)):
-    /// the write timeout is then inherited, not set per connection.
+    /// the read and write timeouts are then inherited, not set per connection.
     pub fn inherited_by(config: &Config, listeners: &[crate::Listener]) -> crate::Result<Timeouts> {
         crate::Listener::pass_on_options(listeners, config)?;
         let mut t = Timeouts::from_config(config);
-        t.inherited_write = Some(t.request);
+        t.inherited = true;
         Ok(t)
     }
 }
@@ -123,9 +124,9 @@ pub fn serve_blocking<H: ConnectionHandler>(
     park: &mut dyn IdlePark,
 ) -> u64 {
     let mut steps = 0u64;
-    if timeouts.inherited_write != Some(timeouts.request)
-        && stream.set_write_timeout(timeouts.request).is_err()
-    {
+    if timeouts.inherited {
+        stream.inherits_read_timeout(timeouts.request);
+    } else if stream.set_write_timeout(timeouts.request).is_err() {
         park.closing();
         return steps;
     }

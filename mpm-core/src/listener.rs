@@ -152,13 +152,17 @@ impl Listener {
     }
 
     /// Set on `listeners` the options `config` asks of every connection they
-    /// accept, which accepted sockets copy: the send low-water mark and the
-    /// write timeout (used by blocking MPMs, ignored by non-blocking sockets).
+    /// accept, which accepted sockets copy: the send low-water mark, and the
+    /// read and write timeouts (used by blocking MPMs, ignored by
+    /// non-blocking sockets).
     /// Every MPM calls this once its listeners are final.
     pub fn pass_on_options(listeners: &[Listener], config: &crate::Config) -> Result<()> {
         for l in listeners {
             l.set_accepted_send_lowat(config.send_lowat)?;
             l.set_accepted_write_timeout(config.timeout)?;
+            socket2::SockRef::from(&l.socket)
+                .set_read_timeout(Some(config.timeout))
+                .map_err(|e| Error::io("setting the listeners' read timeout", e))?;
         }
         Ok(())
     }
@@ -245,10 +249,14 @@ mod tests {
     use std::io::Read;
 
     #[test]
-    fn accepted_sockets_inherit_nodelay_and_the_write_timeout() {
+    fn accepted_sockets_inherit_nodelay_and_the_timeouts() {
         let l = Listener::bind("127.0.0.1:0".parse().expect("addr"), 8).expect("bind");
         let timeout = std::time::Duration::from_secs(7);
-        l.set_accepted_write_timeout(timeout).expect("timeout");
+        let config = crate::Config {
+            timeout,
+            ..crate::Config::default()
+        };
+        Listener::pass_on_options(std::slice::from_ref(&l), &config).expect("options");
         let _c = TcpStream::connect(l.local_addr()).expect("connect");
         let (s, _) = loop {
             match l.accept() {
@@ -259,6 +267,7 @@ mod tests {
         };
         assert!(s.nodelay().expect("nodelay"));
         assert_eq!(s.write_timeout().expect("timeout"), Some(timeout));
+        assert_eq!(s.read_timeout().expect("timeout"), Some(timeout));
     }
 
     #[test]

@@ -191,6 +191,12 @@ impl Stream {
         Ok(())
     }
 
+    /// The socket already has `timeout` as its read timeout (copied from its
+    /// listener): remember it, so that setting it again costs nothing.
+    pub fn inherits_read_timeout(&mut self, timeout: Duration) {
+        self.read_timeout = Some(timeout);
+    }
+
     /// Set the blocking write timeout.
     pub fn set_write_timeout(&mut self, timeout: Duration) -> io::Result<()> {
         self.socket.set_write_timeout(Some(timeout))

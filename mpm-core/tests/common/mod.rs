@@ -28,7 +28,7 @@ pub(crate) fn serve_one<H: HttpHandler + Send + 'static>(
             request: Duration::from_secs(5),
             keepalive: Duration::from_secs(5),
             linger: Duration::from_millis(100),
-            inherited_write: None,
+            inherited: false,
         };
         serve_blocking(
             &mut HttpService::new(handler, settings),
