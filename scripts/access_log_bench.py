@@ -5,7 +5,7 @@ log off, on, and buffered, in the same run, with wrk.
 
 Needs wrk and nginx (apt-get install wrk nginx-light); not part of the tests.
 
-    cargo build --release -p server --bin mpm
+    cargo build --release -p mpm --bin mpm
     python3 scripts/access_log_bench.py --mpm event --secs 5 --rounds 2
 
 Each configuration serves the same 1456-byte page on a keep-alive connection

@@ -3,7 +3,7 @@
 # contrib/haproxy/haproxy.cfg with one `server` line per instance, loaded by
 # wrk at each concurrency; one instance alone, direct, is the peer measured
 # in the same run. Needs wrk and haproxy (apt-get install wrk haproxy) and a
-# release build (cargo build --release -p server --bin mpm).
+# release build (cargo build --release -p mpm --bin mpm).
 #
 #   scripts/haproxy_scaleout.sh [INSTANCES] [SECONDS] [CONNECTIONS...]
 #   scripts/haproxy_scaleout.sh 4 10 1000 9000

@@ -18,7 +18,7 @@ and prints a Markdown table. "Flat" means the figure after the load is
 about the one after the warm-up: nothing grows with the number of requests.
 
 Needs wrk (apt-get install wrk) and a release build:
-  cargo build --release -p server --bin mpm
+  cargo build --release -p mpm --bin mpm
   python3 scripts/memory_flat.py [--secs 60] [--warmup 10]
 """
 
@@ -170,7 +170,7 @@ def main():
     ap.add_argument("--mpm", action="append", choices=MPMS)
     args = ap.parse_args()
     if not os.path.exists(MPM):
-        sys.exit(f"no release build at {MPM}: cargo build --release -p server --bin mpm")
+        sys.exit(f"no release build at {MPM}: cargo build --release -p mpm --bin mpm")
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "index.html"), "wb") as f:
             f.write(b"<p>hello</p>\n" * 100)

@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    mpm_core::http::fuzzing::head(data);
+    mpm_http::fuzzing::head(data);
 });

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mpm_core::http::fuzzing::pipeline;
+use mpm_http::fuzzing::pipeline;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&n, rest)) = data.split_first() else {

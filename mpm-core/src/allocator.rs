@@ -95,31 +95,15 @@ impl std::fmt::Display for AllocatorKind {
     }
 }
 
-impl std::str::FromStr for AllocatorKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s.eq_ignore_ascii_case("jemalloc")
-            && !AllocatorKind::ALL.contains(&AllocatorKind::Jemalloc)
-        {
-            return Err(
-                "allocator 'jemalloc' is not in this build (build with --features jemalloc)".into(),
-            );
-        }
-        AllocatorKind::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                let names: Vec<&str> = AllocatorKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown allocator '{s}' (expected {})", names.join(", "))
-            })
+/// Only the allocators this build has are values (`jemalloc` needs the
+/// `jemalloc` cargo feature).
+impl clap::ValueEnum for AllocatorKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &AllocatorKind::ALL
     }
-}
 
-impl<'de> serde::Deserialize<'de> for AllocatorKind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()))
     }
 }
 

@@ -3,9 +3,9 @@
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-use crate::config::Config;
 use crate::connection_handler::{ConnectionHandler, Interest, Wait};
 use crate::scoreboard::WorkerState;
+use crate::settings::MpmSettings;
 use crate::stream::Stream;
 
 /// The waits a blocking driver enforces with `SO_RCVTIMEO`/`SO_SNDTIMEO`.
@@ -24,23 +24,26 @@ pub struct Timeouts {
 }
 
 impl Timeouts {
-    /// The timeouts a configuration asks for.
-    pub fn from_config(config: &Config) -> Timeouts {
+    /// The timeouts the settings ask for.
+    pub fn from_settings(settings: &MpmSettings) -> Timeouts {
         Timeouts {
-            request: config.timeout,
-            keepalive: config.keepalive_timeout,
+            request: settings.timeout,
+            keepalive: settings.keepalive_timeout,
             linger: Duration::from_secs(2),
             inherited: false,
         }
     }
 
-    /// The timeouts of `config` for connections accepted from `listeners`,
+    /// The timeouts of `settings` for connections accepted from `listeners`,
     /// after setting on them what accepted sockets copy
     /// ([`Listener::pass_on_options`](crate::Listener::pass_on_options)):
     /// the read and write timeouts are then inherited, not set per connection.
-    pub fn inherited_by(config: &Config, listeners: &[crate::Listener]) -> crate::Result<Timeouts> {
-        crate::Listener::pass_on_options(listeners, config)?;
-        let mut t = Timeouts::from_config(config);
+    pub fn inherited_by(
+        settings: &MpmSettings,
+        listeners: &[crate::Listener],
+    ) -> crate::Result<Timeouts> {
+        crate::Listener::pass_on_options(listeners, settings)?;
+        let mut t = Timeouts::from_settings(settings);
         t.inherited = true;
         Ok(t)
     }
@@ -77,13 +80,9 @@ pub fn has_pending_input(fd: RawFd) -> bool {
     n > 0
 }
 
-/// How long a stopping server waits on an idle connection for a request the
-/// client may already have sent (still crossing the network, or the
-/// loopback's deferred delivery) before closing it.
-pub const STOP_GRACE: Duration = Duration::from_millis(100);
-
 /// Does the peer of the connection on `fd` send something within `within`
-/// (or has it already)? See [`has_pending_input`].
+/// (or has it already)? See [`has_pending_input`]; a stopping blocking
+/// model waits [`STOP_GRACE`](crate::STOP_GRACE) this way.
 pub fn input_arrives_within(fd: RawFd, within: Duration) -> bool {
     // SAFETY: `fd` is an open socket the caller holds for this call.
     let conn = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };

@@ -41,18 +41,6 @@
 //! its slot before closing the descriptor, under the slot's lock, so the
 //! stopping thread never shuts down a descriptor number that was reused.
 //!
-//! ## Responses are written whole
-//!
-//! The HTTP layer serialises the head (and any in-memory body) into one
-//! buffer per connection, reused across requests, and writes it with one
-//! `send`. A file body follows by `sendfile(2)`, the head sent with
-//! `MSG_MORE` so both share packets; `--sendfile off` reads 64 KiB chunks with
-//! `pread` and writes them, as httpd's `emulate_sendfile` did. Static files
-//! are opened with `openat2(RESOLVE_BENEATH)`, so confinement is checked by
-//! the kernel in the same call that opens, and kept in a small open-file
-//! cache for a second, so a hot file costs no `open`, `stat` or `close`:
-//! a keep-alive request for a small page is `read`, `send`, `sendfile`.
-//!
 //! ## The event loop reads ahead, and answers what cannot block
 //!
 //! httpd's event MPM hands a connection to a worker as soon as it is
@@ -61,26 +49,14 @@
 //! [`ConnectionHandler::prefetch`](crate::ConnectionHandler::prefetch) instead:
 //! it reads without blocking and parses, and only a whole request goes to a
 //! worker. When the handler says the answer cannot block
-//! ([`HttpHandler::answers_without_blocking`](crate::http::HttpHandler::answers_without_blocking):
-//! a cached file, an error page) the listener answers it itself, so a
+//! ([`Prefetch::ReadyInline`](crate::Prefetch::ReadyInline); for HTTP, a
+//! cached file or an error page) the listener answers it itself, so a
 //! keep-alive request for a small page costs one `read` and one `write` and
 //! no thread switch. Connections are registered once, edge-triggered; an
 //! edge that arrives while a worker holds the connection is remembered and
 //! acted on when it comes back. Timeouts are one FIFO queue per timeout
 //! value, linked through a table indexed by connection, so entering, leaving
 //! and expiring are O(1).
-//!
-//! ## A master that can fork safely
-//!
-//! The process manager's master never starts a thread: `fork()` then copies
-//! a process in which no lock is held by a thread the child lacks, and the
-//! child may allocate freely. Signals reach the master as flags and a byte on
-//! a pipe (signal-hook); they are blocked across each `fork()` and unblocked
-//! in the child only once its own handlers replace the inherited ones, so a
-//! signal sent to a newborn child is neither lost nor run by the master's
-//! handlers. Prefork children stay single-threaded too: their stop handlers
-//! do not restart system calls, so a child waiting for the accept mutex
-//! notices it was told to go.
 //!
 //! ## The scoreboard is taken over, never outgrown
 //!
@@ -90,19 +66,6 @@
 //! finish, and stop writing state and request lines once the slot carries
 //! another pid. Totals stay exact and the table never fills, however many
 //! generations are still finishing.
-//!
-//! ## Scratch lives in the request pool; the common path needs none
-//!
-//! httpd hands every request a pool and clears it when the request ends. In
-//! Rust the same promise is a lifetime: [`Request::pool`](crate::http::Request::pool)
-//! is an allocator borrowed for the request, so nothing bumped out of it can
-//! outlive the answer, and the worker resets its arena once the handler has
-//! returned (the [`Response`](crate::http::Response) owns what it carries).
-//! What a request needs only briefly (the decoded, normalised path and its
-//! NUL-terminated copy for `openat2`) comes from there. The hot path needs
-//! no pool at all: a response keeps its first header fields inline, a cached
-//! file's validators are shared `Arc<str>`s, and error pages are made once,
-//! so a keep-alive request for a cached page costs the allocator nothing.
 //!
 //! ## Listeners are watched by a poller made once
 //!
@@ -114,17 +77,18 @@
 //! `poll` and `select`, as in the 2000 measurements, the whole set crosses
 //! into the kernel on every wait.
 //!
-//! ## Logs are written whole, by whoever holds the line
 //!
-//! The access log is opened by the process that binds and inherited, like
-//! the listening sockets, so that `--user` never needs write access to the
-//! log directory. Each `write(2)` carries whole lines to an `O_APPEND` file,
-//! so no process or thread can tear another's line. A line's request fields
-//! are copied (escaped) into the connection when the request is answered,
-//! since the request's bytes are reused by then, and written when the
-//! response is done, with the body bytes that actually went out. Buffers are
-//! per worker, so workers never wait on each other; whoever cannot flush
-//! while blocked (a worker idle on a keep-alive connection) is flushed by a
-//! thread, except in prefork, whose children flush before they block.
-//! Rotation swaps the file under the same descriptor number (`dup3`), so a
-//! reopen never races a write on a closed descriptor.
+//! ## Layers, and which way they point
+//!
+//! This crate is the contract and nothing else: it knows no protocol, no
+//! process model and no configuration file. The HTTP layer (`mpm-http`) and
+//! the models (`mpm-prefork`, `mpm-worker`, `mpm-event`) each depend on it
+//! alone, so a protocol never learns which model runs it and a model never
+//! parses a request; the master (`mpm-master`) forks and signals without
+//! knowing either. Only the `mpm` crate sees every flag: it builds an
+//! [`MpmSettings`](crate::MpmSettings) for the model and the protocol's own
+//! settings, and hands each layer what it reads. Where a lower layer needs a
+//! service from a higher one at run time (a prefork child flushing the HTTP
+//! layer's buffered access log before it blocks), the higher one registers
+//! it with the lower ([`buffered_output`](crate::buffered_output)), so that
+//! the dependency still points down.

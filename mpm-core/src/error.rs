@@ -2,9 +2,9 @@
 
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
 
-/// An error from configuring or running a server.
+/// An error from configuring or running a server: the error of the
+/// [`Mpm`](crate::Mpm) contract, which every layer above returns too.
 ///
 /// Opaque on purpose: ask what kind it is with the `is_*` predicates, and
 /// show it with `Display`, which is one line a user can act on.
@@ -19,10 +19,6 @@ enum Kind {
     Config(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: String, source: io::Error },
-    #[error("docroot {}: {source}", path.display())]
-    Docroot { path: PathBuf, source: io::Error },
-    #[error("the {0} MPM is not built yet (its issue has not landed); use --mpm worker")]
-    NotBuilt(String),
     #[error("{context}: {source}")]
     Io { context: String, source: io::Error },
 }
@@ -45,23 +41,6 @@ impl Error {
         }
     }
 
-    /// The document root is missing or unusable.
-    pub fn docroot(path: impl Into<PathBuf>, source: io::Error) -> Self {
-        Error {
-            kind: Kind::Docroot {
-                path: path.into(),
-                source,
-            },
-        }
-    }
-
-    /// The named process model exists in the design but is not implemented.
-    pub fn not_built(mpm: impl Into<String>) -> Self {
-        Error {
-            kind: Kind::NotBuilt(mpm.into()),
-        }
-    }
-
     /// An operating-system call failed while running the server.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error {
@@ -74,25 +53,12 @@ impl Error {
 
     /// Is this a configuration error (the user's input is wrong)?
     pub fn is_config(&self) -> bool {
-        matches!(
-            self.kind,
-            Kind::Config(_) | Kind::Docroot { .. } | Kind::NotBuilt(_)
-        )
+        matches!(self.kind, Kind::Config(_))
     }
 
     /// Did binding a listening socket fail (address in use, not available...)?
     pub fn is_bind(&self) -> bool {
         matches!(self.kind, Kind::Bind { .. })
-    }
-
-    /// Is the document root missing or unusable?
-    pub fn is_docroot(&self) -> bool {
-        matches!(self.kind, Kind::Docroot { .. })
-    }
-
-    /// Was a process model asked for that is not built yet?
-    pub fn is_not_built(&self) -> bool {
-        matches!(self.kind, Kind::NotBuilt(_))
     }
 
     /// Did an operating-system call fail at run time?
@@ -120,9 +86,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            Kind::Bind { source, .. } | Kind::Docroot { source, .. } | Kind::Io { source, .. } => {
-                Some(source)
-            }
+            Kind::Bind { source, .. } | Kind::Io { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -14,15 +14,14 @@ use std::fmt;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU8, Ordering};
-
-use serde::Deserialize;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 
 /// How much the error log says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, clap::ValueEnum)]
+#[value(rename_all = "lower")]
 pub enum LogLevel {
     /// Something failed.
     Error,
@@ -66,32 +65,6 @@ impl fmt::Display for LogLevel {
     }
 }
 
-impl FromStr for LogLevel {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        [
-            LogLevel::Error,
-            LogLevel::Warn,
-            LogLevel::Notice,
-            LogLevel::Info,
-            LogLevel::Debug,
-        ]
-        .into_iter()
-        .find(|k| k.name().eq_ignore_ascii_case(s))
-        .ok_or_else(|| {
-            format!("unknown log level '{s}' (expected error, warn, notice, info or debug)")
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for LogLevel {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
 static LEVEL: AtomicU8 = AtomicU8::new(LogLevel::Warn as u8);
 
 /// Set the level of this process (and of the children it forks from now on).
@@ -116,13 +89,32 @@ pub fn write(level: LogLevel, message: fmt::Arguments<'_>) {
     }
     let line = format!(
         "[{}] [{}] [pid {}] {message}\n",
-        crate::log_format::error_log_time(),
+        error_log_time(),
         level.name(),
         std::process::id()
     );
     // One write(2) for the whole line, so that processes never interleave
     // inside it; a full or closed stderr loses the line and nothing else.
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// `Mon Nov 30 20:32:29.123456 2026`, httpd's error-log time stamp, now.
+fn error_log_time() -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let tm = crate::local_time::local_time(now.as_secs() as i64);
+    format!(
+        "{} {} {:02} {:02}:{:02}:{:02}.{:06} {}",
+        crate::local_time::DAYS[tm.tm_wday.clamp(0, 6) as usize],
+        String::from_utf8_lossy(crate::local_time::MONTHS[tm.tm_mon.clamp(0, 11) as usize]),
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        now.subsec_micros(),
+        tm.tm_year + 1900
+    )
 }
 
 /// Send the error log (this process's stderr, and its children's) to `path`,
@@ -189,8 +181,9 @@ mod tests {
     #[test]
     fn notice_is_written_at_every_level_and_debug_only_at_debug() {
         assert!(LogLevel::Error < LogLevel::Warn && LogLevel::Info < LogLevel::Debug);
-        assert_eq!("WARN".parse::<LogLevel>(), Ok(LogLevel::Warn));
-        assert!("loud".parse::<LogLevel>().is_err());
+        use clap::ValueEnum;
+        assert_eq!(LogLevel::from_str("WARN", true), Ok(LogLevel::Warn));
+        assert!(LogLevel::from_str("loud", true).is_err());
         // The default, warn: notices yes, info no.
         assert!(enabled(LogLevel::Notice) && enabled(LogLevel::Error));
         assert!(!enabled(LogLevel::Info) && !enabled(LogLevel::Debug));

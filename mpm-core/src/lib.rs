@@ -1,72 +1,70 @@
 //! # mpm-core
 //!
-//! Everything a process model runs, and nothing about how it runs it.
+//! The contract between a process model and a protocol, and what every
+//! model needs to keep it. Nothing here knows HTTP, and nothing here reads
+//! configuration: the `mpm` crate builds an [`MpmSettings`] and hands it in.
 //!
-//! * [`ConnectionHandler`] — the protocol-agnostic contract every MPM drives,
+//! **The contract**
+//! * [`ConnectionHandler`] — the protocol-agnostic handler every MPM drives,
 //!   one readiness step at a time; [`HandlerFactory`] builds one per worker.
-//! * [`http`] — HTTP/1.1 on top of it: users write an [`http::HttpHandler`].
-//! * [`StaticFiles`] and [`DefaultSite`] — the handlers `mpm serve` runs.
-//! * [`Mpm`] — the contract each process-model crate implements, with
-//!   [`Lifecycle`] phases to wait on and [`Listener`]s bound before it starts.
-//! * [`process_manager`] — the single-threaded master that forks serving
-//!   processes, replaces dead ones, and handles stop and graceful restart.
-//! * [`upgrade`] — hand the listening sockets to a new binary (SIGUSR2)
-//!   without dropping a connection, with rollback.
-//! * [`allocator`] — system, mimalloc or a global-locked malloc, chosen at
-//!   launch, with allocations and lock waits counted per worker.
-//! * [`scoreboard`] — one slot per worker in shared memory: states,
-//!   counters, request lines, read by the master and the status page.
-//! * [`server_status`] — that status page (httpd's `mod_status`), in HTML or JSON.
-//! * [`listener_poller`] — how prefork and worker wait on their listeners:
-//!   epoll, poll or select (`--poller`).
-//! * [`blocking`] — the loop prefork and worker use to drive a handler on a
-//!   blocking socket.
-//! * [`Config`] — flags and TOML settings with httpd's names.
-//! * [`raise_fd_limit`] — lift the soft descriptor limit for many connections;
-//!   [`drop_privileges`] — serve as `--user`/`--group` after binding as root.
-//! * [`access_log`] — the access log (common/combined, buffered or not,
-//!   reopened for rotation), in the formats of [`log_format`];
-//!   [`error_log`] — leveled error-log lines (`log_warn!` and friends).
+//! * [`Mpm`] — what each process-model crate implements, in the order
+//!   setup → spawn → serve → drain; [`MpmKind`] names the models and
+//!   [`MpmSettings`] is all a model reads.
+//! * [`Lifecycle`] — the [`Phase`]s a server goes through, which embedders
+//!   and tests wait on, and the stop request.
 //! * [`Error`] — this crate's one error type.
 //!
-//! The [`http::HttpHandler`] documentation has a runnable embedding example;
+//! **What every model uses**
+//! * [`Listener`] — listening sockets, bound before any worker starts, and
+//!   [`listener_poller`] — how prefork and worker wait on them: epoll, poll
+//!   or select (`--poller`).
+//! * [`Stream`] — the accepted socket as a handler sees it.
+//! * [`blocking`] — the loop prefork and worker use to drive a handler on a
+//!   blocking socket.
+//! * [`WorkerThreads`] — a threaded model's workers, started and stopped together.
+//! * [`Drain`] — the one way every model stops, with one grace period
+//!   ([`STOP_GRACE`]).
+//! * [`scoreboard`] — one slot per worker in shared memory: states,
+//!   counters, request lines, read by the master and the status page.
+//! * [`allocator`] — system, mimalloc or a global-locked malloc, chosen at
+//!   launch, with allocations and lock waits counted per worker.
+//! * [`buffered_output`] — what a layer buffers per worker (a buffered access
+//!   log), flushed by a model with no thread to spare for it.
+//! * [`error_log`] — leveled error-log lines (`log_warn!` and friends), and
+//!   [`local_time`], the time stamps it and the access log write.
+//! * [`Seconds`] — durations as flags and files write them.
+//!
+//! The [`ConnectionHandler`] documentation has a runnable line protocol;
 //! [`design`] explains why the pieces are shaped as they are.
 
 #![warn(missing_docs)]
 
-pub mod access_log;
 pub mod allocator;
 pub mod blocking;
-pub mod config;
+pub mod buffered_output;
 mod connection_handler;
-mod default_site;
 pub mod design;
+mod drain;
+mod duration;
 mod error;
 pub mod error_log;
-mod fd_limit;
-pub mod http;
 mod lifecycle;
 mod listener;
 pub mod listener_poller;
-pub mod log_format;
-pub mod mime;
+pub mod local_time;
 mod mpm;
-mod privileges;
-pub mod process_manager;
 pub mod scoreboard;
-pub mod server_status;
-mod static_files;
+mod settings;
 mod stream;
-pub mod upgrade;
+mod worker_threads;
 
-pub use config::{Config, ConfigLayer, MpmKind};
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};
-pub use default_site::DefaultSite;
+pub use drain::{Drain, STOP_GRACE};
+pub use duration::Seconds;
 pub use error::{Error, Result};
-pub use fd_limit::raise_fd_limit;
 pub use lifecycle::{Lifecycle, Phase};
 pub use listener::Listener;
-pub use mpm::Mpm;
-pub use privileges::drop_privileges;
-pub use static_files::{StaticFiles, DEFAULT_IN_MEMORY};
+pub use mpm::{Mpm, MpmKind};
+pub use settings::MpmSettings;
 pub use stream::Stream;
+pub use worker_threads::WorkerThreads;

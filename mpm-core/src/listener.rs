@@ -151,17 +151,17 @@ impl Listener {
         Ok((stream, peer))
     }
 
-    /// Set on `listeners` the options `config` asks of every connection they
+    /// Set on `listeners` the options `settings` ask of every connection they
     /// accept, which accepted sockets copy: the send low-water mark, and the
     /// read and write timeouts (used by blocking MPMs, ignored by
     /// non-blocking sockets).
     /// Every MPM calls this once its listeners are final.
-    pub fn pass_on_options(listeners: &[Listener], config: &crate::Config) -> Result<()> {
+    pub fn pass_on_options(listeners: &[Listener], settings: &crate::MpmSettings) -> Result<()> {
         for l in listeners {
-            l.set_accepted_send_lowat(config.send_lowat)?;
-            l.set_accepted_write_timeout(config.timeout)?;
+            l.set_accepted_send_lowat(settings.send_lowat)?;
+            l.set_accepted_write_timeout(settings.timeout)?;
             socket2::SockRef::from(&l.socket)
-                .set_read_timeout(Some(config.timeout))
+                .set_read_timeout(Some(settings.timeout))
                 .map_err(|e| Error::io("setting the listeners' read timeout", e))?;
         }
         Ok(())
@@ -252,11 +252,11 @@ mod tests {
     fn accepted_sockets_inherit_nodelay_and_the_timeouts() {
         let l = Listener::bind("127.0.0.1:0".parse().expect("addr"), 8).expect("bind");
         let timeout = std::time::Duration::from_secs(7);
-        let config = crate::Config {
+        let settings = crate::MpmSettings {
             timeout,
-            ..crate::Config::default()
+            ..crate::MpmSettings::default()
         };
-        Listener::pass_on_options(std::slice::from_ref(&l), &config).expect("options");
+        Listener::pass_on_options(std::slice::from_ref(&l), &settings).expect("options");
         let _c = TcpStream::connect(l.local_addr()).expect("connect");
         let (s, _) = loop {
             match l.accept() {

@@ -19,20 +19,19 @@
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::str::FromStr;
 use std::time::Duration;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::select::{select, FdSet};
 use nix::sys::time::{TimeVal, TimeValLike};
-use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::listener::Listener;
 
 /// How a process waits on its listeners.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[value(rename_all = "lower")]
 pub enum PollerKind {
     /// One epoll set per waiting thread, registered once.
     #[default]
@@ -60,24 +59,6 @@ impl PollerKind {
 impl fmt::Display for PollerKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl FromStr for PollerKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        PollerKind::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown poller '{s}' (expected epoll, poll or select)"))
-    }
-}
-
-impl<'de> Deserialize<'de> for PollerKind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -306,7 +287,10 @@ mod tests {
     fn select_refuses_a_descriptor_at_or_above_fd_setsize() {
         let _one_at_a_time = DESCRIPTORS.lock();
         // 1030 listeners (and the poller's copies) run past descriptor 1024.
-        match crate::fd_limit::raise_fd_limit() {
+        use nix::sys::resource::{getrlimit, setrlimit, Resource};
+        let raised = getrlimit(Resource::RLIMIT_NOFILE)
+            .and_then(|(_, hard)| setrlimit(Resource::RLIMIT_NOFILE, hard, hard).map(|()| hard));
+        match raised {
             Ok(limit) if limit >= 2200 => {}
             _ => return, // the hard limit is too low here: nothing to test
         }

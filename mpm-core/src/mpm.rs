@@ -1,40 +1,80 @@
 //! The contract every process model implements.
 
-use crate::config::{Config, MpmKind};
+use std::fmt;
+
 use crate::connection_handler::HandlerFactory;
 use crate::error::Result;
 use crate::lifecycle::Lifecycle;
 use crate::listener::Listener;
 use crate::scoreboard::Slot;
+use crate::settings::MpmSettings;
 
-/// A process model: given a configuration, bound listeners, a handler
-/// factory and this process's scoreboard slots, serve until the
-/// [`Lifecycle`] is told to stop.
+/// The process models a server can run under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[value(rename_all = "lower")]
+pub enum MpmKind {
+    /// Single-threaded child processes taking turns under an accept mutex.
+    Prefork,
+    /// A pool of threads taking turns under a listener mutex.
+    Worker,
+    /// An epoll listener thread per process that parks idle connections.
+    Event,
+}
+
+impl MpmKind {
+    /// Every process model, in the order reports list them.
+    pub const ALL: [MpmKind; 3] = [MpmKind::Prefork, MpmKind::Worker, MpmKind::Event];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            MpmKind::Prefork => "prefork",
+            MpmKind::Worker => "worker",
+            MpmKind::Event => "event",
+        }
+    }
+}
+
+impl fmt::Display for MpmKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A process model: given its settings, bound listeners, a handler factory
+/// and this process's scoreboard slots, serve until the [`Lifecycle`] is
+/// told to stop.
 ///
 /// `slots` are this process's share of the [`Scoreboard`](crate::scoreboard::Scoreboard):
 /// the model gives one to each of its workers (in the order its
 /// documentation states) and keeps their states and counters there.
 ///
-/// An implementation moves the lifecycle to [`Phase::Serving`](crate::Phase::Serving)
-/// once its workers accept, to [`Phase::Draining`](crate::Phase::Draining) when
-/// asked to stop, and returns only after every worker has finished, having set
-/// [`Phase::Stopped`](crate::Phase::Stopped).
+/// # Contract
+///
+/// An implementation runs in four steps, in this order, and a reader who
+/// knows one model's `run` knows all three:
+///
+/// 1. **setup**: check the listeners
+///    ([`MpmSettings::require_listeners`]), set what accepted sockets inherit
+///    ([`Listener::pass_on_options`]);
+/// 2. **spawn**: start its workers ([`WorkerThreads`](crate::WorkerThreads)),
+///    then move the lifecycle to [`Phase::Serving`](crate::Phase::Serving);
+/// 3. **serve** until a stop is asked;
+/// 4. **drain**: [`Drain::begin`](crate::Drain::begin) moves the lifecycle to
+///    [`Phase::Draining`](crate::Phase::Draining) and stops listening; idle
+///    connections close after [`STOP_GRACE`](crate::STOP_GRACE), requests in
+///    flight get `graceful_timeout`; the model returns only after its workers
+///    have finished, having set [`Phase::Stopped`](crate::Phase::Stopped).
 pub trait Mpm {
     /// Which model this is.
     fn kind(&self) -> MpmKind;
-
-    /// Can this model run here? Checked before anything is bound, so that a
-    /// model that is not built (or not supported) is refused cleanly.
-    fn available(&self) -> Result<()> {
-        Ok(())
-    }
 
     /// Serve until stopped. Returns an error only when the model could not
     /// start (or could not go on) at all; per-connection errors are the
     /// handler's business.
     fn run<F: HandlerFactory>(
         &self,
-        config: &Config,
+        settings: &MpmSettings,
         listeners: Vec<Listener>,
         factory: F,
         lifecycle: &Lifecycle,

@@ -3,7 +3,7 @@
 
 use std::io::{ErrorKind, Read};
 use std::net::Shutdown;
-use std::os::fd::AsFd;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,38 +14,33 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use slab::Slab;
 
 use mpm_core::{
-    Config, ConnectionHandler, Error, Interest, Lifecycle, Listener, Prefetch, Result, Stream, Wait,
+    ConnectionHandler, Drain, Error, Interest, Lifecycle, Listener, MpmSettings, Prefetch, Result,
+    Wait,
 };
 
+use mpm_core::blocking::has_pending_input;
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 
 use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
 use crate::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
 
 /// Tokens at or above this are not connections.
-const LISTENER: u64 = 1 << 62;
+pub(crate) const LISTENER: u64 = 1 << 62;
 const RETURNS: u64 = 1 << 63;
 const STOP: u64 = (1 << 63) + 1;
 
-/// How long a stopping loop waits before closing idle keep-alive
-/// connections: a request the client sent just before the stop is still
-/// crossing the network, or the loopback's softirq, and is answered.
-const IDLE_CLOSE_GRACE: Duration = Duration::from_millis(100);
-
 /// Events taken from the kernel per `epoll_wait`.
 const EVENTS: usize = 256;
-/// Connections accepted per listener event before serving the others.
-const ACCEPT_BATCH: usize = 64;
 
 /// What a parked connection waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Parked {
+pub(crate) enum Parked {
     Read(Wait),
     Write,
     Linger,
 }
 
-enum Slot<C> {
+pub(crate) enum Slot<C> {
     /// In the epoll set, waiting, and in the timeout queue of its wait.
     Parked { conn: Box<Conn<C>>, wait: Parked },
     /// At a worker (or in the loop's own hands). Edges seen meanwhile are
@@ -69,38 +64,38 @@ pub struct LoopStats {
 
 /// The event loop of one process.
 pub struct EventLoop<H: ConnectionHandler> {
-    epoll: Epoll,
-    handler: H,
-    slots: Slab<Slot<H::Conn>>,
-    timeouts: TimeoutQueues,
-    listeners: Vec<Listener>,
-    listening: bool,
-    jobs: Option<Sender<Job<H::Conn>>>,
-    returns: Arc<Returns<H::Conn>>,
-    in_flight: usize,
-    threads: usize,
-    max_conns: usize,
-    lifecycle: Lifecycle,
-    draining: Arc<AtomicBool>,
-    stop_deadline: Option<Instant>,
+    pub(crate) epoll: Epoll,
+    pub(crate) handler: H,
+    pub(crate) slots: Slab<Slot<H::Conn>>,
+    pub(crate) timeouts: TimeoutQueues,
+    pub(crate) listeners: Vec<Listener>,
+    pub(crate) listening: bool,
+    pub(crate) jobs: Option<Sender<Job<H::Conn>>>,
+    pub(crate) returns: Arc<Returns<H::Conn>>,
+    pub(crate) in_flight: usize,
+    pub(crate) threads: usize,
+    pub(crate) max_conns: usize,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) draining: Arc<AtomicBool>,
+    pub(crate) stop_deadline: Option<Instant>,
     /// When a stopping loop closes its idle keep-alive connections: a moment
     /// after the stop, so that a request already on its way is answered.
-    close_idle_at: Option<Instant>,
-    accept_paused_until: Option<Instant>,
-    last_accept_error_log: Option<Instant>,
-    now: Instant,
-    again: Vec<usize>,
+    pub(crate) close_idle_at: Option<Instant>,
+    pub(crate) accept_paused_until: Option<Instant>,
+    pub(crate) last_accept_error_log: Option<Instant>,
+    pub(crate) now: Instant,
+    pub(crate) again: Vec<usize>,
     /// Connections workers gave back, taken from `returns` each turn.
-    returned: Vec<Done<H::Conn>>,
-    stats: LoopStats,
-    slot: Option<&'static ScoreSlot>,
+    pub(crate) returned: Vec<Done<H::Conn>>,
+    pub(crate) stats: LoopStats,
+    pub(crate) slot: Option<&'static ScoreSlot>,
 }
 
 impl<H: ConnectionHandler> EventLoop<H> {
     /// A loop over these listeners, handing work to the pool's workers and
     /// keeping its own state in `slot`.
     pub fn new(
-        config: &Config,
+        settings: &MpmSettings,
         listeners: Vec<Listener>,
         handler: H,
         pool: PoolHandle<H::Conn>,
@@ -137,14 +132,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
             slots: Slab::with_capacity(1024),
             timeouts: TimeoutQueues::new(
                 // A request in progress that goes silent is cut off by the
-                // first of its limits; a trickle is caught by the HTTP
-                // layer's deadline check as each piece arrives.
-                config
-                    .timeout
-                    .min(config.request_header_timeout)
-                    .min(config.request_body_timeout),
-                config.keepalive_timeout,
-                config.timeout,
+                // first of its limits; a trickle is caught by the protocol's
+                // own deadline check as each piece arrives.
+                settings.request_timeout,
+                settings.keepalive_timeout,
+                settings.timeout,
                 Duration::from_secs(2),
             ),
             listeners,
@@ -153,10 +145,10 @@ impl<H: ConnectionHandler> EventLoop<H> {
             returns,
             in_flight: 0,
             threads,
-            max_conns: config
+            max_conns: settings
                 .max_request_workers
                 .max(threads)
-                .saturating_mul(config.async_request_worker_factor),
+                .saturating_mul(settings.async_request_worker_factor),
             lifecycle: lifecycle.clone(),
             draining: lifecycle.draining_flag(),
             stop_deadline: None,
@@ -366,7 +358,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 // it): that one is answered first, with `Connection: close`.
                 if self.stop_deadline.is_some()
                     && wait == Wait::KeepAlive
-                    && !(seen_readable || has_input(&conn.stream))
+                    && !(seen_readable || has_pending_input(conn.stream.as_raw_fd()))
                 {
                     self.close(t);
                     return;
@@ -404,7 +396,13 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
     }
 
-    fn park(&mut self, t: usize, conn: Box<Conn<H::Conn>>, wait: Parked, kind: TimeoutKind) {
+    pub(crate) fn park(
+        &mut self,
+        t: usize,
+        conn: Box<Conn<H::Conn>>,
+        wait: Parked,
+        kind: TimeoutKind,
+    ) {
         if let Some(slot) = self.slots.get_mut(t) {
             *slot = Slot::Parked { conn, wait };
             self.timeouts.push(kind, t, self.now);
@@ -413,7 +411,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
     /// Close a connection: out of its timeout queue and out of the slab
     /// (dropping it closes the socket).
-    fn close(&mut self, t: usize) {
+    pub(crate) fn close(&mut self, t: usize) {
         self.timeouts.remove(t);
         self.slots.try_remove(t);
     }
@@ -464,167 +462,10 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
     }
 
-    fn accept(&mut self, index: usize) {
-        for _ in 0..ACCEPT_BATCH {
-            // The flag, not only the deadline: a stop signal handled in the
-            // same wait as the listener's readiness must not take one more.
-            if self.slots.len() >= self.max_conns
-                || self.stop_deadline.is_some()
-                || self.lifecycle.is_stopping()
-            {
-                return;
-            }
-            let Some(listener) = self.listeners.get(index) else {
-                return;
-            };
-            match listener.accept_nonblocking() {
-                Ok((socket, peer)) => {
-                    self.stats.accepted += 1;
-                    if let Some(s) = self.slot {
-                        s.record_accept(0);
-                    }
-                    let stream =
-                        Stream::accepted_nonblocking(socket, peer, Arc::clone(&self.draining));
-                    let state = self.handler.connected(&stream);
-                    let t = self.slots.insert(Slot::Busy {
-                        readable: false,
-                        writable: false,
-                    });
-                    let flags = EpollFlags::EPOLLIN
-                        | EpollFlags::EPOLLOUT
-                        | EpollFlags::EPOLLRDHUP
-                        | EpollFlags::EPOLLET;
-                    if self
-                        .epoll
-                        .add(stream.socket().as_fd(), EpollEvent::new(flags, t as u64))
-                        .is_err()
-                    {
-                        self.slots.remove(t);
-                        continue;
-                    }
-                    // Registering reports data already there, so no read is needed now.
-                    self.park(
-                        t,
-                        Box::new(Conn { stream, state }),
-                        Parked::Read(Wait::Request),
-                        TimeoutKind::Request,
-                    );
-                }
-                Err(e) => {
-                    match e.kind() {
-                        ErrorKind::WouldBlock | ErrorKind::Interrupted => return,
-                        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset => continue,
-                        _ => {}
-                    }
-                    if e.raw_os_error() == Some(libc::EINVAL) {
-                        // The master shut the listener down: the server is stopping.
-                        let _ = self.set_listening(false);
-                        return;
-                    }
-                    // Out of descriptors (or memory): keep serving, stop accepting a while.
-                    if self
-                        .last_accept_error_log
-                        .is_none_or(|t| self.now.duration_since(t) >= Duration::from_secs(1))
-                    {
-                        mpm_core::log_error!("mpm: accept failed: {e}; pausing new connections");
-                        self.last_accept_error_log = Some(self.now);
-                    }
-                    self.accept_paused_until = Some(self.now + Duration::from_millis(100));
-                    let _ = self.set_listening(false);
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Accept only while a worker is free, the connection cap allows, no
-    /// descriptor shortage pause is running, and the server is not stopping.
-    fn update_listening(&mut self) {
-        if self.accept_paused_until.is_some_and(|t| self.now >= t) {
-            self.accept_paused_until = None;
-        }
-        let want = self.stop_deadline.is_none()
-            && self.accept_paused_until.is_none()
-            && self.in_flight < self.threads
-            && self.slots.len() < self.max_conns;
-        if want != self.listening {
-            if !want {
-                self.stats.listener_pauses += 1;
-            }
-            let _ = self.set_listening(want);
-        }
-    }
-
-    fn set_listening(&mut self, on: bool) -> Result<()> {
-        if on == self.listening {
-            return Ok(());
-        }
-        for (i, l) in self.listeners.iter().enumerate() {
-            let fd = l.as_std().as_fd();
-            let r = if on {
-                self.epoll.add(
-                    fd,
-                    EpollEvent::new(EpollFlags::EPOLLIN, LISTENER + i as u64),
-                )
-            } else {
-                self.epoll.delete(fd)
-            };
-            r.map_err(|e| Error::io("registering a listener", e.into()))?;
-        }
-        self.listening = on;
-        Ok(())
-    }
-
     fn begin_stop(&mut self, graceful: Duration) {
-        self.stop_deadline = Some(self.now + graceful);
         let _ = self.set_listening(false);
-        if self.lifecycle.owns_listeners() {
-            for l in &self.listeners {
-                l.stop_listening();
-            }
-        }
-        self.close_idle_at = Some(self.now + IDLE_CLOSE_GRACE);
+        let drain = Drain::begin(&self.lifecycle, &self.listeners, graceful);
+        self.stop_deadline = Some(drain.deadline());
+        self.close_idle_at = Some(drain.close_idle_at());
     }
-
-    /// Close the idle keep-alive connections of a stopping loop, except one
-    /// whose next request has arrived (its event not yet handled): that one
-    /// is served first, with `Connection: close`, since closing it would
-    /// drop a request the client had sent.
-    fn close_idle(&mut self) {
-        let waiting: Vec<usize> = self
-            .slots
-            .iter()
-            .filter_map(|(t, s)| match s {
-                Slot::Parked {
-                    wait: Parked::Read(Wait::KeepAlive),
-                    conn,
-                } if has_input(&conn.stream) => Some(t),
-                _ => None,
-            })
-            .collect();
-        self.again.extend(waiting.iter().copied());
-        self.close_parked(|w| w == Parked::Read(Wait::KeepAlive));
-    }
-
-    fn close_parked(&mut self, pick: impl Fn(Parked) -> bool) {
-        let spared = std::mem::take(&mut self.again);
-        let doomed: Vec<usize> = self
-            .slots
-            .iter()
-            .filter_map(|(t, s)| match s {
-                Slot::Parked { wait, .. } if pick(*wait) && !spared.contains(&t) => Some(t),
-                _ => None,
-            })
-            .collect();
-        self.again = spared;
-        for t in doomed {
-            self.close(t);
-        }
-    }
-}
-
-/// Has the peer sent bytes not yet read? (A peek, without blocking.)
-fn has_input(stream: &Stream) -> bool {
-    let mut byte = [0u8; 1];
-    stream.socket().peek(&mut byte).is_ok_and(|n| n > 0)
 }

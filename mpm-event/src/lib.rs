@@ -6,25 +6,31 @@
 //! pool of worker threads runs handlers. An idle connection costs memory, not
 //! a thread.
 //!
-//! * [`event_loop`] — the listener thread: accepts, reads and parses request
-//!   heads without blocking ([`ConnectionHandler::prefetch`](mpm_core::ConnectionHandler::prefetch)),
+//! * [`Event`] (`run.rs`) — the [`Mpm`](mpm_core::Mpm): setup → spawn →
+//!   serve → drain.
+//! * `accept.rs` — the accept strategy: non-blocking accepts in batches,
+//!   paused while every worker is busy or the connection cap is reached.
+//! * `keepalive.rs` — idle keep-alive connections, parked without a thread,
+//!   and how a stop closes them.
+//! * [`event_loop`] — the listener thread: reads and parses request heads
+//!   without blocking ([`ConnectionHandler::prefetch`](mpm_core::ConnectionHandler::prefetch)),
 //!   hands a worker only a whole request, finishes large writes itself on
-//!   `EPOLLOUT`, drains lingering closes, and stops accepting while every
-//!   worker is busy.
+//!   `EPOLLOUT`, drains lingering closes.
 //! * [`worker_pool`] — the workers, and the channel and eventfd by which
 //!   connections come back to the loop.
 //! * [`timeout_queues`] — keep-alive, request, write and linger timeouts, each
 //!   an ordered queue expired in O(1).
-//! * [`Event`] — the [`Mpm`](mpm_core::Mpm) itself.
 //!
 //! A request whose answer cannot block (a cached static file, an error page)
 //! is answered on the listener thread itself: a keep-alive request then costs
 //! no thread switch at all. Everything else goes to a worker, so a handler may
 //! block as it likes.
 
-mod event;
+mod accept;
 pub mod event_loop;
+mod keepalive;
+mod run;
 pub mod timeout_queues;
 pub mod worker_pool;
 
-pub use event::Event;
+pub use run::Event;

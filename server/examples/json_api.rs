@@ -2,7 +2,7 @@
 //! burns CPU, one that blocks, and one that does neither.
 //!
 //! ```text
-//! cargo run --release -p server --example json_api -- serve --mpm event --listen 127.0.0.1:8080
+//! cargo run --release -p mpm --example json_api -- serve --mpm event --listen 127.0.0.1:8080
 //! curl 'http://127.0.0.1:8080/api/cpu?n=20000'    # counts primes: CPU-bound
 //! curl 'http://127.0.0.1:8080/api/sleep?ms=20'    # sleeps: blocking, like a slow database
 //! curl 'http://127.0.0.1:8080/api/hello'          # neither: answered on the event loop
@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use mpm::mpm_core::http::{HttpHandler, Request, Response};
+use mpm::mpm_http::{HttpHandler, Request, Response};
 
 /// The API. It keeps no state, so one value serves every worker.
 #[derive(Debug, Clone, Copy, Default)]

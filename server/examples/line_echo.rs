@@ -1,13 +1,13 @@
 //! A protocol that is not HTTP, under any MPM: the line-echo handler of
-//! `mpm-core`'s example (the lower `ConnectionHandler` trait alone), with the
+//! the `line_protocol` example (the lower `ConnectionHandler` trait alone), with the
 //! whole `mpm` command line.
 //!
 //! ```text
-//! cargo run -p server --example line_echo -- serve --mpm prefork --listen 127.0.0.1:7007
+//! cargo run -p mpm --example line_echo -- serve --mpm prefork --listen 127.0.0.1:7007
 //! printf 'hello\nworld\n' | nc -q1 127.0.0.1 7007
 //! ```
 
-#[path = "../../mpm-core/examples/line_protocol.rs"]
+#[path = "line_protocol.rs"]
 #[allow(dead_code)] // its own `main` runs it under worker only
 mod protocol;
 

@@ -3,7 +3,7 @@
 //! builds belongs to one worker, which uses it without a lock.
 //!
 //! ```text
-//! cargo run -p server --example per_worker_state -- serve --mpm prefork --listen 127.0.0.1:8080
+//! cargo run -p mpm --example per_worker_state -- serve --mpm prefork --listen 127.0.0.1:8080
 //! curl http://127.0.0.1:8080/whoami
 //! ```
 
@@ -11,7 +11,7 @@ use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use mpm::mpm_core::http::{HttpHandler, Request, Response};
+use mpm::mpm_http::{HttpHandler, Request, Response};
 
 /// Read-only data every worker reads: built once, before any fork.
 #[derive(Debug)]

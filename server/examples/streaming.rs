@@ -3,13 +3,13 @@
 //! connection closes), never held whole in memory.
 //!
 //! ```text
-//! cargo run -p server --example streaming -- serve --listen 127.0.0.1:8080
+//! cargo run -p mpm --example streaming -- serve --listen 127.0.0.1:8080
 //! curl -s 'http://127.0.0.1:8080/lines?count=100000' | wc -l
 //! ```
 
 use std::io::Read;
 
-use mpm::mpm_core::http::{Body, HttpHandler, Request, Response};
+use mpm::mpm_http::{Body, HttpHandler, Request, Response};
 
 /// Produces `count` numbered lines, on demand.
 #[derive(Debug)]

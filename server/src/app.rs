@@ -3,9 +3,10 @@
 
 use parking_lot::Mutex;
 
-use mpm_core::config::Dotfiles;
-use mpm_core::http::{HttpHandler, Request, Response};
-use mpm_core::{Config, DefaultSite, Error, StaticFiles};
+use mpm_core::Error;
+use mpm_http::{DefaultSite, Dotfiles, HttpHandler, Request, Response, StaticFiles};
+
+use crate::config::Config;
 
 /// An application: the [`HttpHandler`] each worker runs, and how to make it.
 ///
@@ -91,7 +92,7 @@ impl SiteContent {
                     .in_memory_up_to(config.file_cache_max_size)
                     .serve_dotfiles(config.dotfiles == Dotfiles::Allow),
             ),
-            None => SiteContent::Welcome(DefaultSite::new(config)),
+            None => SiteContent::Welcome(DefaultSite::new(&config.about())),
         })
     }
 }
@@ -120,7 +121,7 @@ impl App for StaticSite {
                 // Not checked with this configuration: make it now, falling
                 // back to the welcome page if the docroot went away.
                 let content = SiteContent::new(config)
-                    .unwrap_or_else(|_| SiteContent::Welcome(DefaultSite::new(config)));
+                    .unwrap_or_else(|_| SiteContent::Welcome(DefaultSite::new(&config.about())));
                 *made = Some((config.clone(), content.clone()));
                 content
             }

@@ -6,18 +6,21 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 
-use mpm_core::access_log::AccessLog;
-use mpm_core::allocator::{self, AllocatorKind};
-use mpm_core::http::HttpFactory;
-use mpm_core::process_manager::{Exit, ProcessManager, Sizing};
-use mpm_core::scoreboard::Scoreboard;
-use mpm_core::upgrade::{Inherited, ReadyReport, UpgradeSpec};
-use mpm_core::{Config, ConfigLayer, Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
-
 use std::sync::Arc;
 
+use mpm_core::allocator::{self, AllocatorKind};
+use mpm_core::scoreboard::Scoreboard;
+use mpm_core::{Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
+use mpm_http::access_log::AccessLog;
+use mpm_http::HttpFactory;
+use mpm_master::pid_file::PidFile;
+use mpm_master::upgrade::{Inherited, ReadyReport, UpgradeSpec};
+use mpm_master::{Exit, ProcessManager, Sizing};
+use mpm_prefork::AcceptMutex;
+
 use crate::app::App;
-use crate::signal_command::{PidFile, SignalArgs};
+use crate::config::{Config, ConfigLayer};
+use crate::signal_command::SignalArgs;
 use crate::site::{Site, StatusRoute};
 
 /// mpm: an HTTP server whose process model (prefork, worker, event) is chosen
@@ -40,10 +43,12 @@ enum Command {
     /// Signal a running server through its pid file, as `apachectl -k` does.
     Signal(SignalArgs),
     /// Load an HTTP server (wrk's and ab's job): latency percentiles, statuses, errors.
-    Bench(Box<crate::bench::BenchArgs>),
+    #[cfg(feature = "bench")]
+    Bench(Box<mpm_bench::bench::BenchArgs>),
     /// Measure each MPM × allocator (or an experiment's variants) under the same
     /// loads, and write a report with charts.
-    Compare(Box<crate::compare::CompareArgs>),
+    #[cfg(feature = "bench")]
+    Compare(Box<mpm_bench::compare::CompareArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -60,7 +65,7 @@ struct ServeArgs {
 /// process exit code, for `std::process::exit`.
 ///
 /// ```no_run
-/// use mpm::mpm_core::http::{HttpHandler, Request, Response};
+/// use mpm::mpm_http::{HttpHandler, Request, Response};
 ///
 /// struct Hello;
 /// impl HttpHandler for Hello {
@@ -131,7 +136,7 @@ impl<A: App> Service for HttpApp<A> {
         let (app, for_workers) = (Arc::clone(&self.0), config.clone());
         let make: MakeSite<A::Handler> =
             Box::new(move || Site::new(status.clone(), app.handler(&for_workers)));
-        HttpFactory::new(config, make).access_log(access_log.cloned())
+        HttpFactory::new(config.http_settings(), make).access_log(access_log.cloned())
     }
 }
 
@@ -180,8 +185,10 @@ fn command_line<S: Service>(service: &S) -> i32 {
         Command::Serve(args) => serve(*args, service).map(|()| 0),
         Command::Check(args) => check(&args, service).map(|()| 0),
         Command::Signal(args) => crate::signal_command::signal(args).map(|()| 0),
-        Command::Bench(args) => crate::bench::command(&args),
-        Command::Compare(args) => crate::compare::command(&args),
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => mpm_bench::bench::command(&args),
+        #[cfg(feature = "bench")]
+        Command::Compare(args) => mpm_bench::compare::command(&args),
     };
     match result {
         Ok(code) => code,
@@ -192,12 +199,18 @@ fn command_line<S: Service>(service: &S) -> i32 {
     }
 }
 
-/// Clap's messages span lines (usage, tips); keep the one that names the problem.
+/// Clap's messages span lines (usage, tips); keep the one that names the
+/// problem, with the valid values and clap's suggestion when it gave them.
 fn one_line(message: &str) -> String {
     let first = message.lines().next().unwrap_or("invalid arguments").trim();
     let mut line = first.to_string();
-    // "invalid value 'x' for '--mpm <MPM>': unknown MPM ..." already says it all;
-    // for unknown flags, add clap's suggestion when it made one.
+    if let Some(values) = message.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("[possible values: ")
+            .and_then(|v| v.strip_suffix(']'))
+    }) {
+        line.push_str(&format!(" (expected {values})"));
+    }
     if let Some(tip) = message.lines().find(|l| l.trim_start().starts_with("tip:")) {
         line.push_str(" (");
         line.push_str(tip.trim().trim_start_matches("tip: "));
@@ -297,7 +310,13 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
         let exit = match config.mpm {
             MpmKind::Worker => run(mpm_worker::Worker, &config, site, listeners, pid)?,
             MpmKind::Prefork => run(
-                mpm_prefork::Prefork::new(&config)?,
+                // With --reuseport each child listens on a socket of its
+                // own, so no two children wait on one socket: no mutex.
+                mpm_prefork::Prefork::new(if config.reuseport {
+                    AcceptMutex::None
+                } else {
+                    config.accept_mutex
+                })?,
                 &config,
                 site,
                 listeners,
@@ -357,9 +376,8 @@ fn run<M: Mpm, S: Service>(
     (listeners, upgrade): (&[Listener], Upgrade),
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
-    mpm.available()?;
     let fds =
-        mpm_core::raise_fd_limit().map_err(|e| Error::io("raising the descriptor limit", e))?;
+        mpm_master::raise_fd_limit().map_err(|e| Error::io("raising the descriptor limit", e))?;
     if (fds as usize) < config.max_request_workers * 2 + 64 {
         mpm_core::log_warn!(
             "mpm: warning: only {fds} descriptors allowed; {} workers may need more (ulimit -n)",
@@ -430,6 +448,7 @@ fn run<M: Mpm, S: Service>(
     if !upgrading {
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     }
+    let settings = config.mpm_settings();
     let exit = if let Some(manager) = manager {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
@@ -437,31 +456,39 @@ fn run<M: Mpm, S: Service>(
             // The master keeps root (to bind again on restart); children
             // serve as --user. With --reuseport a prefork child binds a
             // socket of its own first, and drops right after.
-            if !config.reuseport {
-                mpm_core::drop_privileges(config.run_as)?;
-            }
+            let mine = if config.reuseport {
+                let own = mine
+                    .iter()
+                    .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
+                    .collect::<Result<Vec<_>, _>>()?;
+                mpm_master::drop_privileges(config.run_as)?;
+                own
+            } else {
+                mpm_master::drop_privileges(config.run_as)?;
+                mine
+            };
             let factory = service.factory(config, scoreboard, logs.access.as_ref());
             let slots = scoreboard.process_slots(process);
-            let served = mpm.run(config, mine, factory, child_lifecycle, slots);
-            mpm_core::access_log::flush_all();
+            let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
+            mpm_http::access_log::flush_all();
             served
         })?
     } else {
         // One process: it binds, then serves as --user (no master to keep root).
-        mpm_core::drop_privileges(config.run_as)?;
+        mpm_master::drop_privileges(config.run_as)?;
         let factory = service.factory(config, scoreboard, logs.access.as_ref());
         let mine = listeners
             .iter()
             .map(Listener::try_clone)
             .collect::<Result<Vec<_>, _>>()?;
         mpm.run(
-            config,
+            &settings,
             mine,
             factory,
             &lifecycle,
             scoreboard.process_slots(0),
         )?;
-        mpm_core::access_log::flush_all();
+        mpm_http::access_log::flush_all();
         Exit::Stopped
     };
     if exit == Exit::Stopped {
@@ -556,7 +583,17 @@ impl Logs {
             mpm_core::error_log::redirect(path)?;
         }
         Ok(Logs {
-            access: AccessLog::open(config)?,
+            access: match &config.access_log {
+                Some(path) => Some(AccessLog::open_path(
+                    path,
+                    config.log_format,
+                    config.log_write,
+                    config.log_buffer,
+                    // Prefork children stay single-threaded: no flusher thread.
+                    config.mpm != MpmKind::Prefork,
+                )?),
+                None => None,
+            },
             error: config.error_log.clone(),
         })
     }

@@ -3,10 +3,11 @@
 //! The `mpm` server as a library: hand [`main`] your [`App`] (any
 //! `Fn() -> impl HttpHandler` will do) and your binary has the whole `mpm`
 //! command line: `serve --mpm prefork|worker|event` with every flag and the
-//! TOML file, the status page, `check`, and `signal`.
+//! TOML file, the status page, `check`, `signal`, and (with the default
+//! `bench` feature) `bench` and `compare`.
 //!
 //! ```no_run
-//! use mpm::mpm_core::http::{HttpHandler, Request, Response};
+//! use mpm::mpm_http::{HttpHandler, Request, Response};
 //!
 //! #[derive(Default)]
 //! struct Counter { served: u64 }
@@ -28,9 +29,62 @@
 //! * [`StaticSite`] — the `mpm` binary's own app: a docroot, or the welcome site.
 //! * [`main`] — the command line; [`serve_protocol`] the same for a protocol
 //!   other than HTTP.
-//! * [`bench`](mod@bench) — `mpm bench`, the load generator; [`compare`] — `mpm compare`,
-//!   the MPM × allocator matrix and the experiments, with their reports.
-//! * [`mpm_core`] — re-exported: the handler traits, the HTTP types, the MPM contract.
+//! * [`config`] — the flags and the TOML file: the only place that knows
+//!   them all, and builds each layer's settings from them.
+//! * The layers, re-exported: [`mpm_core`] (the handler contract and the
+//!   `Mpm` trait), [`mpm_http`] (HTTP/1.1, the static site, the status
+//!   page), the models [`mpm_prefork`], [`mpm_worker`] and [`mpm_event`],
+//!   the master [`mpm_master`], and with the `bench` feature `mpm_bench`.
+//!
+//! # Driving a process model directly
+//!
+//! Without the command line: pick an MPM, give it its settings, listeners,
+//! a handler factory and scoreboard slots, and run it. The lifecycle is
+//! stopped here from the test; a real server stops on SIGTERM.
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::net::TcpStream;
+//! use std::time::Duration;
+//! use mpm::mpm_core::{Lifecycle, Listener, Mpm, MpmSettings, Phase};
+//! use mpm::mpm_http::{HttpFactory, HttpHandler, HttpSettings, Request, Response};
+//!
+//! struct Hello;
+//! impl HttpHandler for Hello {
+//!     fn handle(&mut self, req: &Request<'_>) -> Response {
+//!         Response::new(200)
+//!             .header("Content-Type", "text/plain")
+//!             .body(format!("hello from {}\n", req.path()))
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let settings = MpmSettings { max_request_workers: 4, threads_per_child: 4, ..MpmSettings::default() };
+//! let listeners = Listener::bind_all(&["127.0.0.1:0".parse()?], 128)?;
+//! let addr = listeners[0].local_addr();
+//! let lifecycle = Lifecycle::new()?;
+//! let factory = HttpFactory::new(HttpSettings::default(), || Hello);
+//! // One slot per worker thread, where the MPM keeps states and counters.
+//! let slots = mpm::mpm_core::scoreboard::Scoreboard::create(1, 4)?.process_slots(0);
+//! let server = {
+//!     let lifecycle = lifecycle.clone();
+//!     std::thread::spawn(move || {
+//!         mpm::mpm_worker::Worker.run(&settings, listeners, factory, &lifecycle, slots)
+//!     })
+//! };
+//! assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(5)));
+//!
+//! let mut s = TcpStream::connect(addr)?;
+//! s.write_all(b"GET /hi HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+//! let mut reply = String::new();
+//! s.read_to_string(&mut reply)?;
+//! assert!(reply.starts_with("HTTP/1.1 200 OK"));
+//! assert!(reply.ends_with("hello from /hi\n"));
+//!
+//! lifecycle.stop();
+//! server.join().unwrap()?;
+//! # Ok(()) }
+//! ```
 
 /// Every allocation of a program built on this library goes through mpm's
 /// dispatcher, so that `--allocator` picks system, mimalloc or locked at
@@ -41,12 +95,20 @@
 static ALLOCATOR: mpm_core::allocator::MpmAllocator = mpm_core::allocator::MpmAllocator;
 
 mod app;
-pub mod bench;
-pub mod cli;
-pub mod compare;
+mod cli;
+pub mod config;
 mod signal_command;
 mod site;
 
 pub use app::{App, SiteContent, StaticSite};
 pub use cli::{main, serve_protocol};
+pub use config::{Config, ConfigLayer};
+
+#[cfg(feature = "bench")]
+pub use mpm_bench;
 pub use mpm_core;
+pub use mpm_event;
+pub use mpm_http;
+pub use mpm_master;
+pub use mpm_prefork;
+pub use mpm_worker;

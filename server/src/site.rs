@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use mpm_core::http::{HttpHandler, Request, Response};
 use mpm_core::scoreboard::Scoreboard;
-use mpm_core::server_status::ServerStatus;
-use mpm_core::Config;
+use mpm_http::server_status::ServerStatus;
+use mpm_http::{HttpHandler, Request, Response};
+
+use crate::config::Config;
 
 /// The status page, shared by every worker's [`Site`].
 #[derive(Debug, Clone)]

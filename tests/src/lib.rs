@@ -118,7 +118,7 @@ fn locate_or_build() -> PathBuf {
     }
     assert!(
         bin.is_file(),
-        "{} does not exist even after `cargo build -p server --bin mpm`",
+        "{} does not exist even after `cargo build -p mpm --bin mpm`",
         bin.display()
     );
     bin
@@ -171,7 +171,7 @@ fn newest_source(root: &Path) -> Option<SystemTime> {
     newest
 }
 
-/// `cargo build -p server --bin mpm` for the profile `profile_dir` holds.
+/// `cargo build -p mpm --bin mpm` for the profile `profile_dir` holds.
 fn build(profile_dir: &Path, root: &Path) {
     let cargo = std::env::var_os("CARGO")
         .map(PathBuf::from)
@@ -180,7 +180,7 @@ fn build(profile_dir: &Path, root: &Path) {
     let mut cmd = Command::new(&cargo);
     // The examples too: the suite runs them as servers.
     cmd.current_dir(root)
-        .args(["build", "-p", "server", "--bin", "mpm", "--examples"]);
+        .args(["build", "-p", "mpm", "--bin", "mpm", "--examples"]);
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => {}
         Some("release") => {
@@ -201,7 +201,7 @@ fn build(profile_dir: &Path, root: &Path) {
         .unwrap_or_else(|e| panic!("running {}: {e}", cargo.display()));
     assert!(
         out.status.success(),
-        "`cargo build -p server --bin mpm` failed ({}):\n{}",
+        "`cargo build -p mpm --bin mpm` failed ({}):\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );

@@ -7,7 +7,7 @@
 use std::net::TcpListener;
 use std::time::Duration;
 
-use tests::{mpm_suite, run_mpm, site, Exit, Server, TempDir, MPMS};
+use tests::{mpm_suite, run_mpm, site, Exit, Server, TempDir};
 
 /// Long enough for a start that fails, short enough if one wrongly serves.
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
@@ -47,26 +47,6 @@ fn unknown_mpm_is_one_line_and_exit_2() {
         EXIT_WITHIN,
     );
     assert_one_line_exit_2("--mpm bogus", &exit, &["bogus"]);
-}
-
-#[test]
-fn mpms_not_built_yet_say_so_in_one_line_and_exit_2() {
-    // A model that lands joins MPMS and leaves this test.
-    for mpm in ["prefork", "event"]
-        .into_iter()
-        .filter(|m| !MPMS.contains(m))
-    {
-        // Say so at once rather than wait for a serving process to time out.
-        if let Ok(mut server) = Server::try_start(mpm, None, &[]) {
-            server.stop();
-            panic!(
-                "the {mpm} MPM serves now: add it to MPMS and mpm_suite! in tests/src/lib.rs \
-                 so that the whole suite runs against it"
-            );
-        }
-        let exit = serve(mpm, &[]);
-        assert_one_line_exit_2(&format!("--mpm {mpm}"), &exit, &[mpm, "not built yet"]);
-    }
 }
 
 #[test]

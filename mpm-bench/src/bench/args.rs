@@ -1,0 +1,177 @@
+//! `mpm bench`'s command line, and the URL and request it turns into.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use mpm_core::Error;
+use mpm_core::Seconds;
+
+use super::engine::{Limit, Load};
+
+/// `mpm bench URL`: load an HTTP server, as wrk and ab do.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// The URL to load: `http://HOST[:PORT]/PATH` (http only).
+    pub url: String,
+    /// Concurrent connections.
+    #[arg(short = 'c', long, default_value_t = 50)]
+    pub connections: usize,
+    /// Stop after this many requests (answered or failed).
+    #[arg(short = 'n', long, conflicts_with = "duration")]
+    pub requests: Option<u64>,
+    /// Run this long (`10`, `2.5s`, `500ms`); 10s unless -n is given.
+    #[arg(short = 'd', long)]
+    pub duration: Option<Seconds>,
+    /// A new connection for each request (`Connection: close`), instead of keep-alive.
+    #[arg(long)]
+    pub close: bool,
+    /// Client threads, each driving its share of the connections from one epoll set.
+    #[arg(short = 't', long, default_value_t = 1)]
+    pub threads: usize,
+    /// How long one request may take before it counts as a timeout.
+    #[arg(long, default_value = "10s")]
+    pub timeout: Seconds,
+    /// An extra request header, `Name: value`; repeat for several.
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// Print the result as JSON on standard output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The parts of an `http://` URL the bench needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The `Host` header's value.
+    pub host: String,
+    /// The resolved address.
+    pub addr: SocketAddr,
+    /// Path and query.
+    pub path: String,
+}
+
+impl Target {
+    /// Parse and resolve `url`.
+    pub fn parse(url: &str) -> Result<Target, Error> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| {
+            if url.starts_with("https://") {
+                Error::config(format!("{url}: https is not supported; use http://"))
+            } else {
+                Error::config(format!("{url}: not an http:// URL"))
+            }
+        })?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err(Error::config(format!(
+                "{url}: no host, or a user name, in the URL"
+            )));
+        }
+        let with_port = if authority.ends_with(']') || !authority.contains(':') {
+            format!("{authority}:80")
+        } else {
+            authority.to_string()
+        };
+        let addr = with_port
+            .to_socket_addrs()
+            .map_err(|e| Error::config(format!("{url}: cannot resolve {authority}: {e}")))?
+            .next()
+            .ok_or_else(|| Error::config(format!("{url}: {authority} has no address")))?;
+        Ok(Target {
+            host: authority.to_string(),
+            addr,
+            path: path.to_string(),
+        })
+    }
+
+    /// The request every connection sends.
+    pub fn request(&self, close: bool, headers: &[String]) -> Vec<u8> {
+        let mut r = format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: mpm-bench\r\nAccept: */*\r\n",
+            self.path, self.host
+        );
+        for h in headers {
+            r.push_str(h.trim());
+            r.push_str("\r\n");
+        }
+        if close {
+            r.push_str("Connection: close\r\n");
+        }
+        r.push_str("\r\n");
+        r.into_bytes()
+    }
+}
+
+impl BenchArgs {
+    /// The load these flags describe, or one line on what is wrong with them.
+    pub fn load(&self) -> Result<Load, Error> {
+        if self.connections == 0 {
+            return Err(Error::config("-c: at least one connection"));
+        }
+        if self.threads == 0 {
+            return Err(Error::config("-t: at least one thread"));
+        }
+        if let Some(h) = self.headers.iter().find(|h| {
+            !h.contains(':') || h.contains('\r') || h.contains('\n') || h.starts_with(':')
+        }) {
+            return Err(Error::config(format!(
+                "-H '{h}': a header is `Name: value` on one line"
+            )));
+        }
+        let limit = match (self.requests, self.duration) {
+            (Some(0), _) => return Err(Error::config("-n: at least one request")),
+            (Some(n), _) => Limit::Requests(n),
+            (None, Some(Seconds(d))) if d.is_zero() => {
+                return Err(Error::config("-d: a duration above zero"))
+            }
+            (None, Some(Seconds(d))) => Limit::Duration(d),
+            (None, None) => Limit::Duration(Duration::from_secs(10)),
+        };
+        if self.timeout.0.is_zero() {
+            return Err(Error::config("--timeout: a duration above zero"));
+        }
+        let target = Target::parse(&self.url)?;
+        Ok(Load {
+            addr: target.addr,
+            url: self.url.clone(),
+            request: target.request(self.close, &self.headers),
+            connections: self.connections,
+            threads: self.threads,
+            limit,
+            keepalive: !self.close,
+            timeout: self.timeout.0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_give_host_address_and_path() {
+        let t = Target::parse("http://127.0.0.1:8080/a?b=c").expect("valid");
+        assert_eq!(t.addr, "127.0.0.1:8080".parse().expect("addr"));
+        assert_eq!(
+            (t.host.as_str(), t.path.as_str()),
+            ("127.0.0.1:8080", "/a?b=c")
+        );
+        let t = Target::parse("http://[::1]").expect("valid");
+        assert_eq!((t.addr.port(), t.path.as_str()), (80, "/"));
+        assert!(Target::parse("https://127.0.0.1/").is_err());
+        assert!(Target::parse("127.0.0.1:80/").is_err());
+    }
+
+    #[test]
+    fn the_request_is_built_once_with_its_headers() {
+        let t = Target::parse("http://127.0.0.1:1/x").expect("valid");
+        let r = String::from_utf8(t.request(true, &["X-A: 1".into()])).expect("ascii");
+        assert_eq!(
+            r,
+            "GET /x HTTP/1.1\r\nHost: 127.0.0.1:1\r\nUser-Agent: mpm-bench\r\nAccept: */*\r\n\
+             X-A: 1\r\nConnection: close\r\n\r\n"
+        );
+    }
+}

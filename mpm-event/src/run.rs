@@ -1,0 +1,101 @@
+//! The event MPM: setup → spawn → serve → drain, with an event loop per
+//! process and a pool of workers behind it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mpm_core::scoreboard::{Slot, WorkerState};
+use mpm_core::{
+    HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings, Phase, Result, WorkerThreads,
+};
+
+use crate::event_loop::EventLoop;
+use crate::worker_pool::{worker_loop, PoolHandle, Returns};
+
+/// The event MPM. See the [crate documentation](crate).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Event;
+
+impl Mpm for Event {
+    fn kind(&self) -> MpmKind {
+        MpmKind::Event
+    }
+
+    fn run<F: HandlerFactory>(
+        &self,
+        settings: &MpmSettings,
+        listeners: Vec<Listener>,
+        factory: F,
+        lifecycle: &Lifecycle,
+        slots: &'static [Slot],
+    ) -> Result<()> {
+        // Setup: what accepted sockets inherit, the channels to and from
+        // the workers.
+        settings.require_listeners(&listeners)?;
+        Listener::pass_on_options(&listeners, settings)?;
+        let threads = settings.threads();
+        let returns = Arc::new(
+            Returns::new().map_err(|e| mpm_core::Error::io("creating an eventfd", e.into()))?,
+        );
+        let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
+        let factory = Arc::new(factory);
+        // Spawn: the workers (slots 1..), each with a handler of its own.
+        let mut jobs_tx = Some(jobs_tx);
+        let generation = lifecycle.generation();
+        let workers = WorkerThreads::spawn(
+            "mpm-event-worker",
+            threads,
+            |i| {
+                let (jobs, returns, factory) =
+                    (jobs_rx.clone(), Arc::clone(&returns), Arc::clone(&factory));
+                let slot = slots.get(i + 1);
+                move || {
+                    if let Some(s) = slot {
+                        s.claim(generation);
+                        s.set_state(WorkerState::Idle);
+                    }
+                    worker_loop(factory.build(), jobs, returns, slot);
+                    if let Some(s) = slot {
+                        s.release();
+                    }
+                }
+            },
+            // Closing the job channel makes the started workers return.
+            || drop(jobs_tx.take()),
+        )
+        .inspect_err(|_| lifecycle.set_phase(Phase::Stopped))?;
+        drop(jobs_rx);
+        let Some(jobs) = jobs_tx else {
+            unreachable!("the job channel is closed only when a worker fails to start")
+        };
+        // Serve and drain: the loop (slot 0) runs until stopped and drained.
+        let event_loop = EventLoop::new(
+            settings,
+            listeners,
+            factory.build(),
+            PoolHandle {
+                jobs,
+                returns,
+                threads,
+            },
+            lifecycle,
+            slots.first(),
+        )?;
+        lifecycle.set_phase(Phase::Serving);
+        let stats = event_loop.run(settings.graceful_timeout);
+        mpm_core::log_notice!(
+            "mpm: event process {} accepted {} connections; {} requests answered on the \
+             listener, {} handed to workers; accepting paused {} times",
+            std::process::id(),
+            stats.accepted,
+            stats.inline_steps,
+            stats.handoffs,
+            stats.listener_pauses
+        );
+        // The job channel is closed: idle workers exit at once. One stuck in a
+        // handler past the graceful timeout is left behind rather than waited on.
+        workers.join_within(Duration::from_secs(1));
+        lifecycle.set_phase(Phase::Stopped);
+        Ok(())
+    }
+}

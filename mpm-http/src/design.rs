@@ -1,0 +1,44 @@
+//! # Design notes
+//!
+//! Why the HTTP layer is shaped the way it is. Nothing here is code; the
+//! notes on the contract it runs on are `mpm_core::design`.
+//!
+//! ## Responses are written whole
+//!
+//! The HTTP layer serialises the head (and any in-memory body) into one
+//! buffer per connection, reused across requests, and writes it with one
+//! `send`. A file body follows by `sendfile(2)`, the head sent with
+//! `MSG_MORE` so both share packets; `--sendfile off` reads 64 KiB chunks with
+//! `pread` and writes them, as httpd's `emulate_sendfile` did. Static files
+//! are opened with `openat2(RESOLVE_BENEATH)`, so confinement is checked by
+//! the kernel in the same call that opens, and kept in a small open-file
+//! cache for a second, so a hot file costs no `open`, `stat` or `close`:
+//! a keep-alive request for a small page is `read`, `send`, `sendfile`.
+//!
+//! ## Scratch lives in the request pool; the common path needs none
+//!
+//! httpd hands every request a pool and clears it when the request ends. In
+//! Rust the same promise is a lifetime: [`Request::pool`](crate::Request::pool)
+//! is an allocator borrowed for the request, so nothing bumped out of it can
+//! outlive the answer, and the worker resets its arena once the handler has
+//! returned (the [`Response`](crate::Response) owns what it carries).
+//! What a request needs only briefly (the decoded, normalised path and its
+//! NUL-terminated copy for `openat2`) comes from there. The hot path needs
+//! no pool at all: a response keeps its first header fields inline, a cached
+//! file's validators are shared `Arc<str>`s, and error pages are made once,
+//! so a keep-alive request for a cached page costs the allocator nothing.
+//!
+//! ## Logs are written whole, by whoever holds the line
+//!
+//! The access log is opened by the process that binds and inherited, like
+//! the listening sockets, so that `--user` never needs write access to the
+//! log directory. Each `write(2)` carries whole lines to an `O_APPEND` file,
+//! so no process or thread can tear another's line. A line's request fields
+//! are copied (escaped) into the connection when the request is answered,
+//! since the request's bytes are reused by then, and written when the
+//! response is done, with the body bytes that actually went out. Buffers are
+//! per worker, so workers never wait on each other; whoever cannot flush
+//! while blocked (a worker idle on a keep-alive connection) is flushed by a
+//! thread, except in prefork, whose children flush before they block.
+//! Rotation swaps the file under the same descriptor number (`dup3`), so a
+//! reopen never races a write on a closed descriptor.

@@ -1,0 +1,81 @@
+//! The trait an HTTP application implements.
+
+use crate::request::Request;
+use crate::response::Response;
+
+/// Request in, response out.
+///
+/// A handler is built per worker (after `fork()` in prefork, per thread in
+/// worker and event) by the function given to
+/// [`HttpFactory::new`](crate::HttpFactory::new), so it may keep mutable
+/// state of its own without locks. It may block (on a file, a database): the
+/// MPM's workers absorb it. A panic answers 500 for that request only.
+///
+/// # Example
+///
+/// Here one connection is served by the blocking driver of `mpm-core`, as a
+/// prefork child or a worker thread would serve it; the `mpm` crate runs the
+/// same handler under any process model (`mpm::main`).
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use std::net::{TcpListener, TcpStream};
+/// use std::sync::{atomic::AtomicBool, Arc};
+/// use mpm_core::blocking::{serve_blocking, NoPark, Timeouts};
+/// use mpm_core::{HandlerFactory, MpmSettings, Stream};
+/// use mpm_http::{HttpFactory, HttpHandler, HttpSettings, Request, Response};
+///
+/// struct Hello;
+/// impl HttpHandler for Hello {
+///     fn handle(&mut self, req: &Request<'_>) -> Response {
+///         Response::new(200)
+///             .header("Content-Type", "text/plain")
+///             .body(format!("hello from {}\n", req.path()))
+///     }
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let addr = listener.local_addr()?;
+/// let client = std::thread::spawn(move || -> std::io::Result<String> {
+///     let mut s = TcpStream::connect(addr)?;
+///     s.write_all(b"GET /hi HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+///     let mut reply = String::new();
+///     s.read_to_string(&mut reply)?;
+///     Ok(reply)
+/// });
+///
+/// let factory = HttpFactory::new(HttpSettings::default(), || Hello);
+/// let (socket, peer) = listener.accept()?;
+/// let stream = Stream::new(socket, peer, true, Arc::new(AtomicBool::new(false)))?;
+/// let timeouts = Timeouts::from_settings(&MpmSettings::default());
+/// serve_blocking(&mut factory.build(), stream, &timeouts, &mut NoPark);
+///
+/// let reply = client.join().expect("client")?;
+/// assert!(reply.starts_with("HTTP/1.1 200 OK"));
+/// assert!(reply.ends_with("hello from /hi\n"));
+/// # Ok(()) }
+/// ```
+pub trait HttpHandler {
+    /// Answer one request.
+    fn handle(&mut self, request: &Request<'_>) -> Response;
+
+    /// Can [`handle`](Self::handle) answer this request without blocking
+    /// (no disk wait, no network call, no lock held long)? The event MPM then
+    /// answers it on its event loop, saving the two thread switches of a
+    /// hand-off to a worker. The default, no, is always safe.
+    fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
+        let _ = request;
+        false
+    }
+}
+
+impl<H: HttpHandler + ?Sized> HttpHandler for Box<H> {
+    fn handle(&mut self, request: &Request<'_>) -> Response {
+        (**self).handle(request)
+    }
+
+    fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
+        (**self).answers_without_blocking(request)
+    }
+}

@@ -1,0 +1,427 @@
+//! Parsing a request head with `httparse`, and the limits and framing rules
+//! that decide its status before any handler runs.
+
+use std::mem::MaybeUninit;
+
+use crate::request::Version;
+
+/// Header slots on the stack; the configured field limit is at most this.
+pub(crate) const SLOTS: usize = MAX_REQUEST_FIELDS;
+
+/// The most header fields a request may carry, whatever the settings.
+pub const MAX_REQUEST_FIELDS: usize = 128;
+
+/// The limits a head is checked against.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) line: usize,
+    pub(crate) fields: usize,
+    pub(crate) field_size: usize,
+    pub(crate) body: u64,
+}
+
+impl Limits {
+    /// The most bytes a head may take before it is refused with 431.
+    pub(crate) fn max_head(&self) -> usize {
+        (self.line.max(self.field_size) + 2) * 8
+    }
+}
+
+/// How the body of a request is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// No body.
+    None,
+    /// `Content-Length` bytes.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+}
+
+/// A complete, valid head.
+#[derive(Debug)]
+pub(crate) struct Head<'h, 'b> {
+    pub(crate) method: &'b str,
+    pub(crate) target: &'b str,
+    pub(crate) version: Version,
+    pub(crate) headers: &'h [httparse::Header<'b>],
+    /// Bytes the head took, final blank line included.
+    pub(crate) len: usize,
+    pub(crate) framing: Framing,
+    /// What the client asked of the connection: `Some(true)` keep-alive,
+    /// `Some(false)` close, `None` the version's default.
+    pub(crate) connection: Option<bool>,
+    pub(crate) expect_continue: bool,
+}
+
+impl Head<'_, '_> {
+    /// Does the client want the connection kept after this exchange?
+    pub(crate) fn wants_keep_alive(&self) -> bool {
+        match (self.connection, self.version) {
+            (Some(k), _) => k,
+            (None, Version::Http11) => true,
+            (None, Version::Http10) => false,
+        }
+    }
+}
+
+/// The outcome of parsing what has arrived so far.
+#[derive(Debug)]
+pub(crate) enum Parsed<'h, 'b> {
+    /// The head is not complete yet (and within the limits so far).
+    Partial,
+    /// A complete head.
+    Complete(Head<'h, 'b>),
+    /// Refuse the request with this status and close.
+    Reject(u16),
+}
+
+/// Parse a request head from the start of `buf`.
+pub(crate) fn parse<'h, 'b>(
+    buf: &'b [u8],
+    slots: &'h mut [MaybeUninit<httparse::Header<'b>>; SLOTS],
+    limits: &Limits,
+) -> Parsed<'h, 'b> {
+    let mut req = httparse::Request::new(&mut []);
+    let len = match req.parse_with_uninit_headers(buf, slots) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return check_partial(buf, limits),
+        Err(httparse::Error::TooManyHeaders) => return Parsed::Reject(431),
+        Err(httparse::Error::Version) => {
+            return match version_status(buf) {
+                Some(status) => Parsed::Reject(status),
+                // `HTTP/0` may yet become `HTTP/0.9`: its status (505, not
+                // 400) must not depend on how the bytes arrive.
+                None => check_partial(buf, limits),
+            };
+        }
+        Err(_) => return Parsed::Reject(400),
+    };
+    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
+        return Parsed::Reject(400);
+    };
+    let version = if minor == 1 {
+        Version::Http11
+    } else {
+        Version::Http10
+    };
+    // The request line as sent: method SP target SP HTTP/1.x
+    if method.len() + target.len() + 10 > limits.line {
+        return Parsed::Reject(414);
+    }
+    let headers = req.headers;
+    if headers.len() > limits.fields || len > limits.max_head() {
+        return Parsed::Reject(431);
+    }
+    let mut hosts = 0;
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    let mut transfer_encoding = false;
+    let mut connection = None;
+    let mut expect_continue = false;
+    for h in headers.iter() {
+        if h.name.len() + h.value.len() + 2 > limits.field_size {
+            return Parsed::Reject(431);
+        }
+        let name = h.name;
+        if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+        } else if name.eq_ignore_ascii_case("content-length") {
+            // Repeats (in one field or several) must agree, or the framing is ambiguous.
+            for part in h.value.split(|&b| b == b',') {
+                let Some(n) = parse_decimal(trim(part)) else {
+                    return Parsed::Reject(400);
+                };
+                if length.is_some_and(|l| l != n) {
+                    return Parsed::Reject(400);
+                }
+                length = Some(n);
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if transfer_encoding {
+                return Parsed::Reject(400);
+            }
+            transfer_encoding = true;
+            // Only plain `chunked` is understood; anything else cannot be framed.
+            if !trim(h.value).eq_ignore_ascii_case(b"chunked") {
+                return Parsed::Reject(400);
+            }
+            chunked = true;
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let t = trim(token);
+                if t.eq_ignore_ascii_case(b"close") {
+                    connection = Some(false);
+                } else if t.eq_ignore_ascii_case(b"keep-alive") && connection.is_none() {
+                    connection = Some(true);
+                }
+            }
+        } else if name.eq_ignore_ascii_case("expect") {
+            if trim(h.value).eq_ignore_ascii_case(b"100-continue") {
+                expect_continue = true;
+            } else {
+                return Parsed::Reject(417);
+            }
+        }
+    }
+    if version == Version::Http11 && hosts != 1 || hosts > 1 {
+        return Parsed::Reject(400);
+    }
+    if transfer_encoding && (length.is_some() || version == Version::Http10) {
+        // Both framings at once is the classic smuggling shape.
+        return Parsed::Reject(400);
+    }
+    let framing = match (chunked, length) {
+        (true, _) => Framing::Chunked,
+        (false, Some(0)) | (false, None) => Framing::None,
+        (false, Some(n)) => Framing::Length(n),
+    };
+    Parsed::Complete(Head {
+        method,
+        target,
+        version,
+        headers,
+        len,
+        framing,
+        connection,
+        expect_continue,
+    })
+}
+
+/// Check the limits on a head that has not fully arrived, so that an
+/// endless request line or header is refused without waiting for its end.
+fn check_partial(buf: &[u8], limits: &Limits) -> Parsed<'static, 'static> {
+    let mut lines = buf.split(|&b| b == b'\n');
+    let first = lines.next().unwrap_or_default();
+    // A request may be preceded by empty lines; skip them like httparse does.
+    let mut first = first;
+    let mut rest_lines = lines;
+    while first.is_empty() || first == b"\r" {
+        match rest_lines.next() {
+            Some(l) => first = l,
+            None => return Parsed::Partial,
+        }
+    }
+    if first.len() > limits.line + 1 {
+        return Parsed::Reject(414);
+    }
+    for line in rest_lines {
+        if line.len() > limits.field_size + 1 {
+            return Parsed::Reject(431);
+        }
+    }
+    if buf.len() > limits.max_head() {
+        return Parsed::Reject(431);
+    }
+    Parsed::Partial
+}
+
+/// 505 for a well-formed version we do not speak (`HTTP/2.0`, `HTTP/1.2`),
+/// 400 for anything else in the version's place, `None` while the request
+/// line has not ended and what came of the version could still be one.
+fn version_status(mut buf: &[u8]) -> Option<u16> {
+    // Empty lines before a request are skipped, as httparse does.
+    while let Some(rest) = buf
+        .strip_prefix(b"\r\n")
+        .or_else(|| buf.strip_prefix(b"\n"))
+    {
+        buf = rest;
+    }
+    let raw_line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    // method SP target SP version: the version is all after the second space.
+    let version_of = |l: &'_ [u8]| -> Vec<u8> {
+        l.splitn(3, |&b| b == b' ')
+            .nth(2)
+            .unwrap_or_default()
+            .to_vec()
+    };
+    // `d` is any digit.
+    let fits = |token: &[u8], shape: &[u8]| {
+        token.len() <= shape.len()
+            && token.iter().zip(shape).all(|(&b, &want)| {
+                if want == b'd' {
+                    b.is_ascii_digit()
+                } else {
+                    b == want
+                }
+            })
+    };
+    if !buf.contains(&b'\n') && fits(&version_of(raw_line), b"HTTP/d.d\r") {
+        return None;
+    }
+    let line = raw_line.strip_suffix(b"\r").unwrap_or(raw_line);
+    let version = version_of(line);
+    Some(if version.len() == 8 && fits(&version, b"HTTP/d.d") {
+        505
+    } else {
+        400
+    })
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|&c| c != b' ' && c != b'\t')
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|&c| c != b' ' && c != b'\t')
+        .map_or(start, |i| i + 1);
+    &b[start..end]
+}
+
+fn parse_decimal(b: &[u8]) -> Option<u64> {
+    if b.is_empty() || b.len() > 18 || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    b.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        line: 8190,
+        fields: 100,
+        field_size: 8190,
+        body: 1 << 20,
+    };
+
+    fn status(input: &[u8]) -> Result<Framing, Option<u16>> {
+        let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+        match parse(input, &mut slots, &LIMITS) {
+            Parsed::Complete(h) => Ok(h.framing),
+            Parsed::Partial => Err(None),
+            Parsed::Reject(s) => Err(Some(s)),
+        }
+    }
+
+    #[test]
+    fn a_simple_get_has_no_body() {
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Ok(Framing::None)
+        );
+    }
+
+    #[test]
+    fn http11_needs_exactly_one_host() {
+        assert_eq!(status(b"GET / HTTP/1.1\r\n\r\n"), Err(Some(400)));
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+            Err(Some(400))
+        );
+        assert_eq!(status(b"GET / HTTP/1.0\r\n\r\n"), Ok(Framing::None));
+    }
+
+    #[test]
+    fn content_length_and_chunked_together_are_refused() {
+        let r = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(status(r), Err(Some(400)));
+    }
+
+    #[test]
+    fn disagreeing_content_lengths_are_refused_and_agreeing_ones_accepted() {
+        let bad = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n";
+        assert_eq!(status(bad), Err(Some(400)));
+        let ok = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 3\r\n\r\n";
+        assert_eq!(status(ok), Ok(Framing::Length(3)));
+        let junk = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +3\r\n\r\n";
+        assert_eq!(status(junk), Err(Some(400)));
+    }
+
+    #[test]
+    fn transfer_codings_other_than_chunked_are_refused() {
+        let r = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+        assert_eq!(status(r), Err(Some(400)));
+    }
+
+    #[test]
+    fn unknown_versions_get_505_and_garbage_400() {
+        assert_eq!(status(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n"), Err(Some(505)));
+        assert_eq!(status(b"GET / HTTP/1.2\r\nHost: a\r\n\r\n"), Err(Some(505)));
+        assert_eq!(status(b"GET / FOO/1.1\r\nHost: a\r\n\r\n"), Err(Some(400)));
+    }
+
+    #[test]
+    fn long_lines_and_fields_get_414_and_431_before_they_end() {
+        let mut line = b"GET /".to_vec();
+        line.extend(std::iter::repeat_n(b'a', 9000));
+        assert_eq!(status(&line), Err(Some(414)));
+        let mut field = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        field.extend(std::iter::repeat_n(b'a', 9000));
+        assert_eq!(status(&field), Err(Some(431)));
+    }
+
+    #[test]
+    fn too_many_fields_get_431() {
+        let mut r = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+        for i in 0..150 {
+            r.extend(format!("X-{i}: y\r\n").as_bytes());
+        }
+        r.extend(b"\r\n");
+        assert_eq!(status(&r), Err(Some(431)));
+    }
+
+    #[test]
+    fn smuggling_shapes_are_refused() {
+        for bad in [
+            &b"GET / HTTP/1.1\r\nHost : a\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\0\r\n\r\n",
+        ] {
+            assert_eq!(
+                status(bad),
+                Err(Some(400)),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_version_gets_505_however_the_line_arrives() {
+        for cut in 12..16 {
+            assert_eq!(status(&b"GET / HTTP/0.9\r\n"[..cut]), Err(None), "{cut}");
+        }
+        assert_eq!(status(b"GET / HTTP/0.9\r\nHost: a\r\n\r\n"), Err(Some(505)));
+        assert_eq!(status(b"GET / HTTP/0x"), Err(Some(400)));
+        // Found by fuzzing: the version is the third part, not the last.
+        assert_eq!(
+            status(b"GET /one HTTPPOST /3 HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Err(Some(400))
+        );
+        assert_eq!(status(b"GET /one HTTPPO"), Err(Some(400)));
+    }
+
+    #[test]
+    fn partial_heads_wait_for_more() {
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\n"), Err(None));
+    }
+
+    #[test]
+    fn connection_tokens_decide_keep_alive() {
+        let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+        let Parsed::Complete(h) = parse(
+            b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
+            &mut slots,
+            &LIMITS,
+        ) else {
+            panic!()
+        };
+        assert!(h.wants_keep_alive());
+        let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+        let Parsed::Complete(h) = parse(
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            &mut slots,
+            &LIMITS,
+        ) else {
+            panic!()
+        };
+        assert!(!h.wants_keep_alive());
+    }
+}

@@ -1,0 +1,586 @@
+//! The status page, as httpd's `mod_status`: totals, a one-letter-per-slot
+//! scoreboard, and what each worker is doing, read straight from the
+//! [`Scoreboard`] that every serving process writes.
+//!
+//! `GET /server-status` answers an HTML page; with `json` in the query
+//! (`/server-status?json`) the same as `application/json`:
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `uptime_seconds` | since the scoreboard was made (the server started) |
+//! | `draining` | the server is about to stop (`--drain-delay`); the page then answers 503 |
+//! | `mpm` | the process model |
+//! | `generation` | raised by each graceful restart |
+//! | `total_requests`, `total_bytes`, `total_connections` | since start, over every process and generation; bytes are response bodies |
+//! | `requests_per_second` | `total_requests` over the uptime |
+//! | `busy_workers`, `idle_workers`, `keepalive_workers` | workers serving a request, waiting for a connection, holding an idle keep-alive connection |
+//! | `accept_waits`, `accept_wait_ms` | times a worker waited for the accept mutex, and how long in all |
+//! | `send_calls`, `send_would_block` | calls that wrote to client sockets (send, sendfile, writev), and those that found the socket full |
+//! | `allocator`, `allocations`, `frees`, `bytes_allocated`, `live_bytes`, `live_bytes_peak` | the global allocator and what went through it; the peak is the sum of each worker's own high-water mark |
+//! | `lock_contended`, `lock_wait_us` | for `--allocator locked`: times its mutex was already held, and the time waited |
+//! | `voluntary_ctxt_switches`, `involuntary_ctxt_switches` | summed from /proc over the serving processes' threads |
+//! | `*_per_request` | the field above over `total_requests` |
+//! | `workers` | one object per slot in use: `slot`, `pid`, `generation`, `state`, `requests`, `bytes`, `connections`, `last_request_age_ms` (`null` before the first request), `request_line` |
+//!
+//! A request is counted once its handler has answered, so a page never
+//! counts the request that asked for it. Graceful restarts keep the
+//! scoreboard; `mpm serve` makes a new one on a full restart (SIGHUP).
+//!
+//! Only loopback clients are answered unless the page is made remote
+//! (`--status-remote on`): request lines name other clients' URLs.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::{HttpHandler, Request, Response};
+use mpm_core::scoreboard::{Scoreboard, Slot, WorkerState};
+use mpm_core::MpmKind;
+
+/// The status page handler. Cheap to clone: it holds a reference to the
+/// shared scoreboard and two settings.
+#[derive(Debug, Clone)]
+pub struct ServerStatus {
+    scoreboard: &'static Scoreboard,
+    mpm: MpmKind,
+    remote: bool,
+}
+
+/// One reading of the scoreboard, taken once so that the JSON and HTML
+/// renderings of a request agree with themselves.
+struct Snapshot {
+    now_ms: u64,
+    uptime_ms: u64,
+    generation: u32,
+    totals: mpm_core::scoreboard::Totals,
+    slots: &'static [Slot],
+}
+
+impl ServerStatus {
+    /// A status page over `scoreboard`, for a server running `mpm`; with
+    /// `remote` false only loopback clients are answered (others get 403).
+    pub fn new(scoreboard: &'static Scoreboard, mpm: MpmKind, remote: bool) -> ServerStatus {
+        ServerStatus {
+            scoreboard,
+            mpm,
+            remote,
+        }
+    }
+
+    /// Answer one request for the page: 403 to a client that may not see
+    /// it, 405 for methods other than `GET` and `HEAD`, else the page (JSON
+    /// when the query contains `json`).
+    pub fn handle(&self, req: &Request<'_>) -> Response {
+        if !self.remote && !is_loopback(req.peer_addr().ip()) {
+            return Response::error(403).header("Cache-Control", "no-store");
+        }
+        if !matches!(req.method(), "GET" | "HEAD") {
+            return Response::error(405)
+                .header("Allow", "GET, HEAD")
+                .header("Cache-Control", "no-store");
+        }
+        let snap = self.snapshot();
+        let json = req.query().is_some_and(|q| q.contains("json"));
+        // A server about to stop fails health checks, so that a load
+        // balancer sends it nothing new before it stops listening.
+        let code = if self.scoreboard.is_draining() {
+            503
+        } else {
+            200
+        };
+        let (content_type, body) = if json {
+            ("application/json", self.render_json(&snap))
+        } else {
+            ("text/html; charset=utf-8", self.render_html(&snap))
+        };
+        Response::new(code)
+            .header("Content-Type", content_type)
+            // A snapshot is stale at once: no cache may keep it.
+            .header("Cache-Control", "no-store")
+            .body(body)
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let slots = self.scoreboard.slots();
+        // The master may not record graceful restarts in the header; the
+        // newest generation holding a slot says the same.
+        let generation = slots
+            .iter()
+            .filter(|s| s.state() != WorkerState::Dead)
+            .map(Slot::generation)
+            .fold(self.scoreboard.generation(), u32::max);
+        Snapshot {
+            now_ms,
+            uptime_ms: now_ms.saturating_sub(self.scoreboard.started_ms()),
+            generation,
+            totals: self.scoreboard.totals(),
+            slots,
+        }
+    }
+
+    /// What the allocator and the scheduler cost: totals and per request.
+    /// Allocation counters are every slot's (all processes) plus this
+    /// process's threads without a slot; context switches are summed from
+    /// /proc over the processes holding slots.
+    fn render_costs(&self, out: &mut String, snap: &Snapshot) {
+        let mut a = mpm_core::allocator::AllocTotals::default();
+        for s in snap.slots {
+            s.alloc_counters().add_to(&mut a);
+        }
+        mpm_core::allocator::unslotted().add_to(&mut a);
+        let mut pids: Vec<i32> = snap
+            .slots
+            .iter()
+            .filter(|s| s.state() != WorkerState::Dead)
+            .map(Slot::pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let (mut voluntary, mut involuntary) = (0u64, 0u64);
+        // Each thread counts its own switches: sum the tasks of each process.
+        let tasks = pids.into_iter().flat_map(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|task| task.path().join("status"))
+        });
+        for status in tasks {
+            let Ok(text) = std::fs::read_to_string(status) else {
+                continue;
+            };
+            for line in text.lines() {
+                let value = |l: &str| l.split_whitespace().nth(1).and_then(|v| v.parse().ok());
+                if line.starts_with("voluntary_ctxt_switches:") {
+                    voluntary += value(line).unwrap_or(0);
+                } else if line.starts_with("nonvoluntary_ctxt_switches:") {
+                    involuntary += value(line).unwrap_or(0);
+                }
+            }
+        }
+        let per = |n: u64| n as f64 / snap.totals.requests.max(1) as f64;
+        let allocator = mpm_core::allocator::active().map_or("unknown", |k| k.name());
+        let _ = write!(
+            out,
+            "\"allocator\":\"{allocator}\",\"allocations\":{},\"allocations_per_request\":{:.2},\
+             \"frees\":{},\"bytes_allocated\":{},\"live_bytes\":{},\"live_bytes_peak\":{},\
+             \"lock_contended\":{},\"lock_contended_per_request\":{:.4},\
+             \"lock_wait_us\":{:.1},\"lock_wait_us_per_request\":{:.4},\
+             \"voluntary_ctxt_switches\":{voluntary},\"involuntary_ctxt_switches\":{involuntary},\
+             \"ctxt_switches_per_request\":{:.4},",
+            a.allocations,
+            per(a.allocations),
+            a.frees,
+            a.bytes_allocated,
+            a.bytes_allocated.saturating_sub(a.bytes_freed),
+            a.live_bytes_peak,
+            a.lock_contended,
+            per(a.lock_contended),
+            a.lock_wait_ns as f64 / 1e3,
+            a.lock_wait_ns as f64 / 1e3 / snap.totals.requests.max(1) as f64,
+            per(voluntary + involuntary),
+        );
+    }
+
+    fn render_json(&self, snap: &Snapshot) -> String {
+        let t = &snap.totals;
+        let mut out = String::with_capacity(256 + 200 * snap.slots.len());
+        // Writing to a String cannot fail: the results are ignored.
+        let _ = write!(
+            out,
+            "{{\"uptime_seconds\":{:.3},\"mpm\":\"{}\",\"draining\":{},\"generation\":{},\
+             \"total_requests\":{},\"total_bytes\":{},\"total_connections\":{},\
+             \"requests_per_second\":{:.3},\"busy_workers\":{},\"idle_workers\":{},\
+             \"keepalive_workers\":{},\"accept_waits\":{},\"accept_wait_ms\":{:.3},\
+             \"accept_waits_per_request\":{:.4},\"accept_wait_us_per_request\":{:.3},\
+             \"send_calls\":{},\"send_calls_per_request\":{:.3},\"send_would_block\":{},",
+            snap.uptime_ms as f64 / 1000.0,
+            self.mpm.name(),
+            self.scoreboard.is_draining(),
+            snap.generation,
+            t.requests,
+            t.bytes,
+            t.connections,
+            per_second(t.requests, snap.uptime_ms),
+            t.busy,
+            t.idle,
+            t.keepalive,
+            t.accept_waits,
+            t.accept_wait_ns as f64 / 1e6,
+            t.accept_waits as f64 / t.requests.max(1) as f64,
+            t.accept_wait_ns as f64 / 1e3 / t.requests.max(1) as f64,
+            t.sends,
+            t.sends as f64 / t.requests.max(1) as f64,
+            t.send_would_block,
+        );
+        self.render_costs(&mut out, snap);
+        out.push_str("\"workers\":[");
+        let mut first = true;
+        for (i, s) in snap.slots.iter().enumerate() {
+            let state = s.state();
+            if state == WorkerState::Dead {
+                continue;
+            }
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            let _ = write!(
+                out,
+                "{{\"slot\":{i},\"pid\":{},\"generation\":{},\"state\":\"{}\",\
+                 \"requests\":{},\"bytes\":{},\"connections\":{},\"last_request_age_ms\":",
+                s.pid(),
+                s.generation(),
+                state.name(),
+                s.requests(),
+                s.bytes(),
+                s.connections(),
+            );
+            match last_request_age_ms(s, snap.now_ms) {
+                Some(age) => {
+                    let _ = write!(out, "{age}");
+                }
+                None => out.push_str("null"),
+            }
+            out.push_str(",\"request_line\":\"");
+            json_escape_into(&mut out, &s.request_line());
+            out.push_str("\"}");
+        }
+        out.push_str("]}\n");
+        out
+    }
+
+    fn render_html(&self, snap: &Snapshot) -> String {
+        let t = &snap.totals;
+        let mut out = String::with_capacity(2048 + 300 * snap.slots.len());
+        let _ = write!(
+            out,
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>mpm server status</title>\
+             <style>body{{font-family:sans-serif}}td,th{{padding:0 .6em;text-align:left}}\
+             pre{{font-size:1.1em}}</style></head><body>\n\
+             <h1>mpm server status</h1>\n<table>\n\
+             <tr><th>MPM</th><td>{}{}</td></tr>\n\
+             <tr><th>Uptime</th><td>{:.3} s</td></tr>\n\
+             <tr><th>Generation</th><td>{}</td></tr>\n\
+             <tr><th>Total requests</th><td>{}</td></tr>\n\
+             <tr><th>Total bytes</th><td>{}</td></tr>\n\
+             <tr><th>Total connections</th><td>{}</td></tr>\n\
+             <tr><th>Requests per second</th><td>{:.3}</td></tr>\n\
+             <tr><th>Workers</th><td>{} busy, {} idle, {} keep-alive</td></tr>\n\
+             <tr><th>Accept mutex waits</th><td>{} ({:.3} ms)</td></tr>\n\
+             </table>\n",
+            self.mpm.name(),
+            if self.scoreboard.is_draining() {
+                " (draining: about to stop)"
+            } else {
+                ""
+            },
+            snap.uptime_ms as f64 / 1000.0,
+            snap.generation,
+            t.requests,
+            t.bytes,
+            t.connections,
+            per_second(t.requests, snap.uptime_ms),
+            t.busy,
+            t.idle,
+            t.keepalive,
+            t.accept_waits,
+            t.accept_wait_ns as f64 / 1e6,
+        );
+        out.push_str("<h2>Scoreboard</h2>\n<pre class=\"scoreboard\">");
+        for (i, s) in snap.slots.iter().enumerate() {
+            // mod_status wraps its key line every 64 slots.
+            if i > 0 && i % 64 == 0 {
+                out.push('\n');
+            }
+            out.push(s.state().key());
+        }
+        out.push_str(
+            "</pre>\n<p>Scoreboard Key:<br>\n\
+             \"<b><code>_</code></b>\" Waiting for Connection,\n\
+             \"<b><code>S</code></b>\" Starting up,\n\
+             \"<b><code>R</code></b>\" Reading Request,<br>\n\
+             \"<b><code>W</code></b>\" Sending Reply,\n\
+             \"<b><code>K</code></b>\" Keepalive (read),\n\
+             \"<b><code>C</code></b>\" Closing connection,<br>\n\
+             \"<b><code>G</code></b>\" Gracefully finishing,\n\
+             \"<b><code>.</code></b>\" Open slot with no current process</p>\n",
+        );
+        out.push_str(
+            "<h2>Workers</h2>\n<table class=\"workers\">\n<tr><th>Slot</th><th>PID</th>\
+             <th>Gen</th><th>State</th><th>Requests</th><th>Bytes</th><th>Conns</th>\
+             <th>Last request</th><th>Request line</th></tr>\n",
+        );
+        for (i, s) in snap.slots.iter().enumerate() {
+            let state = s.state();
+            if state == WorkerState::Dead {
+                continue;
+            }
+            let age = match last_request_age_ms(s, snap.now_ms) {
+                Some(ms) => format!("{ms} ms ago"),
+                None => "-".to_string(),
+            };
+            let _ = write!(
+                out,
+                "<tr><td>{i}</td><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{age}</td><td><code>",
+                s.pid(),
+                s.generation(),
+                state.key(),
+                state.name(),
+                s.requests(),
+                s.bytes(),
+                s.connections(),
+            );
+            html_escape_into(&mut out, &s.request_line());
+            out.push_str("</code></td></tr>\n");
+        }
+        out.push_str("</table>\n</body></html>\n");
+        out
+    }
+}
+
+impl HttpHandler for ServerStatus {
+    fn handle(&mut self, request: &Request<'_>) -> Response {
+        ServerStatus::handle(self, request)
+    }
+
+    fn answers_without_blocking(&self, _request: &Request<'_>) -> bool {
+        true // everything is in memory
+    }
+}
+
+/// Loopback, counting `::ffff:127.0.0.1` (an IPv4 client on a dual-stack
+/// IPv6 listener) as loopback too.
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+fn per_second(count: u64, ms: u64) -> f64 {
+    // Less than a millisecond counts as one: a fast client can ask within it.
+    count as f64 * 1000.0 / ms.max(1) as f64
+}
+
+fn last_request_age_ms(slot: &Slot, now_ms: u64) -> Option<u64> {
+    match slot.last_request_ms() {
+        0 => None,
+        at => Some(now_ms.saturating_sub(at)),
+    }
+}
+
+/// Append `s` as the inside of a JSON string.
+fn json_escape_into(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            // `<` too, so that the JSON is safe to paste into a <script>.
+            c if (c as u32) < 0x20 || c == '\u{7f}' || c == '<' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+/// Append `s` as HTML text.
+fn html_escape_into(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Body, Version};
+    use std::net::SocketAddr;
+
+    fn body(r: &Response) -> String {
+        match r.body_ref() {
+            Body::Bytes(b) => String::from_utf8(b.to_vec()).unwrap(),
+            other => panic!("expected bytes, got {other:?}"),
+        }
+    }
+
+    /// A scoreboard of two processes of two slots: slot 0 writing a
+    /// request with characters that need escaping, slot 1 idle, the rest
+    /// never used.
+    fn board() -> &'static Scoreboard {
+        let sb = Scoreboard::create(2, 2).unwrap();
+        let busy = &sb.slots()[0];
+        busy.claim(3);
+        busy.set_state(WorkerState::Writing);
+        busy.record_accept(0);
+        busy.record_request(b"GET /a\"b\\c<script>&d HTTP/1.1", 120);
+        let idle = &sb.slots()[1];
+        idle.claim(3);
+        idle.set_state(WorkerState::Idle);
+        sb
+    }
+
+    fn get(status: &ServerStatus, target: &str) -> Response {
+        status.handle(&Request::for_test("GET", target, Version::Http11, &[], b""))
+    }
+
+    #[test]
+    fn a_draining_server_fails_health_checks_with_503() {
+        let sb = board();
+        let status = ServerStatus::new(sb, MpmKind::Worker, false);
+        assert!(body(&get(&status, "/server-status?json")).contains("\"draining\":false"));
+        sb.set_draining();
+        let r = get(&status, "/server-status?json");
+        assert_eq!(r.status(), 503);
+        assert!(body(&r).contains("\"draining\":true"));
+        assert_eq!(get(&status, "/server-status").status(), 503);
+    }
+
+    #[test]
+    fn json_has_every_field_and_escapes_request_lines() {
+        let status = ServerStatus::new(board(), MpmKind::Worker, false);
+        let r = get(&status, "/server-status?json");
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.header_value("content-type"), Some("application/json"));
+        assert_eq!(r.header_value("cache-control"), Some("no-store"));
+        let text = body(&r);
+        for field in [
+            "uptime_seconds",
+            "requests_per_second",
+            "total_connections",
+            "keepalive_workers",
+            "accept_waits",
+            "accept_wait_ms",
+            "accept_waits_per_request",
+            "accept_wait_us_per_request",
+            "send_calls",
+            "send_would_block",
+            "last_request_age_ms",
+        ] {
+            assert!(text.contains(&format!("\"{field}\":")), "{field}: {text}");
+        }
+        assert!(text.contains("\"mpm\":\"worker\""), "{text}");
+        assert!(text.contains("\"generation\":3,"), "{text}");
+        assert!(text.contains("\"total_requests\":1,"), "{text}");
+        assert!(text.contains("\"total_bytes\":120,"), "{text}");
+        assert!(
+            text.contains("\"busy_workers\":1,\"idle_workers\":1,"),
+            "{text}"
+        );
+        // Two slots in use; the never-used ones are left out.
+        assert_eq!(text.matches("\"slot\":").count(), 2, "{text}");
+        assert!(text.contains("\"state\":\"writing\""), "{text}");
+        assert!(text.contains("\"state\":\"idle\""), "{text}");
+        // The idle slot never answered a request.
+        assert!(text.contains("\"last_request_age_ms\":null"), "{text}");
+        assert!(
+            text.contains(r#""request_line":"GET /a\"b\\c\u003cscript>&d HTTP/1.1""#),
+            "{text}"
+        );
+        let pid = std::process::id();
+        assert!(text.contains(&format!("\"pid\":{pid},")), "{text}");
+    }
+
+    #[test]
+    fn html_has_the_key_line_and_escapes_request_lines() {
+        let status = ServerStatus::new(board(), MpmKind::Event, false);
+        let r = get(&status, "/server-status");
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            r.header_value("content-type"),
+            Some("text/html; charset=utf-8")
+        );
+        let text = body(&r);
+        assert!(
+            text.contains("<pre class=\"scoreboard\">W_..</pre>"),
+            "{text}"
+        );
+        assert!(text.contains("Scoreboard Key"), "{text}");
+        assert!(
+            text.contains("GET /a&quot;b\\c&lt;script&gt;&amp;d HTTP/1.1"),
+            "{text}"
+        );
+        assert!(!text.contains("<script>"), "{text}");
+        assert!(text.contains("<td>event</td>"), "{text}");
+    }
+
+    #[test]
+    fn only_loopback_clients_unless_remote() {
+        let sb = board();
+        let req = |peer: &str| {
+            let peer: SocketAddr = peer.parse().unwrap();
+            ServerStatus::new(sb, MpmKind::Worker, false)
+                .handle(
+                    &Request::for_test("GET", "/server-status", Version::Http11, &[], b"")
+                        .with_peer(peer),
+                )
+                .status()
+        };
+        assert_eq!(req("192.0.2.7:5000"), 403);
+        assert_eq!(req("[2001:db8::1]:5000"), 403);
+        assert_eq!(req("[::ffff:192.0.2.7]:5000"), 403);
+        assert_eq!(req("127.0.0.1:5000"), 200);
+        assert_eq!(req("[::1]:5000"), 200);
+        assert_eq!(req("[::ffff:127.0.0.1]:5000"), 200);
+        let remote = ServerStatus::new(sb, MpmKind::Worker, true);
+        let r = remote.handle(
+            &Request::for_test("GET", "/server-status", Version::Http11, &[], b"")
+                .with_peer("192.0.2.7:5000".parse().unwrap()),
+        );
+        assert_eq!(r.status(), 200);
+    }
+
+    #[test]
+    fn other_methods_get_405_with_allow() {
+        let status = ServerStatus::new(board(), MpmKind::Worker, false);
+        let r = status.handle(&Request::for_test(
+            "POST",
+            "/server-status",
+            Version::Http11,
+            &[],
+            b"x",
+        ));
+        assert_eq!(r.status(), 405);
+        assert_eq!(r.header_value("allow"), Some("GET, HEAD"));
+        let head = status.handle(&Request::for_test(
+            "HEAD",
+            "/server-status?json",
+            Version::Http11,
+            &[],
+            b"",
+        ));
+        assert_eq!(head.status(), 200);
+        assert!(status.answers_without_blocking(&Request::for_test(
+            "GET",
+            "/server-status",
+            Version::Http11,
+            &[],
+            b""
+        )));
+    }
+
+    #[test]
+    fn json_escaping_covers_controls() {
+        let mut out = String::new();
+        json_escape_into(&mut out, "a\u{1}\t\"\\é\u{7f}");
+        assert_eq!(out, "a\\u0001\\t\\\"\\\\é\\u007f");
+    }
+}

@@ -1,0 +1,115 @@
+//! The HTTP layer's settings: what the `mpm` crate reads from flags and the
+//! TOML file and hands to an [`HttpFactory`](crate::HttpFactory).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::access_log::AccessLog;
+use crate::buffer_pool::BufferPool;
+use crate::head::Limits;
+
+/// How the HTTP layer treats every connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// Longest request line accepted (414 beyond it).
+    pub limit_request_line: usize,
+    /// Most header fields in one request (431 beyond it); at most
+    /// [`MAX_REQUEST_FIELDS`](crate::MAX_REQUEST_FIELDS).
+    pub limit_request_fields: usize,
+    /// Longest header field accepted (431 beyond it).
+    pub limit_request_field_size: usize,
+    /// Largest request body accepted (413 beyond it).
+    pub limit_request_body: u64,
+    /// Keep connections open between requests.
+    pub keepalive: bool,
+    /// Requests served on one connection before it is closed (0: no limit).
+    pub max_keepalive_requests: u64,
+    /// A whole request head must arrive within this, counted from its first
+    /// byte (from the accept for a connection's first request); then 408.
+    pub request_header_timeout: Duration,
+    /// A request body's first allowance (then 408).
+    pub request_body_timeout: Duration,
+    /// Each this many body bytes received extend the body allowance by a
+    /// second (0: the allowance is fixed).
+    pub request_body_min_rate: u64,
+    /// The longest a single read may wait.
+    pub timeout: Duration,
+    /// File bodies by `sendfile(2)` (or read+write).
+    pub sendfile: bool,
+    /// A per-worker arena for each request's scratch.
+    pub request_pool: bool,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            limit_request_line: 8190,
+            limit_request_fields: 100,
+            limit_request_field_size: 8190,
+            limit_request_body: 1 << 20,
+            keepalive: true,
+            max_keepalive_requests: 1000,
+            request_header_timeout: Duration::from_secs(20),
+            // mod_reqtimeout's default: body=20,MinRate=500.
+            request_body_timeout: Duration::from_secs(20),
+            request_body_min_rate: 500,
+            timeout: Duration::from_secs(60),
+            sendfile: true,
+            request_pool: true,
+        }
+    }
+}
+
+/// What every connection of a factory reads: the settings in the form the
+/// state machine uses, and what its workers share.
+#[derive(Debug, Clone)]
+pub(crate) struct ServiceSettings {
+    pub(crate) limits: Limits,
+    pub(crate) keepalive: bool,
+    pub(crate) max_keepalive_requests: u64,
+    pub(crate) request_header_timeout: Duration,
+    pub(crate) request_body_timeout: Duration,
+    pub(crate) request_body_min_rate: u64,
+    /// The longest a single read may wait (`--timeout`).
+    pub(crate) timeout: Duration,
+    pub(crate) sendfile: bool,
+    pub(crate) request_pool: bool,
+    pub(crate) server: String,
+    pub(crate) buffers: Arc<BufferPool>,
+    pub(crate) access_log: Option<Arc<AccessLog>>,
+}
+
+impl ServiceSettings {
+    /// The service settings for `settings`, with a buffer pool of their own.
+    pub(crate) fn new(settings: &HttpSettings) -> ServiceSettings {
+        ServiceSettings {
+            limits: Limits {
+                line: settings.limit_request_line,
+                fields: settings.limit_request_fields,
+                field_size: settings.limit_request_field_size,
+                body: settings.limit_request_body,
+            },
+            keepalive: settings.keepalive,
+            max_keepalive_requests: settings.max_keepalive_requests,
+            request_header_timeout: settings.request_header_timeout,
+            request_body_timeout: settings.request_body_timeout,
+            request_body_min_rate: settings.request_body_min_rate,
+            timeout: settings.timeout,
+            sendfile: settings.sendfile,
+            request_pool: settings.request_pool,
+            server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
+            buffers: Arc::default(),
+            access_log: None,
+        }
+    }
+
+    /// The largest receive buffer a connection may grow to: a whole head
+    /// plus a whole body.
+    pub(crate) fn max_buffer(&self) -> usize {
+        let body = usize::try_from(self.limits.body).unwrap_or(usize::MAX);
+        self.limits
+            .max_head()
+            .saturating_add(body)
+            .saturating_add(1024)
+    }
+}

@@ -1,0 +1,270 @@
+//! Turning responses into bytes: the head with the fields the layer owns,
+//! then in-memory bytes, a file by sendfile (or read+write), or a stream
+//! (chunked on HTTP/1.1); and the access-log line of each response.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::os::unix::fs::FileExt;
+
+use mpm_core::Stream;
+
+use crate::access_log::Record;
+use crate::connection::{After, Flush, HttpConn, HttpService, Pending};
+use crate::date;
+use crate::request::Version;
+use crate::response::{reason_phrase, Body, HeaderText};
+use crate::HttpHandler;
+
+/// Bytes read from a file per write when sendfile is off.
+const COPY_CHUNK: usize = 64 * 1024;
+/// Bytes per chunk of a streamed body.
+const STREAM_CHUNK: usize = 16 * 1024;
+
+impl<H: HttpHandler> HttpService<H> {
+    /// Serialize a response into the connection's output. Returns whether
+    /// the connection stays open after it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn queue(
+        &self,
+        c: &mut HttpConn,
+        status: u16,
+        headers: &[(HeaderText, HeaderText)],
+        body: Body,
+        is_head: bool,
+        mut keep: bool,
+        version: Version,
+    ) -> bool {
+        let no_body = is_head || status < 200 || status == 204 || status == 304;
+        let length = if status < 200 || status == 204 || status == 304 {
+            None
+        } else {
+            body.len()
+        };
+        let streamed = length.is_none() && !no_body;
+        let chunked = streamed && version == Version::Http11;
+        if streamed && !chunked {
+            keep = false; // HTTP/1.0 stream: the close delimits the body
+        }
+        self.write_head(c, status, headers, length, chunked);
+        // Connection header, then the blank line.
+        match (keep, version) {
+            (false, _) => c.out.extend_from_slice(b"Connection: close\r\n\r\n"),
+            (true, Version::Http10) => c.out.extend_from_slice(b"Connection: keep-alive\r\n\r\n"),
+            (true, Version::Http11) => c.out.extend_from_slice(b"\r\n"),
+        }
+        c.log.set_head_len(c.out.len());
+        c.pending = None;
+        if no_body {
+            return keep;
+        }
+        match body {
+            Body::Empty => {}
+            Body::Bytes(b) => c.out.extend_from_slice(&b),
+            Body::Shared(b) => c.out.extend_from_slice(&b),
+            Body::File(f) => {
+                if f.len > 0 {
+                    c.pending = Some(Pending::File {
+                        file: f.file,
+                        offset: f.offset,
+                        end: f.offset + f.len,
+                    });
+                }
+            }
+            Body::Stream(reader) => c.pending = Some(Pending::Stream { reader, chunked }),
+        }
+        keep
+    }
+
+    /// Status line and the fields every response carries; the caller adds
+    /// `Connection` and the blank line.
+    pub(crate) fn write_head(
+        &self,
+        c: &mut HttpConn,
+        status: u16,
+        headers: &[(HeaderText, HeaderText)],
+        length: Option<u64>,
+        chunked: bool,
+    ) {
+        if c.out.capacity() == 0 {
+            c.out = c.pool.write_buffer();
+        }
+        let out = &mut c.out;
+        let _ = write!(out, "HTTP/1.1 {status} {}\r\nDate: ", reason_phrase(status));
+        date::append_now(out);
+        out.extend_from_slice(b"\r\nServer: ");
+        out.extend_from_slice(self.settings.server.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        for (name, value) in headers {
+            if is_framing(name) || value.contains(['\r', '\n']) {
+                continue;
+            }
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(n) = length {
+            let _ = write!(out, "Content-Length: {n}\r\n");
+        } else if chunked {
+            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+        }
+    }
+
+    /// Write the queued response; once it is done (or failed), log it.
+    pub(crate) fn flush(&mut self, c: &mut HttpConn, s: &mut Stream) -> Flush {
+        let flushed = self.write_queued(c, s);
+        if !matches!(flushed, Flush::Blocked) {
+            let ends = !matches!(flushed, Flush::Done) || c.after != After::KeepAlive;
+            self.log_done(c, s, ends);
+        }
+        flushed
+    }
+
+    /// Start the access-log line of the response being queued: the request
+    /// line as received (the first line of the buffered bytes), with the
+    /// request's fields when parsed.
+    pub(crate) fn log_start(
+        &self,
+        record: &mut Record,
+        data: &[u8],
+        headers: Option<&[httparse::Header<'_>]>,
+        status: u16,
+    ) {
+        let Some(log) = &self.log else {
+            return;
+        };
+        let data = &data[..data.len().min(self.settings.limits.line)];
+        let line = &data[..data
+            .iter()
+            .position(|&b| b == b'\r' || b == b'\n')
+            .unwrap_or(data.len())];
+        let field = |name: &str| {
+            headers?
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value)
+        };
+        let (referer, agent) = match log.format() {
+            crate::log_format::LogFormat::Combined => (field("referer"), field("user-agent")),
+            crate::log_format::LogFormat::Common => (None, None),
+        };
+        record.capture(log.format(), line, referer, agent, status);
+    }
+
+    /// Write the access-log line of the response just finished, if any.
+    pub(crate) fn log_done(&mut self, c: &mut HttpConn, s: &Stream, conn_ends: bool) {
+        if let Some(log) = &mut self.log {
+            log.write(&mut c.log, s.peer_addr().ip(), conn_ends);
+        }
+    }
+
+    /// Write the queued head and bytes, then any file or stream body, until
+    /// done or the socket would block.
+    pub(crate) fn write_queued(&mut self, c: &mut HttpConn, s: &mut Stream) -> Flush {
+        loop {
+            while c.out_pos < c.out.len() {
+                let more = c.pending.is_some();
+                match s.send(&c.out[c.out_pos..], more) {
+                    Ok(0) => return Flush::Failed,
+                    Ok(n) => {
+                        c.out_pos += n;
+                        c.log.add_sent(n);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Flush::Blocked,
+                    Err(_) => return Flush::Failed,
+                }
+            }
+            c.out.clear();
+            c.out_pos = 0;
+            let Some(pending) = c.pending.as_mut() else {
+                return Flush::Done;
+            };
+            match pending {
+                Pending::File { file, offset, end } if self.settings.sendfile => {
+                    while *offset < *end {
+                        let want = (*end - *offset).min(1 << 30) as usize;
+                        match s.sendfile(file, offset, want) {
+                            Ok(0) => return Flush::Failed, // the file shrank
+                            Ok(n) => c.log.add_sent(n),
+                            Err(e) if e.kind() == ErrorKind::WouldBlock => return Flush::Blocked,
+                            Err(_) => return Flush::Failed,
+                        }
+                    }
+                    c.pending = None;
+                }
+                Pending::File { file, offset, end } => {
+                    // emulate_sendfile: read a chunk at the offset, then write it.
+                    if *offset >= *end {
+                        c.pending = None;
+                        continue;
+                    }
+                    let want = ((*end - *offset) as usize).min(COPY_CHUNK);
+                    c.out.resize(want, 0);
+                    match read_full_at(file, &mut c.out, *offset) {
+                        Ok(n) if n == want => *offset += n as u64,
+                        _ => return Flush::Failed,
+                    }
+                    // The last chunk goes without MSG_MORE: corked, it would
+                    // wait for the kernel's 200 ms timer before leaving.
+                    if *offset >= *end {
+                        c.pending = None;
+                    }
+                }
+                Pending::Stream { reader, chunked } => {
+                    let header = if *chunked { 10 } else { 0 };
+                    c.out.resize(header + STREAM_CHUNK, 0);
+                    let n = loop {
+                        match reader.read(&mut c.out[header..]) {
+                            Ok(n) => break n,
+                            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                            Err(_) => return Flush::Failed,
+                        }
+                    };
+                    if !*chunked {
+                        c.out.truncate(n);
+                        if n == 0 {
+                            c.pending = None;
+                        }
+                        continue;
+                    }
+                    c.out.truncate(header + n);
+                    // Fill the reserved room with the size line, right-aligned.
+                    let size = format!("{n:x}\r\n");
+                    let at = header - size.len();
+                    c.out[at..header].copy_from_slice(size.as_bytes());
+                    c.out_pos = at;
+                    if n == 0 {
+                        c.out.extend_from_slice(b"\r\n");
+                        c.pending = None;
+                    } else {
+                        c.out.extend_from_slice(b"\r\n");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn is_framing(name: &str) -> bool {
+    [
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "date",
+        "server",
+    ]
+    .iter()
+    .any(|f| name.eq_ignore_ascii_case(f))
+}
+
+fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}

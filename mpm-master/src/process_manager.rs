@@ -1,0 +1,558 @@
+//! A single-threaded master that forks the serving processes, replaces those
+//! that die, and turns signals into stops and graceful restarts.
+//!
+//! The master never serves a request and never starts a thread, so `fork()`
+//! copies a process in which no lock can be held by a thread that the child
+//! lacks. Signals reach it through signal-hook flags and a self-pipe it polls
+//! beside the lifecycle's stop pipe, once a second at least, to reap children.
+//!
+//! | signal to the master | meaning (as httpd's) |
+//! |---|---|
+//! | SIGTERM, SIGINT | stop: refuse new connections, children finish what they have within `--graceful-timeout`, then are killed |
+//! | SIGWINCH | graceful stop: the same |
+//! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
+//! | SIGHUP | restart: the children are stopped (as by SIGTERM) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
+//! | SIGUSR2 | binary upgrade (see [`crate::upgrade`]): a new master inherits the listening sockets; once it is ready this one drains and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
+//!
+//! A child that exits (or is killed) while its generation is current is
+//! replaced; one that dies within a second of starting counts as a crash, and
+//! repeated crashes back off exponentially (up to ten seconds) instead of
+//! forking in a loop.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
+
+use mpm_core::scoreboard::{Scoreboard, WorkerState};
+use mpm_core::{Error, Lifecycle, Listener, Phase, Result};
+
+use crate::signals::Signals;
+use crate::sizing::Sizing;
+use crate::upgrade::{self, Outcome, Pending, ReadyReport, UpgradeSpec};
+
+/// What a child runs: its own copies of the listeners, its own lifecycle
+/// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH), and its process slot
+/// number (`0..children`, reused by its replacement and by its successor in
+/// the next generation). Returns when it has drained; the child then exits.
+pub type ChildMain<'a> = dyn Fn(Vec<Listener>, &Lifecycle, usize) -> Result<()> + 'a;
+
+#[derive(Debug)]
+struct Child {
+    pid: Pid,
+    generation: u64,
+    slot: usize,
+    started: Instant,
+}
+
+/// Why [`ProcessManager::run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Told to stop: every child has exited and the listeners refuse
+    /// connections.
+    Stopped,
+    /// SIGHUP: every child has exited; read the configuration again and run
+    /// a new set on the same listeners.
+    Restart,
+    /// SIGUSR2: a new master serves on the same listeners; this one's
+    /// children have drained, and it should exit.
+    Upgraded,
+}
+
+/// Runs the serving processes and keeps them running.
+///
+/// Its signal handlers are installed when it is made, so make it before
+/// telling anyone the server is up (a pid file, a log line): a signal sent on
+/// the strength of those then finds the master ready for it.
+pub struct ProcessManager<'a> {
+    listeners: &'a [Listener],
+    sizing: Sizing,
+    graceful_timeout: Duration,
+    signals: Signals,
+    on_graceful_restart: Option<&'a dyn Fn()>,
+    upgrade: Option<UpgradeSpec>,
+    ready: ReadyReport,
+    drain: Option<(Duration, &'static Scoreboard)>,
+}
+
+impl std::fmt::Debug for ProcessManager<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessManager")
+            .field("sizing", &self.sizing)
+            .field("graceful_timeout", &self.graceful_timeout)
+            .finish()
+    }
+}
+
+impl<'a> ProcessManager<'a> {
+    /// A manager for `children` processes serving `listeners`.
+    pub fn new(
+        listeners: &'a [Listener],
+        children: usize,
+        graceful_timeout: Duration,
+    ) -> Result<Self> {
+        Self::with_sizing(listeners, Sizing::Fixed(children.max(1)), graceful_timeout)
+    }
+
+    /// A manager that sizes the children as `sizing` says.
+    pub fn with_sizing(
+        listeners: &'a [Listener],
+        sizing: Sizing,
+        graceful_timeout: Duration,
+    ) -> Result<Self> {
+        Ok(ProcessManager {
+            listeners,
+            sizing,
+            graceful_timeout,
+            signals: Signals::install()?,
+            on_graceful_restart: None,
+            upgrade: None,
+            ready: ReadyReport::default(),
+            drain: None,
+        })
+    }
+
+    /// Run `hook` in the master on each graceful restart, before the new
+    /// generation is forked (to reopen logs, as httpd does).
+    pub fn on_graceful_restart(mut self, hook: &'a dyn Fn()) -> Self {
+        self.on_graceful_restart = Some(hook);
+        self
+    }
+
+    /// On SIGTERM, SIGWINCH or `lifecycle.stop()`, serve on for `delay`
+    /// first with `scoreboard` marked draining (the status page answers
+    /// 503), so that a load balancer stops sending before the listeners
+    /// close. A second stop signal stops at once.
+    pub fn drain_first(mut self, delay: Duration, scoreboard: &'static Scoreboard) -> Self {
+        if !delay.is_zero() {
+            self.drain = Some((delay, scoreboard));
+        }
+        self
+    }
+
+    /// Upgrade on SIGUSR2 by starting a new master as `spec` says (without
+    /// it, SIGUSR2 is logged and ignored).
+    pub fn upgrade_with(mut self, spec: UpgradeSpec) -> Self {
+        self.upgrade = Some(spec);
+        self
+    }
+
+    /// This master was started by an upgrading one: report to it once the
+    /// first children serve, and leave the listeners listening on a stop
+    /// while it lives.
+    pub fn report_ready(mut self, ready: ReadyReport) -> Self {
+        self.ready = ready;
+        self
+    }
+
+    fn max_children(&self) -> usize {
+        match self.sizing {
+            Sizing::Fixed(n) => n,
+            Sizing::Spare { max, .. } => max.max(1),
+        }
+    }
+
+    /// Fork the children and manage them until the master is told to stop
+    /// (by a signal, or by `lifecycle.stop()`), then stop them all.
+    ///
+    /// Must be called while the process has a single thread.
+    pub fn run(mut self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<Exit> {
+        let mut ready = std::mem::take(&mut self.ready);
+        let signals = &self.signals;
+        let mut pending: Option<Pending> = None;
+        // Set while serving on, marked draining, before a stop.
+        let mut drain_until: Option<Instant> = None;
+        // After a hand-over: the pid file whose `.oldbin` goes at exit.
+        let mut handed_over_pid_file: Option<Option<PathBuf>> = None;
+        let mut children: Vec<Child> = Vec::new();
+        let mut generation = 1u64;
+        let mut crashes = 0u32;
+        let mut next_spawn = Instant::now();
+        let mut wanted = match self.sizing {
+            Sizing::Fixed(n) => n,
+            Sizing::Spare { start, max, .. } => start.clamp(1, max.max(1)),
+        };
+        let mut spawn_rate = 1usize;
+        let mut next_maintenance = Instant::now() + Duration::from_secs(1);
+        let mut exit = Exit::Stopped;
+        // Children this master told to go (too many idle): not crashes.
+        let mut retired: Vec<Pid> = Vec::new();
+        loop {
+            // Keep the current generation at strength (throttled after crashes).
+            let current = children
+                .iter()
+                .filter(|c| c.generation == generation)
+                .count();
+            if current < wanted && Instant::now() >= next_spawn {
+                for _ in current..wanted {
+                    let Some(slot) = (0..self.max_children()).find(|slot| {
+                        !children
+                            .iter()
+                            .any(|c| c.generation == generation && c.slot == *slot)
+                    }) else {
+                        break;
+                    };
+                    children.push(self.spawn(generation, slot, signals, child_main)?);
+                }
+            }
+            lifecycle.set_phase(Phase::Serving);
+            // Started by an upgrade: ready once a full first generation has
+            // outlived the crash-at-start window.
+            if generation == 1 && crashes == 0 {
+                let up: Vec<&Child> = children.iter().filter(|c| c.generation == 1).collect();
+                if up.len() >= wanted
+                    && up
+                        .iter()
+                        .all(|c| c.started.elapsed() >= upgrade::READY_AFTER)
+                {
+                    ready.report();
+                }
+            }
+
+            if let Sizing::Spare {
+                min_spare,
+                max_spare,
+                max,
+                scoreboard,
+                ..
+            } = self.sizing
+            {
+                if Instant::now() >= next_maintenance {
+                    next_maintenance = Instant::now() + Duration::from_secs(1);
+                    let idle: Vec<&Child> = children
+                        .iter()
+                        .filter(|c| c.generation == generation && !retired.contains(&c.pid))
+                        .filter(|c| {
+                            scoreboard.process_slots(c.slot).first().is_some_and(|s| {
+                                matches!(s.state(), WorkerState::Idle | WorkerState::Starting)
+                            })
+                        })
+                        .collect();
+                    if idle.len() > max_spare {
+                        // One a second, gently: it is idle, so it just exits.
+                        if let Some(c) = idle.last() {
+                            let _ = kill(c.pid, Signal::SIGUSR1);
+                            retired.push(c.pid);
+                            wanted = wanted.saturating_sub(1).max(1);
+                        }
+                        spawn_rate = 1;
+                    } else if idle.len() < min_spare && wanted < max {
+                        wanted = (wanted + spawn_rate).min(max);
+                        spawn_rate = (spawn_rate * 2).min(32);
+                    } else {
+                        spawn_rate = 1;
+                    }
+                }
+            }
+
+            let mut until = next_spawn.max(Instant::now()).min(next_maintenance);
+            if let Some(d) = drain_until {
+                until = until.min(d);
+            }
+            let timeout = until
+                .saturating_duration_since(Instant::now())
+                .clamp(Duration::from_millis(10), Duration::from_secs(1));
+            let mut fds = vec![PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN)];
+            // Once a stop has been asked, the stop pipe stays readable: a
+            // draining master must not spin on it.
+            if drain_until.is_none() {
+                fds.push(PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN));
+            }
+            if let Some(p) = &pending {
+                fds.push(PollFd::new(p.fd(), PollFlags::POLLIN));
+            }
+            let _ = poll(&mut fds, PollTimeout::from(timeout.as_millis() as u16));
+            drop(fds);
+            signals.drain();
+
+            if let Some(p) = &pending {
+                match p.check() {
+                    Outcome::Waiting => {}
+                    Outcome::Ready => {
+                        mpm_core::log_notice!(
+                            "mpm: upgrade: new master {} is serving; this master ({}) drains \
+                             {} children and exits",
+                            p.pid,
+                            std::process::id(),
+                            children.len()
+                        );
+                        // Like nginx's, `FILE.oldbin` names this master until it exits.
+                        handed_over_pid_file = Some(p.pid_file().map(Path::to_path_buf));
+                        exit = Exit::Upgraded;
+                        // Handed over: the new master is no longer ours to stop.
+                        pending = None;
+                        break;
+                    }
+                    Outcome::Failed(why) => {
+                        // Rolled back before the log line says so.
+                        if let Some(p) = pending.take() {
+                            p.roll_back();
+                        }
+                        mpm_core::log_error!("mpm: upgrade failed: {why}; this master serves on");
+                    }
+                }
+            }
+            if signals.upgrade.swap(false, Ordering::SeqCst) {
+                match (&self.upgrade, &pending) {
+                    (None, _) => {
+                        mpm_core::log_warn!("mpm: SIGUSR2 ignored: no binary to upgrade to")
+                    }
+                    (Some(_), Some(p)) => {
+                        mpm_core::log_warn!(
+                            "mpm: SIGUSR2 ignored: new master {} is starting",
+                            p.pid
+                        )
+                    }
+                    (Some(spec), None) => match spec.start(self.listeners) {
+                        Ok(p) => {
+                            mpm_core::log_notice!(
+                                "mpm: upgrade: started {} as pid {}; this master serves until \
+                                 it is ready",
+                                spec.binary.display(),
+                                p.pid
+                            );
+                            pending = Some(p);
+                        }
+                        Err(e) => {
+                            mpm_core::log_error!("mpm: upgrade failed: {e}; this master serves on")
+                        }
+                    },
+                }
+            }
+
+            let stop_asked = signals.stop.swap(false, Ordering::SeqCst);
+            if let (Some((delay, scoreboard)), None, true) = (
+                self.drain,
+                drain_until,
+                stop_asked || lifecycle.is_stopping(),
+            ) {
+                scoreboard.set_draining();
+                drain_until = Some(Instant::now() + delay);
+                mpm_core::log_notice!(
+                    "mpm: draining: serving on for {delay:?} with the status page answering 503, \
+                     then stopping (signal again to stop now)"
+                );
+            } else if stop_asked
+                || (lifecycle.is_stopping() && drain_until.is_none())
+                || drain_until.is_some_and(|d| Instant::now() >= d)
+            {
+                mpm_core::log_notice!(
+                    "mpm: stopping: {} children finish their requests (at most {:?})",
+                    children.len(),
+                    self.graceful_timeout
+                );
+                break;
+            }
+            if signals.restart.swap(false, Ordering::SeqCst) {
+                mpm_core::log_notice!(
+                    "mpm: restart: stopping the children, then reading the configuration again"
+                );
+                exit = Exit::Restart;
+                break;
+            }
+            if signals.graceful_restart.swap(false, Ordering::SeqCst) {
+                mpm_core::log_notice!("mpm: graceful restart: generation {}", generation + 1);
+                for c in children.iter().filter(|c| c.generation == generation) {
+                    let _ = kill(c.pid, Signal::SIGUSR1);
+                }
+                generation += 1;
+                if let Some(hook) = self.on_graceful_restart {
+                    hook();
+                }
+                if let Sizing::Spare { scoreboard, .. } = self.sizing {
+                    scoreboard.set_generation(generation as u32);
+                }
+                crashes = 0;
+                next_spawn = Instant::now();
+            }
+            signals.child_exited.store(false, Ordering::SeqCst);
+            for (child, status) in reap(&mut children) {
+                if let Some(i) = retired.iter().position(|p| *p == child.pid) {
+                    retired.swap_remove(i);
+                    continue;
+                }
+                if child.generation != generation {
+                    // An old generation finishing: not replaced, but a
+                    // crash is still worth a line.
+                    if !matches!(status, WaitStatus::Exited(_, 0)) {
+                        mpm_core::log_warn!(
+                            "mpm: child {} of generation {} {}",
+                            child.pid,
+                            child.generation,
+                            describe(&status)
+                        );
+                    }
+                    continue;
+                }
+                let clean = matches!(status, WaitStatus::Exited(_, 0));
+                mpm_core::log_warn!(
+                    "mpm: child {} {}; replacing it",
+                    child.pid,
+                    describe(&status)
+                );
+                if !clean && child.started.elapsed() < Duration::from_secs(1) {
+                    crashes += 1;
+                    let backoff =
+                        Duration::from_millis(100 << crashes.min(7)).min(Duration::from_secs(10));
+                    mpm_core::log_error!("mpm: child crashed at start {crashes} times in a row; next try in {backoff:?}");
+                    next_spawn = Instant::now() + backoff;
+                } else {
+                    crashes = 0;
+                }
+            }
+        }
+
+        // Stop: the children stop accepting and drain; unless a new set
+        // follows, the listening sockets then refuse whatever still arrives.
+        for c in &children {
+            let _ = kill(c.pid, Signal::SIGTERM);
+        }
+        if exit == Exit::Stopped {
+            lifecycle.stop();
+            // Shared with the master that started this one (an upgrade not
+            // yet complete), they must go on listening for it.
+            if !ready.shares_listeners() {
+                for l in self.listeners {
+                    l.stop_listening();
+                }
+            }
+        }
+        let deadline = Instant::now() + self.graceful_timeout + Duration::from_secs(2);
+        while !children.is_empty() {
+            if Instant::now() >= deadline {
+                for c in &children {
+                    mpm_core::log_warn!("mpm: child {} did not stop in time; killing it", c.pid);
+                    let _ = kill(c.pid, Signal::SIGKILL);
+                }
+            }
+            let _ = reap(&mut children);
+            if !children.is_empty() {
+                let mut fds = [PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN)];
+                let _ = poll(&mut fds, PollTimeout::from(50u16));
+                signals.drain();
+            }
+        }
+        signals.uninstall();
+        // Stopped mid-upgrade: the new master goes too, and the pid file
+        // comes back.
+        if let Some(p) = pending.take() {
+            p.roll_back();
+        }
+        if let Some(Some(path)) = handed_over_pid_file {
+            upgrade::remove_oldbin(&path);
+        }
+        if exit != Exit::Restart {
+            lifecycle.set_phase(Phase::Stopped);
+        }
+        Ok(exit)
+    }
+
+    fn spawn(
+        &self,
+        generation: u64,
+        slot: usize,
+        signals: &Signals,
+        child_main: &ChildMain<'_>,
+    ) -> Result<Child> {
+        // Signals are blocked across the fork: one sent to a new child before
+        // it has its own handlers would otherwise run the master's inherited
+        // ones (and be lost), and a child told to go would serve on. Blocked,
+        // it waits until the child's handlers are in place.
+        let mut before = SigSet::empty();
+        sigprocmask(
+            SigmaskHow::SIG_BLOCK,
+            Some(&SigSet::all()),
+            Some(&mut before),
+        )
+        .map_err(|e| Error::io("blocking signals", e.into()))?;
+        // SAFETY: the master is single-threaded (see `run`), so the child is a
+        // complete copy in which no lock is held by a missing thread.
+        match unsafe { fork() } {
+            Ok(ForkResult::Parent { child }) => {
+                let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+                Ok(Child {
+                    pid: child,
+                    generation,
+                    slot,
+                    started: Instant::now(),
+                })
+            }
+            Ok(ForkResult::Child) => {
+                signals.uninstall();
+                // Die with the master rather than serve on unsupervised.
+                let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
+                let code = match run_child(self.listeners, generation, slot, &before, child_main) {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        mpm_core::log_error!("mpm: child {}: {e}", std::process::id());
+                        1
+                    }
+                };
+                std::process::exit(code);
+            }
+            Err(e) => {
+                let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+                Err(Error::io("fork", e.into()))
+            }
+        }
+    }
+}
+
+fn run_child(
+    listeners: &[Listener],
+    generation: u64,
+    slot: usize,
+    mask: &SigSet,
+    child_main: &ChildMain<'_>,
+) -> Result<()> {
+    let lifecycle = Lifecycle::new()?;
+    lifecycle.set_shared_listeners();
+    lifecycle.set_generation(generation as u32);
+    // No signal thread: a prefork child must stay single-threaded.
+    lifecycle.stop_on_quietly(&[SIGTERM, SIGINT, SIGUSR1, SIGWINCH])?;
+    // Its handlers are in place: take the signals held since the fork.
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(mask), None)
+        .map_err(|e| Error::io("unblocking signals", e.into()))?;
+    let mine = listeners
+        .iter()
+        .map(Listener::try_clone)
+        .collect::<Result<Vec<_>>>()?;
+    child_main(mine, &lifecycle, slot)
+}
+
+/// Collect every child that has exited, removing it from `children`.
+fn reap(children: &mut Vec<Child>) -> Vec<(Child, WaitStatus)> {
+    let mut gone = Vec::new();
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => break,
+            Ok(status) => {
+                if let Some(pid) = status.pid() {
+                    if let Some(i) = children.iter().position(|c| c.pid == pid) {
+                        gone.push((children.swap_remove(i), status));
+                    }
+                }
+            }
+        }
+    }
+    gone
+}
+
+fn describe(status: &WaitStatus) -> String {
+    match status {
+        WaitStatus::Exited(_, code) => format!("exited with status {code}"),
+        WaitStatus::Signaled(_, sig, core) => {
+            format!(
+                "was killed by {sig}{}",
+                if *core { " (core dumped)" } else { "" }
+            )
+        }
+        other => format!("changed state: {other:?}"),
+    }
+}

@@ -1,0 +1,411 @@
+//! Prefork's accept strategy: children take turns under an accept mutex,
+//! chosen at launch (`fcntl`, `flock`, a robust process-shared `pthread`
+//! mutex, or `none`), and the child whose turn it is waits on every
+//! listener, accepts one connection, and gives the turn back.
+//!
+//! Made in the master before any fork; each child then takes its own
+//! [`ChildLock`], which for `flock` means a file description of its own
+//! (flock locks belong to an open file description, which children that
+//! merely inherit a descriptor would share).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::ptr::NonNull;
+
+use nix::fcntl::{fcntl, FcntlArg};
+use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
+
+use std::time::{Duration, Instant};
+
+use mpm_core::listener_poller::{ListenerPoller, Woken};
+use mpm_core::{Error, Lifecycle, Listener, Result};
+
+/// How prefork children take turns to accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[value(rename_all = "lower")]
+pub enum AcceptMutex {
+    /// `fcntl(F_SETLKW)` on a lock file.
+    Fcntl,
+    /// `flock(2)` on a lock file each child opens itself.
+    Flock,
+    /// A process-shared, robust pthread mutex in shared memory: it recovers
+    /// when its owner dies holding it.
+    #[default]
+    Pthread,
+    /// No mutex: every idle child waits in `accept` (the thundering herd).
+    None,
+}
+
+impl AcceptMutex {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            AcceptMutex::Fcntl => "fcntl",
+            AcceptMutex::Flock => "flock",
+            AcceptMutex::Pthread => "pthread",
+            AcceptMutex::None => "none",
+        }
+    }
+}
+
+/// The master's accept mutex, shared by every child.
+#[derive(Debug)]
+pub struct AcceptLock {
+    kind: AcceptMutex,
+    file: Option<File>,
+    mutex: Option<NonNull<libc::pthread_mutex_t>>,
+}
+
+// SAFETY: the pthread mutex lives in shared memory for the life of the
+// process and is only used through the pthread calls, which are thread-safe.
+unsafe impl Send for AcceptLock {}
+// SAFETY: as above; the file is only used through fcntl/flock.
+unsafe impl Sync for AcceptLock {}
+
+impl AcceptLock {
+    /// Make the lock of this kind.
+    pub fn create(kind: AcceptMutex) -> Result<AcceptLock> {
+        let mut lock = AcceptLock {
+            kind,
+            file: None,
+            mutex: None,
+        };
+        match kind {
+            AcceptMutex::None => {}
+            AcceptMutex::Fcntl | AcceptMutex::Flock => {
+                let path =
+                    std::env::temp_dir().join(format!("mpm-accept-{}.lock", std::process::id()));
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&path)
+                    .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+                // Nothing needs the name: children reach the file through the
+                // inherited descriptor (and /proc/self/fd for their own flock
+                // description), so no file is left behind.
+                let _ = std::fs::remove_file(&path);
+                lock.file = Some(file);
+            }
+            AcceptMutex::Pthread => lock.mutex = Some(shared_robust_mutex()?),
+        }
+        Ok(lock)
+    }
+
+    /// The kind of lock.
+    pub fn kind(&self) -> AcceptMutex {
+        self.kind
+    }
+
+    /// The lock as one child uses it.
+    pub fn for_child(&self) -> Result<ChildLock<'_>> {
+        let own = match (self.kind, &self.file) {
+            (AcceptMutex::Flock, Some(f)) => Some(
+                File::open(format!("/proc/self/fd/{}", f.as_raw_fd()))
+                    .map_err(|e| Error::io("opening the flock accept mutex", e))?,
+            ),
+            _ => None,
+        };
+        Ok(ChildLock { lock: self, own })
+    }
+}
+
+/// One child's handle on the [`AcceptLock`].
+#[derive(Debug)]
+pub struct ChildLock<'a> {
+    lock: &'a AcceptLock,
+    own: Option<File>,
+}
+
+impl ChildLock<'_> {
+    /// Wait for the turn to accept. Returns `Ok(false)` without the lock if
+    /// `stopping` turns true meanwhile: a child told to go while it waits
+    /// must not wait for a connection that may never come. `fcntl` and `flock`
+    /// waits are interrupted by the stop signal (the child's handlers do not
+    /// restart system calls); a pthread mutex wait is never interrupted, so
+    /// it is taken with a timeout and `stopping` is checked between tries.
+    pub fn lock(&self, stopping: &dyn Fn() -> bool) -> io::Result<bool> {
+        loop {
+            if stopping() {
+                return Ok(false);
+            }
+            let r = match self.lock.kind {
+                AcceptMutex::None => return Ok(true),
+                AcceptMutex::Fcntl => {
+                    let f = self.lock.file.as_ref().ok_or_else(missing)?;
+                    let fl = whole_file(libc::F_WRLCK);
+                    fcntl(f.as_raw_fd(), FcntlArg::F_SETLKW(&fl))
+                        .map(drop)
+                        .map_err(io::Error::from)
+                }
+                AcceptMutex::Flock => {
+                    let f = self.own.as_ref().ok_or_else(missing)?;
+                    // SAFETY: flock on a descriptor we own.
+                    match unsafe { libc::flock(f.as_fd().as_raw_fd(), libc::LOCK_EX) } {
+                        0 => Ok(()),
+                        _ => Err(io::Error::last_os_error()),
+                    }
+                }
+                AcceptMutex::Pthread => {
+                    let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
+                    let mut until = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    };
+                    // SAFETY: clock_gettime fills the timespec we own.
+                    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut until) };
+                    until.tv_sec += 1;
+                    // SAFETY: `m` is an initialised process-shared mutex in
+                    // shared memory that outlives every child.
+                    match unsafe { libc::pthread_mutex_timedlock(m, &until) } {
+                        0 => Ok(()),
+                        libc::ETIMEDOUT => continue,
+                        // Its owner died holding it: we own it now; mark it usable.
+                        // SAFETY: we hold the mutex, as EOWNERDEAD means.
+                        libc::EOWNERDEAD => match unsafe { libc::pthread_mutex_consistent(m) } {
+                            0 => Ok(()),
+                            e => Err(io::Error::from_raw_os_error(e)),
+                        },
+                        e => Err(io::Error::from_raw_os_error(e)),
+                    }
+                }
+            };
+            match r {
+                Ok(()) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Take the turn if it is free now, without waiting: lets the caller
+    /// count only the acquisitions that had to wait (contended ones).
+    pub fn try_lock(&self) -> io::Result<bool> {
+        let busy = |e: &io::Error| {
+            matches!(
+                e.raw_os_error(),
+                Some(libc::EAGAIN) | Some(libc::EACCES) | Some(libc::EINTR)
+            )
+        };
+        let r = match self.lock.kind {
+            AcceptMutex::None => return Ok(true),
+            AcceptMutex::Fcntl => {
+                let f = self.lock.file.as_ref().ok_or_else(missing)?;
+                let fl = whole_file(libc::F_WRLCK);
+                fcntl(f.as_raw_fd(), FcntlArg::F_SETLK(&fl))
+                    .map(drop)
+                    .map_err(io::Error::from)
+            }
+            AcceptMutex::Flock => {
+                let f = self.own.as_ref().ok_or_else(missing)?;
+                // SAFETY: flock on a descriptor we own.
+                match unsafe { libc::flock(f.as_fd().as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } {
+                    0 => Ok(()),
+                    _ => Err(io::Error::last_os_error()),
+                }
+            }
+            AcceptMutex::Pthread => {
+                let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
+                // SAFETY: as in `lock`.
+                match unsafe { libc::pthread_mutex_trylock(m) } {
+                    0 => Ok(()),
+                    libc::EBUSY => return Ok(false),
+                    // SAFETY: we hold the mutex, as EOWNERDEAD means.
+                    libc::EOWNERDEAD => match unsafe { libc::pthread_mutex_consistent(m) } {
+                        0 => Ok(()),
+                        e => Err(io::Error::from_raw_os_error(e)),
+                    },
+                    e => Err(io::Error::from_raw_os_error(e)),
+                }
+            }
+        };
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if busy(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Give the turn up.
+    pub fn unlock(&self) -> io::Result<()> {
+        match self.lock.kind {
+            AcceptMutex::None => Ok(()),
+            AcceptMutex::Fcntl => {
+                let f = self.lock.file.as_ref().ok_or_else(missing)?;
+                let fl = whole_file(libc::F_UNLCK);
+                retry(|| fcntl(f.as_raw_fd(), FcntlArg::F_SETLK(&fl)).map(drop))
+            }
+            AcceptMutex::Flock => {
+                let f = self.own.as_ref().ok_or_else(missing)?;
+                // SAFETY: flock on a descriptor we own.
+                retry_os(|| unsafe { libc::flock(f.as_fd().as_raw_fd(), libc::LOCK_UN) })
+            }
+            AcceptMutex::Pthread => {
+                let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
+                // SAFETY: as in `lock`; we hold the mutex.
+                match unsafe { libc::pthread_mutex_unlock(m) } {
+                    0 => Ok(()),
+                    e => Err(io::Error::from_raw_os_error(e)),
+                }
+            }
+        }
+    }
+}
+
+/// Take the turn, wait for a connection on any listener (or the stop pipe),
+/// accept it, give the turn back. `None` once stopping.
+pub(crate) fn accept(
+    listeners: &[Listener],
+    poller: &mut ListenerPoller,
+    lock: &ChildLock<'_>,
+    lifecycle: &Lifecycle,
+) -> Result<Option<(std::net::TcpStream, std::net::SocketAddr, Duration)>> {
+    let asked = Instant::now();
+    let stopping = || lifecycle.is_stopping();
+    // Only a turn that had to wait counts as a wait (a contended mutex).
+    let free = lock
+        .try_lock()
+        .map_err(|e| Error::io("taking the accept mutex", e))?;
+    let waited = if free {
+        Duration::ZERO
+    } else {
+        if !lock
+            .lock(&stopping)
+            .map_err(|e| Error::io("taking the accept mutex", e))?
+        {
+            return Ok(None);
+        }
+        asked.elapsed()
+    };
+    let result = accept_locked(listeners, poller, lifecycle);
+    lock.unlock()
+        .map_err(|e| Error::io("releasing the accept mutex", e))?;
+    Ok(result.map(|(s, p)| (s, p, waited)))
+}
+
+fn accept_locked(
+    listeners: &[Listener],
+    poller: &mut ListenerPoller,
+    lifecycle: &Lifecycle,
+) -> Option<(std::net::TcpStream, std::net::SocketAddr)> {
+    let mut last_log: Option<Instant> = None;
+    loop {
+        if lifecycle.is_stopping() {
+            return None;
+        }
+        match poller.wait(None) {
+            Ok(Woken::Stop) => return None,
+            Ok(Woken::Ready) => {}
+            Ok(Woken::Nothing) => continue,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        }
+        for l in poller.ready().map(|i| &listeners[i]) {
+            // Told to stop since the wait returned: leave the connection
+            // queued for the next generation rather than answer it `Connection: close`.
+            if lifecycle.is_stopping() {
+                return None;
+            }
+            match l.accept() {
+                Ok(c) => return Some(c),
+                Err(e) => match e.kind() {
+                    // A sibling won (no mutex), or the client gave up.
+                    std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::Interrupted
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::ConnectionReset => {}
+                    _ if e.raw_os_error() == Some(libc::EINVAL) => return None,
+                    _ => {
+                        if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                            mpm_core::log_error!("mpm: accept failed: {e}; backing off");
+                            last_log = Some(Instant::now());
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                },
+            }
+        }
+    }
+}
+
+fn missing() -> io::Error {
+    io::Error::other("accept mutex not set up")
+}
+
+fn whole_file(kind: libc::c_int) -> libc::flock {
+    libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    }
+}
+
+fn retry(mut f: impl FnMut() -> nix::Result<()>) -> io::Result<()> {
+    loop {
+        match f() {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn retry_os(mut f: impl FnMut() -> libc::c_int) -> io::Result<()> {
+    loop {
+        if f() == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// A process-shared, robust mutex in anonymous shared memory.
+fn shared_robust_mutex() -> Result<NonNull<libc::pthread_mutex_t>> {
+    let len = std::num::NonZeroUsize::new(std::mem::size_of::<libc::pthread_mutex_t>())
+        .ok_or_else(|| Error::config("empty mutex"))?;
+    // SAFETY: a fresh shared anonymous mapping, big enough for the mutex.
+    let mem = unsafe {
+        mmap_anonymous(
+            None,
+            len,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_SHARED,
+        )
+    }
+    .map_err(|e| Error::io("mapping the accept mutex", e.into()))?;
+    let m = mem.cast::<libc::pthread_mutex_t>();
+    let fail = |what: &str, rc: i32| Error::io(what, io::Error::from_raw_os_error(rc));
+    // SAFETY: the attribute object is initialised before use and destroyed
+    // after; the mutex memory is valid, aligned (page-aligned) and unused.
+    unsafe {
+        let mut attr = std::mem::MaybeUninit::<libc::pthread_mutexattr_t>::uninit();
+        let rc = libc::pthread_mutexattr_init(attr.as_mut_ptr());
+        if rc != 0 {
+            return Err(fail("pthread_mutexattr_init", rc));
+        }
+        let attr_ptr = attr.as_mut_ptr();
+        let rc = libc::pthread_mutexattr_setpshared(attr_ptr, libc::PTHREAD_PROCESS_SHARED);
+        if rc != 0 {
+            return Err(fail("pthread_mutexattr_setpshared", rc));
+        }
+        let rc = libc::pthread_mutexattr_setrobust(attr_ptr, libc::PTHREAD_MUTEX_ROBUST);
+        if rc != 0 {
+            return Err(fail("pthread_mutexattr_setrobust", rc));
+        }
+        let rc = libc::pthread_mutex_init(m.as_ptr(), attr_ptr);
+        libc::pthread_mutexattr_destroy(attr_ptr);
+        if rc != 0 {
+            return Err(fail("pthread_mutex_init", rc));
+        }
+    }
+    Ok(m)
+}

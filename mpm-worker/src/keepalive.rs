@@ -1,0 +1,122 @@
+//! Idle keep-alive connections in the worker model: what each worker thread
+//! holds, for a stop that neither waits on idle connections nor touches a
+//! closed descriptor.
+
+use std::os::fd::RawFd;
+
+use parking_lot::Mutex;
+
+use mpm_core::blocking::IdlePark;
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    fd: RawFd,
+    idle: bool,
+}
+
+const EMPTY: Slot = Slot {
+    fd: -1,
+    idle: false,
+};
+
+/// One slot per worker thread. A thread records its connection while it
+/// holds one and marks it idle between requests; the stopping thread shuts
+/// down idle connections for reading (their blocked read returns end-of-file)
+/// and, after the graceful timeout, every connection.
+///
+/// Each slot has its own lock, taken only at these transitions, so threads do
+/// not contend with each other. The lock also orders "register, then check
+/// stopping" against "set stopping, then scan", so no idle connection is
+/// missed.
+#[derive(Debug)]
+pub struct ConnectionSlots {
+    slots: Vec<Mutex<Slot>>,
+}
+
+impl ConnectionSlots {
+    /// `n` empty slots.
+    pub fn new(n: usize) -> Self {
+        ConnectionSlots {
+            slots: (0..n).map(|_| Mutex::new(EMPTY)).collect(),
+        }
+    }
+
+    /// Record that slot `i` serves the connection on `fd`.
+    pub fn hold(&self, i: usize, fd: RawFd) {
+        *self.slots[i].lock() = Slot { fd, idle: false };
+    }
+
+    /// Shut down every idle connection for reading: its thread wakes from its
+    /// read with end-of-file and closes it. Busy ones finish their request.
+    pub fn close_idle(&self) -> usize {
+        self.shutdown_where(|s| s.idle, libc::SHUT_RD)
+    }
+
+    /// Shut down every connection still held, busy or not.
+    pub fn close_all(&self) -> usize {
+        self.shutdown_where(|_| true, libc::SHUT_RDWR)
+    }
+
+    /// Connections held right now.
+    pub fn held(&self) -> usize {
+        self.slots.iter().filter(|s| s.lock().fd >= 0).count()
+    }
+
+    fn shutdown_where(&self, pick: impl Fn(&Slot) -> bool, how: i32) -> usize {
+        let mut n = 0;
+        for slot in &self.slots {
+            let s = slot.lock();
+            if s.fd >= 0 && pick(&s) {
+                // SAFETY: the slot's lock is held, and a thread clears its slot
+                // (under this lock) before closing the descriptor, so `fd` is
+                // still the open connection it records.
+                unsafe { libc::shutdown(s.fd, how) };
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// The [`IdlePark`] for slot `i`, whose stop test is `stopping`.
+    pub fn parker<'a>(&'a self, i: usize, stopping: &'a dyn Fn() -> bool) -> SlotParker<'a> {
+        SlotParker {
+            slots: self,
+            index: i,
+            stopping,
+        }
+    }
+}
+
+/// The [`IdlePark`] of one worker thread.
+pub struct SlotParker<'a> {
+    slots: &'a ConnectionSlots,
+    index: usize,
+    stopping: &'a dyn Fn() -> bool,
+}
+
+impl std::fmt::Debug for SlotParker<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotParker")
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+impl IdlePark for SlotParker<'_> {
+    fn park(&mut self, fd: RawFd) -> bool {
+        *self.slots.slots[self.index].lock() = Slot { fd, idle: true };
+        // Checked after registering: a stop that began earlier is seen here,
+        // one that begins later finds the slot idle and shuts it down. A
+        // request already sent is answered either way (a shutdown for
+        // reading still delivers what had arrived).
+        !(self.stopping)() || mpm_core::blocking::input_arrives_within(fd, mpm_core::STOP_GRACE)
+    }
+
+    fn unpark(&mut self) {
+        self.slots.slots[self.index].lock().idle = false;
+    }
+
+    fn closing(&mut self) {
+        *self.slots.slots[self.index].lock() = EMPTY;
+    }
+}

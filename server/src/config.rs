@@ -1,0 +1,893 @@
+//! Server configuration: command-line flags and an optional TOML file with the
+//! same keys, the command line winning.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use mpm_core::allocator::AllocatorKind;
+use mpm_core::error_log::LogLevel;
+use mpm_core::listener_poller::PollerKind;
+use mpm_core::{Error, MpmKind, MpmSettings, Result, Seconds};
+use mpm_http::access_log::{LogWrite, MAX_LOG_BUFFER};
+use mpm_http::log_format::LogFormat;
+use mpm_http::{About, Dotfiles, HttpSettings, DEFAULT_IN_MEMORY, MAX_REQUEST_FIELDS};
+use mpm_prefork::AcceptMutex;
+
+/// Look up `--user` and `--group` now, so that a name that does not exist
+/// is a configuration error rather than a failure in every child.
+fn resolve_user(user: Option<&str>, group: Option<&str>) -> Result<Option<(u32, u32)>> {
+    use nix::unistd::{Group, User};
+    let Some(name) = user else {
+        if let Some(g) = group {
+            return Err(Error::config(format!("--group '{g}' needs --user")));
+        }
+        return Ok(None);
+    };
+    let u = User::from_name(name)
+        .ok()
+        .flatten()
+        .ok_or_else(|| Error::config(format!("--user '{name}': no such user")))?;
+    let gid = match group {
+        Some(g) => {
+            Group::from_name(g)
+                .ok()
+                .flatten()
+                .ok_or_else(|| Error::config(format!("--group '{g}': no such group")))?
+                .gid
+        }
+        None => u.gid,
+    };
+    Ok(Some((u.uid.as_raw(), gid.as_raw())))
+}
+
+/// A switch written `on` or `off` (also `true`/`false`), as httpd's directives are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OnOff(pub bool);
+
+impl FromStr for OnOff {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "on" | "true" | "yes" | "1" => Ok(OnOff(true)),
+            "off" | "false" | "no" | "0" => Ok(OnOff(false)),
+            _ => Err(format!("'{s}' is not on or off")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for OnOff {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(b) => Ok(OnOff(b)),
+            Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The one way a file's value becomes one of the command line's enums: by
+/// the names `clap::ValueEnum` gives the flag (case-insensitive, aliases
+/// included), with the valid names in the error, as on the command line.
+fn value_enum<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: clap::ValueEnum,
+{
+    let s = String::deserialize(d)?;
+    T::from_str(&s, true).map(Some).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "invalid value '{s}' (expected {})",
+            value_names::<T>()
+        ))
+    })
+}
+
+/// The valid names of a command-line enum, comma-separated.
+pub(crate) fn value_names<T: clap::ValueEnum>() -> String {
+    T::value_variants()
+        .iter()
+        .filter_map(|v| v.to_possible_value())
+        .map(|v| v.get_name().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One source of settings, every field optional: the command line, or a TOML
+/// file whose keys are the flags' names (`max-request-workers = 64`).
+///
+/// Layers are merged by [`Config::resolve`]; a value given on the command
+/// line wins over the file.
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConfigLayer {
+    /// Process model: prefork, worker or event.
+    #[arg(long, value_name = "MPM", ignore_case = true)]
+    #[serde(default, deserialize_with = "value_enum")]
+    pub mpm: Option<MpmKind>,
+    /// Address to listen on (IPv4 `127.0.0.1:8080` or IPv6 `[::1]:8080`); repeat for several.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(default)]
+    pub listen: Vec<String>,
+    /// Listen backlog (accept queue length) for each listening socket.
+    #[arg(long, value_name = "N")]
+    pub backlog: Option<u32>,
+    /// Directory to serve; without it, an embedded welcome site is served.
+    #[arg(long, value_name = "DIR")]
+    pub docroot: Option<PathBuf>,
+    /// Most requests served at once (threads, or processes for prefork).
+    #[arg(long, value_name = "N")]
+    pub max_request_workers: Option<usize>,
+    /// Serving processes (children of a single-threaded master when more than one).
+    #[arg(long, value_name = "N")]
+    pub server_limit: Option<usize>,
+    /// Threads in each process (default: max-request-workers divided among
+    /// the processes; for event, at most 32).
+    #[arg(long, value_name = "N")]
+    pub threads_per_child: Option<usize>,
+    /// Event MPM: connections one process holds, per request worker
+    /// (the role of httpd's AsyncRequestWorkerFactor).
+    #[arg(long, value_name = "N")]
+    pub async_request_worker_factor: Option<usize>,
+    /// Keep connections open between requests: on or off.
+    #[arg(long, value_name = "on|off")]
+    pub keepalive: Option<OnOff>,
+    /// How long an idle keep-alive connection waits for its next request.
+    #[arg(long, value_name = "DURATION")]
+    pub keepalive_timeout: Option<Seconds>,
+    /// Requests served on one connection before it is closed (0: no limit).
+    #[arg(long, value_name = "N")]
+    pub max_keepalive_requests: Option<u64>,
+    /// How long one read or write of a request in progress may wait.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<Seconds>,
+    /// How long a client may take to send a whole request head (408 after it).
+    #[arg(long, value_name = "DURATION")]
+    pub request_header_timeout: Option<Seconds>,
+    /// How long a stopping server waits for requests in flight.
+    #[arg(long, value_name = "DURATION")]
+    pub graceful_timeout: Option<Seconds>,
+    /// Send file bodies with sendfile(2) (on) or read+write (off).
+    #[arg(long, value_name = "on|off")]
+    pub sendfile: Option<OnOff>,
+    /// Per-request arena for scratch that dies with the request (httpd's
+    /// request pool): on, or off to take each object from the allocator.
+    #[arg(long, value_name = "on|off")]
+    pub request_pool: Option<OnOff>,
+    /// Keep files up to this size in memory and write them with the head in
+    /// one call (0: every body by sendfile or read+write).
+    #[arg(long, value_name = "BYTES")]
+    pub file_cache_max_size: Option<u64>,
+    /// Longest request line accepted (414 beyond it).
+    #[arg(long, value_name = "BYTES")]
+    pub limit_request_line: Option<usize>,
+    /// Most header fields in one request (431 beyond it; at most 128).
+    #[arg(long, value_name = "N")]
+    pub limit_request_fields: Option<usize>,
+    /// Longest header field accepted (431 beyond it).
+    #[arg(long, value_name = "BYTES")]
+    pub limit_request_field_size: Option<usize>,
+    /// Largest request body accepted (413 beyond it).
+    #[arg(long, value_name = "BYTES")]
+    pub limit_request_body: Option<u64>,
+    /// Path of the status page (`off` to disable).
+    #[arg(long, value_name = "PATH")]
+    pub status_path: Option<String>,
+    /// Answer the status page to clients other than loopback: on or off.
+    #[arg(long, value_name = "on|off")]
+    pub status_remote: Option<OnOff>,
+    /// Write the master's pid here (for `mpm signal`); removed at exit.
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
+    /// Prefork: children forked at start.
+    #[arg(long, value_name = "N")]
+    pub start_servers: Option<usize>,
+    /// Prefork: fewest idle children kept (more are forked, 1, 2, 4 ... 32 a second).
+    #[arg(long, value_name = "N")]
+    pub min_spare: Option<usize>,
+    /// Prefork: most idle children kept (the rest are stopped).
+    #[arg(long, value_name = "N")]
+    pub max_spare: Option<usize>,
+    /// Connections a child serves before it is replaced (0: never).
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_child: Option<u64>,
+    /// Prefork: how children take turns to accept: fcntl, flock, pthread or none.
+    #[arg(long, value_name = "KIND", ignore_case = true)]
+    #[serde(default, deserialize_with = "value_enum")]
+    pub accept_mutex: Option<AcceptMutex>,
+    /// Prefork and worker: how a waiting worker watches the listeners:
+    /// epoll, poll or select (below descriptor 1024 only).
+    #[arg(long, value_name = "KIND", ignore_case = true)]
+    #[serde(default, deserialize_with = "value_enum")]
+    pub poller: Option<PollerKind>,
+    /// Send low-water mark for client sockets in bytes (TCP_NOTSENT_LOWAT
+    /// on Linux, where SO_SNDLOWAT cannot be set); 0 leaves the kernel's.
+    #[arg(long, value_name = "BYTES")]
+    pub send_lowat: Option<u32>,
+    /// Prefork: give each child a listening socket of its own (SO_REUSEPORT)
+    /// instead of an accept mutex: on or off.
+    #[arg(long, value_name = "on|off")]
+    pub reuseport: Option<OnOff>,
+    /// Serving processes run as this user (the master, which binds, stays
+    /// as started); only when started as root.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Serving processes run with this group (default: the user's).
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
+    /// Files and directories whose names start with a dot: deny (403, but
+    /// `.well-known` is served) or allow.
+    #[arg(long, value_name = "deny|allow", ignore_case = true)]
+    #[serde(default, deserialize_with = "value_enum")]
+    pub dotfiles: Option<Dotfiles>,
+    /// The global allocator: system, mimalloc or locked (the system one
+    /// behind a global mutex). The server restarts itself to switch.
+    #[arg(long, value_name = "NAME", ignore_case = true)]
+    #[serde(default, deserialize_with = "value_enum")]
+    pub allocator: Option<AllocatorKind>,
+    /// Append a line per response to this file (opened by the process that
+    /// binds, before --user takes effect).
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
+    /// Access-log line format: common or combined (adds Referer and User-Agent).
+    #[arg(long, value_name = "common|combined", ignore_case = true)]
+    #[serde(default, deserialize_with = "value_enum")]
+    pub log_format: Option<LogFormat>,
+    /// How an unbuffered line is written: writev (its pieces gathered) or
+    /// copy (copied into one buffer, then write).
+    #[arg(long, value_name = "writev|copy", ignore_case = true)]
+    #[serde(default, deserialize_with = "value_enum")]
+    pub log_write: Option<LogWrite>,
+    /// Buffer this many bytes of access-log lines per worker (0: one write
+    /// per response); written within a second, and at exit.
+    #[arg(long, value_name = "BYTES")]
+    pub log_buffer: Option<usize>,
+    /// Error-log level: error, warn, notice, info or debug (notices, such
+    /// as start and stop, are always written).
+    #[arg(long, value_name = "LEVEL", ignore_case = true)]
+    #[serde(default, deserialize_with = "value_enum")]
+    pub log_level: Option<LogLevel>,
+    /// Send the error log (stderr) to this file; reopened with the access log.
+    #[arg(long, value_name = "FILE")]
+    pub error_log: Option<PathBuf>,
+    /// The binary SIGUSR2 (`mpm signal upgrade`) starts as the new master
+    /// (default: the path this server was started from).
+    #[arg(long, value_name = "PATH")]
+    pub upgrade_binary: Option<PathBuf>,
+    /// On SIGTERM or SIGWINCH, serve on this long with the status page
+    /// answering 503 (draining), so that a load balancer's health check
+    /// takes the instance out before it stops listening (needs a master).
+    #[arg(long, value_name = "DURATION")]
+    pub drain_delay: Option<Seconds>,
+    /// How long a client may take to send a request body at first; each
+    /// `--request-body-min-rate` bytes received extend it by a second (408 after it).
+    #[arg(long, value_name = "DURATION")]
+    pub request_body_timeout: Option<Seconds>,
+    /// Bytes per second a request body must keep arriving at to extend
+    /// `--request-body-timeout` (0: the timeout is a fixed bound).
+    #[arg(long, value_name = "BYTES")]
+    pub request_body_min_rate: Option<u64>,
+}
+
+impl ConfigLayer {
+    /// Read a TOML file of settings. Errors are one line naming the file,
+    /// the line and the problem.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::config(format!("config {}: {e}", path.display())))?;
+        Self::from_toml(&text).map_err(|e| Error::config(format!("config {}: {e}", path.display())))
+    }
+
+    /// Parse settings from TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let msg = e.message().replace('\n', " ");
+            match line {
+                Some(l) => format!("line {l}: {msg}"),
+                None => msg,
+            }
+        })
+    }
+
+    /// Fill every field this layer leaves unset from `lower`.
+    pub fn or(self, lower: ConfigLayer) -> ConfigLayer {
+        ConfigLayer {
+            mpm: self.mpm.or(lower.mpm),
+            listen: if self.listen.is_empty() {
+                lower.listen
+            } else {
+                self.listen
+            },
+            backlog: self.backlog.or(lower.backlog),
+            docroot: self.docroot.or(lower.docroot),
+            max_request_workers: self.max_request_workers.or(lower.max_request_workers),
+            server_limit: self.server_limit.or(lower.server_limit),
+            threads_per_child: self.threads_per_child.or(lower.threads_per_child),
+            async_request_worker_factor: self
+                .async_request_worker_factor
+                .or(lower.async_request_worker_factor),
+            keepalive: self.keepalive.or(lower.keepalive),
+            keepalive_timeout: self.keepalive_timeout.or(lower.keepalive_timeout),
+            max_keepalive_requests: self.max_keepalive_requests.or(lower.max_keepalive_requests),
+            timeout: self.timeout.or(lower.timeout),
+            request_header_timeout: self.request_header_timeout.or(lower.request_header_timeout),
+            graceful_timeout: self.graceful_timeout.or(lower.graceful_timeout),
+            sendfile: self.sendfile.or(lower.sendfile),
+            request_pool: self.request_pool.or(lower.request_pool),
+            file_cache_max_size: self.file_cache_max_size.or(lower.file_cache_max_size),
+            limit_request_line: self.limit_request_line.or(lower.limit_request_line),
+            limit_request_fields: self.limit_request_fields.or(lower.limit_request_fields),
+            limit_request_field_size: self
+                .limit_request_field_size
+                .or(lower.limit_request_field_size),
+            limit_request_body: self.limit_request_body.or(lower.limit_request_body),
+            status_path: self.status_path.or(lower.status_path),
+            status_remote: self.status_remote.or(lower.status_remote),
+            pid_file: self.pid_file.or(lower.pid_file),
+            start_servers: self.start_servers.or(lower.start_servers),
+            min_spare: self.min_spare.or(lower.min_spare),
+            max_spare: self.max_spare.or(lower.max_spare),
+            max_connections_per_child: self
+                .max_connections_per_child
+                .or(lower.max_connections_per_child),
+            accept_mutex: self.accept_mutex.or(lower.accept_mutex),
+            poller: self.poller.or(lower.poller),
+            send_lowat: self.send_lowat.or(lower.send_lowat),
+            reuseport: self.reuseport.or(lower.reuseport),
+            user: self.user.or(lower.user),
+            group: self.group.or(lower.group),
+            dotfiles: self.dotfiles.or(lower.dotfiles),
+            allocator: self.allocator.or(lower.allocator),
+            access_log: self.access_log.or(lower.access_log),
+            log_format: self.log_format.or(lower.log_format),
+            log_write: self.log_write.or(lower.log_write),
+            log_buffer: self.log_buffer.or(lower.log_buffer),
+            log_level: self.log_level.or(lower.log_level),
+            error_log: self.error_log.or(lower.error_log),
+            upgrade_binary: self.upgrade_binary.or(lower.upgrade_binary),
+            drain_delay: self.drain_delay.or(lower.drain_delay),
+            request_body_timeout: self.request_body_timeout.or(lower.request_body_timeout),
+            request_body_min_rate: self.request_body_min_rate.or(lower.request_body_min_rate),
+        }
+    }
+}
+
+/// A complete, validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The process model.
+    pub mpm: MpmKind,
+    /// Addresses to listen on.
+    pub listen: Vec<SocketAddr>,
+    /// Accept queue length per listener.
+    pub backlog: u32,
+    /// The directory served, or `None` for the embedded welcome site.
+    pub docroot: Option<PathBuf>,
+    /// Most requests served at once.
+    pub max_request_workers: usize,
+    /// Serving processes; more than one runs under the process manager.
+    pub server_limit: usize,
+    /// Threads per worker process.
+    pub threads_per_child: usize,
+    /// Event MPM: connections held per request worker.
+    pub async_request_worker_factor: usize,
+    /// Whether connections are kept open between requests.
+    pub keepalive: bool,
+    /// Idle wait between requests.
+    pub keepalive_timeout: Duration,
+    /// Requests per connection (0: unlimited).
+    pub max_keepalive_requests: u64,
+    /// Wait bound for one read or write mid-request.
+    pub timeout: Duration,
+    /// Bound on receiving a whole request head.
+    pub request_header_timeout: Duration,
+    /// How long shutdown waits for requests in flight.
+    pub graceful_timeout: Duration,
+    /// sendfile(2) for file bodies, or read+write.
+    pub sendfile: bool,
+    /// A per-worker arena for each request's scratch, reset after it.
+    pub request_pool: bool,
+    /// Files up to this size are served from memory.
+    pub file_cache_max_size: u64,
+    /// Request-line limit in bytes.
+    pub limit_request_line: usize,
+    /// Header-field count limit.
+    pub limit_request_fields: usize,
+    /// Header-field size limit in bytes.
+    pub limit_request_field_size: usize,
+    /// Request-body limit in bytes.
+    pub limit_request_body: u64,
+    /// Path of the status page, or `None` when disabled.
+    pub status_path: Option<String>,
+    /// Whether non-loopback clients may see the status page.
+    pub status_remote: bool,
+    /// Where to write the master's pid.
+    pub pid_file: Option<PathBuf>,
+    /// Prefork: children forked at start.
+    pub start_servers: usize,
+    /// Prefork: fewest idle children kept.
+    pub min_spare: usize,
+    /// Prefork: most idle children kept.
+    pub max_spare: usize,
+    /// Connections per child before it is replaced (0: never).
+    pub max_connections_per_child: u64,
+    /// Prefork: accept serialization.
+    pub accept_mutex: AcceptMutex,
+    /// How prefork and worker wait on their listeners.
+    pub poller: PollerKind,
+    /// TCP_NOTSENT_LOWAT for client sockets; 0 for the kernel's default.
+    pub send_lowat: u32,
+    /// Prefork: a SO_REUSEPORT listening socket per child.
+    pub reuseport: bool,
+    /// Serving processes drop to this user and group (uid, gid), when root.
+    pub run_as: Option<(u32, u32)>,
+    /// Whether dotfiles are served.
+    pub dotfiles: Dotfiles,
+    /// The allocator asked for, if any (else the one the process started with).
+    pub allocator: Option<AllocatorKind>,
+    /// Where the access log goes, if anywhere.
+    pub access_log: Option<PathBuf>,
+    /// The access log's line format.
+    pub log_format: LogFormat,
+    /// How unbuffered access-log lines are written.
+    pub log_write: LogWrite,
+    /// Bytes of access-log lines buffered per worker (0: none).
+    pub log_buffer: usize,
+    /// The error log's level.
+    pub log_level: LogLevel,
+    /// Where the error log goes instead of stderr, if set.
+    pub error_log: Option<PathBuf>,
+    /// The binary a binary upgrade starts (`None`: the one running).
+    pub upgrade_binary: Option<PathBuf>,
+    /// How long a stopping master serves on, reporting draining, first.
+    pub drain_delay: Duration,
+    /// Time allowed for a request body before the rate extends it.
+    pub request_body_timeout: Duration,
+    /// Bytes per second that extend the body timeout by a second (0: none).
+    pub request_body_min_rate: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        // The layers' own defaults, so that a library user who builds their
+        // settings directly gets what `mpm serve` does.
+        let (m, h) = (MpmSettings::default(), HttpSettings::default());
+        Config {
+            mpm: MpmKind::Worker,
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
+            backlog: 1024,
+            docroot: None,
+            max_request_workers: m.max_request_workers,
+            server_limit: 1,
+            threads_per_child: m.threads_per_child,
+            async_request_worker_factor: m.async_request_worker_factor,
+            keepalive: h.keepalive,
+            keepalive_timeout: m.keepalive_timeout,
+            max_keepalive_requests: h.max_keepalive_requests,
+            timeout: m.timeout,
+            request_header_timeout: h.request_header_timeout,
+            graceful_timeout: m.graceful_timeout,
+            sendfile: h.sendfile,
+            request_pool: h.request_pool,
+            file_cache_max_size: DEFAULT_IN_MEMORY,
+            limit_request_line: h.limit_request_line,
+            limit_request_fields: h.limit_request_fields,
+            limit_request_field_size: h.limit_request_field_size,
+            limit_request_body: h.limit_request_body,
+            status_path: Some("/server-status".to_string()),
+            status_remote: false,
+            pid_file: None,
+            start_servers: 8,
+            min_spare: 8,
+            max_spare: 64,
+            max_connections_per_child: m.max_connections_per_child,
+            accept_mutex: AcceptMutex::Pthread,
+            poller: m.poller,
+            send_lowat: m.send_lowat,
+            reuseport: false,
+            run_as: None,
+            dotfiles: Dotfiles::Deny,
+            allocator: None,
+            access_log: None,
+            log_format: LogFormat::Common,
+            log_write: LogWrite::Copy,
+            log_buffer: 0,
+            log_level: LogLevel::Warn,
+            error_log: None,
+            upgrade_binary: None,
+            drain_delay: Duration::ZERO,
+            request_body_timeout: h.request_body_timeout,
+            request_body_min_rate: h.request_body_min_rate,
+        }
+    }
+}
+
+/// Each layer's settings, built from the one configuration: nothing below
+/// this crate reads `Config`.
+impl Config {
+    /// What the process model reads.
+    pub fn mpm_settings(&self) -> MpmSettings {
+        MpmSettings {
+            max_request_workers: self.max_request_workers,
+            threads_per_child: self.threads_per_child,
+            async_request_worker_factor: self.async_request_worker_factor,
+            timeout: self.timeout,
+            // An event loop cuts off a request in progress that goes silent
+            // at the first of its limits.
+            request_timeout: self
+                .timeout
+                .min(self.request_header_timeout)
+                .min(self.request_body_timeout),
+            keepalive_timeout: self.keepalive_timeout,
+            graceful_timeout: self.graceful_timeout,
+            poller: self.poller,
+            send_lowat: self.send_lowat,
+            max_connections_per_child: self.max_connections_per_child,
+        }
+    }
+
+    /// What the HTTP layer reads.
+    pub fn http_settings(&self) -> HttpSettings {
+        HttpSettings {
+            limit_request_line: self.limit_request_line,
+            limit_request_fields: self.limit_request_fields,
+            limit_request_field_size: self.limit_request_field_size,
+            limit_request_body: self.limit_request_body,
+            keepalive: self.keepalive,
+            max_keepalive_requests: self.max_keepalive_requests,
+            request_header_timeout: self.request_header_timeout,
+            request_body_timeout: self.request_body_timeout,
+            request_body_min_rate: self.request_body_min_rate,
+            timeout: self.timeout,
+            sendfile: self.sendfile,
+            request_pool: self.request_pool,
+        }
+    }
+
+    /// What the welcome page says about this server.
+    pub fn about(&self) -> About {
+        About {
+            mpm: self.mpm,
+            listen: self.listen.clone(),
+            max_request_workers: self.max_request_workers,
+            threads_per_child: self.threads_per_child,
+            sendfile: self.sendfile,
+            keepalive: self.keepalive,
+            keepalive_timeout: self.keepalive_timeout,
+        }
+    }
+}
+
+impl Config {
+    /// Merge a layer over the defaults and check every value.
+    pub fn resolve(layer: ConfigLayer) -> Result<Config> {
+        let d = Config::default();
+        let listen = if layer.listen.is_empty() {
+            d.listen
+        } else {
+            layer
+                .listen
+                .iter()
+                .map(|s| parse_listen_range(s))
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .flatten()
+                .collect()
+        };
+        let max_request_workers = layer.max_request_workers.unwrap_or(d.max_request_workers);
+        if max_request_workers == 0 {
+            return Err(Error::config("--max-request-workers must be at least 1"));
+        }
+        let mpm = layer.mpm.unwrap_or(d.mpm);
+        let poller = layer.poller.unwrap_or(d.poller);
+        if mpm == MpmKind::Event && poller != PollerKind::Epoll {
+            return Err(Error::config(format!(
+                "--poller {poller} applies to prefork and worker; the event MPM's loop is epoll"
+            )));
+        }
+        // Prefork serves a connection per process: its limit is the worker count.
+        let server_limit = layer.server_limit.unwrap_or(match mpm {
+            MpmKind::Prefork => max_request_workers,
+            _ => d.server_limit,
+        });
+        if server_limit == 0 {
+            return Err(Error::config("--server-limit must be at least 1"));
+        }
+        let per_process = max_request_workers.div_ceil(server_limit);
+        let threads_per_child = layer.threads_per_child.unwrap_or(match mpm {
+            MpmKind::Event => per_process.min(32),
+            MpmKind::Prefork => 1,
+            MpmKind::Worker => per_process,
+        });
+        if threads_per_child == 0 {
+            return Err(Error::config("--threads-per-child must be at least 1"));
+        }
+        let backlog = layer.backlog.unwrap_or(d.backlog);
+        if backlog == 0 {
+            return Err(Error::config("--backlog must be at least 1"));
+        }
+        let limit_request_fields = layer.limit_request_fields.unwrap_or(d.limit_request_fields);
+        if limit_request_fields == 0 || limit_request_fields > MAX_REQUEST_FIELDS {
+            return Err(Error::config(format!(
+                "--limit-request-fields must be between 1 and {MAX_REQUEST_FIELDS}"
+            )));
+        }
+        let limit_request_line = layer.limit_request_line.unwrap_or(d.limit_request_line);
+        let limit_request_field_size = layer
+            .limit_request_field_size
+            .unwrap_or(d.limit_request_field_size);
+        if limit_request_line < 16 || limit_request_field_size < 16 {
+            return Err(Error::config(
+                "--limit-request-line and --limit-request-field-size must be at least 16 bytes",
+            ));
+        }
+        let nonzero = |name: &str, v: Option<Seconds>, dflt: Duration| -> Result<Duration> {
+            let v = v.map(|s| s.0).unwrap_or(dflt);
+            if v.is_zero() {
+                Err(Error::config(format!("--{name} must be more than zero")))
+            } else {
+                Ok(v)
+            }
+        };
+        let docroot = match layer.docroot {
+            Some(dir) => {
+                let meta = std::fs::metadata(&dir)
+                    .map_err(|e| Error::from(mpm_http::Error::docroot(&dir, e)))?;
+                if !meta.is_dir() {
+                    return Err(Error::config(format!(
+                        "docroot {}: not a directory",
+                        dir.display()
+                    )));
+                }
+                Some(dir)
+            }
+            None => None,
+        };
+        let min_spare = layer
+            .min_spare
+            .unwrap_or(d.min_spare)
+            .min(max_request_workers);
+        let max_spare = layer
+            .max_spare
+            .unwrap_or(d.max_spare)
+            .min(max_request_workers)
+            .max(min_spare + 1);
+        let start_servers = layer
+            .start_servers
+            .unwrap_or(d.start_servers)
+            .clamp(1, max_request_workers);
+        let reuseport = layer.reuseport.map(|r| r.0).unwrap_or(d.reuseport);
+        if reuseport && mpm != MpmKind::Prefork {
+            return Err(Error::config("--reuseport is for --mpm prefork"));
+        }
+        let async_request_worker_factor = layer
+            .async_request_worker_factor
+            .unwrap_or(d.async_request_worker_factor);
+        if async_request_worker_factor == 0 {
+            return Err(Error::config(
+                "--async-request-worker-factor must be at least 1",
+            ));
+        }
+        Ok(Config {
+            mpm,
+            server_limit,
+            async_request_worker_factor,
+            listen,
+            backlog,
+            docroot,
+            max_request_workers,
+            threads_per_child,
+            keepalive: layer.keepalive.map(|k| k.0).unwrap_or(d.keepalive),
+            keepalive_timeout: nonzero(
+                "keepalive-timeout",
+                layer.keepalive_timeout,
+                d.keepalive_timeout,
+            )?,
+            max_keepalive_requests: layer
+                .max_keepalive_requests
+                .unwrap_or(d.max_keepalive_requests),
+            timeout: nonzero("timeout", layer.timeout, d.timeout)?,
+            request_header_timeout: nonzero(
+                "request-header-timeout",
+                layer.request_header_timeout,
+                d.request_header_timeout,
+            )?,
+            graceful_timeout: layer
+                .graceful_timeout
+                .map(|s| s.0)
+                .unwrap_or(d.graceful_timeout),
+            sendfile: layer.sendfile.map(|s| s.0).unwrap_or(d.sendfile),
+            request_pool: layer.request_pool.map(|s| s.0).unwrap_or(d.request_pool),
+            file_cache_max_size: layer.file_cache_max_size.unwrap_or(d.file_cache_max_size),
+            limit_request_line,
+            limit_request_fields,
+            limit_request_field_size,
+            limit_request_body: layer.limit_request_body.unwrap_or(d.limit_request_body),
+            status_path: match layer.status_path {
+                None => d.status_path,
+                Some(p) if p == "off" => None,
+                Some(p) if p.starts_with('/') => Some(p),
+                Some(p) => {
+                    return Err(Error::config(format!(
+                        "--status-path '{p}': must start with / (or be off)"
+                    )))
+                }
+            },
+            status_remote: layer.status_remote.map(|s| s.0).unwrap_or(d.status_remote),
+            pid_file: layer.pid_file,
+            start_servers,
+            min_spare,
+            max_spare,
+            max_connections_per_child: layer
+                .max_connections_per_child
+                .unwrap_or(d.max_connections_per_child),
+            accept_mutex: layer.accept_mutex.unwrap_or(d.accept_mutex),
+            poller,
+            send_lowat: layer.send_lowat.unwrap_or(d.send_lowat),
+            reuseport,
+            run_as: resolve_user(layer.user.as_deref(), layer.group.as_deref())?,
+            dotfiles: layer.dotfiles.unwrap_or(d.dotfiles),
+            allocator: layer.allocator,
+            access_log: layer.access_log,
+            log_format: layer.log_format.unwrap_or(d.log_format),
+            log_write: layer.log_write.unwrap_or(d.log_write),
+            log_buffer: match layer.log_buffer.unwrap_or(d.log_buffer) {
+                n if n > MAX_LOG_BUFFER => {
+                    return Err(Error::config(format!(
+                        "--log-buffer {n}: at most {} bytes",
+                        MAX_LOG_BUFFER
+                    )))
+                }
+                n => n,
+            },
+            log_level: layer.log_level.unwrap_or(d.log_level),
+            error_log: layer.error_log,
+            upgrade_binary: match layer.upgrade_binary {
+                Some(p) if !p.is_file() => {
+                    return Err(Error::config(format!(
+                        "--upgrade-binary {}: no such file",
+                        p.display()
+                    )))
+                }
+                other => other,
+            },
+            drain_delay: layer.drain_delay.map(|s| s.0).unwrap_or(Duration::ZERO),
+            request_body_timeout: nonzero(
+                "request-body-timeout",
+                layer.request_body_timeout,
+                d.request_body_timeout,
+            )?,
+            request_body_min_rate: layer
+                .request_body_min_rate
+                .unwrap_or(d.request_body_min_rate),
+        })
+    }
+}
+
+/// Parse a `--listen` value: `HOST:PORT`, `[V6]:PORT`, or a bare port (all IPv4 interfaces).
+pub fn parse_listen(s: &str) -> Result<SocketAddr> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    s.parse::<SocketAddr>().map_err(|_| {
+        Error::config(format!(
+            "--listen '{s}': not an address (expected HOST:PORT, [IPV6]:PORT or PORT)"
+        ))
+    })
+}
+
+/// Parse a `--listen` value that may name a range of ports:
+/// `127.0.0.1:8000-8099` or `8000-8099` is a hundred listeners.
+pub fn parse_listen_range(s: &str) -> Result<Vec<SocketAddr>> {
+    let range = s.rsplit_once(':').map_or(("", s), |(h, p)| (h, p));
+    if let Some((lo, hi)) = range.1.split_once('-') {
+        let bad = || {
+            Error::config(format!(
+                "--listen '{s}': not a port range (expected HOST:FIRST-LAST with FIRST <= LAST)"
+            ))
+        };
+        let (lo, hi): (u16, u16) = (
+            lo.parse().map_err(|_| bad())?,
+            hi.parse().map_err(|_| bad())?,
+        );
+        if lo > hi || lo == 0 {
+            return Err(bad());
+        }
+        let host = if range.0.is_empty() {
+            "0.0.0.0"
+        } else {
+            range.0
+        };
+        return (lo..=hi)
+            .map(|port| parse_listen(&format!("{host}:{port}")))
+            .collect();
+    }
+    parse_listen(s).map(|a| vec![a])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_takes_port_ranges() {
+        let a = parse_listen_range("127.0.0.1:8000-8099").unwrap();
+        assert_eq!(a.len(), 100);
+        assert_eq!((a[0].port(), a[99].port()), (8000, 8099));
+        assert_eq!(parse_listen_range("9000-9001").unwrap().len(), 2);
+        assert_eq!(parse_listen_range("[::1]:80").unwrap().len(), 1);
+        assert!(parse_listen_range("127.0.0.1:9-1").is_err());
+        assert!(parse_listen_range("127.0.0.1:1-x").is_err());
+    }
+
+    #[test]
+    fn file_keys_are_the_flag_names_and_the_command_line_wins() {
+        let file = ConfigLayer::from_toml(
+            "max-request-workers = 8\nkeepalive-timeout = \"2s\"\nsendfile = \"off\"\nlisten = [\"127.0.0.1:0\"]\n",
+        )
+        .unwrap();
+        let cli = ConfigLayer {
+            max_request_workers: Some(4),
+            ..ConfigLayer::default()
+        };
+        let c = Config::resolve(cli.or(file)).unwrap();
+        assert_eq!(c.max_request_workers, 4);
+        assert_eq!(c.keepalive_timeout, Duration::from_secs(2));
+        assert!(!c.sendfile);
+        assert_eq!(c.listen[0].ip().to_string(), "127.0.0.1");
+    }
+
+    #[test]
+    fn unknown_file_keys_are_one_line_naming_the_line() {
+        let err = ConfigLayer::from_toml("mpm = \"worker\"\n\nbogus-key = 1\n").unwrap_err();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(err.contains("line 3") && err.contains("bogus-key"), "{err}");
+    }
+
+    #[test]
+    fn zero_workers_and_bad_addresses_are_refused() {
+        let zero = ConfigLayer {
+            max_request_workers: Some(0),
+            ..ConfigLayer::default()
+        };
+        assert!(Config::resolve(zero).unwrap_err().is_config());
+        let bad = ConfigLayer {
+            listen: vec!["nowhere".into()],
+            ..ConfigLayer::default()
+        };
+        let err = Config::resolve(bad).unwrap_err();
+        assert!(err.to_string().contains("nowhere"), "{err}");
+    }
+
+    #[test]
+    fn missing_docroot_is_a_docroot_error() {
+        let layer = ConfigLayer {
+            docroot: Some("/definitely/not/here".into()),
+            ..ConfigLayer::default()
+        };
+        let err = Config::resolve(layer).unwrap_err();
+        assert!(err.is_config(), "{err}");
+        assert!(
+            err.to_string().starts_with("docroot /definitely/not/here"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn listen_accepts_ipv6_and_bare_ports() {
+        assert!(parse_listen("[::1]:80").unwrap().is_ipv6());
+        assert_eq!(parse_listen("8080").unwrap().port(), 8080);
+    }
+}

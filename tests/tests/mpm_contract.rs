@@ -1,0 +1,107 @@
+//! The `Mpm` contract, driven as a library, for every model alike: serve,
+//! and on a stop move through `Draining` to `Stopped` in order, finishing
+//! the request in flight and then closing its idle connection before
+//! returning.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mpm_core::scoreboard::Scoreboard;
+use mpm_core::{HandlerFactory, Lifecycle, Listener, Mpm, MpmSettings, Phase};
+use mpm_http::{HttpFactory, HttpHandler, HttpSettings, Request, Response};
+
+/// Answers `/slow` after a pause long enough for a stop to meet it in flight.
+struct Slow;
+
+impl HttpHandler for Slow {
+    fn handle(&mut self, req: &Request<'_>) -> Response {
+        if req.path() == "/slow" {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Response::new(200).body("done")
+    }
+}
+
+fn factory() -> impl HandlerFactory {
+    HttpFactory::new(HttpSettings::default(), || Slow)
+}
+
+/// Run `mpm` with two workers, stop it with a request in flight, and check
+/// what the contract promises.
+fn serves_then_drains_then_stops<M: Mpm + Send + Sync>(mpm: M) {
+    let settings = MpmSettings {
+        max_request_workers: 2,
+        threads_per_child: 2,
+        graceful_timeout: Duration::from_secs(5),
+        ..MpmSettings::default()
+    };
+    let listeners = Listener::bind_all(&["127.0.0.1:0".parse().unwrap()], 64).unwrap();
+    let addr = listeners[0].local_addr();
+    let lifecycle = Lifecycle::new().unwrap();
+    // The event loop takes a slot of its own, ahead of its workers.
+    let slots = Scoreboard::create(1, 3).unwrap().process_slots(0);
+    let phases = Arc::new(Mutex::new(vec![lifecycle.phase()]));
+    std::thread::scope(|scope| {
+        let server = scope.spawn(|| mpm.run(&settings, listeners, factory(), &lifecycle, slots));
+        let watcher = {
+            let (lifecycle, phases) = (lifecycle.clone(), Arc::clone(&phases));
+            scope.spawn(move || loop {
+                let now = lifecycle.phase();
+                let mut seen = phases.lock().unwrap();
+                if seen.last() != Some(&now) {
+                    seen.push(now);
+                }
+                if now == Phase::Stopped {
+                    return;
+                }
+                drop(seen);
+                std::thread::sleep(Duration::from_micros(200));
+            })
+        };
+        assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(10)));
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        lifecycle.stop();
+        // The whole answer, then end-of-file: the idle connection is closed.
+        let mut reply = String::new();
+        c.read_to_string(&mut reply).unwrap();
+        server.join().unwrap().unwrap();
+        watcher.join().unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        assert!(reply.ends_with("done"), "{reply}");
+    });
+    let seen = phases.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            Phase::Starting,
+            Phase::Serving,
+            Phase::Draining,
+            Phase::Stopped
+        ]
+    );
+}
+
+#[test]
+fn prefork_serves_then_drains_then_stops() {
+    serves_then_drains_then_stops(
+        mpm_prefork::Prefork::new(mpm_prefork::AcceptMutex::None).unwrap(),
+    );
+}
+
+#[test]
+fn worker_serves_then_drains_then_stops() {
+    serves_then_drains_then_stops(mpm_worker::Worker);
+}
+
+#[test]
+fn event_serves_then_drains_then_stops() {
+    serves_then_drains_then_stops(mpm_event::Event);
+}
