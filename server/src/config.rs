@@ -289,14 +289,18 @@ impl ConfigLayer {
 
     /// Parse settings from TOML text.
     pub fn from_toml(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        parse_toml(text)
+    }
+
+    /// Settings from a table of the file `text` (the keys of a program's own
+    /// settings taken out); errors name the line of the key they are about.
+    pub(crate) fn from_table(table: toml::Table, text: &str) -> Result<Self, String> {
+        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
             let msg = e.message().replace('\n', " ");
-            match line {
-                Some(l) => format!("line {l}: {msg}"),
-                None => msg,
+            let key = msg.split('`').nth(1).unwrap_or("");
+            match key.is_empty() {
+                true => msg,
+                false => format!("line {}: {msg}", line_of(text, key)),
             }
         })
     }
@@ -553,6 +557,7 @@ impl Config {
             timeout: self.timeout,
             sendfile: self.sendfile,
             request_pool: self.request_pool,
+            ..HttpSettings::default()
         }
     }
 
@@ -774,6 +779,31 @@ impl Config {
                 .unwrap_or(d.request_body_min_rate),
         })
     }
+}
+
+/// Parse TOML text; an error is one line naming the line.
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let msg = e.message().replace('\n', " ");
+        match line {
+            Some(l) => format!("line {l}: {msg}"),
+            None => msg,
+        }
+    })
+}
+
+/// The line of `text` where `key` is set (1 if it cannot be found).
+pub(crate) fn line_of(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start().trim_start_matches(['"', '\'']);
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start_matches(['"', '\'']).trim_start().starts_with('='))
+        })
+        .map_or(1, |i| i + 1)
 }
 
 /// Parse a `--listen` value: `HOST:PORT`, `[V6]:PORT`, or a bare port (all IPv4 interfaces).

@@ -100,7 +100,7 @@ pub mod config;
 mod signal_command;
 mod site;
 
-pub use app::{App, SiteContent, StaticSite};
+pub use app::{App, Identity, NoSettings, Settings, SiteContent, StaticSite, STATIC_SITE_SETTINGS};
 pub use cli::{main, serve_protocol};
 pub use config::{Config, ConfigLayer};
 
