@@ -203,12 +203,18 @@ impl Counters {
 
     /// Add `n` to counter `i`; the new value.
     pub fn add(&self, i: usize, n: u64) -> u64 {
-        self.lines[i].0.fetch_add(n, Ordering::Relaxed).wrapping_add(n)
+        self.lines[i]
+            .0
+            .fetch_add(n, Ordering::Relaxed)
+            .wrapping_add(n)
     }
 
     /// Subtract `n` from counter `i` (wrapping); the new value.
     pub fn sub(&self, i: usize, n: u64) -> u64 {
-        self.lines[i].0.fetch_sub(n, Ordering::Relaxed).wrapping_sub(n)
+        self.lines[i]
+            .0
+            .fetch_sub(n, Ordering::Relaxed)
+            .wrapping_sub(n)
     }
 
     /// Counter `i`.
@@ -367,7 +373,8 @@ impl Table {
         let base = map(bytes, "the shared table")?;
         // SAFETY: `bytes / 8` zeroed AtomicU64 words (page-aligned, so
         // 8-aligned) in a mapping that is never unmapped.
-        let base = unsafe { std::slice::from_raw_parts(base.as_ptr().cast::<AtomicU64>(), bytes / 8) };
+        let base =
+            unsafe { std::slice::from_raw_parts(base.as_ptr().cast::<AtomicU64>(), bytes / 8) };
         Ok(Table {
             base,
             shards,
@@ -471,10 +478,13 @@ impl Table {
                         capacity: self.capacity,
                     });
                 }
-                let free = (0..self.per_shard).map(|p| (hash as usize + p) % self.per_shard).find(|&i| {
-                    let (state, _, _) = unmeta(self.slot(shard.words, i)[0].load(Ordering::Relaxed));
-                    state == EMPTY || state == REMOVED
-                });
+                let free = (0..self.per_shard)
+                    .map(|p| (hash as usize + p) % self.per_shard)
+                    .find(|&i| {
+                        let (state, _, _) =
+                            unmeta(self.slot(shard.words, i)[0].load(Ordering::Relaxed));
+                        state == EMPTY || state == REMOVED
+                    });
                 let Some(i) = free else {
                     return Err(TableError::Full {
                         capacity: self.capacity,
@@ -555,9 +565,11 @@ impl Table {
                     // Held long: is its holder alive?
                     if since.elapsed() > Duration::from_millis(100) {
                         since = Instant::now();
-                        if holder != me && !alive(holder) && lock
-                            .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
-                            .is_ok()
+                        if holder != me
+                            && !alive(holder)
+                            && lock
+                                .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
+                                .is_ok()
                         {
                             self.repair(words);
                             return ShardGuard { words };

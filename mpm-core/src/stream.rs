@@ -229,7 +229,10 @@ impl Stream {
                 self.socket.as_fd(),
                 nix::poll::PollFlags::POLLIN,
             )];
-            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX)) {
+            match nix::poll::poll(
+                &mut fds,
+                nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
+            ) {
                 Ok(0) => return Err(io::ErrorKind::TimedOut.into()),
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => return Err(e.into()),

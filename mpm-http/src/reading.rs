@@ -147,7 +147,9 @@ impl<H: HttpHandler> HttpService<H> {
         c.deadline = None;
         c.continue_sent = false;
         c.consume(consumed);
-        let unfinished = outcome.as_ref().is_some_and(|o| !o.done || o.failed.is_some());
+        let unfinished = outcome
+            .as_ref()
+            .is_some_and(|o| !o.done || o.failed.is_some());
         if let Some(o) = outcome.filter(|o| !o.leftover.is_empty()) {
             // Read past the body from the socket: every buffered byte was
             // used, and these come first now.

@@ -127,7 +127,10 @@ impl fmt::Display for HeaderError {
             HeaderError::LayerField(n) => write!(f, "header `{n}` is written by the HTTP layer"),
             HeaderError::InvalidName(n) => write!(f, "header name {n:?} is not an HTTP token"),
             HeaderError::InvalidValue(n) => {
-                write!(f, "the value of header `{n}` holds CR, LF or another control character")
+                write!(
+                    f,
+                    "the value of header `{n}` holds CR, LF or another control character"
+                )
             }
         }
     }
@@ -145,15 +148,17 @@ fn is_layer_field(name: &str) -> bool {
 /// RFC 9110 `token`: what a field name is made of.
 fn is_token(name: &str) -> bool {
     !name.is_empty()
-        && name.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-        })
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// RFC 9110 `field-value`: visible characters, spaces, tabs and obs-text;
 /// no CR, LF, NUL or other controls.
 fn is_field_value(value: &str) -> bool {
-    value.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
 }
 
 /// A response body.
@@ -385,8 +390,14 @@ impl Response {
         if is_field_value(&phrase) {
             self.reason = Some(phrase);
         } else {
-            debug_assert!(false, "reason phrase {:?} holds a control character", &*phrase);
-            mpm_core::log_warn!("mpm: a reason phrase holds a control character; the registered one is sent");
+            debug_assert!(
+                false,
+                "reason phrase {:?} holds a control character",
+                &*phrase
+            );
+            mpm_core::log_warn!(
+                "mpm: a reason phrase holds a control character; the registered one is sent"
+            );
         }
         self
     }
@@ -394,7 +405,9 @@ impl Response {
     /// The reason phrase sent: the handler's, else the registered one
     /// (empty for an unregistered status, as RFC 9112 allows).
     pub fn reason_text(&self) -> &str {
-        self.reason.as_deref().unwrap_or_else(|| reason_phrase(self.status))
+        self.reason
+            .as_deref()
+            .unwrap_or_else(|| reason_phrase(self.status))
     }
 
     /// Set the body.

@@ -471,9 +471,7 @@ impl<S> HttpHandler for Router<S> {
                 }
                 (endpoint.handler)(&mut self.state, &request.with_params(&decoded))
             }
-            Found::Methods(endpoints) => {
-                Response::error(405).header("Allow", allow(endpoints))
-            }
+            Found::Methods(endpoints) => Response::error(405).header("Allow", allow(endpoints)),
             Found::Options(endpoints) => Response::new(204).header("Allow", allow(endpoints)),
             Found::NotFound => match &table.fallback {
                 Some(fallback) => fallback(&mut self.state, request),
@@ -505,7 +503,13 @@ mod tests {
     use crate::request::Version;
 
     fn call(router: &mut Router<Vec<String>>, method: &str, target: &str) -> Response {
-        router.handle(&Request::for_test(method, target, Version::Http11, &[], b""))
+        router.handle(&Request::for_test(
+            method,
+            target,
+            Version::Http11,
+            &[],
+            b"",
+        ))
     }
 
     fn routes() -> Routes<Vec<String>> {
@@ -514,12 +518,17 @@ mod tests {
                 seen.push(req.param("key").unwrap_or_default().to_string());
                 Response::new(200)
             })
-            .put("/kv/{key}", |_: &mut Vec<String>, _: &Request<'_>| Response::new(201))
-            .streamed()
-            .get("/files/{*path}", |seen: &mut Vec<String>, req: &Request<'_>| {
-                seen.push(req.param("path").unwrap_or_default().to_string());
-                "ok"
+            .put("/kv/{key}", |_: &mut Vec<String>, _: &Request<'_>| {
+                Response::new(201)
             })
+            .streamed()
+            .get(
+                "/files/{*path}",
+                |seen: &mut Vec<String>, req: &Request<'_>| {
+                    seen.push(req.param("path").unwrap_or_default().to_string());
+                    "ok"
+                },
+            )
             .inline()
     }
 

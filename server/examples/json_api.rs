@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use mpm::mpm_http::{HttpHandler, Request, Response};
+use mpm::prelude::*;
 
 /// The API. It keeps no state, so one value serves every worker.
 #[derive(Debug, Clone, Copy, Default)]

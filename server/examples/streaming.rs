@@ -9,7 +9,7 @@
 
 use std::io::Read;
 
-use mpm::mpm_http::{Body, HttpHandler, Request, Response};
+use mpm::prelude::*;
 
 /// Produces `count` numbered lines, on demand.
 #[derive(Debug)]

@@ -92,7 +92,8 @@ pub trait App: Send + Sync + 'static {
 
 /// mpm's settings that belong to the static site (`mpm serve --docroot`):
 /// what [`App::hides`] hides by default.
-pub const STATIC_SITE_SETTINGS: &[&str] = &["docroot", "dotfiles", "file-cache-max-size", "sendfile"];
+pub const STATIC_SITE_SETTINGS: &[&str] =
+    &["docroot", "dotfiles", "file-cache-max-size", "sendfile"];
 
 /// An application's own settings: a struct deriving `clap::Args` (its flags,
 /// with their help and defaults) and serde's `Serialize` and `Deserialize`
@@ -153,7 +154,10 @@ pub struct Identity {
 
 impl Identity {
     /// A program of this name and version (`Server: NAME/VERSION`).
-    pub fn new(name: impl Into<Cow<'static, str>>, version: impl Into<Cow<'static, str>>) -> Identity {
+    pub fn new(
+        name: impl Into<Cow<'static, str>>,
+        version: impl Into<Cow<'static, str>>,
+    ) -> Identity {
         let (name, version) = (name.into(), version.into());
         Identity {
             server: format!("{name}/{version}").into(),

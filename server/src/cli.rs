@@ -65,7 +65,7 @@ struct ServeArgs {
 /// process exit code, for `std::process::exit`.
 ///
 /// ```no_run
-/// use mpm::mpm_http::{HttpHandler, Request, Response};
+/// use mpm::prelude::*;
 ///
 /// struct Hello;
 /// impl HttpHandler for Hello {
@@ -375,7 +375,10 @@ impl<T: Settings> Invocation<T> {
         for (key, value) in table {
             if self.hidden.contains(&key.as_str()) {
                 let line = crate::config::line_of(&text, &key);
-                return Err(fail(format!("line {line}: `{key}` is not a setting of {}", self.name)));
+                return Err(fail(format!(
+                    "line {line}: `{key}` is not a setting of {}",
+                    self.name
+                )));
             }
             if self.keys.contains(&key) {
                 own.insert(key, value);
@@ -637,7 +640,7 @@ fn run<M: Mpm, S: Service>(
         *pid_file = Some(PidFile::write(path)?);
     }
     let (scheme, what) = service.describe(config);
-    let allocator = mpm_core::allocator::active().map_or("the program's", |k| k.name());
+    let allocator = mpm_core::allocator::active().map_or("program's own", |k| k.name());
     for l in listeners {
         mpm_core::log_notice!(
             "mpm: {} MPM listening on {scheme}{} serving {what} with the {allocator} allocator",
@@ -741,7 +744,7 @@ fn run_again_if_needed(config: &Config) -> Result<(), Error> {
         match active {
             None => {
                 return Err(Error::config(
-                    "--allocator needs mpm_core::allocator::MpmAllocator as the program's \
+                    "--allocator needs mpm::MpmAllocator as the program's \
                      #[global_allocator]",
                 ))
             }

@@ -295,14 +295,16 @@ impl ConfigLayer {
     /// Settings from a table of the file `text` (the keys of a program's own
     /// settings taken out); errors name the line of the key they are about.
     pub(crate) fn from_table(table: toml::Table, text: &str) -> Result<Self, String> {
-        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
-            let msg = e.message().replace('\n', " ");
-            let key = msg.split('`').nth(1).unwrap_or("");
-            match key.is_empty() {
-                true => msg,
-                false => format!("line {}: {msg}", line_of(text, key)),
-            }
-        })
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                let msg = e.message().replace('\n', " ");
+                let key = msg.split('`').nth(1).unwrap_or("");
+                match key.is_empty() {
+                    true => msg,
+                    false => format!("line {}: {msg}", line_of(text, key)),
+                }
+            })
     }
 
     /// Fill every field this layer leaves unset from `lower`.
@@ -800,8 +802,11 @@ pub(crate) fn line_of(text: &str, key: &str) -> usize {
     text.lines()
         .position(|l| {
             let l = l.trim_start().trim_start_matches(['"', '\'']);
-            l.strip_prefix(key)
-                .is_some_and(|rest| rest.trim_start_matches(['"', '\'']).trim_start().starts_with('='))
+            l.strip_prefix(key).is_some_and(|rest| {
+                rest.trim_start_matches(['"', '\''])
+                    .trim_start()
+                    .starts_with('=')
+            })
         })
         .map_or(1, |i| i + 1)
 }
