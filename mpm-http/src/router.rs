@@ -385,13 +385,13 @@ enum Found<'t, 'p, S> {
     Methods(&'t [Endpoint<S>]),
     /// `OPTIONS` on a path that does not route it.
     Options(&'t [Endpoint<S>]),
-    NotFound,
+    Nothing,
 }
 
 impl<S> Table<S> {
     fn find<'t, 'p>(&'t self, method: &str, path: &'p str) -> Found<'t, 'p, S> {
         let Ok(m) = self.matcher.at(path) else {
-            return Found::NotFound;
+            return Found::Nothing;
         };
         let endpoints = &self.paths[*m.value].endpoints;
         let pick = |name: &str| endpoints.iter().find(|e| e.method == name);
@@ -473,7 +473,7 @@ impl<S> HttpHandler for Router<S> {
             }
             Found::Methods(endpoints) => Response::error(405).header("Allow", allow(endpoints)),
             Found::Options(endpoints) => Response::new(204).header("Allow", allow(endpoints)),
-            Found::NotFound => match &table.fallback {
+            Found::Nothing => match &table.fallback {
                 Some(fallback) => fallback(&mut self.state, request),
                 None => Response::error(404),
             },
@@ -485,7 +485,7 @@ impl<S> HttpHandler for Router<S> {
             Found::Endpoint(e, _) => e.inline,
             // The router's own answers never block; a fallback might.
             Found::Methods(_) | Found::Options(_) => true,
-            Found::NotFound => self.routes.table.fallback.is_none(),
+            Found::Nothing => self.routes.table.fallback.is_none(),
         }
     }
 

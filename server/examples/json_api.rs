@@ -66,6 +66,10 @@ impl HttpHandler for Api {
     }
 }
 
+// `--allocator` picks one at launch (compare's malloc experiment does).
+#[global_allocator]
+static ALLOCATOR: mpm::MpmAllocator = mpm::MpmAllocator;
+
 fn main() {
     std::process::exit(mpm::main(|| Api));
 }

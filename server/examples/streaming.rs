@@ -58,6 +58,10 @@ impl HttpHandler for Streamer {
     }
 }
 
+// `--allocator` picks one at launch (compare's malloc experiment does).
+#[global_allocator]
+static ALLOCATOR: mpm::MpmAllocator = mpm::MpmAllocator;
+
 fn main() {
     std::process::exit(mpm::main(|| Streamer));
 }

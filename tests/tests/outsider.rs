@@ -287,6 +287,18 @@ fn uploads_are_streamed_with_the_body_limit_and_timeout_enforced(mpm: &str) {
     let r = c.read_response().unwrap();
     assert!(r.text().contains(&fnv1a(&body[..1 << 20])), "{}", r.text());
     assert_eq!(c.read_response().unwrap().text(), "next");
+    // The handler answers while the body is still arriving: it read what
+    // it needed, and the rest is never waited for (the connection closes).
+    let mut c = server.connect();
+    c.send(b"PUT /upload/e?limit=1000 HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n")
+        .unwrap();
+    c.send(&body[..70_000]).unwrap();
+    let r = c.read_response().unwrap();
+    assert_eq!(
+        (r.status, r.text()),
+        (413, "upload over its limit of 1000 bytes\n".into())
+    );
+    assert_eq!(r.header("connection"), Some("close"));
     // Past --limit-request-body: 413, whatever the handler would answer.
     let mut c = server.connect();
     let mut req =

@@ -94,8 +94,12 @@ fn routes() -> Routes<Store> {
         .inline()
         .put("/upload/{name}", upload)
         .streamed()
-        .get("/bye", |_: &mut Store, _: &Request<'_>| Response::new(200).close())
-        .get("/teapot", |_: &mut Store, _: &Request<'_>| Response::new(418))
+        .get("/bye", |_: &mut Store, _: &Request<'_>| {
+            Response::new(200).close()
+        })
+        .get("/teapot", |_: &mut Store, _: &Request<'_>| {
+            Response::new(418)
+        })
 }
 
 fn get(store: &mut Store, req: &Request<'_>) -> Response {
@@ -127,7 +131,11 @@ fn put(store: &mut Store, req: &Request<'_>) -> Result<Response, Rejection> {
 
 fn delete(store: &mut Store, req: &Request<'_>) -> Response {
     let key = req.param("key").unwrap_or_default();
-    Response::new(if store.table.remove(key.as_bytes()) { 204 } else { 404 })
+    Response::new(if store.table.remove(key.as_bytes()) {
+        204
+    } else {
+        404
+    })
 }
 
 #[derive(serde::Serialize)]
@@ -153,10 +161,18 @@ struct Uploaded<'a> {
     name: &'a str,
     bytes: u64,
     fnv1a: String,
+    streamed: bool,
 }
 
 /// Read the body as it arrives, 64 KiB at a time: its size and FNV-1a hash.
+/// `?limit=N` refuses an upload past N bytes as soon as they have arrived.
 fn upload(store: &mut Store, req: &Request<'_>) -> Result<Response, Rejection> {
+    let limit: u64 = match req.query_param("limit") {
+        Some(n) => n
+            .parse()
+            .map_err(|_| Rejection::new(400, "limit: not a number"))?,
+        None => u64::MAX,
+    };
     let mut body = req.body_reader();
     let (mut bytes, mut hash) = (0u64, 0xcbf2_9ce4_8422_2325u64);
     let mut buf = vec![0u8; 64 * 1024];
@@ -171,11 +187,26 @@ fn upload(store: &mut Store, req: &Request<'_>) -> Result<Response, Rejection> {
             hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
         bytes += n as u64;
+        if bytes > limit {
+            return Err(Rejection::new(
+                413,
+                format!("upload over its limit of {limit} bytes"),
+            ));
+        }
     }
     store.counters.add(UPLOADED, bytes);
     let name = req.param("name").unwrap_or_default();
     let fnv1a = format!("{hash:016x}");
-    Ok(Response::json(201, &Uploaded { name, bytes, fnv1a }))
+    let streamed = req.is_streamed();
+    Ok(Response::json(
+        201,
+        &Uploaded {
+            name,
+            bytes,
+            fnv1a,
+            streamed,
+        },
+    ))
 }
 
 fn serde_json_error(message: &str) -> impl serde::Serialize + '_ {
