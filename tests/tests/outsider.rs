@@ -269,7 +269,7 @@ fn uploads_are_streamed_with_the_body_limit_and_timeout_enforced(mpm: &str) {
     }
     let r = c.read_response().unwrap();
     let want = format!(
-        r#"{{"name":"a","bytes":{},"fnv1a":"{}"}}"#,
+        r#"{{"name":"a","bytes":{},"fnv1a":"{}","streamed":true}}"#,
         body.len(),
         fnv1a(&body)
     );
