@@ -396,16 +396,33 @@ impl<T: Settings> Invocation<T> {
         if own.is_empty() {
             return Ok((config, self.settings.clone()));
         }
-        let mut merged = toml::Table::try_from(&self.settings)
+        let ours = toml::Table::try_from(&self.settings)
             .map_err(|e| fail(format!("{}'s settings: {e}", self.name)))?;
-        for (key, value) in own {
-            if !self.given.contains(&key) {
-                merged.insert(key, value);
+        let own: Vec<_> = own
+            .into_iter()
+            .filter(|(key, _)| !self.given.contains(key))
+            .collect();
+        let merge = |skip: Option<&str>| {
+            let mut merged = ours.clone();
+            for (key, value) in &own {
+                if Some(key.as_str()) != skip {
+                    merged.insert(key.clone(), value.clone());
+                }
             }
-        }
-        let settings = toml::Value::Table(merged)
-            .try_into::<T>()
-            .map_err(|e| fail(e.to_string().replace('\n', " ").trim().to_string()))?;
+            toml::Value::Table(merged).try_into::<T>()
+        };
+        let settings = merge(None).map_err(|e| {
+            let msg = e.to_string().replace('\n', " ").trim().to_string();
+            // A table keeps no positions: the key at fault is the one
+            // without which the rest parse.
+            match own.iter().find(|(key, _)| merge(Some(key)).is_ok()) {
+                Some((key, _)) => fail(format!(
+                    "line {}: {key}: {msg}",
+                    crate::config::line_of(&text, key)
+                )),
+                None => fail(msg),
+            }
+        })?;
         Ok((config, settings))
     }
 }

@@ -295,16 +295,21 @@ impl ConfigLayer {
     /// Settings from a table of the file `text` (the keys of a program's own
     /// settings taken out); errors name the line of the key they are about.
     pub(crate) fn from_table(table: toml::Table, text: &str) -> Result<Self, String> {
-        toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| {
-                let msg = e.message().replace('\n', " ");
-                let key = msg.split('`').nth(1).unwrap_or("");
-                match key.is_empty() {
-                    true => msg,
-                    false => format!("line {}: {msg}", line_of(text, key)),
-                }
-            })
+        let parse = |t: toml::Table| -> Result<ConfigLayer, String> {
+            toml::Value::Table(t)
+                .try_into()
+                .map_err(|e: toml::de::Error| e.message().replace('\n', " "))
+        };
+        parse(table.clone()).map_err(|msg| {
+            // A table keeps no positions: find the key at fault, one at a time.
+            let culprit = table.iter().find(|(k, v)| {
+                parse(toml::Table::from_iter([((*k).clone(), (*v).clone())])).is_err()
+            });
+            match culprit {
+                Some((key, _)) => format!("line {}: {key}: {msg}", line_of(text, key)),
+                None => msg,
+            }
+        })
     }
 
     /// Fill every field this layer leaves unset from `lower`.
@@ -918,6 +923,16 @@ mod tests {
             err.to_string().starts_with("docroot /definitely/not/here"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_table_without_a_programs_keys_names_the_line_of_a_bad_one() {
+        let text = "mpm = \"worker\"\n\n  backlog = \"many\"\nmax-keys = 3\n";
+        let mut table: toml::Table = parse_toml(text).unwrap();
+        table.remove("max-keys");
+        let err = ConfigLayer::from_table(table, text).unwrap_err();
+        assert!(err.starts_with("line 3: backlog: "), "{err}");
+        assert_eq!(line_of(text, "max-keys"), 4);
     }
 
     #[test]
