@@ -18,7 +18,8 @@
 //! * [`Listener`] — listening sockets, bound before any worker starts, and
 //!   [`listener_poller`] — how prefork and worker wait on them: epoll, poll
 //!   or select (`--poller`).
-//! * [`Stream`] — the accepted socket as a handler sees it.
+//! * [`Stream`] — the accepted socket as a handler sees it, and [`Transport`],
+//!   the seam a layer between them (TLS) plugs into.
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`WorkerThreads`] — a threaded model's workers, started and stopped together.
@@ -69,5 +70,5 @@ pub use lifecycle::{Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use settings::MpmSettings;
-pub use stream::Stream;
+pub use stream::{Stream, Transport};
 pub use worker_threads::WorkerThreads;

@@ -119,6 +119,20 @@ fn map(bytes: usize, what: &str) -> Result<NonNull<u8>> {
     Ok(base.cast())
 }
 
+/// `len` zeroed atomic words in memory every process forked after shares,
+/// for a layer that lays out a structure of its own there (TLS's session
+/// cache); `what` names it in errors. At most [`MAX_BYTES`], never unmapped.
+pub fn words(len: usize, what: &str) -> Result<&'static [AtomicU64]> {
+    let bytes = len
+        .checked_mul(8)
+        .ok_or_else(|| Error::config(format!("{what}: {len} words of shared memory: too many")))?;
+    let base = map(bytes, what)?;
+    // SAFETY: `len` zeroed AtomicU64 words (page-aligned, so 8-aligned) in a
+    // mapping of `bytes` bytes that is never unmapped; zero is a valid
+    // AtomicU64 and every change goes through the atomics.
+    Ok(unsafe { std::slice::from_raw_parts(base.as_ptr().cast::<AtomicU64>(), len) })
+}
+
 /// One `T` in memory every process of the server shares; see the
 /// [module](self) for the rules.
 #[derive(Debug)]

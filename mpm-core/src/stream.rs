@@ -10,6 +10,62 @@ use std::time::{Duration, Instant};
 
 use crate::scoreboard::{Slot, WorkerState};
 
+/// A layer between a handler and the socket (TLS), attached to a [`Stream`]
+/// for the length of a step with [`Stream::attach`]: while it is,
+/// [`Read`], [`Write`], [`Stream::send`] and [`Stream::sendfile`] go through
+/// it. It does its own socket I/O on the `raw` stream it is handed, which
+/// is the same stream with no layer attached (so its reads and writes keep
+/// the stream's bookkeeping: `drained`, timeouts, send counts).
+///
+/// A layer owns what it buffers: plaintext it decrypted but the handler has
+/// not read ([`holds_input`](Self::holds_input), which
+/// [`Stream::drained`] counts, since an edge-triggered poller will not
+/// report those bytes again), and records it encrypted but the socket did
+/// not take yet (its own business: the layer turns a step's answer into
+/// [`Interest::Write`](crate::Interest::Write) until they are sent).
+pub trait Transport: Send + 'static {
+    /// Read plaintext into `buf`, reading the socket through `raw` when
+    /// nothing is buffered. `Ok(0)` is the end of the stream.
+    fn read(&mut self, raw: &mut Stream, buf: &mut [u8]) -> io::Result<usize>;
+
+    /// Write plaintext; `more` says more follows at once. Returns how much
+    /// of `buf` was taken (encrypted and sent, or queued to be sent).
+    fn write(&mut self, raw: &mut Stream, buf: &[u8], more: bool) -> io::Result<usize>;
+
+    /// Is plaintext buffered that [`read`](Self::read) would return without
+    /// reading the socket?
+    fn holds_input(&self) -> bool;
+
+    /// Send up to `count` bytes of `file` from `offset`, advancing it. The
+    /// default reads the file into a buffer and [`write`](Self::write)s it.
+    fn sendfile(
+        &mut self,
+        raw: &mut Stream,
+        file: &File,
+        offset: &mut u64,
+        count: usize,
+    ) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let mut chunk = vec![0u8; count.min(64 * 1024)];
+        let n = loop {
+            match file.read_at(&mut chunk, *offset) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => break other?,
+            }
+        };
+        if n == 0 {
+            return Ok(0);
+        }
+        let sent = self.write(raw, &chunk[..n], count > n)?;
+        *offset += sent as u64;
+        Ok(sent)
+    }
+
+    /// The layer as `Any`, so that its owner can take its own type back
+    /// from [`Stream::detach`].
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+}
+
 /// An accepted connection, lent to a [`ConnectionHandler`](crate::ConnectionHandler)
 /// for one step at a time.
 ///
@@ -24,9 +80,17 @@ pub struct Stream {
     blocking: bool,
     would_block: bool,
     drained: bool,
+    held: bool,
     draining: Arc<AtomicBool>,
     read_timeout: Option<Duration>,
     slot: Option<&'static Slot>,
+    transport: Option<Box<dyn Transport>>,
+}
+
+impl std::fmt::Debug for dyn Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Transport")
+    }
 }
 
 impl Stream {
@@ -48,9 +112,11 @@ impl Stream {
             blocking,
             would_block: false,
             drained: false,
+            held: false,
             draining,
             read_timeout: None,
             slot: None,
+            transport: None,
         })
     }
 
@@ -68,10 +134,38 @@ impl Stream {
             blocking: false,
             would_block: false,
             drained: false,
+            held: false,
             draining,
             read_timeout: None,
             slot: None,
+            transport: None,
         }
+    }
+
+    /// Put a layer (TLS) between the handler and the socket until
+    /// [`detach`](Self::detach): reads and writes go through it.
+    pub fn attach(&mut self, transport: Box<dyn Transport>) {
+        self.transport = Some(transport);
+    }
+
+    /// Take the layer back (none attached: `None`).
+    pub fn detach(&mut self) -> Option<Box<dyn Transport>> {
+        self.transport.take()
+    }
+
+    /// Run `f` on the attached layer, handing it this stream bare.
+    fn through<R>(&mut self, f: impl FnOnce(&mut dyn Transport, &mut Stream) -> R) -> Option<R> {
+        let mut t = self.transport.take()?;
+        let r = f(t.as_mut(), self);
+        self.transport = Some(t);
+        Some(r)
+    }
+
+    /// A layer above the socket (TLS) holds input it already read, or not:
+    /// [`drained`](Self::drained) is false while it does, so an event loop
+    /// comes back for it.
+    pub fn hold_input(&mut self, holds: bool) {
+        self.held = holds;
     }
 
     /// The client's address.
@@ -121,6 +215,9 @@ impl Stream {
     /// Write `buf`, telling the kernel more data follows at once (`MSG_MORE`)
     /// when `more` is set, so a response head and a file body share packets.
     pub fn send(&mut self, buf: &[u8], more: bool) -> io::Result<usize> {
+        if let Some(r) = self.through(|t, raw| t.write(raw, buf, more)) {
+            return r;
+        }
         let flags = if more {
             libc::MSG_MORE | libc::MSG_NOSIGNAL
         } else {
@@ -146,6 +243,9 @@ impl Stream {
     /// Send up to `count` bytes of `file` from `offset` with `sendfile(2)`,
     /// advancing `offset`. Returns the number of bytes sent (0 at end of file).
     pub fn sendfile(&mut self, file: &File, offset: &mut u64, count: usize) -> io::Result<usize> {
+        if let Some(r) = self.through(|t, raw| t.sendfile(raw, file, offset, count)) {
+            return r;
+        }
         let mut off = *offset as libc::off_t;
         loop {
             match nix::sys::sendfile::sendfile(
@@ -178,7 +278,7 @@ impl Stream {
     /// less than asked, end-of-file, or `WouldBlock`)? An edge-triggered event
     /// loop needs another read only when this is false.
     pub fn drained(&self) -> bool {
-        self.drained
+        self.drained && !self.held && !self.transport.as_ref().is_some_and(|t| t.holds_input())
     }
 
     /// Set the blocking read timeout, skipping the system call when it is
@@ -288,6 +388,9 @@ impl Stream {
 
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(r) = self.through(|t, raw| t.read(raw, buf)) {
+            return r;
+        }
         match self.socket.read(buf) {
             Ok(n) => {
                 self.drained = n < buf.len();
@@ -307,6 +410,15 @@ impl Write for Stream {
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if self.transport.is_some() {
+            // A layer writes records: the first non-empty slice, as the
+            // default write_vectored does.
+            let first = bufs
+                .iter()
+                .find(|b| !b.is_empty())
+                .map_or(&[][..], |b| &**b);
+            return self.send(first, bufs.len() > 1);
+        }
         match self.socket.write_vectored(bufs) {
             Ok(n) => {
                 self.count_send(false);

@@ -20,6 +20,7 @@
 //! | `lock_contended`, `lock_wait_us` | for `--allocator locked`: times its mutex was already held, and the time waited |
 //! | `voluntary_ctxt_switches`, `involuntary_ctxt_switches` | summed from /proc over the serving processes' threads |
 //! | `*_per_request` | the field above over `total_requests` |
+//! | `tls` | with TLS listeners: `handshakes_full`, `handshakes_resumed`, `handshakes_tls13`, `tickets_opened`, `session_cache_hits`, `session_cache_stores`, the failures by kind (`failed_plain_http`, `failed_unknown_name`, `failed_bad_message`, `failed_no_shared_parameters`, `failed_client_alert`, `failed_timeout`, `failed_closed_early`, `failed_other`) and their sum `handshakes_failed`, over every process and generation |
 //! | `workers` | one object per slot in use: `slot`, `pid`, `generation`, `state`, `requests`, `bytes`, `connections`, `last_request_age_ms` (`null` before the first request), `request_line` |
 //!
 //! A request is counted once its handler has answered, so a page never
@@ -37,13 +38,27 @@ use crate::{HttpHandler, Request, Response};
 use mpm_core::scoreboard::{Scoreboard, Slot, WorkerState};
 use mpm_core::MpmKind;
 
+/// Counters a layer below HTTP (TLS) shows on the page: read at each
+/// request, as (name, value) pairs.
+pub type SectionCounters = std::sync::Arc<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
+
 /// The status page handler. Cheap to clone: it holds a reference to the
 /// shared scoreboard and two settings.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServerStatus {
     scoreboard: &'static Scoreboard,
     mpm: MpmKind,
     remote: bool,
+    sections: Vec<(&'static str, SectionCounters)>,
+}
+
+impl std::fmt::Debug for ServerStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerStatus")
+            .field("mpm", &self.mpm)
+            .field("remote", &self.remote)
+            .finish()
+    }
 }
 
 /// One reading of the scoreboard, taken once so that the JSON and HTML
@@ -64,7 +79,15 @@ impl ServerStatus {
             scoreboard,
             mpm,
             remote,
+            sections: Vec::new(),
         }
+    }
+
+    /// Show a layer's counters too, under `name` (a JSON object of that
+    /// name, an HTML table under that heading): TLS's handshakes.
+    pub fn with_section(mut self, name: &'static str, counters: SectionCounters) -> ServerStatus {
+        self.sections.push((name, counters));
+        self
     }
 
     /// Answer one request for the page: 403 to a client that may not see
@@ -218,6 +241,13 @@ impl ServerStatus {
             t.send_would_block,
         );
         self.render_costs(&mut out, snap);
+        for (name, counters) in &self.sections {
+            let _ = write!(out, "\"{name}\":{{");
+            for (i, (key, value)) in counters().iter().enumerate() {
+                let _ = write!(out, "{}\"{key}\":{value}", if i > 0 { "," } else { "" });
+            }
+            out.push_str("},");
+        }
         out.push_str("\"workers\":[");
         let mut first = true;
         for (i, s) in snap.slots.iter().enumerate() {
@@ -291,6 +321,21 @@ impl ServerStatus {
             t.accept_waits,
             t.accept_wait_ns as f64 / 1e6,
         );
+        for (name, counters) in &self.sections {
+            let _ = write!(
+                out,
+                "<h2>{}</h2>\n<table class=\"{name}\">\n",
+                name.to_uppercase()
+            );
+            for (key, value) in counters() {
+                let _ = writeln!(
+                    out,
+                    "<tr><th>{}</th><td>{value}</td></tr>",
+                    key.replace('_', " ")
+                );
+            }
+            out.push_str("</table>\n");
+        }
         out.push_str("<h2>Scoreboard</h2>\n<pre class=\"scoreboard\">");
         for (i, s) in snap.slots.iter().enumerate() {
             // mod_status wraps its key line every 64 slots.

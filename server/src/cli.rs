@@ -110,15 +110,19 @@ trait Service {
     fn hides(&self) -> &'static [&'static str];
     /// Check a configuration (once, before anything is bound or forked).
     fn check(&self, config: &Config, settings: &Self::Settings) -> Result<(), Error>;
-    /// The factory for a run with this configuration, scoreboard and
-    /// access log.
+    /// The factory for a run with this configuration, scoreboard, access
+    /// log and TLS counters (for the status page).
     fn factory(
         &self,
         config: &Config,
         settings: &Self::Settings,
         scoreboard: &'static Scoreboard,
         access_log: Option<&Arc<AccessLog>>,
+        tls: Option<mpm_tls::Stats>,
     ) -> Self::Factory;
+    /// Is the protocol HTTP (ALPN `http/1.1`, plain HTTP on a TLS port
+    /// answered 400)?
+    fn is_http(&self) -> bool;
     /// The URL scheme and a few words on what is served, for the log.
     fn describe(&self, config: &Config) -> (&'static str, String);
 }
@@ -157,14 +161,19 @@ impl<A: App> Service for HttpApp<A> {
         ("http://", self.app.describe(config))
     }
 
+    fn is_http(&self) -> bool {
+        true
+    }
+
     fn factory(
         &self,
         config: &Config,
         settings: &A::Settings,
         scoreboard: &'static Scoreboard,
         access_log: Option<&Arc<AccessLog>>,
+        tls: Option<mpm_tls::Stats>,
     ) -> Self::Factory {
-        let status = StatusRoute::new(config, scoreboard);
+        let status = StatusRoute::new(config, scoreboard, tls);
         let (app, for_workers) = (Arc::clone(&self.app), config.clone());
         let settings = settings.clone();
         let make: MakeSite<A::Handler> =
@@ -198,12 +207,17 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
         Ok(())
     }
 
+    fn is_http(&self) -> bool {
+        false
+    }
+
     fn factory(
         &self,
         _config: &Config,
         _settings: &NoSettings,
         _scoreboard: &'static Scoreboard,
         _access_log: Option<&Arc<AccessLog>>,
+        _tls: Option<mpm_tls::Stats>,
     ) -> F {
         self.0.clone()
     }
@@ -461,7 +475,14 @@ fn scoreboard(config: &Config) -> Result<&'static Scoreboard, Error> {
 fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), Error> {
     let (config, settings) = run.load()?;
     service.check(&config, &settings)?;
-    let listen: Vec<String> = config.listen.iter().map(ToString::to_string).collect();
+    // Every certificate loaded as `serve` would: readable, the key matching,
+    // in date; then its names and expiry.
+    let certs = match config.tls_settings(service.is_http()) {
+        Some(tls) => mpm_tls::CertStore::load(&tls.certs)?,
+        None => mpm_tls::CertStore::empty(),
+    };
+    let mut listen: Vec<String> = config.listen.iter().map(ToString::to_string).collect();
+    listen.extend(config.listen_tls.iter().map(|a| format!("https://{a}")));
     println!(
         "{}: configuration OK: {} MPM, server-limit {}, threads-per-child {}, listening on {}",
         run.name,
@@ -470,6 +491,9 @@ fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), E
         config.threads_per_child,
         listen.join(", ")
     );
+    for cert in certs.certs() {
+        println!("{}: certificate {}", run.name, cert.describe());
+    }
     Ok(())
 }
 
@@ -478,6 +502,10 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
     mpm_core::error_log::set_level(config.log_level);
     service.check(&config, &settings)?;
     run_again_if_needed(&config)?;
+    // TLS: the sessions every process shares are made once (before any
+    // fork, kept across restarts); the certificates with each configuration.
+    let mut sessions = None;
+    let mut tls = make_tls(&config, service.is_http(), &mut sessions)?;
     // Opened here, by the process that binds, before any fork or --user.
     let mut logs = Logs::open(&config)?;
     // The binary a SIGUSR2 upgrade starts: the path this one was started
@@ -489,6 +517,15 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
     // activation), come first; with --reuseport the master only reserves
     // the addresses, and each prefork child listens on a socket of its own.
     let mut ready_report = None;
+    // Plain addresses first, then TLS ones: the order a binary upgrade
+    // hands them over in, which says which is which.
+    let all: Vec<std::net::SocketAddr> = config
+        .listen
+        .iter()
+        .chain(&config.listen_tls)
+        .copied()
+        .collect();
+    let mut names: Option<Vec<String>> = None;
     let listeners = if let Some(inherited) = Inherited::from_env()? {
         let (listeners, report) = inherited.into_parts();
         mpm_core::log_notice!(
@@ -498,22 +535,25 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
         );
         ready_report = Some(report);
         listeners
-    } else if let Some(inherited) = systemd_listeners()? {
+    } else if let Some((inherited, fd_names)) = systemd_listeners()? {
+        names = fd_names;
         mpm_core::log_notice!(
             "mpm: serving on {} listening sockets passed by systemd (--listen is not used)",
             inherited.len()
         );
         inherited
     } else if config.reuseport {
-        Listener::reserve_all(&config.listen)?
+        Listener::reserve_all(&all)?
     } else {
-        Listener::bind_all(&config.listen, config.backlog)?
+        Listener::bind_all(&all, config.backlog)?
     };
+    let tls_listeners = tls_listeners(&config, &listeners, names.as_deref());
     // Written by the first `run`; removed when `serve` returns.
     let mut pid_file = None;
     loop {
         let scoreboard = scoreboard(&config)?;
         let site = (service, &settings, scoreboard, &logs);
+        let tls_run = (tls.as_ref(), &tls_listeners);
         let pid = &mut pid_file;
         let upgrade = Upgrade {
             spec: UpgradeSpec {
@@ -529,7 +569,7 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
         };
         let listeners = (&listeners[..], upgrade);
         let exit = match config.mpm {
-            MpmKind::Worker => run(mpm_worker::Worker, &config, site, listeners, pid)?,
+            MpmKind::Worker => run(mpm_worker::Worker, &config, site, listeners, tls_run, pid)?,
             MpmKind::Prefork => run(
                 // With --reuseport each child listens on a socket of its
                 // own, so no two children wait on one socket: no mutex.
@@ -541,9 +581,10 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
                 &config,
                 site,
                 listeners,
+                tls_run,
                 pid,
             )?,
-            MpmKind::Event => run(mpm_event::Event, &config, site, listeners, pid)?,
+            MpmKind::Event => run(mpm_event::Event, &config, site, listeners, tls_run, pid)?,
         };
         if exit == Exit::Upgraded {
             mpm_core::log_notice!("mpm: upgrade done: the new master serves; this one exits");
@@ -558,13 +599,20 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
         let reloaded = given
             .load()
             .and_then(|(new, own)| service.check(&new, &own).map(|()| (new, own)))
-            .and_then(|(new, own)| Logs::open(&new).map(|logs| (new, own, logs)));
+            .and_then(|(new, own)| {
+                make_tls(&new, service.is_http(), &mut sessions).map(|t| (new, own, t))
+            })
+            .and_then(|(new, own, t)| Logs::open(&new).map(|logs| (new, own, t, logs)));
         match reloaded {
-            Ok((new, own, new_logs)) => {
+            Ok((new, own, new_tls, new_logs)) => {
                 logs = new_logs;
+                tls = new_tls;
                 settings = own;
                 mpm_core::error_log::set_level(new.log_level);
-                if new.listen != config.listen || new.backlog != config.backlog {
+                if new.listen != config.listen
+                    || new.listen_tls != config.listen_tls
+                    || new.backlog != config.backlog
+                {
                     mpm_core::log_warn!(
                         "mpm: restart: listening addresses change only with a full stop; \
                          keeping {:?}",
@@ -573,6 +621,7 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
                 }
                 config = Config {
                     listen: config.listen.clone(),
+                    listen_tls: config.listen_tls.clone(),
                     backlog: config.backlog,
                     ..new
                 };
@@ -597,6 +646,7 @@ fn run<M: Mpm, S: Service>(
     config: &Config,
     (service, own, scoreboard, logs): (&S, &S::Settings, &'static Scoreboard, &Logs),
     (listeners, upgrade): (&[Listener], Upgrade),
+    (tls, tls_listeners): (Option<&Arc<mpm_tls::Tls>>, &mpm_tls::TlsListeners),
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
     let fds =
@@ -609,7 +659,13 @@ fn run<M: Mpm, S: Service>(
     }
     let lifecycle = Lifecycle::new()?;
     let managed = config.server_limit > 1 || mpm.kind() == MpmKind::Prefork;
-    let reopen = &|| logs.reopen("graceful restart");
+    // A graceful restart reopens the logs and loads the certificates again
+    // (renewed in place): the new generation hands them out, the old one
+    // finishes its connections with what they have.
+    let reopen = &|| {
+        logs.reopen("graceful restart");
+        reload_certificates(tls, "graceful restart");
+    };
     let upgrading = upgrade.report.is_some();
     // Made now, so its signal handlers are in place before the pid file and
     // the `listening on` lines tell anyone the server is up.
@@ -650,7 +706,7 @@ fn run<M: Mpm, S: Service>(
         // stop, and restarts are refused rather than left to SIGHUP's and
         // SIGUSR1's default action, which kills without draining.
         lifecycle.stop_on(&[SIGTERM, SIGINT, SIGWINCH])?;
-        refuse_restarts(logs.clone())?;
+        refuse_restarts(logs.clone(), tls.cloned())?;
     }
     // Before the `listening on` lines, so that whoever waits for them finds it.
     if let (None, Some(path)) = (&*pid_file, &config.pid_file) {
@@ -659,12 +715,19 @@ fn run<M: Mpm, S: Service>(
     let (scheme, what) = service.describe(config);
     let allocator = mpm_core::allocator::active().map_or("program's own", |k| k.name());
     for l in listeners {
+        let scheme = match (tls_listeners.is_tls(l.local_addr()), service.is_http()) {
+            (false, _) => scheme,
+            (true, true) => "https://",
+            (true, false) => "tls://",
+        };
         mpm_core::log_notice!(
             "mpm: {} MPM listening on {scheme}{} serving {what} with the {allocator} allocator",
             mpm.kind(),
             l.local_addr()
         );
     }
+    let tls_stats = tls.map(|t| t.stats());
+    let wrap = |factory| mpm_tls::TlsFactory::new(factory, tls.cloned(), tls_listeners.clone());
     // For systemd's Type=notify: up (the listeners queue connections from
     // here). A new master after an upgrade says so once its children serve,
     // naming itself the main process (the unit needs NotifyAccess=all).
@@ -690,7 +753,8 @@ fn run<M: Mpm, S: Service>(
                 mpm_master::drop_privileges(config.run_as)?;
                 mine
             };
-            let factory = service.factory(config, own, scoreboard, logs.access.as_ref());
+            let factory =
+                wrap(service.factory(config, own, scoreboard, logs.access.as_ref(), tls_stats));
             let slots = scoreboard.process_slots(process);
             let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
             mpm_http::access_log::flush_all();
@@ -699,7 +763,8 @@ fn run<M: Mpm, S: Service>(
     } else {
         // One process: it binds, then serves as --user (no master to keep root).
         mpm_master::drop_privileges(config.run_as)?;
-        let factory = service.factory(config, own, scoreboard, logs.access.as_ref());
+        let factory =
+            wrap(service.factory(config, own, scoreboard, logs.access.as_ref(), tls_stats));
         let mine = listeners
             .iter()
             .map(Listener::try_clone)
@@ -721,8 +786,13 @@ fn run<M: Mpm, S: Service>(
     Ok(exit)
 }
 
-/// Listening sockets passed by systemd (`LISTEN_FDS`, from fd 3 on), if any.
-fn systemd_listeners() -> Result<Option<Vec<Listener>>, Error> {
+/// Listening sockets passed by systemd (`LISTEN_FDS`, from fd 3 on), if
+/// any, with their names (`FileDescriptorName=`, from `LISTEN_FDNAMES`).
+#[allow(clippy::type_complexity)]
+fn systemd_listeners() -> Result<Option<(Vec<Listener>, Option<Vec<String>>)>, Error> {
+    let names = std::env::var("LISTEN_FDNAMES")
+        .ok()
+        .map(|n| n.split(':').map(str::to_string).collect());
     let mut fds = listenfd::ListenFd::from_env();
     if fds.len() == 0 {
         return Ok(None);
@@ -739,7 +809,67 @@ fn systemd_listeners() -> Result<Option<Vec<Listener>>, Error> {
             })?;
         listeners.push(Listener::from_std(socket)?);
     }
-    Ok(Some(listeners))
+    Ok(Some((listeners, names)))
+}
+
+/// The TLS of `config`, for a protocol that is HTTP or not: the sessions
+/// every process shares are made the first time, the certificates loaded
+/// every time. `None` without TLS listeners.
+fn make_tls(
+    config: &Config,
+    http: bool,
+    sessions: &mut Option<mpm_tls::Sessions>,
+) -> Result<Option<Arc<mpm_tls::Tls>>, Error> {
+    let Some(settings) = config.tls_settings(http) else {
+        return Ok(None);
+    };
+    let shared = match sessions {
+        Some(s) => s,
+        None => sessions.insert(mpm_tls::Sessions::new(&settings)?),
+    };
+    Ok(Some(Arc::new(mpm_tls::Tls::new(&settings, shared)?)))
+}
+
+/// Which of `listeners` serve TLS. Bound here: the TLS addresses come after
+/// the plain ones. Handed over by an old master: in the same order, when
+/// there are as many as configured. Passed by systemd: those named `https`
+/// or `tls` (`FileDescriptorName=`), and those on a `--listen-tls` address.
+fn tls_listeners(
+    config: &Config,
+    listeners: &[Listener],
+    names: Option<&[String]>,
+) -> mpm_tls::TlsListeners {
+    let plain = config.listen.len();
+    let positional = names.is_none() && listeners.len() == plain + config.listen_tls.len();
+    mpm_tls::TlsListeners::new(listeners.iter().enumerate().map(|(i, l)| {
+        let addr = l.local_addr();
+        let named = names
+            .and_then(|n| n.get(i))
+            .is_some_and(|n| n == "https" || n == "tls");
+        let listed = config.listen_tls.iter().any(|t| {
+            *t == addr || (t.ip().is_unspecified() && t.port() == addr.port() && t.port() != 0)
+        });
+        (
+            addr,
+            if positional {
+                i >= plain
+            } else {
+                named || listed
+            },
+        )
+    }))
+}
+
+/// Load the certificates again; one that does not load keeps those in
+/// force, and says so in one line.
+fn reload_certificates(tls: Option<&Arc<mpm_tls::Tls>>, why: &str) {
+    let Some(tls) = tls else {
+        return;
+    };
+    match tls.reload() {
+        Ok(()) => mpm_core::log_notice!("mpm: {why}: TLS certificates loaded again"),
+        Err(e) => mpm_core::log_error!("mpm: {why}: {e}; keeping the certificates in force"),
+    }
 }
 
 /// The allocator is fixed at a process's first allocation, and glibc reads
@@ -843,9 +973,9 @@ impl Logs {
 }
 
 /// Log and otherwise ignore SIGHUP, SIGUSR1 and SIGUSR2 in a server of one
-/// process, but for reopening the logs (on SIGHUP and SIGUSR1), which needs
-/// no master.
-fn refuse_restarts(logs: Logs) -> Result<(), Error> {
+/// process, but for reopening the logs and loading the TLS certificates
+/// again (on SIGHUP and SIGUSR1), which need no master.
+fn refuse_restarts(logs: Logs, tls: Option<Arc<mpm_tls::Tls>>) -> Result<(), Error> {
     let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1, SIGUSR2])
         .map_err(|e| Error::io("installing signal handlers", e))?;
     std::thread::Builder::new()
@@ -859,6 +989,12 @@ fn refuse_restarts(logs: Logs) -> Result<(), Error> {
                 };
                 if sig != SIGUSR2 {
                     logs.reopen(name);
+                    // Certificates renewed in place: new handshakes get
+                    // them, no connection is closed.
+                    if tls.is_some() {
+                        reload_certificates(tls.as_ref(), name);
+                        continue;
+                    }
                 }
                 mpm_core::log_warn!(
                     "mpm: {name} ignored: restarting needs a master process (--server-limit 2 or more)"

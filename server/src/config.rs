@@ -114,10 +114,33 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "MPM", ignore_case = true)]
     #[serde(default, deserialize_with = "value_enum")]
     pub mpm: Option<MpmKind>,
-    /// Address to listen on (IPv4 `127.0.0.1:8080` or IPv6 `[::1]:8080`); repeat for several.
+    /// Address to listen on (IPv4 `127.0.0.1:8080` or IPv6 `[::1]:8080`,
+    /// `https://ADDR` for TLS); repeat for several.
     #[arg(long, value_name = "ADDR")]
     #[serde(default)]
     pub listen: Vec<String>,
+    /// Address to listen on with TLS (as `--listen https://ADDR`); repeat for several.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(default)]
+    pub listen_tls: Vec<String>,
+    /// TLS certificate chain (PEM), server certificate first; repeat for
+    /// several names (SNI), each with its --tls-key; the first is the default.
+    #[arg(long, value_name = "FILE")]
+    #[serde(default)]
+    pub tls_cert: Vec<PathBuf>,
+    /// TLS private key (PEM) of the --tls-cert in the same position.
+    #[arg(long, value_name = "FILE")]
+    #[serde(default)]
+    pub tls_key: Vec<PathBuf>,
+    /// TLS sessions kept in the cache every process shares (`off` for none).
+    #[arg(long, value_name = "N|off")]
+    pub tls_session_cache: Option<String>,
+    /// TLS session tickets, their keys shared by every process and rotated: on or off.
+    #[arg(long, value_name = "on|off")]
+    pub tls_session_tickets: Option<OnOff>,
+    /// How long a TLS session may be resumed (also the ticket keys' period).
+    #[arg(long, value_name = "DURATION")]
+    pub tls_session_timeout: Option<Seconds>,
     /// Listen backlog (accept queue length) for each listening socket.
     #[arg(long, value_name = "N")]
     pub backlog: Option<u32>,
@@ -321,6 +344,24 @@ impl ConfigLayer {
             } else {
                 self.listen
             },
+            listen_tls: if self.listen_tls.is_empty() {
+                lower.listen_tls
+            } else {
+                self.listen_tls
+            },
+            tls_cert: if self.tls_cert.is_empty() {
+                lower.tls_cert
+            } else {
+                self.tls_cert
+            },
+            tls_key: if self.tls_key.is_empty() {
+                lower.tls_key
+            } else {
+                self.tls_key
+            },
+            tls_session_cache: self.tls_session_cache.or(lower.tls_session_cache),
+            tls_session_tickets: self.tls_session_tickets.or(lower.tls_session_tickets),
+            tls_session_timeout: self.tls_session_timeout.or(lower.tls_session_timeout),
             backlog: self.backlog.or(lower.backlog),
             docroot: self.docroot.or(lower.docroot),
             max_request_workers: self.max_request_workers.or(lower.max_request_workers),
@@ -375,6 +416,19 @@ impl ConfigLayer {
     }
 }
 
+/// TLS as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// Certificate and key files, in pairs; the first is the default.
+    pub certs: Vec<(PathBuf, PathBuf)>,
+    /// Sessions the shared cache holds (0: none).
+    pub session_cache: usize,
+    /// Session tickets on or off.
+    pub session_tickets: bool,
+    /// How long a session may be resumed.
+    pub session_timeout: Duration,
+}
+
 /// A complete, validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -382,6 +436,10 @@ pub struct Config {
     pub mpm: MpmKind,
     /// Addresses to listen on.
     pub listen: Vec<SocketAddr>,
+    /// Addresses to listen on with TLS.
+    pub listen_tls: Vec<SocketAddr>,
+    /// TLS: certificates and sessions, when a TLS address is listed.
+    pub tls: Option<TlsConfig>,
     /// Accept queue length per listener.
     pub backlog: u32,
     /// The directory served, or `None` for the embedded welcome site.
@@ -478,6 +536,8 @@ impl Default for Config {
         Config {
             mpm: MpmKind::Worker,
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
+            listen_tls: Vec::new(),
+            tls: None,
             backlog: 1024,
             docroot: None,
             max_request_workers: m.max_request_workers,
@@ -568,6 +628,32 @@ impl Config {
         }
     }
 
+    /// What the TLS layer reads, for a protocol that is HTTP (`http`: ALPN
+    /// `http/1.1`, plain HTTP on a TLS port answered 400) or not.
+    pub fn tls_settings(&self, http: bool) -> Option<mpm_tls::TlsSettings> {
+        let t = self.tls.as_ref()?;
+        Some(mpm_tls::TlsSettings {
+            certs: t
+                .certs
+                .iter()
+                .map(|(cert, key)| mpm_tls::CertPair {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                })
+                .collect(),
+            alpn: if http {
+                vec![b"http/1.1".to_vec()]
+            } else {
+                Vec::new()
+            },
+            session_cache: t.session_cache,
+            session_tickets: t.session_tickets,
+            session_timeout: t.session_timeout,
+            handshake_timeout: self.request_header_timeout,
+            plain_http_answer: http,
+        })
+    }
+
     /// What the welcome page says about this server.
     pub fn about(&self) -> About {
         About {
@@ -586,18 +672,26 @@ impl Config {
     /// Merge a layer over the defaults and check every value.
     pub fn resolve(layer: ConfigLayer) -> Result<Config> {
         let d = Config::default();
-        let listen = if layer.listen.is_empty() {
+        // `https://ADDR` in --listen is a TLS listener, as --listen-tls ADDR.
+        let (mut plain, mut tls_addrs) = (Vec::new(), Vec::new());
+        for s in &layer.listen {
+            match s.strip_prefix("https://") {
+                Some(rest) => tls_addrs.extend(parse_listen_range(rest)?),
+                None => plain.extend(parse_listen_range(s.strip_prefix("http://").unwrap_or(s))?),
+            }
+        }
+        for s in &layer.listen_tls {
+            let s = s.strip_prefix("https://").unwrap_or(s);
+            tls_addrs.extend(parse_listen_range(s).map_err(|e| {
+                Error::config(e.to_string().replacen("--listen ", "--listen-tls ", 1))
+            })?);
+        }
+        let listen = if plain.is_empty() && tls_addrs.is_empty() {
             d.listen
         } else {
-            layer
-                .listen
-                .iter()
-                .map(|s| parse_listen_range(s))
-                .collect::<Result<Vec<_>>>()?
-                .into_iter()
-                .flatten()
-                .collect()
+            plain
         };
+        let tls = tls_config(&layer, !tls_addrs.is_empty())?;
         let max_request_workers = layer.max_request_workers.unwrap_or(d.max_request_workers);
         if max_request_workers == 0 {
             return Err(Error::config("--max-request-workers must be at least 1"));
@@ -697,6 +791,8 @@ impl Config {
             server_limit,
             async_request_worker_factor,
             listen,
+            listen_tls: tls_addrs,
+            tls,
             backlog,
             docroot,
             max_request_workers,
@@ -786,6 +882,59 @@ impl Config {
                 .unwrap_or(d.request_body_min_rate),
         })
     }
+}
+
+/// The TLS settings of a layer: certificate and key files in pairs, each
+/// readable (their contents are checked when the server starts, and by
+/// `mpm check`), and the session settings.
+fn tls_config(layer: &ConfigLayer, listening: bool) -> Result<Option<TlsConfig>> {
+    let (certs, keys) = (&layer.tls_cert, &layer.tls_key);
+    if !listening {
+        if !certs.is_empty() || !keys.is_empty() {
+            return Err(Error::config(
+                "--tls-cert and --tls-key need a TLS listener (--listen-tls ADDR or --listen https://ADDR)",
+            ));
+        }
+        return Ok(None);
+    }
+    if certs.is_empty() {
+        return Err(Error::config(
+            "a TLS listener needs a certificate: --tls-cert FILE --tls-key FILE",
+        ));
+    }
+    if certs.len() != keys.len() {
+        return Err(Error::config(format!(
+            "{} --tls-cert but {} --tls-key: give each certificate its key, in the same order",
+            certs.len(),
+            keys.len()
+        )));
+    }
+    let d = mpm_tls::TlsSettings::default();
+    let session_cache = match layer.tls_session_cache.as_deref() {
+        None => d.session_cache,
+        Some("off") => 0,
+        Some(n) => match n.parse::<usize>() {
+            Ok(n) if (1..=mpm_tls::session_cache::MAX_SESSIONS).contains(&n) => n,
+            _ => {
+                return Err(Error::config(format!(
+                    "--tls-session-cache '{n}': expected a number of sessions from 1 to {} or off",
+                    mpm_tls::session_cache::MAX_SESSIONS
+                )))
+            }
+        },
+    };
+    let session_timeout = layer.tls_session_timeout.map_or(d.session_timeout, |s| s.0);
+    if session_timeout.is_zero() {
+        return Err(Error::config(
+            "--tls-session-timeout must be more than zero",
+        ));
+    }
+    Ok(Some(TlsConfig {
+        certs: certs.iter().cloned().zip(keys.iter().cloned()).collect(),
+        session_cache,
+        session_tickets: layer.tls_session_tickets.map_or(d.session_tickets, |t| t.0),
+        session_timeout,
+    }))
 }
 
 /// Parse TOML text; an error is one line naming the line.

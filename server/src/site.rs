@@ -17,12 +17,17 @@ pub(crate) struct StatusRoute {
 
 impl StatusRoute {
     /// The status page `config` asks for, reading `scoreboard`.
-    pub(crate) fn new(config: &Config, scoreboard: &'static Scoreboard) -> StatusRoute {
+    pub(crate) fn new(
+        config: &Config,
+        scoreboard: &'static Scoreboard,
+        tls: Option<mpm_tls::Stats>,
+    ) -> StatusRoute {
         let status = config.status_path.as_deref().map(|path| {
-            (
-                Arc::from(path),
-                ServerStatus::new(scoreboard, config.mpm, config.status_remote),
-            )
+            let mut page = ServerStatus::new(scoreboard, config.mpm, config.status_remote);
+            if let Some(stats) = tls {
+                page = page.with_section("tls", Arc::new(move || stats.snapshot()));
+            }
+            (Arc::from(path), page)
         });
         StatusRoute { status }
     }
