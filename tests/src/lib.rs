@@ -20,13 +20,20 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 pub mod load;
+pub mod tls;
+
+pub use tls::{transport, with_transport, Transport};
 
 /// Every process model the suite runs against. When a model lands, add it
 /// here and to the list in [`mpm_suite!`] (a generated test checks that the
 /// two agree).
 pub const MPMS: &[&str] = &["prefork", "worker", "event"];
 
-/// Generate one `#[test]` per process model for each named behaviour.
+/// Generate one `#[test]` per process model for each named behaviour;
+/// with `over transports:` first, one per model and transport
+/// (`event::tls::pipelined_requests_are_answered_in_order`), the server
+/// started by [`Server::start`] then listening with TLS
+/// ([`Transport::Tls`]) and every client of this harness speaking it.
 ///
 /// Each name is a function `fn name(mpm: &str)` in the calling file; the
 /// macro makes a module per model (`worker`, later `prefork` and `event`)
@@ -39,6 +46,39 @@ pub const MPMS: &[&str] = &["prefork", "worker", "event"];
 /// ```
 #[macro_export]
 macro_rules! mpm_suite {
+    (over transports: $($test:ident),* $(,)?) => {
+        $crate::mpm_suite!(@models_t [prefork, worker, event] [$($test),*]);
+    };
+    (@models_t [$($mpm:ident),*] $tests:tt) => {
+        $(
+            mod $mpm {
+                $crate::mpm_suite!(@transport $mpm plain $tests);
+                $crate::mpm_suite!(@transport $mpm tls $tests);
+            }
+        )*
+
+        #[test]
+        fn mpm_suite_covers_every_mpm() {
+            assert_eq!(
+                &[$(stringify!($mpm)),*][..],
+                $crate::MPMS,
+                "mpm_suite! and MPMS list different process models"
+            );
+        }
+    };
+    (@transport $mpm:ident $transport:ident [$($test:ident),*]) => {
+        mod $transport {
+            $(
+                #[test]
+                fn $test() {
+                    $crate::with_transport(
+                        $crate::Transport::named(stringify!($transport)),
+                        || super::super::$test(stringify!($mpm)),
+                    );
+                }
+            )*
+        }
+    };
     ($($test:ident),* $(,)?) => {
         // The models with a module; keep in step with `MPMS`.
         $crate::mpm_suite!(@models [prefork, worker, event] [$($test),*]);
@@ -294,7 +334,7 @@ fn forward_stderr(stderr: ChildStderr, pid: u32, log: &Log, ready: mpsc::Sender<
 /// The address in `mpm: worker MPM listening on http://127.0.0.1:PORT serving ...`.
 fn listening_addr(line: &str) -> Option<SocketAddr> {
     let rest = line.split(" listening on ").nth(1)?;
-    let rest = rest.strip_prefix("http://").unwrap_or(rest);
+    let rest = rest.split_once("://").map_or(rest, |(_, r)| r);
     rest.split_whitespace().next()?.parse().ok()
 }
 
@@ -305,6 +345,7 @@ pub struct Server {
     mpm: String,
     log: Arc<Log>,
     exited: Option<ExitStatus>,
+    tls: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -393,7 +434,17 @@ impl Server {
         docroot: Option<&Path>,
         extra: &[&str],
     ) -> Result<Server, String> {
-        cmd.args(["serve", "--mpm", mpm, "--listen", "127.0.0.1:0"]);
+        let tls = transport() == Transport::Tls;
+        if tls {
+            let m = tls::material();
+            cmd.args(["serve", "--mpm", mpm, "--listen", "https://127.0.0.1:0"])
+                .arg("--tls-cert")
+                .arg(&m.cert)
+                .arg("--tls-key")
+                .arg(&m.key);
+        } else {
+            cmd.args(["serve", "--mpm", mpm, "--listen", "127.0.0.1:0"]);
+        }
         if let Some(dir) = docroot {
             cmd.arg("--docroot").arg(dir);
         }
@@ -419,10 +470,14 @@ impl Server {
             mpm: mpm.to_string(),
             log,
             exited: None,
+            tls,
         };
         match rx.recv_timeout(STARTUP_TIMEOUT) {
             Ok(addr) => {
                 server.addr = addr;
+                // Set at every start: a port a stopped TLS server had may
+                // be a plain server's now.
+                tls::register(addr, tls);
                 Ok(server)
             }
             // Disconnected: stderr closed (the process exited) before listening.
@@ -453,9 +508,15 @@ impl Server {
         self.addr
     }
 
-    /// `http://ADDR` followed by `path`.
+    /// `http://ADDR` (`https://` for a TLS server) followed by `path`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr)
+    }
+
+    /// Does it listen with TLS?
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 
     /// A raw connection to it.
@@ -555,6 +616,9 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if self.tls {
+            tls::register(self.addr, false);
+        }
         if self.exited.is_some() {
             return;
         }
@@ -688,9 +752,11 @@ impl Reply {
     }
 }
 
-/// A `ureq` agent that does not follow redirects and never waits long.
+/// A `ureq` agent that does not follow redirects and never waits long,
+/// and trusts the suite's certificate authority for `https://` URLs.
 pub fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new()
+        .tls_config(tls::client_config())
         .redirects(0)
         .timeout_connect(IO_TIMEOUT)
         .timeout_read(IO_TIMEOUT)
@@ -752,7 +818,7 @@ pub fn fetch(
 /// responses are read one at a time.
 #[derive(Debug)]
 pub struct RawConn {
-    stream: TcpStream,
+    stream: tls::Io,
     buf: Vec<u8>,
 }
 
@@ -761,7 +827,8 @@ fn invalid(msg: impl Into<String>) -> io::Error {
 }
 
 impl RawConn {
-    /// Connect, with [`IO_TIMEOUT`] on reads and writes.
+    /// Connect, with [`IO_TIMEOUT`] on reads and writes; with TLS (the
+    /// handshake done) if a TLS server listens there.
     pub fn connect(addr: SocketAddr) -> RawConn {
         let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
             .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
@@ -771,6 +838,12 @@ impl RawConn {
         stream
             .set_write_timeout(Some(IO_TIMEOUT))
             .expect("write timeout");
+        let stream = if tls::is_registered(addr) {
+            tls::Io::handshake(stream, "localhost")
+                .unwrap_or_else(|e| panic!("TLS handshake with {addr}: {e}"))
+        } else {
+            tls::Io::Plain(stream)
+        };
         RawConn {
             stream,
             buf: Vec::new(),
@@ -779,7 +852,7 @@ impl RawConn {
 
     /// The socket.
     pub fn stream(&self) -> &TcpStream {
-        &self.stream
+        self.stream.tcp()
     }
 
     /// Shrink the socket's receive buffer, so that most of a large response
@@ -791,7 +864,7 @@ impl RawConn {
         // c_int whose size is passed with it.
         let rc = unsafe {
             libc::setsockopt(
-                self.stream.as_raw_fd(),
+                self.stream().as_raw_fd(),
                 libc::SOL_SOCKET,
                 libc::SO_RCVBUF,
                 (&size as *const libc::c_int).cast(),
@@ -803,7 +876,8 @@ impl RawConn {
 
     /// Write all of `bytes`.
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes)
+        self.stream.write_all(bytes)?;
+        self.stream.flush()
     }
 
     /// Bytes received but not yet consumed by a response.
@@ -988,9 +1062,9 @@ impl RawConn {
         if !self.buf.is_empty() {
             return false;
         }
-        let _ = self.stream.set_read_timeout(Some(within));
+        let _ = self.stream().set_read_timeout(Some(within));
         let result = self.fill();
-        let _ = self.stream.set_read_timeout(Some(IO_TIMEOUT));
+        let _ = self.stream().set_read_timeout(Some(IO_TIMEOUT));
         match result {
             Ok(0) => true,
             Ok(_) => false,

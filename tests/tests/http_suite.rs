@@ -786,6 +786,7 @@ fn many_concurrent_clients_all_get_correct_responses(mpm: &str) {
 }
 
 mpm_suite!(
+    over transports:
     welcome_site_names_the_mpm_and_has_no_other_pages,
     files_are_served_with_type_validators_date_and_server,
     head_answers_the_get_headers_without_a_body,
