@@ -183,12 +183,9 @@ impl<H: ConnectionHandler> TlsHandler<H> {
                 return Interest::Close;
             }
             Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if s.is_blocking() {
-                    self.count(Kind::Timeout); // the driver closes on it
-                }
-                return Interest::Read(Wait::Request);
-            }
+            // On a blocking socket the read timed out: the driver calls
+            // `timed_out`, which counts it.
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Read(Wait::Request),
             Err(e) if e.kind() == ErrorKind::Interrupted => return Interest::Read(Wait::Request),
             Err(_) => {
                 self.count(Kind::BadMessage);

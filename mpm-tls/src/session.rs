@@ -95,6 +95,8 @@ pub(crate) struct Session {
     /// rustls refused the connection (the alert is queued).
     pub(crate) failed: Option<rustls::Error>,
     close_queued: bool,
+    /// Has rustls encoded anything to send (keys may exist)?
+    encoded: bool,
     /// Has the first flight been looked at (plain HTTP, unknown name)?
     pub(crate) sniffed: bool,
     /// The handshake must be done by then.
@@ -123,6 +125,7 @@ impl Session {
             eof: false,
             failed: None,
             close_queued: false,
+            encoded: false,
             sniffed: false,
             deadline,
             after: None,
@@ -180,12 +183,30 @@ impl Session {
         let r = self.records(data);
         if let Err(e) = &r {
             self.failed = Some(e.clone());
-            self.in_len = 0;
+            let before = self.out_len;
             // The alert rustls queued for the peer.
             for _ in 0..8 {
                 if !self.encode_alerts() {
                     break;
                 }
+            }
+            // rustls queues none for some malformed first flights (a
+            // handshake message longer than it allows): before any key
+            // exists, a plaintext alert of our own says why.
+            if self.out_len == before && self.conn.is_handshaking() && !self.encoded {
+                let desc = match e {
+                    rustls::Error::InvalidMessage(_) => 50, // decode_error
+                    rustls::Error::PeerMisbehaved(_)
+                    | rustls::Error::InappropriateMessage { .. }
+                    | rustls::Error::InappropriateHandshakeMessage { .. } => 10, // unexpected_message
+                    _ => 40, // handshake_failure
+                };
+                let alert = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, desc];
+                if self.outgoing.len() < self.out_len + alert.len() {
+                    self.outgoing.resize(self.out_len + alert.len(), 0);
+                }
+                self.outgoing[self.out_len..self.out_len + alert.len()].copy_from_slice(&alert);
+                self.out_len += alert.len();
             }
         }
         r
@@ -200,6 +221,7 @@ impl Session {
             out_len,
             plain,
             peer_closed,
+            encoded,
             ..
         } = self;
         loop {
@@ -207,69 +229,76 @@ impl Session {
             let stop = {
                 let status = conn.process_tls_records(&mut incoming[..*in_len]);
                 discard = status.discard;
-                match status.state? {
-                    ConnectionState::ReadTraffic(mut read) => {
-                        while let Some(record) = read.next_record() {
-                            plain.extend_from_slice(record?.payload);
-                        }
-                        None
-                    }
-                    ConnectionState::EncodeTlsData(mut encode) => {
-                        loop {
-                            match encode.encode(&mut outgoing[*out_len..]) {
-                                Ok(n) => {
-                                    *out_len += n;
-                                    break;
+                match status.state {
+                    Err(e) => Some(Err(e)),
+                    Ok(state) => match state {
+                        ConnectionState::ReadTraffic(mut read) => {
+                            while let Some(record) = read.next_record() {
+                                match record {
+                                    Ok(r) => plain.extend_from_slice(r.payload),
+                                    Err(e) => return Err(e),
                                 }
-                                Err(EncodeError::InsufficientSize(s)) => {
-                                    outgoing.resize(*out_len + s.required_size, 0);
-                                }
-                                Err(EncodeError::AlreadyEncoded) => break,
                             }
+                            None
                         }
-                        None
-                    }
-                    // Encoded into our buffer: ours to send, as the socket allows.
-                    ConnectionState::TransmitTlsData(transmit) => {
-                        transmit.done();
-                        None
-                    }
-                    ConnectionState::BlockedHandshake => Some(Stop::NeedInput),
-                    ConnectionState::PeerClosed => {
-                        *peer_closed = true;
-                        None
-                    }
-                    ConnectionState::Closed => {
-                        *peer_closed = true;
-                        Some(Stop::Closed)
-                    }
-                    ConnectionState::WriteTraffic(mut write) => match data {
-                        None => Some(Stop::Idle),
-                        Some(data) => {
-                            let records = data.len() / (16 * 1024) + 1;
-                            let need = *out_len + data.len() + records * 64;
-                            if outgoing.len() < need {
-                                outgoing.resize(need, 0);
-                            }
+                        ConnectionState::EncodeTlsData(mut encode) => {
+                            *encoded = true;
                             loop {
-                                match write.encrypt(data, &mut outgoing[*out_len..]) {
+                                match encode.encode(&mut outgoing[*out_len..]) {
                                     Ok(n) => {
                                         *out_len += n;
                                         break;
                                     }
-                                    Err(EncryptError::InsufficientSize(s)) => {
+                                    Err(EncodeError::InsufficientSize(s)) => {
                                         outgoing.resize(*out_len + s.required_size, 0);
                                     }
-                                    Err(EncryptError::EncryptExhausted) => {
-                                        return Err(rustls::Error::EncryptError);
-                                    }
+                                    Err(EncodeError::AlreadyEncoded) => break,
                                 }
                             }
-                            Some(Stop::Encrypted)
+                            None
                         }
+                        // Encoded into our buffer: ours to send, as the socket allows.
+                        ConnectionState::TransmitTlsData(transmit) => {
+                            transmit.done();
+                            None
+                        }
+                        ConnectionState::BlockedHandshake => Some(Ok(Stop::NeedInput)),
+                        ConnectionState::PeerClosed => {
+                            *peer_closed = true;
+                            None
+                        }
+                        ConnectionState::Closed => {
+                            *peer_closed = true;
+                            Some(Ok(Stop::Closed))
+                        }
+                        ConnectionState::WriteTraffic(mut write) => match data {
+                            None => Some(Ok(Stop::Idle)),
+                            Some(data) => {
+                                let records = data.len() / (16 * 1024) + 1;
+                                let need = *out_len + data.len() + records * 64;
+                                if outgoing.len() < need {
+                                    outgoing.resize(need, 0);
+                                }
+                                loop {
+                                    match write.encrypt(data, &mut outgoing[*out_len..]) {
+                                        Ok(n) => {
+                                            *out_len += n;
+                                            break;
+                                        }
+                                        Err(EncryptError::InsufficientSize(s)) => {
+                                            outgoing.resize(*out_len + s.required_size, 0);
+                                        }
+                                        Err(EncryptError::EncryptExhausted) => {
+                                            break;
+                                        }
+                                    }
+                                }
+                                Some(Ok(Stop::Encrypted))
+                            }
+                        },
+                        // Early data is off (max_early_data_size 0); nothing else exists yet.
+                        _ => Some(Ok(Stop::Idle)),
                     },
-                    // Early data is off (max_early_data_size 0); nothing else exists yet.
-                    _ => Some(Stop::Idle),
                 }
             };
             if discard > 0 {
@@ -277,7 +306,7 @@ impl Session {
                 *in_len -= discard;
             }
             if let Some(stop) = stop {
-                return Ok(stop);
+                return stop;
             }
         }
     }
@@ -287,12 +316,18 @@ impl Session {
     fn encode_alerts(&mut self) -> bool {
         let Session {
             conn,
+            incoming,
+            in_len,
             outgoing,
             out_len,
             ..
         } = self;
-        let status = conn.process_tls_records(&mut []);
-        match status.state {
+        // The same buffer (rustls counts what it processed of it), less
+        // what it said to discard.
+        let status = conn.process_tls_records(&mut incoming[..*in_len]);
+        let discard = status.discard;
+        eprintln!("encode_alerts: {:?}", status.state);
+        let more = match status.state {
             Ok(ConnectionState::EncodeTlsData(mut encode)) => {
                 if outgoing.len() < *out_len + 64 {
                     outgoing.resize(*out_len + 64, 0);
@@ -301,12 +336,12 @@ impl Session {
                     match encode.encode(&mut outgoing[*out_len..]) {
                         Ok(n) => {
                             *out_len += n;
-                            return true;
+                            break true;
                         }
                         Err(EncodeError::InsufficientSize(s)) => {
                             outgoing.resize(*out_len + s.required_size, 0);
                         }
-                        Err(EncodeError::AlreadyEncoded) => return true,
+                        Err(EncodeError::AlreadyEncoded) => break true,
                     }
                 }
             }
@@ -315,7 +350,12 @@ impl Session {
                 true
             }
             _ => false,
+        };
+        if discard > 0 {
+            incoming.copy_within(discard..*in_len, 0);
+            *in_len -= discard;
         }
+        more
     }
 
     /// Queue close_notify (once), after everything written so far.
@@ -324,6 +364,11 @@ impl Session {
             return;
         }
         self.close_queued = true;
+        // Process what arrived first (rustls hands out the state to write
+        // in only then); what the peer still sends is the linger's to discard.
+        if self.process(None).is_err() {
+            return;
+        }
         let Session {
             conn,
             incoming,
@@ -332,9 +377,8 @@ impl Session {
             out_len,
             ..
         } = self;
-        // Only complete records are consumed; what the peer still sends is
-        // the linger's to discard.
         let status = conn.process_tls_records(&mut incoming[..*in_len]);
+        let discard = status.discard;
         if let Ok(ConnectionState::WriteTraffic(mut write)) = status.state {
             if outgoing.len() < *out_len + 64 {
                 outgoing.resize(*out_len + 64, 0);
@@ -342,6 +386,10 @@ impl Session {
             if let Ok(n) = write.queue_close_notify(&mut outgoing[*out_len..]) {
                 *out_len += n;
             }
+        }
+        if discard > 0 {
+            incoming.copy_within(discard..*in_len, 0);
+            *in_len -= discard;
         }
     }
 
@@ -471,5 +519,42 @@ impl Transport for Session {
 
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Arc<ServerConfig> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let chain = vec![cert.der().clone()];
+        let key = rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        Arc::new(
+            ServerConfig::builder_with_provider(Arc::new(crate::provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(chain, key)
+                .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_malformed_hello_is_answered_with_an_alert() {
+        let mut s = Session::new(config(), Arc::new(Pool::default()), None).unwrap();
+        s.incoming = vec![0; RECORD_BUF];
+        let garbage = [0x16, 0x03, 0x01, 0x00, 0x05, 0xff, 0xff, 0xff, 0xff, 0xff];
+        s.incoming[..garbage.len()].copy_from_slice(&garbage);
+        s.in_len = garbage.len();
+        let e = s.process(None);
+        eprintln!("error: {e:?}");
+        assert!(e.is_err());
+        let sent = &s.outgoing[s.out_pos..s.out_len];
+        assert_eq!(sent.first(), Some(&0x15), "{sent:?}");
     }
 }

@@ -307,8 +307,15 @@ impl Log {
 }
 
 /// Forward a server's stderr to the test's (so a failing test shows it),
-/// keep a copy, and report the first `listening on` address.
-fn forward_stderr(stderr: ChildStderr, pid: u32, log: &Log, ready: mpsc::Sender<SocketAddr>) {
+/// keep a copy, and report the first `listening on` address (the first TLS
+/// one, if `tls`).
+fn forward_stderr(
+    stderr: ChildStderr,
+    pid: u32,
+    log: &Log,
+    ready: mpsc::Sender<SocketAddr>,
+    tls: bool,
+) {
     let mut reader = BufReader::new(stderr);
     let mut ready = Some(ready);
     let mut line = Vec::new();
@@ -322,7 +329,10 @@ fn forward_stderr(stderr: ChildStderr, pid: u32, log: &Log, ready: mpsc::Sender<
         eprint!("[mpm {pid}] {text}");
         // Record before announcing readiness, so the line is in the log.
         log.push(&text);
-        if let Some(addr) = listening_addr(&text) {
+        let scheme_ok = !tls
+            || text.contains(" listening on https://")
+            || text.contains(" listening on tls://");
+        if let Some(addr) = listening_addr(&text).filter(|_| scheme_ok) {
             if let Some(tx) = ready.take() {
                 let _ = tx.send(addr);
             }
@@ -436,12 +446,15 @@ impl Server {
     ) -> Result<Server, String> {
         let tls = transport() == Transport::Tls;
         if tls {
-            let m = tls::material();
-            cmd.args(["serve", "--mpm", mpm, "--listen", "https://127.0.0.1:0"])
-                .arg("--tls-cert")
-                .arg(&m.cert)
-                .arg("--tls-key")
-                .arg(&m.key);
+            cmd.args(["serve", "--mpm", mpm, "--listen", "https://127.0.0.1:0"]);
+            // The suite's certificate, unless the test brings its own.
+            if !extra.contains(&"--tls-cert") {
+                let m = tls::material();
+                cmd.arg("--tls-cert")
+                    .arg(&m.cert)
+                    .arg("--tls-key")
+                    .arg(&m.key);
+            }
         } else {
             cmd.args(["serve", "--mpm", mpm, "--listen", "127.0.0.1:0"]);
         }
@@ -462,7 +475,7 @@ impl Server {
         let reader_log = Arc::clone(&log);
         std::thread::Builder::new()
             .name(format!("mpm-{pid}-stderr"))
-            .spawn(move || forward_stderr(stderr, pid, &reader_log, tx))
+            .spawn(move || forward_stderr(stderr, pid, &reader_log, tx, tls))
             .map_err(|e| format!("starting the stderr reader: {e}"))?;
         let mut server = Server {
             child,
