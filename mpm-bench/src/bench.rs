@@ -6,11 +6,14 @@
 //! * `response_parser` — responses read incrementally (head, then
 //!   `Content-Length`, chunked or until-close bodies).
 //! * [`summary`] — the HDR latency histogram, statuses, errors; text and JSON.
+//! * [`tls`] — `https://`: the rustls client, `--cacert` or `--insecure`,
+//!   handshake errors by kind.
 
 pub mod args;
 pub mod engine;
 pub(crate) mod response_parser;
 pub mod summary;
+pub mod tls;
 
 use std::io::IsTerminal;
 use std::sync::atomic::Ordering;

@@ -424,10 +424,10 @@ impl<H: ConnectionHandler> ConnectionHandler for TlsHandler<H> {
         }
         match c.session.as_ref() {
             None => true,
+            // Encrypting a body is CPU work: workers do it, in parallel,
+            // not the loop.
             Some(sess) => match sess.after {
-                Some(Interest::Write) | None => {
-                    !sess.is_handshaking() && self.inner.writes_without_blocking(&c.inner)
-                }
+                Some(Interest::Write) | None => false,
                 // Only records of ours are left to send.
                 Some(_) => true,
             },

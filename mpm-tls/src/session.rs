@@ -517,6 +517,39 @@ impl Transport for Session {
         self.plain_pos < self.plain.len()
     }
 
+    fn sendfile(
+        &mut self,
+        raw: &mut Stream,
+        file: &std::fs::File,
+        offset: &mut u64,
+        count: usize,
+    ) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        thread_local! {
+            // One read buffer per thread, not per connection or per call.
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        SCRATCH.with(|scratch| {
+            let mut chunk = scratch.borrow_mut();
+            if chunk.len() < WRITE_CHUNK {
+                chunk.resize(WRITE_CHUNK, 0);
+            }
+            let want = count.min(WRITE_CHUNK);
+            let n = loop {
+                match file.read_at(&mut chunk[..want], *offset) {
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    other => break other?,
+                }
+            };
+            if n == 0 {
+                return Ok(0);
+            }
+            let sent = self.write(raw, &chunk[..n], count > n)?;
+            *offset += sent as u64;
+            Ok(sent)
+        })
+    }
+
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
         self
     }

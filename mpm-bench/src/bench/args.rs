@@ -1,6 +1,7 @@
 //! `mpm bench`'s command line, and the URL and request it turns into.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use mpm_core::Error;
@@ -11,7 +12,7 @@ use super::engine::{Limit, Load};
 /// `mpm bench URL`: load an HTTP server, as wrk and ab do.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// The URL to load: `http://HOST[:PORT]/PATH` (http only).
+    /// The URL to load: `http://HOST[:PORT]/PATH` or `https://...`.
     pub url: String,
     /// Concurrent connections.
     #[arg(short = 'c', long, default_value_t = 50)]
@@ -37,9 +38,19 @@ pub struct BenchArgs {
     /// Print the result as JSON on standard output.
     #[arg(long)]
     pub json: bool,
+    /// https: trust the certificates of this authority (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// https: accept any certificate (measure, do not verify).
+    #[arg(long, conflicts_with = "cacert")]
+    pub insecure: bool,
+    /// https: resume sessions on new connections (tickets or IDs) instead
+    /// of a full handshake each, which is what `ab` does.
+    #[arg(long)]
+    pub tls_resume: bool,
 }
 
-/// The parts of an `http://` URL the bench needs.
+/// The parts of an `http://` or `https://` URL the bench needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// The `Host` header's value.
@@ -53,13 +64,21 @@ pub struct Target {
 impl Target {
     /// Parse and resolve `url`.
     pub fn parse(url: &str) -> Result<Target, Error> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            if url.starts_with("https://") {
-                Error::config(format!("{url}: https is not supported; use http://"))
-            } else {
-                Error::config(format!("{url}: not an http:// URL"))
+        Target::parse_with_tls(url).map(|(t, _)| t)
+    }
+
+    /// Parse and resolve `url`, with the server name to do TLS with for an
+    /// `https://` one.
+    pub fn parse_with_tls(url: &str) -> Result<(Target, Option<String>), Error> {
+        let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (false, rest),
+            (_, Some(rest)) => (true, rest),
+            _ => {
+                return Err(Error::config(format!(
+                    "{url}: not an http:// or https:// URL"
+                )))
             }
-        })?;
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -70,7 +89,7 @@ impl Target {
             )));
         }
         let with_port = if authority.ends_with(']') || !authority.contains(':') {
-            format!("{authority}:80")
+            format!("{authority}:{}", if tls { 443 } else { 80 })
         } else {
             authority.to_string()
         };
@@ -79,11 +98,21 @@ impl Target {
             .map_err(|e| Error::config(format!("{url}: cannot resolve {authority}: {e}")))?
             .next()
             .ok_or_else(|| Error::config(format!("{url}: {authority} has no address")))?;
-        Ok(Target {
-            host: authority.to_string(),
-            addr,
-            path: path.to_string(),
-        })
+        let hostname = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => h,
+            _ => authority,
+        }
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+        Ok((
+            Target {
+                host: authority.to_string(),
+                addr,
+                path: path.to_string(),
+            },
+            tls.then_some(hostname),
+        ))
     }
 
     /// The request every connection sends.
@@ -132,8 +161,24 @@ impl BenchArgs {
         if self.timeout.0.is_zero() {
             return Err(Error::config("--timeout: a duration above zero"));
         }
-        let target = Target::parse(&self.url)?;
+        let (target, tls_name) = Target::parse_with_tls(&self.url)?;
+        let tls = if let Some(name) = tls_name {
+            Some(super::tls::client(
+                &name,
+                self.cacert.as_deref(),
+                self.insecure,
+                self.tls_resume,
+            )?)
+        } else {
+            if self.cacert.is_some() || self.insecure || self.tls_resume {
+                return Err(Error::config(
+                    "--cacert, --insecure and --tls-resume are for https:// URLs",
+                ));
+            }
+            None
+        };
         Ok(Load {
+            tls,
             addr: target.addr,
             url: self.url.clone(),
             request: target.request(self.close, &self.headers),
@@ -160,7 +205,11 @@ mod tests {
         );
         let t = Target::parse("http://[::1]").expect("valid");
         assert_eq!((t.addr.port(), t.path.as_str()), (80, "/"));
-        assert!(Target::parse("https://127.0.0.1/").is_err());
+        let (t, name) = Target::parse_with_tls("https://localhost/x").expect("valid");
+        assert_eq!((t.addr.port(), name.as_deref()), (443, Some("localhost")));
+        let (_, name) = Target::parse_with_tls("https://[::1]:8443/").expect("valid");
+        assert_eq!(name.as_deref(), Some("::1"));
+        assert!(Target::parse("ftp://127.0.0.1/").is_err());
         assert!(Target::parse("127.0.0.1:80/").is_err());
     }
 

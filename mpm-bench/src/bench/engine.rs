@@ -51,6 +51,8 @@ pub struct Load {
     pub keepalive: bool,
     /// How long one request may take before it counts as a timeout.
     pub timeout: Duration,
+    /// `https://`: how connections do TLS.
+    pub tls: Option<super::tls::TlsClient>,
 }
 
 /// Shared between the client threads and whoever watches them.
@@ -136,6 +138,8 @@ enum Phase {
     /// No request: the run is over for this connection.
     Idle,
     Connecting,
+    /// The TLS handshake of a new connection.
+    Handshaking,
     Writing,
     Reading,
     /// The response is complete and the server closes: wait for its FIN, so
@@ -155,6 +159,36 @@ struct Conn {
     served: u64,
     /// Interest registered with epoll: `true` for writable.
     want_write: bool,
+    /// `https://`: the TLS connection over `sock`.
+    tls: Option<Box<rustls::ClientConnection>>,
+    /// The request is in the TLS connection's buffer (being sent).
+    tls_queued: bool,
+}
+
+/// Read plaintext (through TLS for `https://`); `Ok(0)` at the end.
+fn recv(c: &mut Conn, buf: &mut [u8]) -> io::Result<usize> {
+    let Some(sock) = c.sock.as_ref() else {
+        return Err(io::ErrorKind::NotConnected.into());
+    };
+    let Some(tls) = c.tls.as_mut() else {
+        let mut s = sock;
+        return s.read(buf);
+    };
+    loop {
+        match tls.reader().read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        let mut s = sock;
+        match tls.read_tls(&mut s)? {
+            0 => return Ok(0),
+            _ => {
+                tls.process_new_packets()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            }
+        }
+    }
 }
 
 struct Client<'a> {
@@ -187,6 +221,8 @@ impl<'a> Client<'a> {
                 parser: ResponseParser::default(),
                 served: 0,
                 want_write: false,
+                tls: None,
+                tls_queued: false,
             })
             .collect();
         Ok(Client {
@@ -327,12 +363,105 @@ impl<'a> Client<'a> {
         c.served = 0;
         c.want_write = !connected;
         c.written = 0;
+        c.tls = None;
         if connected {
-            self.rec.connections += 1;
-            self.write(i);
+            self.connected(i);
         } else {
             c.phase = Phase::Connecting;
         }
+    }
+
+    /// The TCP connection is up: a TLS handshake first for `https://`.
+    fn connected(&mut self, i: usize) {
+        self.rec.connections += 1;
+        let Some(tls) = &self.load.tls else {
+            return self.write(i);
+        };
+        match rustls::ClientConnection::new(Arc::clone(&tls.config), tls.name.clone()) {
+            Ok(conn) => {
+                let c = &mut self.conns[i];
+                c.tls = Some(Box::new(conn));
+                c.tls_queued = false;
+                c.phase = Phase::Handshaking;
+                self.handshake(i);
+            }
+            Err(e) => self.handshake_failed(i, super::tls::kind(&e)),
+        }
+    }
+
+    /// Drive the TLS handshake as far as the socket allows.
+    fn handshake(&mut self, i: usize) {
+        loop {
+            let c = &mut self.conns[i];
+            let (Some(sock), Some(tls)) = (c.sock.as_ref(), c.tls.as_mut()) else {
+                return;
+            };
+            let mut s = sock;
+            if tls.wants_write() {
+                match tls.write_tls(&mut s) {
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        return self.interest(i, true)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return self.handshake_failed(i, format!("io: {:?}", e.kind())),
+                }
+            }
+            if !tls.is_handshaking() {
+                if tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                    self.rec.resumed += 1;
+                }
+                c.written = 0;
+                return self.write(i);
+            }
+            match tls.read_tls(&mut s) {
+                Ok(0) => return self.handshake_failed(i, "closed by the server".into()),
+                Ok(_) => {
+                    if let Err(e) = tls.process_new_packets() {
+                        let _ = tls.write_tls(&mut s); // our alert
+                        return self.handshake_failed(i, super::tls::kind(&e));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.interest(i, false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.handshake_failed(i, format!("io: {:?}", e.kind())),
+            }
+        }
+    }
+
+    fn handshake_failed(&mut self, i: usize, kind: String) {
+        self.rec.handshake_error(kind);
+        self.fail(i);
+    }
+
+    /// Send the request through TLS.
+    fn write_tls(&mut self, i: usize) {
+        let req = &self.load.request;
+        let c = &mut self.conns[i];
+        let (Some(sock), Some(tls)) = (c.sock.as_ref(), c.tls.as_mut()) else {
+            return;
+        };
+        if !c.tls_queued {
+            if std::io::Write::write_all(&mut tls.writer(), req).is_err() {
+                return self.lost(i);
+            }
+            c.tls_queued = true;
+        }
+        let mut s = sock;
+        while tls.wants_write() {
+            match tls.write_tls(&mut s) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.phase = Phase::Writing;
+                    return self.interest(i, true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.lost(i),
+            }
+        }
+        c.tls_queued = false;
+        c.phase = Phase::Reading;
+        self.interest(i, false);
     }
 
     fn interest(&mut self, i: usize, write: bool) {
@@ -353,6 +482,9 @@ impl<'a> Client<'a> {
     }
 
     fn write(&mut self, i: usize) {
+        if self.conns[i].tls.is_some() {
+            return self.write_tls(i);
+        }
         let req = &self.load.request;
         loop {
             let c = &mut self.conns[i];
@@ -390,15 +522,15 @@ impl<'a> Client<'a> {
                     self.close(i);
                     return self.finished_then_next(i);
                 }
-                self.rec.connections += 1;
-                self.write(i);
+                self.connected(i);
             }
+            Phase::Handshaking => self.handshake(i),
             Phase::Writing => self.write(i),
             Phase::Reading => self.read(i),
             Phase::Draining => {
                 let c = &mut self.conns[i];
-                if let Some(mut sock) = c.sock.as_ref() {
-                    match sock.read(&mut self.buf) {
+                if c.sock.is_some() {
+                    match recv(c, &mut self.buf) {
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                         // EOF, an error or stray bytes: either way this
                         // connection is done.
@@ -416,10 +548,10 @@ impl<'a> Client<'a> {
         // then costs one epoll_wait per socket buffer, not per read.
         loop {
             let c = &mut self.conns[i];
-            let Some(mut sock) = c.sock.as_ref() else {
+            if c.sock.is_none() {
                 return;
-            };
-            let n = match sock.read(&mut self.buf) {
+            }
+            let n = match recv(c, &mut self.buf) {
                 Ok(n) => n,
                 Err(e)
                     if e.kind() == io::ErrorKind::WouldBlock
@@ -437,8 +569,9 @@ impl<'a> Client<'a> {
                 return self.lost(i);
             }
             match c.parser.feed(&self.buf[..n]) {
-                // A short read has taken all there was.
-                Ok(Feed::More) if n < self.buf.len() => return,
+                // A short read has taken all there was (TLS may hold
+                // more already decrypted: read on until it would block).
+                Ok(Feed::More) if n < self.buf.len() && c.tls.is_none() => return,
                 Ok(Feed::More) => {}
                 Ok(Feed::Done(resp, used)) => {
                     if used < n {
@@ -523,6 +656,7 @@ impl<'a> Client<'a> {
         let c = &mut self.conns[i];
         // Closing the descriptor removes it from the epoll set.
         c.sock = None;
+        c.tls = None;
         c.want_write = false;
         c.phase = Phase::Idle;
     }

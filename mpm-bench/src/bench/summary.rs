@@ -21,12 +21,14 @@ pub struct ErrorCounts {
     pub bad_response: u64,
     /// The body's length differed from the first response's (ab's "Length" failures).
     pub length: u64,
+    /// The TLS handshake failed (by kind in the summary's `handshake_errors`).
+    pub handshake: u64,
 }
 
 impl ErrorCounts {
     /// All errors.
     pub fn total(&self) -> u64 {
-        self.connect + self.read + self.timeout + self.bad_response + self.length
+        self.connect + self.read + self.timeout + self.bad_response + self.length + self.handshake
     }
 
     pub(crate) fn add(&mut self, other: &ErrorCounts) {
@@ -35,6 +37,7 @@ impl ErrorCounts {
         self.timeout += other.timeout;
         self.bad_response += other.bad_response;
         self.length += other.length;
+        self.handshake += other.handshake;
     }
 }
 
@@ -64,6 +67,8 @@ pub struct Recorder {
     pub(crate) errors: ErrorCounts,
     pub(crate) body_bytes: u64,
     pub(crate) connections: u64,
+    pub(crate) handshake_errors: BTreeMap<String, u64>,
+    pub(crate) resumed: u64,
 }
 
 impl Default for Recorder {
@@ -77,6 +82,8 @@ impl Default for Recorder {
             errors: ErrorCounts::default(),
             body_bytes: 0,
             connections: 0,
+            handshake_errors: BTreeMap::new(),
+            resumed: 0,
         }
     }
 }
@@ -102,6 +109,16 @@ impl Recorder {
         self.errors.add(&other.errors);
         self.body_bytes += other.body_bytes;
         self.connections += other.connections;
+        for (k, n) in &other.handshake_errors {
+            *self.handshake_errors.entry(k.clone()).or_insert(0) += n;
+        }
+        self.resumed += other.resumed;
+    }
+
+    /// A TLS handshake failed, as `kind`.
+    pub(crate) fn handshake_error(&mut self, kind: String) {
+        self.errors.handshake += 1;
+        *self.handshake_errors.entry(kind).or_insert(0) += 1;
     }
 }
 
@@ -133,6 +150,10 @@ pub struct Summary {
     pub status: BTreeMap<u16, u64>,
     /// Requests that got no valid response, by kind.
     pub errors: ErrorCounts,
+    /// https: failed handshakes by kind (`alert: ...`, `certificate: ...`).
+    pub handshake_errors: BTreeMap<String, u64>,
+    /// https: connections whose handshake resumed a session.
+    pub tls_resumed: u64,
 }
 
 impl Summary {
@@ -170,6 +191,8 @@ impl Summary {
             latency_us: latency,
             status: r.statuses.clone(),
             errors: r.errors,
+            handshake_errors: r.handshake_errors.clone(),
+            tls_resumed: r.resumed,
         }
     }
 
@@ -240,14 +263,30 @@ impl Summary {
         let e = &self.errors;
         let _ = writeln!(
             s,
-            "  errors: {} (connect {}, read {}, timeout {}, bad response {}, length {})",
+            "  errors: {} (connect {}, read {}, timeout {}, bad response {}, length {}, handshake {})",
             e.total(),
             e.connect,
             e.read,
             e.timeout,
             e.bad_response,
-            e.length
+            e.length,
+            e.handshake
         );
+        if !self.handshake_errors.is_empty() {
+            let kinds: Vec<String> = self
+                .handshake_errors
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect();
+            let _ = writeln!(s, "  handshake errors: {}", kinds.join(", "));
+        }
+        if self.url.starts_with("https://") {
+            let _ = writeln!(
+                s,
+                "  TLS: {} of {} connections resumed a session",
+                self.tls_resumed, self.connections_opened
+            );
+        }
         let _ = writeln!(s, "Requests/sec: {:.2}", self.requests_per_s);
         s
     }

@@ -10,6 +10,7 @@ mod matrix;
 mod poller;
 mod sendfile;
 mod syscalls;
+mod tls;
 
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ pub const EXPERIMENTS: &[&Experiment] = &[
     &lowat::LOWAT,
     &logwrite::LOGWRITE,
     &syscalls::SYSCALLS,
+    &tls::TLS,
 ];
 
 /// The experiment named `name`.

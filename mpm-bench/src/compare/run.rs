@@ -15,7 +15,7 @@ use super::experiments::Variant;
 use super::perf::SyscallCount;
 use super::proc_sample;
 use super::report::Cell;
-use super::scenario::{Load, Scenario, ServerBin};
+use super::scenario::{Load, Scenario, ServerBin, Tls};
 use super::server_child::ServerChild;
 use super::strace::SyscallTable;
 use crate::bench::response_parser::{Feed, ResponseParser};
@@ -172,20 +172,22 @@ fn measure_load(
     keepalive: bool,
     cell: &mut Cell,
 ) -> Result<(), Error> {
+    let (addr, scheme, tls) = tls_target(server, scenario)?;
     let target = crate::bench::args::Target {
-        host: server.addr.to_string(),
-        addr: server.addr,
+        host: addr.to_string(),
+        addr,
         path: scenario.path.to_string(),
     };
     let mut load = engine::Load {
-        addr: server.addr,
-        url: format!("http://{}{}", server.addr, scenario.path),
+        addr,
+        url: format!("{scheme}://{addr}{}", scenario.path),
         request: target.request(!keepalive, &[]),
         connections,
         threads: 1,
         limit: Limit::Duration(settings.warmup),
         keepalive,
         timeout: Duration::from_secs(10),
+        tls,
     };
     let pid = server.pid();
     // The counters' window covers the warm-up too: perf needs a moment to
@@ -312,9 +314,40 @@ fn measure_slow_reader(
     Ok(())
 }
 
+/// Where a scenario's load goes: the plain listener, or the TLS one with
+/// the client `--insecure` would make (resuming sessions or not).
+fn tls_target(
+    server: &ServerChild,
+    scenario: &Scenario,
+) -> Result<
+    (
+        std::net::SocketAddr,
+        &'static str,
+        Option<crate::bench::tls::TlsClient>,
+    ),
+    Error,
+> {
+    if scenario.tls == Tls::Off {
+        return Ok((server.addr, "http", None));
+    }
+    let addr = server.tls_addr.ok_or_else(|| {
+        Error::config(format!(
+            "scenario {}: the server has no TLS listener (--listen-tls)",
+            scenario.name
+        ))
+    })?;
+    let client = crate::bench::tls::client("localhost", None, true, scenario.tls == Tls::Resumed)?;
+    Ok((addr, "https", Some(client)))
+}
+
+/// A blocking connection, plain or TLS.
+trait Duplex: Read + Write {}
+impl<T: Read + Write> Duplex for T {}
+
 /// One request on an open connection, blocking: its status.
-fn exchange(conn: &mut TcpStream, request: &[u8], parser: &mut ResponseParser) -> Option<u16> {
+fn exchange(conn: &mut dyn Duplex, request: &[u8], parser: &mut ResponseParser) -> Option<u16> {
     conn.write_all(request).ok()?;
+    conn.flush().ok()?;
     parser.reset();
     let mut buf = [0u8; 16 * 1024];
     loop {
@@ -346,15 +379,23 @@ fn measure_idle(
     }
     .request(false, &[]);
     let mut parser = ResponseParser::default();
-    let mut held = Vec::with_capacity(connections);
+    let mut held: Vec<Box<dyn Duplex>> = Vec::with_capacity(connections);
     let mut failed = 0u64;
+    let (addr, _, tls) = tls_target(server, scenario)?;
     for _ in 0..connections {
-        let conn = TcpStream::connect_timeout(&server.addr, Duration::from_secs(5)).and_then(|c| {
+        let conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).and_then(|c| {
             c.set_read_timeout(Some(Duration::from_secs(10)))?;
             Ok(c)
         });
+        let conn: std::io::Result<Box<dyn Duplex>> = match (conn, &tls) {
+            (Ok(c), None) => Ok(Box::new(c)),
+            (Ok(c), Some(t)) => rustls::ClientConnection::new(t.config.clone(), t.name.clone())
+                .map(|tc| Box::new(rustls::StreamOwned::new(tc, c)) as Box<dyn Duplex>)
+                .map_err(std::io::Error::other),
+            (Err(e), _) => Err(e),
+        };
         match conn {
-            Ok(mut c) => match exchange(&mut c, &request, &mut parser) {
+            Ok(mut c) => match exchange(&mut *c, &request, &mut parser) {
                 Some(200) => held.push(c),
                 _ => failed += 1,
             },
@@ -383,7 +424,7 @@ fn measure_idle(
         .iter()
         .filter(|&&i| {
             held.get_mut(i)
-                .and_then(|c| exchange(c, &request, &mut parser))
+                .and_then(|c| exchange(&mut **c, &request, &mut parser))
                 == Some(200)
         })
         .count();

@@ -37,9 +37,22 @@ pub enum Load {
     },
 }
 
+/// Whether a scenario's client speaks TLS, and how it handshakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tls {
+    /// Plain HTTP.
+    Off,
+    /// TLS, every new connection a full handshake.
+    Full,
+    /// TLS, new connections resume a session (tickets).
+    Resumed,
+}
+
 /// One load, run against every variant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scenario {
+    /// Over TLS (the server's `--listen-tls` listener), and how.
+    pub tls: Tls,
     /// Short name (`--scenario` selects by it; `idle` selects every idle count).
     pub name: String,
     /// A few words for tables and charts.
@@ -63,6 +76,7 @@ impl Scenario {
     /// Requests for `path` on `connections` keep-alive connections.
     pub fn keepalive(name: &str, title: &str, path: &'static str, connections: usize) -> Scenario {
         Scenario {
+            tls: Tls::Off,
             name: name.into(),
             title: title.into(),
             server: ServerBin::This,
@@ -88,6 +102,7 @@ impl Scenario {
     /// `connections` idle keep-alive connections, each served once.
     pub fn idle(connections: usize) -> Scenario {
         Scenario {
+            tls: Tls::Off,
             name: format!("idle-{connections}"),
             title: format!("{connections} idle keep-alive connections"),
             server: ServerBin::This,
@@ -114,6 +129,11 @@ impl Scenario {
             },
             ..Scenario::keepalive(name, title, path, 1)
         }
+    }
+
+    /// The same over TLS, handshaking as `tls` says.
+    pub fn over_tls(self, tls: Tls) -> Scenario {
+        Scenario { tls, ..self }
     }
 
     /// Served by another program.

@@ -25,6 +25,8 @@ const STOP: Duration = Duration::from_secs(15);
 #[derive(Debug)]
 pub struct ServerChild {
     child: Option<Child>,
+    /// Where it listens with TLS, if it does (`--listen-tls`).
+    pub tls_addr: Option<SocketAddr>,
     /// Where it listens.
     pub addr: SocketAddr,
     log: Arc<Mutex<String>>,
@@ -63,7 +65,7 @@ impl ServerChild {
                 // Keep draining, so the server never blocks on a full pipe.
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                     if let Some(addr) = listening_addr(&line) {
-                        let _ = tx.send(addr);
+                        let _ = tx.send((line.contains("listening on https://"), addr));
                     }
                     if let Ok(mut l) = log.lock() {
                         if l.len() < 64 * 1024 {
@@ -77,9 +79,26 @@ impl ServerChild {
         let mut server = ServerChild {
             child: Some(child),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls_addr: None,
             log,
         };
-        match rx.recv_timeout(STARTUP) {
+        // The plain listener (status page, plain loads), and the TLS one
+        // too when `--listen-tls` asks for it.
+        let wants_tls = args.iter().any(|a| a == "--listen-tls");
+        let mut plain = None;
+        let started = std::time::Instant::now();
+        let got = loop {
+            let left = STARTUP.saturating_sub(started.elapsed());
+            match rx.recv_timeout(left) {
+                Ok((true, addr)) => server.tls_addr = Some(addr),
+                Ok((false, addr)) => plain = plain.or(Some(addr)),
+                Err(e) => break Err(e),
+            }
+            if let Some(addr) = plain.filter(|_| !wants_tls || server.tls_addr.is_some()) {
+                break Ok(addr);
+            }
+        };
+        match got {
             Ok(addr) => {
                 server.addr = addr;
                 server.settle();
@@ -180,7 +199,7 @@ impl Drop for ServerChild {
 /// The address in a `mpm: ... listening on http://127.0.0.1:PORT serving ...` line.
 fn listening_addr(line: &str) -> Option<SocketAddr> {
     let (_, rest) = line.split_once("listening on ")?;
-    let rest = rest.strip_prefix("http://").unwrap_or(rest);
+    let rest = rest.split_once("://").map_or(rest, |(_, r)| r);
     rest.split_whitespace().next()?.parse().ok()
 }
 
