@@ -293,3 +293,52 @@ fn the_logwrite_experiment_measures_each_way_of_writing_the_log() {
         assert_eq!(c["non_200"], 0, "{c}");
     }
 }
+
+#[test]
+fn the_tls_experiment_measures_handshakes_and_idle_tls_connections() {
+    // Longer than the others: fifty handshakes of a debug build take a while.
+    let out_dir = TempDir::new("compare-tls");
+    let run = run_mpm(
+        &[
+            "compare",
+            "--experiment",
+            "tls",
+            "--mpm",
+            "event",
+            "--allocator",
+            "system",
+            "--scenario",
+            "tls-keepalive,tls-full,tls-resumed,idle",
+            "--idle",
+            "20",
+            "--duration",
+            "1s",
+            "--warmup",
+            "500ms",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+        Duration::from_secs(180),
+    );
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    let r = report(&out_dir);
+    let cells = r["cells"].as_array().unwrap();
+    let names: Vec<&str> = cells
+        .iter()
+        .map(|c| c["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["tls-keepalive", "tls-full", "tls-resumed", "tls-idle-20"]
+    );
+    for c in &cells[..3] {
+        assert!(c["responses"].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+    }
+    assert_eq!(cells[3]["idle_sample_served"], "10/10", "{}", cells[3]);
+    assert!(
+        cells[3]["pss_per_conn_kib"].as_f64().is_some(),
+        "{}",
+        cells[3]
+    );
+}

@@ -940,6 +940,72 @@ fn keepalive_requests_reuse_one_handshake_and_the_status_page_counts_it(mpm: &st
     assert!(html.text().contains("<h2>TLS</h2>"), "{}", html.text());
 }
 
+// --- mpm bench https:// ------------------------------------------------------
+
+#[test]
+fn bench_loads_https_and_counts_handshake_errors_by_kind() {
+    let root = docroot();
+    let server = tls_server("event", &root, &[]);
+    let url = format!("https://localhost:{}/page.txt", server.addr().port());
+    let ca = material().ca.to_str().unwrap().to_string();
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["bench", "--json", "-c", "4"];
+        if !extra.contains(&"-n") {
+            args.extend(["-n", "200"]);
+        }
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let out = run_mpm(&args, Duration::from_secs(60));
+        let v: serde_json::Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", out.stdout, out.stderr));
+        v
+    };
+    // Verified by the suite's authority: keep-alive, then a full handshake
+    // per request, then resumed ones.
+    let v = bench(&["--cacert", &ca]);
+    assert_eq!(
+        (v["responses"].as_u64(), v["errors"]["handshake"].as_u64()),
+        (Some(200), Some(0)),
+        "{v}"
+    );
+    let v = bench(&["--cacert", &ca, "--close"]);
+    assert_eq!(v["responses"], 200, "{v}");
+    assert_eq!(v["tls_resumed"], 0, "{v}");
+    let v = bench(&["--insecure", "--close", "--tls-resume"]);
+    assert_eq!(v["responses"], 200, "{v}");
+    assert!(v["tls_resumed"].as_u64() > Some(100), "{v}");
+    // An authority that did not sign the certificate: every handshake
+    // fails, counted by kind.
+    let other = TempDir::new("otherca");
+    let (stranger, _) = {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        (
+            other.write("ca.pem", p.self_signed(&key).unwrap().pem().as_bytes()),
+            key,
+        )
+    };
+    let v = bench(&["--cacert", stranger.to_str().unwrap(), "-n", "20"]);
+    assert_eq!(v["errors"]["handshake"], 20, "{v}");
+    let kinds = v["handshake_errors"].as_object().unwrap();
+    assert!(kinds.keys().all(|k| k.starts_with("certificate: ")), "{v}");
+    // https without a way to verify, and TLS flags for http: one line, exit 2.
+    run_mpm(&["bench", "-n", "1", &url], Duration::from_secs(20))
+        .assert_one_line_error("https without --cacert");
+    let plain = format!("http://{}/", server.addr());
+    run_mpm(
+        &["bench", "-n", "1", "--insecure", &plain],
+        Duration::from_secs(20),
+    )
+    .assert_one_line_error("--insecure for http");
+    let missing = run_mpm(
+        &["bench", "-n", "1", "--cacert", "/nonexistent.pem", &url],
+        Duration::from_secs(20),
+    );
+    missing.assert_one_line_error("a missing --cacert");
+}
+
 mpm_suite!(
     curl_gets_a_page_over_tls_1_2_and_1_3,
     openssl_negotiates_both_versions_with_alpn_http11,
