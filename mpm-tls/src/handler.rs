@@ -105,7 +105,9 @@ impl<F: HandlerFactory> HandlerFactory for TlsFactory<F> {
     }
 }
 
-/// A [`ConnectionHandler`] behind TLS; see the [module](self).
+/// A [`ConnectionHandler`] behind TLS: plain connections pass through, TLS
+/// ones handshake first (on a worker), then run the inner handler's steps
+/// with the session attached to the [`Stream`].
 #[derive(Debug)]
 pub struct TlsHandler<H> {
     inner: H,

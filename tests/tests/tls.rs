@@ -543,6 +543,105 @@ fn sighup_reloads_certificates(mpm: &str) {
     assert!(get_page(&mut held).contains(PAGE));
 }
 
+// --- Socket activation and binary upgrade hand TLS listeners over -------------
+
+fn a_tls_socket_passed_by_systemd_is_served_with_tls(mpm: &str) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let root = docroot();
+    // Bound by "systemd", named by FileDescriptorName=https.
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    let fd = socket.as_raw_fd();
+    let server = with_transport(Transport::Tls, || {
+        Server::start_with(mpm, Some(root.path()), &[], |cmd| {
+            cmd.env("LISTEN_FDS", "1").env("LISTEN_FDNAMES", "https");
+            // SAFETY: dup2 and fcntl are async-signal-safe and touch only
+            // the child's descriptor table.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if fd == 3 {
+                        libc::fcntl(3, libc::F_SETFD, 0);
+                    } else if libc::dup2(fd, 3) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        })
+    });
+    assert_eq!(server.addr(), addr, "{}", server.stderr_text());
+    assert!(server
+        .stderr_text()
+        .contains(&format!("listening on https://{addr}")));
+    assert!(get_page(&mut connect(&server, "localhost", client_config()).unwrap()).contains(PAGE));
+}
+
+fn a_binary_upgrade_hands_tls_listeners_over(mpm: &str) {
+    let root = docroot();
+    let pid_file = root.path().join("mpm.pid");
+    let managed: &[&str] = if mpm == "prefork" {
+        &["--start-servers", "2"]
+    } else {
+        &["--server-limit", "2", "--max-request-workers", "8"]
+    };
+    let flags = [
+        managed,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--pid-file",
+            pid_file.to_str().unwrap(),
+        ],
+    ]
+    .concat();
+    let mut server = tls_server(mpm, &root, &flags);
+    let (tls_addr, plain_addr) = listeners(&server);
+    assert!(get_page(&mut connect(&server, "localhost", client_config()).unwrap()).contains(PAGE));
+    let old = server.pid();
+    server.signal(libc::SIGUSR2);
+    assert!(
+        server.wait_for_stderr("drains", Duration::from_secs(30)),
+        "the new master never reported ready:\n{}",
+        server.stderr_text()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.is_running() {
+        assert!(
+            Instant::now() < deadline,
+            "the old master did not exit\n{}",
+            server.stderr_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let new: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(new, old);
+    // The same two sockets, each still what it was.
+    assert!(get_page(&mut connect(&server, "localhost", client_config()).unwrap()).contains(PAGE));
+    assert_eq!(
+        tests::exchange(
+            plain_addr,
+            b"GET /page.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap()
+        .status,
+        200
+    );
+    assert_eq!(server.addr(), tls_addr);
+    // SAFETY: kill(2) has no memory-safety preconditions; the pid is the
+    // new master this test made the old one start.
+    unsafe { libc::kill(new as libc::pid_t, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::path::Path::new(&format!("/proc/{new}")).exists() && pid_file.exists() {
+        assert!(Instant::now() < deadline, "the new master did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 // --- A protocol that is not HTTP -------------------------------------------
 
 fn the_line_echo_example_speaks_tls_unchanged(mpm: &str) {
@@ -1013,6 +1112,8 @@ mpm_suite!(
     sni_picks_the_certificate_by_name_and_refuses_unknown_names,
     certificates_reload_on_graceful_restart_with_a_connection_held_open,
     sighup_reloads_certificates,
+    a_tls_socket_passed_by_systemd_is_served_with_tls,
+    a_binary_upgrade_hands_tls_listeners_over,
     the_line_echo_example_speaks_tls_unchanged,
     plain_http_to_a_tls_port_gets_a_clear_400,
     garbage_and_stalled_handshakes_are_cut_off_while_others_are_served,
