@@ -78,6 +78,24 @@
 //! into the kernel on every wait.
 //!
 //!
+//! ## A layer between the handler and the socket
+//!
+//! TLS must wrap any protocol without the protocol knowing, and without the
+//! models knowing either. The seam is [`Transport`](crate::Transport): a
+//! layer's per-connection state, attached to the [`Stream`](crate::Stream)
+//! for the length of one inner step (moving a `Box` in and out costs nothing)
+//! and detached after, so that the models, the lingering close and the idle
+//! checks always see the bare socket. While attached, `read`, `write`,
+//! `send` and `sendfile` go through it, and it does its own socket I/O on
+//! the stream handed back bare (so timeouts and send counts stay right).
+//! What the layer buffers is its own: plaintext it decrypted but the inner
+//! handler has not read counts against [`Stream::drained`](crate::Stream::drained)
+//! (an edge-triggered poller would never report those bytes again), and
+//! records it could not send turn the step's answer into
+//! [`Interest::Write`](crate::Interest::Write) until they are. Which
+//! listener a connection came from is told by its local address, so no
+//! model needs to carry a listener's kind.
+//!
 //! ## Layers, and which way they point
 //!
 //! This crate is the contract and nothing else: it knows no protocol, no

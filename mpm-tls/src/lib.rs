@@ -24,10 +24,52 @@
 //!   an unknown server name (`unrecognized_name`).
 //! * [`Error`] — this crate's one error type.
 //!
-//! The crypto provider is rustls's `ring`: it builds with a C compiler
-//! (which every machine building mpm has) and nothing else, where aws-lc-rs
-//! needs cmake (and nasm for some targets); and its P-256 and X25519 are
+//! # Design
+//!
+//! **Provider.** rustls's `ring`: it builds with a C compiler (which every
+//! machine building mpm has) and nothing else, where aws-lc-rs needs cmake
+//! (and nasm for some targets); and its P-256, X25519 and AES-GCM are
 //! assembly, several times faster at handshakes than a pure-Rust provider.
+//!
+//! **Sans-IO, one readiness step at a time.** rustls's unbuffered API is
+//! driven from the same steps as the inner protocol: a handshake step reads
+//! once, processes what arrived and writes what rustls produced; an
+//! established step attaches the session and runs the inner step, whose
+//! reads decrypt and whose writes encrypt (coalescing writes that say more
+//! follows, so a response head and its first body bytes share a record
+//! flush). Records the socket would not take make the step's answer
+//! [`Interest::Write`](mpm_core::Interest::Write); close_notify follows a
+//! close.
+//!
+//! **Nothing slow on an event loop.** A connection mid-handshake answers
+//! `Prefetch::Ready`, so the worker pool does every handshake (an ECDSA
+//! signature and a key exchange: about a millisecond of CPU in a debug
+//! build, a few hundred microseconds released) and the loop never waits on
+//! one; established connections are decrypted on the loop as plain ones
+//! are read (one read's worth of AES-GCM), and bodies are encrypted by the
+//! workers (`writes_without_blocking` is false for TLS), which spreads the
+//! bulk cipher work over every worker instead of one loop thread.
+//!
+//! **Idle connections.** The unbuffered API lets this layer own the record
+//! buffers (18 KiB in, up to 128 KiB out): they come from a pool and go
+//! back when the connection parks idle (`ConnectionHandler::parked`), so an
+//! idle TLS connection holds rustls's connection state, its keys and a few
+//! small allocations. The pool is one mutex per factory, as the HTTP
+//! layer's buffer pool is; at 64 cores a per-worker cache in front of it
+//! would keep that lock off the hot path (it is taken once per request that
+//! parks, not per read).
+//!
+//! **Sessions across processes.** Ticket keys are derived, per period, from
+//! a secret made before any fork ([`tickets`]): every process agrees on
+//! every period's key without shared mutable state, so no lock at all is
+//! taken for tickets, on 2 cores or 64. The stateful cache
+//! ([`session_cache`]) spreads sessions over buckets with a lock each, so
+//! cores meet only when two handshakes land in one bucket.
+//!
+//! **Which connections are TLS.** The models hand a handler no listener
+//! identity; the layer compares the connection's local address with the
+//! TLS listeners' (`getsockname`, once per connection, and only when plain
+//! and TLS listeners are mixed), as nginx does for wildcard listeners.
 
 #![warn(missing_docs)]
 
