@@ -591,3 +591,4 @@ mod tests {
         assert_eq!(sent.first(), Some(&0x15), "{sent:?}");
     }
 }
+
