@@ -32,7 +32,8 @@
 //!   log), flushed by a model with no thread to spare for it.
 //! * [`error_log`] — leveled error-log lines (`log_warn!` and friends), and
 //!   [`local_time`], the time stamps it and the access log write.
-//! * [`Seconds`] — durations as flags and files write them.
+//! * [`Seconds`] — durations as flags and files write them, bounded; and
+//!   [`deadline`], the one way a deadline is computed from a setting.
 //!
 //! The [`ConnectionHandler`] documentation has a runnable line protocol;
 //! [`design`] explains why the pieces are shaped as they are.
@@ -60,7 +61,7 @@ mod worker_threads;
 
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};
 pub use drain::{Drain, STOP_GRACE};
-pub use duration::Seconds;
+pub use duration::{deadline, Seconds};
 pub use error::{Error, Result};
 pub use lifecycle::{Lifecycle, Phase};
 pub use listener::Listener;

@@ -185,7 +185,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 head: Some(now),
                 body: None,
             },
-            deadline: now.checked_add(self.settings.request_header_timeout),
+            deadline: Some(mpm_core::deadline(
+                now,
+                self.settings.request_header_timeout,
+            )),
             continue_sent: false,
             chunk_body: Vec::new(),
             pool: Arc::clone(&self.settings.buffers),

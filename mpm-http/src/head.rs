@@ -23,7 +23,11 @@ pub(crate) struct Limits {
 impl Limits {
     /// The most bytes a head may take before it is refused with 431.
     pub(crate) fn max_head(&self) -> usize {
-        (self.line.max(self.field_size) + 2) * 8
+        // Saturating: limits built by hand may be anything.
+        self.line
+            .max(self.field_size)
+            .saturating_add(2)
+            .saturating_mul(8)
     }
 }
 

@@ -41,7 +41,11 @@ impl<H: HttpHandler> HttpService<H> {
                 return Step::Responded;
             }
             Framing::Length(n) => {
-                let end = head.len + n as usize;
+                // n is at most the body limit, so this fits; checked all the same.
+                let end = usize::try_from(n)
+                    .ok()
+                    .and_then(|n| head.len.checked_add(n))
+                    .unwrap_or(usize::MAX);
                 (data.len() >= end).then_some((head.len, end, end))
             }
             Framing::Chunked => {
@@ -115,10 +119,7 @@ impl<H: HttpHandler> HttpService<H> {
     pub(crate) fn deadline(&self, c: &mut Started, body_received: Option<u64>) -> Instant {
         let now = Instant::now();
         // A timeout configured beyond what an Instant holds means "never".
-        let after = |t: Instant, d: Duration| {
-            t.checked_add(d)
-                .unwrap_or_else(|| t + Duration::from_secs(100 * 365 * 86400))
-        };
+        let after = mpm_core::deadline;
         match body_received {
             None => after(
                 *c.head.get_or_insert(now),

@@ -333,7 +333,7 @@ impl<'a> ProcessManager<'a> {
                 stop_asked || lifecycle.is_stopping(),
             ) {
                 scoreboard.set_draining();
-                drain_until = Some(Instant::now() + delay);
+                drain_until = Some(mpm_core::deadline(Instant::now(), delay));
                 mpm_core::log_notice!(
                     "mpm: draining: serving on for {delay:?} with the status page answering 503, \
                      then stopping (signal again to stop now)"
@@ -423,7 +423,10 @@ impl<'a> ProcessManager<'a> {
                 }
             }
         }
-        let deadline = Instant::now() + self.graceful_timeout + Duration::from_secs(2);
+        let deadline = mpm_core::deadline(
+            Instant::now(),
+            self.graceful_timeout.saturating_add(Duration::from_secs(2)),
+        );
         while !children.is_empty() {
             if Instant::now() >= deadline {
                 for c in &children {

@@ -30,7 +30,7 @@ impl IdlePark for KeepAliveWait<'_> {
             PollFd::new(conn, PollFlags::POLLIN),
             PollFd::new(self.lifecycle.wake_fd(), PollFlags::POLLIN),
         ];
-        let deadline = Instant::now() + self.timeout;
+        let deadline = mpm_core::deadline(Instant::now(), self.timeout);
         loop {
             // Buffered access-log lines are due within a second even while
             // idle, and this single-threaded child has no flusher thread.

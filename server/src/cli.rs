@@ -229,13 +229,7 @@ fn load(args: &ServeArgs) -> Result<Config, Error> {
 
 /// A new scoreboard sized for `config`.
 fn scoreboard(config: &Config) -> Result<&'static Scoreboard, Error> {
-    let per_process = match config.mpm {
-        MpmKind::Prefork => 1,
-        MpmKind::Worker => config.threads_per_child,
-        // The listener thread answers requests too: it has a slot of its own.
-        MpmKind::Event => config.threads_per_child + 1,
-    };
-    Scoreboard::create(config.server_limit, per_process)
+    Scoreboard::create(config.server_limit, config.slots_per_process())
 }
 
 fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
@@ -290,8 +284,9 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     };
     // Written by the first `run`; removed when `serve` returns.
     let mut pid_file = None;
+    // Mapped once: a restart lays it out again for the new configuration.
+    let scoreboard = scoreboard(&config)?;
     loop {
-        let scoreboard = scoreboard(&config)?;
         let site = (service, scoreboard, &logs);
         let pid = &mut pid_file;
         let upgrade = Upgrade {
@@ -348,13 +343,38 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
                         config.listen
                     );
                 }
-                config = Config {
+                let mut new = Config {
                     listen: config.listen.clone(),
                     backlog: config.backlog,
                     ..new
                 };
+                if !scoreboard.reuse(new.server_limit, new.slots_per_process()) {
+                    mpm_core::log_warn!(
+                        "mpm: restart: the new configuration needs {} × {} scoreboard slots, more \
+                         than the {} made at start; the number of processes and workers grows \
+                         only with a full stop: keeping --mpm {}, --server-limit {}, \
+                         --threads-per-child {} and --max-request-workers {}",
+                        new.server_limit,
+                        new.slots_per_process(),
+                        scoreboard.slots().len(),
+                        config.mpm,
+                        config.server_limit,
+                        config.threads_per_child,
+                        config.max_request_workers
+                    );
+                    new.mpm = config.mpm;
+                    new.server_limit = config.server_limit;
+                    new.threads_per_child = config.threads_per_child;
+                    new.max_request_workers = config.max_request_workers;
+                    let _ = scoreboard.reuse(new.server_limit, new.slots_per_process());
+                }
+                config = new;
             }
-            Err(e) => mpm_core::log_error!("mpm: restart: {e}; keeping the previous configuration"),
+            Err(e) => {
+                mpm_core::log_error!("mpm: restart: {e}; keeping the previous configuration");
+                // The same layout, its slots cleared for the new set.
+                let _ = scoreboard.reuse(config.server_limit, config.slots_per_process());
+            }
         }
     }
 }

@@ -17,6 +17,30 @@ use mpm_http::log_format::LogFormat;
 use mpm_http::{About, Dotfiles, HttpSettings, DEFAULT_IN_MEMORY, MAX_REQUEST_FIELDS};
 use mpm_prefork::AcceptMutex;
 
+/// The most serving processes (httpd's hard `ServerLimit` bound).
+pub const MAX_SERVER_LIMIT: usize = 20_000;
+/// The most threads in one process (httpd's hard `ThreadLimit` bound).
+pub const MAX_THREADS_PER_CHILD: usize = 20_000;
+/// The most listening addresses (`--listen 1-65535` would take every port).
+pub const MAX_LISTENERS: usize = 1024;
+/// The longest request line or header field that may be allowed: a head is
+/// then at most eight times that.
+pub const MAX_FIELD_LIMIT: usize = 1 << 20;
+/// The largest request body that may be allowed (httpd's `LimitRequestBody`
+/// bound): bodies are buffered whole.
+pub const MAX_BODY_LIMIT: u64 = i32::MAX as u64;
+/// The largest file kept in memory by the open-file cache (it holds up to
+/// 256 files).
+pub const MAX_FILE_CACHE_SIZE: u64 = 16 << 20;
+
+/// `value` if it is at most `max`, else the one-line complaint about `--name`.
+fn at_most<T: PartialOrd + std::fmt::Display>(name: &str, value: T, max: T) -> Result<T> {
+    if value > max {
+        return Err(Error::config(format!("--{name} {value}: at most {max}")));
+    }
+    Ok(value)
+}
+
 /// Look up `--user` and `--group` now, so that a name that does not exist
 /// is a configuration error rather than a failure in every child.
 fn resolve_user(user: Option<&str>, group: Option<&str>) -> Result<Option<(u32, u32)>> {
@@ -514,9 +538,25 @@ impl Default for Config {
     }
 }
 
+/// Scoreboard slots one process of `mpm` with `threads` workers takes.
+fn slots_per_process(mpm: MpmKind, threads: usize) -> usize {
+    match mpm {
+        MpmKind::Prefork => 1,
+        MpmKind::Worker => threads,
+        // The listener thread answers requests too: it has a slot of its own.
+        MpmKind::Event => threads.saturating_add(1),
+    }
+}
+
 /// Each layer's settings, built from the one configuration: nothing below
 /// this crate reads `Config`.
 impl Config {
+    /// Scoreboard slots each serving process takes: one per worker that
+    /// actually starts.
+    pub fn slots_per_process(&self) -> usize {
+        slots_per_process(self.mpm, self.mpm_settings().threads())
+    }
+
     /// What the process model reads.
     pub fn mpm_settings(&self) -> MpmSettings {
         MpmSettings {
@@ -586,7 +626,17 @@ impl Config {
                 .flatten()
                 .collect()
         };
-        let max_request_workers = layer.max_request_workers.unwrap_or(d.max_request_workers);
+        if listen.len() > MAX_LISTENERS {
+            return Err(Error::config(format!(
+                "--listen: {} addresses; at most {MAX_LISTENERS}",
+                listen.len()
+            )));
+        }
+        let max_request_workers = at_most(
+            "max-request-workers",
+            layer.max_request_workers.unwrap_or(d.max_request_workers),
+            mpm_core::scoreboard::MAX_SLOTS,
+        )?;
         if max_request_workers == 0 {
             return Err(Error::config("--max-request-workers must be at least 1"));
         }
@@ -605,6 +655,7 @@ impl Config {
         if server_limit == 0 {
             return Err(Error::config("--server-limit must be at least 1"));
         }
+        let server_limit = at_most("server-limit", server_limit, MAX_SERVER_LIMIT)?;
         let per_process = max_request_workers.div_ceil(server_limit);
         let threads_per_child = layer.threads_per_child.unwrap_or(match mpm {
             MpmKind::Event => per_process.min(32),
@@ -614,6 +665,11 @@ impl Config {
         if threads_per_child == 0 {
             return Err(Error::config("--threads-per-child must be at least 1"));
         }
+        let threads_per_child = at_most(
+            "threads-per-child",
+            threads_per_child,
+            MAX_THREADS_PER_CHILD,
+        )?;
         let backlog = layer.backlog.unwrap_or(d.backlog);
         if backlog == 0 {
             return Err(Error::config("--backlog must be at least 1"));
@@ -633,6 +689,12 @@ impl Config {
                 "--limit-request-line and --limit-request-field-size must be at least 16 bytes",
             ));
         }
+        at_most("limit-request-line", limit_request_line, MAX_FIELD_LIMIT)?;
+        at_most(
+            "limit-request-field-size",
+            limit_request_field_size,
+            MAX_FIELD_LIMIT,
+        )?;
         let nonzero = |name: &str, v: Option<Seconds>, dflt: Duration| -> Result<Duration> {
             let v = v.map(|s| s.0).unwrap_or(dflt);
             if v.is_zero() {
@@ -680,6 +742,14 @@ impl Config {
                 "--async-request-worker-factor must be at least 1",
             ));
         }
+        let per_process = slots_per_process(mpm, threads_per_child.min(max_request_workers));
+        if mpm_core::scoreboard::Scoreboard::slots_for(server_limit, per_process).is_err() {
+            return Err(Error::config(format!(
+                "--server-limit {server_limit} with {per_process} workers a process: at most {} \
+                 workers in all",
+                mpm_core::scoreboard::MAX_SLOTS
+            )));
+        }
         Ok(Config {
             mpm,
             server_limit,
@@ -710,11 +780,19 @@ impl Config {
                 .unwrap_or(d.graceful_timeout),
             sendfile: layer.sendfile.map(|s| s.0).unwrap_or(d.sendfile),
             request_pool: layer.request_pool.map(|s| s.0).unwrap_or(d.request_pool),
-            file_cache_max_size: layer.file_cache_max_size.unwrap_or(d.file_cache_max_size),
+            file_cache_max_size: at_most(
+                "file-cache-max-size",
+                layer.file_cache_max_size.unwrap_or(d.file_cache_max_size),
+                MAX_FILE_CACHE_SIZE,
+            )?,
             limit_request_line,
             limit_request_fields,
             limit_request_field_size,
-            limit_request_body: layer.limit_request_body.unwrap_or(d.limit_request_body),
+            limit_request_body: at_most(
+                "limit-request-body",
+                layer.limit_request_body.unwrap_or(d.limit_request_body),
+                MAX_BODY_LIMIT,
+            )?,
             status_path: match layer.status_path {
                 None => d.status_path,
                 Some(p) if p == "off" => None,
