@@ -207,7 +207,14 @@ impl<H: ConnectionHandler> EventLoop<H> {
             } else {
                 PollTimeout::from(timeout.as_millis().clamp(1, 1000) as u16)
             };
-            let n = self.epoll.wait(&mut events, timeout).unwrap_or(0);
+            let n = match self.epoll.wait(&mut events, timeout) {
+                Ok(n) => n,
+                Err(nix::errno::Errno::EINTR) => 0,
+                Err(e) => {
+                    self.wait_failed(e);
+                    0
+                }
+            };
             self.returns.woke();
             self.now = Instant::now();
             for ev in &events[..n] {
@@ -221,6 +228,21 @@ impl<H: ConnectionHandler> EventLoop<H> {
             s.release();
         }
         self.stats
+    }
+
+    /// `epoll_wait` failed other than by a signal: the set is unusable (a
+    /// bug, or the kernel out of memory). Said once, and this process stops
+    /// (under a master, a new one takes its place); a pause keeps a loop
+    /// whose every wait fails from spinning while it drains.
+    fn wait_failed(&mut self, e: nix::errno::Errno) {
+        if !self.lifecycle.is_stopping() {
+            mpm_core::log_error!(
+                "mpm: event loop of process {}: epoll_wait failed: {e}; stopping this process",
+                std::process::id()
+            );
+            self.lifecycle.stop();
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 
     fn wait_timeout(&self) -> Duration {

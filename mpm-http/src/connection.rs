@@ -80,6 +80,8 @@ pub struct HttpConn {
     pub(crate) out: Vec<u8>,
     pub(crate) out_pos: usize,
     pub(crate) pending: Option<Pending>,
+    /// What follows the pending body of a [`Body::Parts`](crate::Body::Parts).
+    pub(crate) parts: std::collections::VecDeque<crate::response::Part>,
     pub(crate) after: After,
     pub(crate) served: u64,
     pub(crate) started: Started,
@@ -87,6 +89,8 @@ pub struct HttpConn {
     /// timeout); `None` between requests.
     pub(crate) deadline: Option<Instant>,
     pub(crate) continue_sent: bool,
+    /// The queued bytes are an interim response: once written, read on.
+    pub(crate) interim: bool,
     pub(crate) chunk_body: Vec<u8>,
     pub(crate) pool: Arc<BufferPool>,
     /// The access-log line of the response in progress.
@@ -160,6 +164,9 @@ pub(crate) enum Flush {
 pub(crate) enum Step {
     /// A response is queued.
     Responded,
+    /// An interim response (`100 Continue`) is queued; then more bytes
+    /// are needed.
+    Interim,
     /// More bytes are needed.
     Incomplete,
 }
@@ -179,6 +186,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             out: Vec::new(),
             out_pos: 0,
             pending: None,
+            parts: std::collections::VecDeque::new(),
             after: After::KeepAlive,
             served: 0,
             started: Started {
@@ -190,6 +198,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 self.settings.request_header_timeout,
             )),
             continue_sent: false,
+            interim: false,
             chunk_body: Vec::new(),
             pool: Arc::clone(&self.settings.buffers),
             log: Record::default(),
@@ -213,6 +222,14 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                             After::Linger => return Interest::Linger,
                         },
                         Flush::Blocked => return Interest::Write,
+                        Flush::Failed => return Interest::Close,
+                    },
+                    Step::Interim => match self.write_queued(c, s) {
+                        Flush::Done => {}
+                        Flush::Blocked => {
+                            c.interim = true;
+                            return Interest::Write;
+                        }
                         Flush::Failed => return Interest::Close,
                     },
                     Step::Incomplete => {}
@@ -261,6 +278,17 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn writable(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        if c.interim {
+            // The rest of a `100 Continue`: then the body is read.
+            return match self.write_queued(c, s) {
+                Flush::Done => {
+                    c.interim = false;
+                    Interest::Read(c.wait())
+                }
+                Flush::Blocked => Interest::Write,
+                Flush::Failed => Interest::Close,
+            };
+        }
         match self.flush(c, s) {
             Flush::Done => match c.after {
                 After::KeepAlive if c.start < c.filled => self.readable(c, s),
@@ -294,6 +322,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         let data = &c.buf[c.start..c.filled];
         let head = match head::parse(data, &mut slots, &limits) {
             Parsed::Reject(_) => return Prefetch::ReadyInline, // the error page never blocks
+            Parsed::NewerMinor(at) => {
+                // Served as HTTP/1.1; the worker parses it again.
+                c.buf[c.start + at] = b'1';
+                return Prefetch::Ready;
+            }
             Parsed::Partial => {
                 if Instant::now() >= self.deadline(&mut c.started, None) {
                     return Prefetch::ReadyInline; // readable() answers 408

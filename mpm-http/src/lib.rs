@@ -70,6 +70,6 @@ pub use handler::HttpHandler;
 pub use head::MAX_REQUEST_FIELDS;
 pub use request::{Request, Version};
 pub use request_pool::RequestPool;
-pub use response::{reason_phrase, Body, FileBody, HeaderText, Response};
+pub use response::{is_known_method, reason_phrase, Body, FileBody, HeaderText, Part, Response};
 pub use settings::HttpSettings;
 pub use static_files::{Dotfiles, StaticFiles, DEFAULT_IN_MEMORY};

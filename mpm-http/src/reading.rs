@@ -23,6 +23,11 @@ impl<H: HttpHandler> HttpService<H> {
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let data = &c.buf[c.start..c.filled];
         let head = match head::parse(data, &mut slots, &limits) {
+            Parsed::NewerMinor(at) => {
+                // Served as HTTP/1.1 (RFC 9110 §2.5): parse it as one.
+                c.buf[c.start + at] = b'1';
+                return self.step(c, s);
+            }
             Parsed::Partial => {
                 c.deadline = Some(self.deadline(&mut c.started, None));
                 return Step::Incomplete;
@@ -67,8 +72,16 @@ impl<H: HttpHandler> HttpService<H> {
             let received = (data.len() - head.len) as u64;
             c.deadline = Some(self.deadline(&mut c.started, Some(received)));
             if head.expect_continue && !c.continue_sent && head.version == Version::Http11 {
+                // Queued and written like any response, so that a partial
+                // write is finished before anything else goes out.
                 c.continue_sent = true;
-                let _ = s.send(b"HTTP/1.1 100 Continue\r\n\r\n", false);
+                if c.out.capacity() == 0 {
+                    c.out = c.pool.write_buffer();
+                }
+                c.out.clear();
+                c.out_pos = 0;
+                c.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                return Step::Interim;
             }
             return Step::Incomplete;
         };
@@ -183,6 +196,7 @@ impl<H: HttpHandler> HttpService<H> {
         c.out.clear();
         c.out_pos = 0;
         c.pending = None;
+        c.parts.clear();
         let r = Response::error(status);
         let (status, headers, body) = r.into_parts();
         self.queue(c, status, &headers, body, false, false, Version::Http11);

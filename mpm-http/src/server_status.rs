@@ -75,8 +75,7 @@ impl ServerStatus {
             return Response::error(403).header("Cache-Control", "no-store");
         }
         if !matches!(req.method(), "GET" | "HEAD") {
-            return Response::error(405)
-                .header("Allow", "GET, HEAD")
+            return Response::method_not_allowed(req.method(), "GET, HEAD")
                 .header("Cache-Control", "no-store");
         }
         let snap = self.snapshot();

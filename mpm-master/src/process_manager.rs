@@ -267,7 +267,14 @@ impl<'a> ProcessManager<'a> {
             if let Some(p) = &pending {
                 fds.push(PollFd::new(p.fd(), PollFlags::POLLIN));
             }
-            let _ = poll(&mut fds, PollTimeout::from(timeout.as_millis() as u16));
+            match poll(&mut fds, PollTimeout::from(timeout.as_millis() as u16)) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => {
+                    // Cannot happen with valid descriptors; never spin on it.
+                    mpm_core::log_error!("mpm: master: poll failed: {e}");
+                    std::thread::sleep(timeout);
+                }
+            }
             drop(fds);
             signals.drain();
 
