@@ -19,6 +19,8 @@
 //!   [`listener_poller`] — how prefork and worker wait on them: epoll, poll
 //!   or select (`--poller`).
 //! * [`Stream`] — the accepted socket as a handler sees it.
+//! * [`HandOver`] — how a stopping generation passes connections that have
+//!   not sent a byte to the next one (`SCM_RIGHTS`).
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`WorkerThreads`] — a threaded model's workers, started and stopped together.
@@ -49,6 +51,7 @@ mod drain;
 mod duration;
 mod error;
 pub mod error_log;
+mod hand_over;
 mod lifecycle;
 mod listener;
 pub mod listener_poller;
@@ -63,7 +66,8 @@ pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefet
 pub use drain::{Drain, STOP_GRACE};
 pub use duration::{deadline, Seconds};
 pub use error::{Error, Result};
-pub use lifecycle::{Lifecycle, Phase};
+pub use hand_over::HandOver;
+pub use lifecycle::{signal_name, Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use settings::MpmSettings;

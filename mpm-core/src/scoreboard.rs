@@ -115,6 +115,9 @@ pub struct Slot {
     accept_wait_ns: AtomicU64,
     sends: AtomicU64,
     send_would_block: AtomicU64,
+    /// Connections passed to the next generation unanswered (counted again
+    /// by the slot that takes them).
+    handed_over: AtomicU64,
     line: [AtomicU8; REQUEST_LINE],
     alloc: Counters,
 }
@@ -309,6 +312,7 @@ impl Scoreboard {
             t.requests += s.requests();
             t.bytes += s.bytes();
             t.connections += s.connections.load(Ordering::Relaxed);
+            t.handed_over += s.handed_over.load(Ordering::Relaxed);
             t.accept_waits += s.accept_waits.load(Ordering::Relaxed);
             t.accept_wait_ns += s.accept_wait_ns.load(Ordering::Relaxed);
             t.sends += s.sends.load(Ordering::Relaxed);
@@ -321,6 +325,9 @@ impl Scoreboard {
                 _ => {}
             }
         }
+        // A connection handed over was accepted once, and counted by both
+        // generations' slots.
+        t.connections = t.connections.saturating_sub(t.handed_over);
         t
     }
 }
@@ -332,8 +339,12 @@ pub struct Totals {
     pub requests: u64,
     /// Response bytes queued.
     pub bytes: u64,
-    /// Connections accepted.
+    /// Connections accepted (once each, though one handed to the next
+    /// generation passed through two slots).
     pub connections: u64,
+    /// Connections an old generation handed to the next before they sent a
+    /// byte ([`HandOver`](crate::HandOver)).
+    pub handed_over: u64,
     /// Workers waiting for a connection.
     pub idle: u64,
     /// Workers serving a request.
@@ -401,6 +412,11 @@ impl Slot {
             self.accept_waits.fetch_add(1, Ordering::Relaxed);
             self.accept_wait_ns.fetch_add(wait_ns, Ordering::Relaxed);
         }
+    }
+
+    /// A connection that had sent nothing was handed to the next generation.
+    pub fn record_hand_over(&self) {
+        self.handed_over.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A write to a client socket was made; `blocked` if it found the

@@ -13,6 +13,7 @@ use crate::access_log::{Record, Writer};
 use crate::buffer_pool::BufferPool;
 use crate::chunked;
 use crate::head::{self, Framing, Parsed, SLOTS};
+use crate::reading::Received;
 use crate::request::{Headers, Request};
 use crate::request_pool::PoolArena;
 use crate::settings::{HttpSettings, ServiceSettings};
@@ -328,7 +329,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 return Prefetch::Ready;
             }
             Parsed::Partial => {
-                if Instant::now() >= self.deadline(&mut c.started, None) {
+                if Instant::now()
+                    >= self.deadline(&mut c.started, Received::Head(data.len() as u64))
+                {
                     return Prefetch::ReadyInline; // readable() answers 408
                 }
                 return Prefetch::Wait(Interest::Read(Wait::Request));
@@ -348,7 +351,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 return Prefetch::Ready; // readable() sends 100 Continue
             }
             let received = (data.len() - head.len) as u64;
-            if Instant::now() >= self.deadline(&mut c.started, Some(received)) {
+            if Instant::now() >= self.deadline(&mut c.started, Received::Body(received)) {
                 return Prefetch::ReadyInline; // readable() answers 408
             }
             return Prefetch::Wait(Interest::Read(Wait::Request));
@@ -367,6 +370,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         } else {
             Prefetch::Ready
         }
+    }
+
+    /// Nothing read, nothing written: the socket is the whole connection.
+    fn can_hand_over(&self, c: &HttpConn) -> bool {
+        c.served == 0 && c.start == c.filled && c.out_pos >= c.out.len() && c.pending.is_none()
     }
 
     fn writes_without_blocking(&self, c: &HttpConn) -> bool {

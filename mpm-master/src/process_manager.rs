@@ -38,7 +38,9 @@ use crate::sizing::Sizing;
 use crate::upgrade::{self, Outcome, Pending, ReadyReport, UpgradeSpec};
 
 /// What a child runs: its own copies of the listeners, its own lifecycle
-/// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH), and its process slot
+/// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH; SIGUSR1, sent on a
+/// graceful restart, a restart and an upgrade, also marks it as having a
+/// [successor](Lifecycle::has_successor)), and its process slot
 /// number (`0..children`, reused by its replacement and by its successor in
 /// the next generation). Returns when it has drained; the child then exits.
 pub type ChildMain<'a> = dyn Fn(Vec<Listener>, &Lifecycle, usize) -> Result<()> + 'a;
@@ -417,8 +419,14 @@ impl<'a> ProcessManager<'a> {
 
         // Stop: the children stop accepting and drain; unless a new set
         // follows, the listening sockets then refuse whatever still arrives.
+        // When one does (a restart, an upgrade), SIGUSR1 tells them so: a
+        // connection that has sent nothing is handed to it.
+        let told = match exit {
+            Exit::Stopped => Signal::SIGTERM,
+            Exit::Restart | Exit::Upgraded => Signal::SIGUSR1,
+        };
         for c in &children {
-            let _ = kill(c.pid, Signal::SIGTERM);
+            let _ = kill(c.pid, told);
         }
         if exit == Exit::Stopped {
             lifecycle.stop();
@@ -524,7 +532,9 @@ fn run_child(
     let lifecycle = Lifecycle::new()?;
     lifecycle.set_shared_listeners();
     lifecycle.set_generation(generation as u32);
-    // No signal thread: a prefork child must stay single-threaded.
+    // No signal thread: a prefork child must stay single-threaded. SIGUSR1
+    // means a successor takes over: recorded before the stop is seen.
+    lifecycle.successor_on_quietly(&[SIGUSR1])?;
     lifecycle.stop_on_quietly(&[SIGTERM, SIGINT, SIGUSR1, SIGWINCH])?;
     // Its handlers are in place: take the signals held since the fork.
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(mask), None)

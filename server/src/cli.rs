@@ -4,13 +4,12 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 
 use std::sync::Arc;
 
 use mpm_core::allocator::{self, AllocatorKind};
 use mpm_core::scoreboard::Scoreboard;
-use mpm_core::{Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
+use mpm_core::{Error, HandOver, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
 use mpm_http::access_log::AccessLog;
 use mpm_http::HttpFactory;
 use mpm_master::pid_file::PidFile;
@@ -164,8 +163,42 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
     }
 }
 
+/// The command line, with each setting's default in `serve --help` and
+/// `check --help` (the flags have none of their own: a flag not given must
+/// leave the file's value alone).
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let with_defaults = |mut sub: clap::Command| {
+        for (id, value) in crate::config::defaults() {
+            sub = sub.mut_arg(id, |arg| {
+                let text = |help: Option<&clap::builder::StyledStr>| {
+                    format!(
+                        "{} [default: {value}]",
+                        help.map(ToString::to_string).unwrap_or_default()
+                    )
+                };
+                let long = arg.get_long_help().map(|h| text(Some(h)));
+                let short = text(arg.get_help());
+                let arg = arg.help(short);
+                match long {
+                    Some(long) => arg.long_help(long),
+                    None => arg,
+                }
+            });
+        }
+        sub
+    };
+    Cli::command()
+        .mut_subcommand("serve", with_defaults)
+        .mut_subcommand("check", with_defaults)
+}
+
 fn command_line<S: Service>(service: &S) -> i32 {
-    let cli = match Cli::try_parse() {
+    use clap::FromArgMatches;
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -177,7 +210,7 @@ fn command_line<S: Service>(service: &S) -> i32 {
                 let _ = e.print();
                 return 2;
             }
-            eprintln!("mpm: {}", one_line(&e.to_string()));
+            eprintln!("mpm: {}", one_line(&e));
             return 2;
         }
     };
@@ -199,22 +232,53 @@ fn command_line<S: Service>(service: &S) -> i32 {
     }
 }
 
-/// Clap's messages span lines (usage, tips); keep the one that names the
-/// problem, with the valid values and clap's suggestion when it gave them.
-fn one_line(message: &str) -> String {
-    let first = message.lines().next().unwrap_or("invalid arguments").trim();
-    let mut line = first.to_string();
-    if let Some(values) = message.lines().find_map(|l| {
-        l.trim()
-            .strip_prefix("[possible values: ")
-            .and_then(|v| v.strip_suffix(']'))
-    }) {
-        line.push_str(&format!(" (expected {values})"));
+/// Clap's messages span lines (usage, tips); keep one line that names the
+/// problem with its useful part: the missing arguments' names (and the
+/// usage), the valid values, and clap's suggestion, or ours when it has
+/// none ("did you mean").
+fn one_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let message = e.to_string();
+    let mut lines = message.lines();
+    let first = lines.next().unwrap_or("invalid arguments").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let mut line = format!("error: {first}");
+    // "the following required arguments were not provided:" lists them on
+    // the lines below, indented.
+    if first.ends_with(':') {
+        let missing: Vec<&str> = lines
+            .clone()
+            .map(str::trim_end)
+            .take_while(|l| l.starts_with("  "))
+            .map(str::trim)
+            .collect();
+        if !missing.is_empty() {
+            line.push(' ');
+            line.push_str(&missing.join(", "));
+        }
+    }
+    let valid = match e.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(v)) => v.clone(),
+        _ => Vec::new(),
+    };
+    if !valid.is_empty() {
+        line.push_str(&format!(" (expected {})", valid.join(", ")));
     }
     if let Some(tip) = message.lines().find(|l| l.trim_start().starts_with("tip:")) {
         line.push_str(" (");
         line.push_str(tip.trim().trim_start_matches("tip: "));
         line.push(')');
+    } else if let Some(ContextValue::String(bad)) = e.get(ContextKind::InvalidValue) {
+        if let Some(guess) = crate::config::did_you_mean(bad, valid.iter().map(String::as_str)) {
+            line.push_str(&format!(" (did you mean '{guess}'?)"));
+        }
+    }
+    if let Some(usage) = message
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+        .filter(|_| first.contains("not provided"))
+    {
+        line.push_str(&format!(" (usage: {usage})"));
     }
     line
 }
@@ -262,7 +326,9 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     // activation), come first; with --reuseport the master only reserves
     // the addresses, and each prefork child listens on a socket of its own.
     let mut ready_report = None;
-    let listeners = if let Some(inherited) = Inherited::from_env()? {
+    let mut hand_over = None;
+    let listeners = if let Some(mut inherited) = Inherited::from_env()? {
+        hand_over = inherited.hand_over.take();
         let (listeners, report) = inherited.into_parts();
         mpm_core::log_notice!(
             "mpm: upgrade: serving on {} listening sockets passed by the old master \
@@ -282,6 +348,12 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     } else {
         Listener::bind_all(&config.listen, config.backlog)?
     };
+    // How one generation passes the next the connections it holds that have
+    // not sent a byte: shared with the old master after an upgrade.
+    let hand_over = match hand_over {
+        Some(h) => h,
+        None => HandOver::new()?,
+    };
     // Written by the first `run`; removed when `serve` returns.
     let mut pid_file = None;
     // Mapped once: a restart lays it out again for the new configuration.
@@ -297,11 +369,12 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
                     .unwrap_or_else(|| started_as.clone()),
                 args: std::env::args_os().skip(1).collect(),
                 pid_file: config.pid_file.clone(),
+                hand_over: Some(hand_over.raw_fds()),
             },
             // Only the first run reports to the master that started this one.
             report: ready_report.take(),
         };
-        let listeners = (&listeners[..], upgrade);
+        let listeners = (&listeners[..], &hand_over, upgrade);
         let exit = match config.mpm {
             MpmKind::Worker => run(mpm_worker::Worker, &config, site, listeners, pid)?,
             MpmKind::Prefork => run(
@@ -393,7 +466,7 @@ fn run<M: Mpm, S: Service>(
     mpm: M,
     config: &Config,
     (service, scoreboard, logs): (&S, &'static Scoreboard, &Logs),
-    (listeners, upgrade): (&[Listener], Upgrade),
+    (listeners, hand_over, upgrade): (&[Listener], &HandOver, Upgrade),
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
     let fds =
@@ -405,50 +478,39 @@ fn run<M: Mpm, S: Service>(
         );
     }
     let lifecycle = Lifecycle::new()?;
-    let managed = config.server_limit > 1 || mpm.kind() == MpmKind::Prefork;
     let reopen = &|| logs.reopen("graceful restart");
     let upgrading = upgrade.report.is_some();
+    // Every server has a master, as httpd's and nginx's do: it forks the
+    // serving processes (one, with --server-limit 1), replaces any that die,
+    // and turns SIGHUP, SIGUSR1 and SIGUSR2 into restarts and upgrades.
     // Made now, so its signal handlers are in place before the pid file and
     // the `listening on` lines tell anyone the server is up.
-    let manager = if managed {
-        let sizing = match mpm.kind() {
-            MpmKind::Prefork => Sizing::Spare {
-                start: config.start_servers,
-                min_spare: config.min_spare,
-                max_spare: config.max_spare,
-                max: config.server_limit,
-                scoreboard,
-            },
-            _ => Sizing::Fixed(config.server_limit),
-        };
-        let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
-            .on_graceful_restart(reopen)
-            .upgrade_with(upgrade.spec)
-            .drain_first(config.drain_delay, scoreboard);
-        Some(match upgrade.report {
-            Some(report) => manager.report_ready(report.and_then(|| {
-                let _ = sd_notify::notify(
-                    false,
-                    &[
-                        sd_notify::NotifyState::Ready,
-                        sd_notify::NotifyState::MainPid(std::process::id()),
-                    ],
-                );
-            })),
-            None => manager,
-        })
-    } else {
-        None
+    let sizing = match mpm.kind() {
+        MpmKind::Prefork => Sizing::Spare {
+            start: config.start_servers,
+            min_spare: config.min_spare,
+            max_spare: config.max_spare,
+            max: config.server_limit,
+            scoreboard,
+        },
+        _ => Sizing::Fixed(config.server_limit),
     };
-    if !managed {
-        // Before the pid file and the `listening on` lines, so that no
-        // signal sent on the strength of either meets the default action.
-        // One process has no master to restart it: a graceful stop is a
-        // stop, and restarts are refused rather than left to SIGHUP's and
-        // SIGUSR1's default action, which kills without draining.
-        lifecycle.stop_on(&[SIGTERM, SIGINT, SIGWINCH])?;
-        refuse_restarts(logs.clone())?;
-    }
+    let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
+        .on_graceful_restart(reopen)
+        .upgrade_with(upgrade.spec)
+        .drain_first(config.drain_delay, scoreboard);
+    let manager = match upgrade.report {
+        Some(report) => manager.report_ready(report.and_then(|| {
+            let _ = sd_notify::notify(
+                false,
+                &[
+                    sd_notify::NotifyState::Ready,
+                    sd_notify::NotifyState::MainPid(std::process::id()),
+                ],
+            );
+        })),
+        None => manager,
+    };
     // Before the `listening on` lines, so that whoever waits for them finds it.
     if let (None, Some(path)) = (&*pid_file, &config.pid_file) {
         *pid_file = Some(PidFile::write(path)?);
@@ -469,48 +531,32 @@ fn run<M: Mpm, S: Service>(
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     }
     let settings = config.mpm_settings();
-    let exit = if let Some(manager) = manager {
-        // A single-threaded master forks the serving processes: no thread
-        // may start here before it does.
-        manager.run(&lifecycle, &|mine, child_lifecycle, process| {
-            // The master keeps root (to bind again on restart); children
-            // serve as --user. With --reuseport a prefork child binds a
-            // socket of its own first, and drops right after.
-            let mine = if config.reuseport {
-                let own = mine
-                    .iter()
-                    .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
-                    .collect::<Result<Vec<_>, _>>()?;
-                mpm_master::drop_privileges(config.run_as)?;
-                own
-            } else {
-                mpm_master::drop_privileges(config.run_as)?;
-                mine
-            };
-            let factory = service.factory(config, scoreboard, logs.access.as_ref());
-            let slots = scoreboard.process_slots(process);
-            let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
-            mpm_http::access_log::flush_all();
-            served
-        })?
-    } else {
-        // One process: it binds, then serves as --user (no master to keep root).
-        mpm_master::drop_privileges(config.run_as)?;
+    // A single-threaded master forks the serving processes: no thread may
+    // start here before it does.
+    let exit = manager.run(&lifecycle, &|mine, child_lifecycle, process| {
+        // The master keeps root (to bind again on restart); children serve
+        // as --user. With --reuseport a prefork child binds a socket of its
+        // own first, and drops right after.
+        let mut mine = if config.reuseport {
+            let own = mine
+                .iter()
+                .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
+                .collect::<Result<Vec<_>, _>>()?;
+            mpm_master::drop_privileges(config.run_as)?;
+            own
+        } else {
+            mpm_master::drop_privileges(config.run_as)?;
+            mine
+        };
+        // Connections an older generation hands over arrive here, taken like
+        // any other.
+        mine.push(Listener::hand_over(hand_over.try_clone()?));
         let factory = service.factory(config, scoreboard, logs.access.as_ref());
-        let mine = listeners
-            .iter()
-            .map(Listener::try_clone)
-            .collect::<Result<Vec<_>, _>>()?;
-        mpm.run(
-            &settings,
-            mine,
-            factory,
-            &lifecycle,
-            scoreboard.process_slots(0),
-        )?;
+        let slots = scoreboard.process_slots(process);
+        let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
         mpm_http::access_log::flush_all();
-        Exit::Stopped
-    };
+        served
+    })?;
     if exit == Exit::Stopped {
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
         mpm_core::log_notice!("mpm: stopped");
@@ -637,31 +683,4 @@ impl Logs {
             }
         }
     }
-}
-
-/// Log and otherwise ignore SIGHUP, SIGUSR1 and SIGUSR2 in a server of one
-/// process, but for reopening the logs (on SIGHUP and SIGUSR1), which needs
-/// no master.
-fn refuse_restarts(logs: Logs) -> Result<(), Error> {
-    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1, SIGUSR2])
-        .map_err(|e| Error::io("installing signal handlers", e))?;
-    std::thread::Builder::new()
-        .name("mpm-restarts".into())
-        .spawn(move || {
-            for sig in signals.forever() {
-                let name = match sig {
-                    SIGHUP => "SIGHUP",
-                    SIGUSR1 => "SIGUSR1",
-                    _ => "SIGUSR2",
-                };
-                if sig != SIGUSR2 {
-                    logs.reopen(name);
-                }
-                mpm_core::log_warn!(
-                    "mpm: {name} ignored: restarting needs a master process (--server-limit 2 or more)"
-                );
-            }
-        })
-        .map_err(|e| Error::io("starting the signal thread", e))?;
-    Ok(())
 }

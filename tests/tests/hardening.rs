@@ -233,40 +233,27 @@ fn serving_processes_run_as_the_configured_user(mpm: &str) {
         return;
     }
     let root = docroot();
-    // Under a master (prefork always; the others with --server-limit 2) the
-    // master keeps root and the children drop; a single process drops itself.
-    for extra in [&["--server-limit", "2"][..], &[]] {
+    // Every server has a master: it keeps root (to bind again on restart)
+    // and its children drop, with one serving process or two.
+    for (extra, want) in [(&["--server-limit", "2"][..], 2), (&[][..], 1)] {
         if mpm == "prefork" && extra.is_empty() {
-            continue;
+            continue; // prefork sizes itself with its spares
         }
         let args = [&["--user", "nobody", "--group", "nogroup"][..], extra].concat();
         let server = Server::start(mpm, Some(root.path()), &args);
         assert_eq!(status(&server, "/index.html"), 200);
         // Children fork after the `listening on` line: wait for them.
-        let want = 2; // --server-limit 2
-        let kids = if extra.is_empty() {
-            Vec::new()
-        } else {
-            tests::wait_for_children(server.pid(), want, &[], Duration::from_secs(10))
-                .unwrap_or_else(|| children(server.pid()))
-        };
-        if extra.is_empty() && mpm != "prefork" {
-            assert_eq!(
-                uid(server.pid()),
-                65534,
-                "{mpm}: the single process kept root"
-            );
-        } else {
-            assert_eq!(uid(server.pid()), 0, "{mpm}: the master should keep root");
-            assert!(!kids.is_empty());
-            for k in kids {
-                // A child drops as its first act after fork: give it that moment.
-                let deadline = std::time::Instant::now() + Duration::from_secs(5);
-                while uid(k) != 65534 && std::time::Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                assert_eq!(uid(k), 65534, "{mpm}: child {k} runs as root");
+        let kids = tests::wait_for_children(server.pid(), want, &[], Duration::from_secs(10))
+            .unwrap_or_else(|| children(server.pid()));
+        assert_eq!(uid(server.pid()), 0, "{mpm}: the master should keep root");
+        assert!(!kids.is_empty());
+        for k in kids {
+            // A child drops as its first act after fork: give it that moment.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while uid(k) != 65534 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
             }
+            assert_eq!(uid(k), 65534, "{mpm}: child {k} runs as root");
         }
     }
 }
