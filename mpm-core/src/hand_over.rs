@@ -1,32 +1,5 @@
-//! Passing accepted connections that have not sent a byte yet to the next
-//! generation of serving processes, with `SCM_RIGHTS`.
-//!
-//! A graceful restart, a restart that re-reads the configuration and a
-//! binary upgrade all replace the serving processes while the listening
-//! sockets stay open. Connections still queued in the kernel are accepted by
-//! whichever generation comes first; but a connection an old process has
-//! already accepted, whose client has not yet sent its request (a browser
-//! opens one ahead of need, a client is slow), used to keep that process
-//! alive until its request came or the graceful timeout cut it off with no
-//! answer. With a successor to take it, the old process now sends the
-//! socket itself to the next generation, which serves it as if it had just
-//! accepted it; the old process exits as soon as its requests in flight are
-//! answered.
-//!
-//! The channel is one `AF_UNIX` datagram socket pair, made once by the
-//! process that binds the listeners and inherited by every serving process
-//! of every generation (and by a new master on an upgrade). Every process
-//! can send on one end; the other end is polled like a listening socket
-//! (a [`Listener::hand_over`](crate::Listener::hand_over)), so that a
-//! handed-over connection is "accepted" by the first idle worker of the
-//! current generation, under the same accept mutex or in the same event
-//! loop as any other. A connected pair has no datagram queue limit (only the
-//! socket buffer), so a burst of hand-overs waits there until taken.
-//!
-//! Only a connection with nothing read from it and nothing written to it
-//! is handed over ([`ConnectionHandler::can_hand_over`](crate::ConnectionHandler::can_hand_over)):
-//! the socket then carries its whole state. If sending fails (the buffer is
-//! full), the old process keeps it and serves it as before.
+//! The channel by which one generation hands the next its connections
+//! that have not sent a byte: see [`HandOver`].
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::TcpStream;
@@ -45,7 +18,35 @@ use crate::error::{Error, Result};
 /// hand-overs in flight (each a one-byte datagram with a descriptor).
 const SEND_BUFFER: usize = 4 << 20;
 
-/// The channel between generations. See the [module documentation](self).
+/// Passing accepted connections that have not sent a byte yet to the next
+/// generation of serving processes, with `SCM_RIGHTS`.
+///
+/// A graceful restart, a restart that re-reads the configuration and a
+/// binary upgrade all replace the serving processes while the listening
+/// sockets stay open. Connections still queued in the kernel are accepted by
+/// whichever generation comes first; but a connection an old process has
+/// already accepted, whose client has not yet sent its request (a browser
+/// opens one ahead of need, a client is slow), used to keep that process
+/// alive until its request came or the graceful timeout cut it off with no
+/// answer. With a successor to take it, the old process now sends the
+/// socket itself to the next generation, which serves it as if it had just
+/// accepted it; the old process exits as soon as its requests in flight are
+/// answered.
+///
+/// The channel is one `AF_UNIX` datagram socket pair, made once by the
+/// process that binds the listeners and inherited by every serving process
+/// of every generation (and by a new master on an upgrade). Every process
+/// can send on one end; the other end is polled like a listening socket
+/// (a [`Listener::hand_over`](crate::Listener::hand_over)), so that a
+/// handed-over connection is "accepted" by the first idle worker of the
+/// current generation, under the same accept mutex or in the same event
+/// loop as any other. A connected pair has no datagram queue limit (only the
+/// socket buffer), so a burst of hand-overs waits there until taken.
+///
+/// Only a connection with nothing read from it and nothing written to it
+/// is handed over ([`ConnectionHandler::can_hand_over`](crate::ConnectionHandler::can_hand_over)):
+/// the socket then carries its whole state. If sending fails (the buffer is
+/// full), the old process keeps it and serves it as before.
 #[derive(Debug)]
 pub struct HandOver {
     send: OwnedFd,

@@ -41,15 +41,20 @@ pub enum Dotfiles {
 ///   The kernel enforces the last with `openat2(RESOLVE_BENEATH)`.
 /// * A directory is answered by its `index.html`, after a 301 that adds the
 ///   trailing slash; there are no directory listings.
-/// * `ETag` and `Last-Modified` on every file; `If-None-Match` and
-///   `If-Modified-Since` answer 304; a single byte `Range` answers 206 (or 416),
-///   honouring `If-Range`.
-/// * `GET` and `HEAD` only: 405 with `Allow` otherwise (`OPTIONS` answers 204).
+/// * `ETag` and `Last-Modified` on every file; the preconditions of RFC 9110
+///   §13 in the order of §13.2.2: `If-Match` (strong comparison) and
+///   `If-Unmodified-Since` answer 412, `If-None-Match` and
+///   `If-Modified-Since` 304; a byte `Range` answers 206 (or 416), honouring
+///   `If-Range`; several ranges answer `multipart/byteranges`, sorted and
+///   merged where they overlap or touch, and more than 100 the whole file.
+/// * `GET` and `HEAD` only: 405 with `Allow` for other methods HTTP defines,
+///   501 for those it does not (`OPTIONS` and `OPTIONS *` answer 204).
 ///
 /// Open files are cached for one second, as nginx's `open_file_cache`
-/// does: a hit costs no `open`, `stat` or `close`, and the body still goes
-/// out by `sendfile` from the shared descriptor. A file changed on disk is
-/// seen within that time.
+/// does: a hit costs no `open` or `close`, and the body still goes out by
+/// `sendfile` from the shared descriptor; one `fstat` checks that its size
+/// is still the one announced (a file truncated in place is answered with
+/// its new length). A file replaced on disk is seen within that time.
 ///
 /// Files no larger than [`in_memory_up_to`](Self::in_memory_up_to) (16 KiB
 /// unless set) are also read into the cache, and their bodies written with

@@ -11,8 +11,12 @@
 //! | SIGTERM, SIGINT | stop: refuse new connections, children finish what they have within `--graceful-timeout`, then are killed |
 //! | SIGWINCH | graceful stop: the same |
 //! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
-//! | SIGHUP | restart: the children are stopped (as by SIGTERM) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
-//! | SIGUSR2 | binary upgrade (see [`crate::upgrade`]): a new master inherits the listening sockets; once it is ready this one drains and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
+//! | SIGHUP | restart: the children are stopped (gracefully, told with SIGUSR1 that a successor follows) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
+//! | SIGUSR2 | binary upgrade (see [`crate::upgrade`]): a new master inherits the listening sockets; once it is ready this one drains (its children told with SIGUSR1) and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
+//!
+//! Children told with SIGUSR1 have a successor ([`Lifecycle::has_successor`]):
+//! they hand the connections they hold that have not sent a byte to the next
+//! generation ([`mpm_core::HandOver`]) instead of waiting for them.
 //!
 //! A child that exits (or is killed) while its generation is current is
 //! replaced; one that dies within a second of starting counts as a crash, and
@@ -344,15 +348,17 @@ impl<'a> ProcessManager<'a> {
                 scoreboard.set_draining();
                 drain_until = Some(mpm_core::deadline(Instant::now(), delay));
                 mpm_core::log_notice!(
-                    "mpm: draining: serving on for {delay:?} with the status page answering 503, \
-                     then stopping (signal again to stop now)"
+                    "mpm: {}: draining: serving on for {delay:?} with the status page answering \
+                     503, then stopping (signal again to stop now)",
+                    signals.stop_cause()
                 );
             } else if stop_asked
                 || (lifecycle.is_stopping() && drain_until.is_none())
                 || drain_until.is_some_and(|d| Instant::now() >= d)
             {
                 mpm_core::log_notice!(
-                    "mpm: stopping: {} children finish their requests (at most {:?})",
+                    "mpm: {}: stopping: {} children finish their requests (at most {:?})",
+                    signals.stop_cause(),
                     children.len(),
                     self.graceful_timeout
                 );
@@ -360,13 +366,17 @@ impl<'a> ProcessManager<'a> {
             }
             if signals.restart.swap(false, Ordering::SeqCst) {
                 mpm_core::log_notice!(
-                    "mpm: restart: stopping the children, then reading the configuration again"
+                    "mpm: received SIGHUP: restart: stopping the children, then reading the \
+                     configuration again"
                 );
                 exit = Exit::Restart;
                 break;
             }
             if signals.graceful_restart.swap(false, Ordering::SeqCst) {
-                mpm_core::log_notice!("mpm: graceful restart: generation {}", generation + 1);
+                mpm_core::log_notice!(
+                    "mpm: received SIGUSR1: graceful restart: generation {}",
+                    generation + 1
+                );
                 for c in children.iter().filter(|c| c.generation == generation) {
                     let _ = kill(c.pid, Signal::SIGUSR1);
                 }

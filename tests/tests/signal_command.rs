@@ -52,6 +52,12 @@ fn the_pid_file_holds_the_pid_and_stop_removes_it(mpm: &str) {
     assert!(exit.status.success(), "{exit:?}");
     assert_stops_cleanly(&mut server);
     assert!(!pid_file.exists(), "the pid file outlived the server");
+    // Signals are logged by name, not number.
+    assert!(
+        server.stderr_text().contains("received SIGTERM: stopping"),
+        "{}",
+        server.stderr_text()
+    );
 }
 
 fn graceful_restart_replaces_the_children(mpm: &str) {
