@@ -171,6 +171,9 @@ fn sizes_and_durations_beyond_their_bounds_are_one_line_and_exit_2() {
     let dir = TempDir::new("config");
     let file = dir.write("huge.toml", b"keepalive-timeout = 18446744073709551615\n");
     let exit = run_mpm(&["check", "--config", file.to_str().unwrap()], EXIT_WITHIN);
+    assert_one_line_exit_2("an integer beyond TOML's", &exit, &["line 1"]);
+    let file = dir.write("long.toml", b"keepalive-timeout = 9223372036854775807\n");
+    let exit = run_mpm(&["check", "--config", file.to_str().unwrap()], EXIT_WITHIN);
     assert_one_line_exit_2(
         "an integer duration past the bound",
         &exit,
