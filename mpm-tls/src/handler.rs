@@ -436,6 +436,11 @@ impl<H: ConnectionHandler> ConnectionHandler for TlsHandler<H> {
         }
     }
 
+    fn can_hand_over(&self, c: &Self::Conn) -> bool {
+        let untouched = !c.tls || c.session.as_ref().is_some_and(|s| s.untouched());
+        untouched && self.inner.can_hand_over(&c.inner)
+    }
+
     fn parked(&mut self, c: &mut Self::Conn) {
         self.inner.parked(&mut c.inner);
         if let Some(sess) = c.session.as_mut() {

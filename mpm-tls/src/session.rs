@@ -92,6 +92,8 @@ pub(crate) struct Session {
     pub(crate) peer_closed: bool,
     /// The socket reached end-of-file.
     eof: bool,
+    /// Has a byte arrived (the handshake begun)?
+    touched: bool,
     /// rustls refused the connection (the alert is queued).
     pub(crate) failed: Option<rustls::Error>,
     close_queued: bool,
@@ -123,6 +125,7 @@ impl Session {
             plain_pos: 0,
             peer_closed: false,
             eof: false,
+            touched: false,
             failed: None,
             close_queued: false,
             encoded: false,
@@ -131,6 +134,12 @@ impl Session {
             after: None,
             pool,
         })
+    }
+
+    /// Nothing received, nothing sent: the socket alone is the connection
+    /// (another process can take it over and do the handshake).
+    pub(crate) fn untouched(&self) -> bool {
+        !self.touched && !self.encoded && self.out_len == 0 && !self.eof
     }
 
     pub(crate) fn is_handshaking(&self) -> bool {
@@ -172,6 +181,7 @@ impl Session {
         if n == 0 {
             self.eof = true;
         }
+        self.touched |= n > 0;
         self.in_len += n;
         Ok(n)
     }
@@ -591,4 +601,3 @@ mod tests {
         assert_eq!(sent.first(), Some(&0x15), "{sent:?}");
     }
 }
-
