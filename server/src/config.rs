@@ -182,6 +182,21 @@ pub fn defaults() -> Vec<(&'static str, String)> {
     vec![
         ("mpm", name(d.mpm)),
         ("listen", listen.join(", ")),
+        ("listen_tls", "none".into()),
+        ("tls_cert", "none".into()),
+        ("tls_key", "none".into()),
+        ("tls_session_cache", {
+            let t = mpm_tls::TlsSettings::default();
+            t.session_cache.to_string()
+        }),
+        (
+            "tls_session_tickets",
+            on(mpm_tls::TlsSettings::default().session_tickets),
+        ),
+        (
+            "tls_session_timeout",
+            secs(mpm_tls::TlsSettings::default().session_timeout),
+        ),
         ("backlog", d.backlog.to_string()),
         ("docroot", "none: the embedded welcome site".into()),
         ("max_request_workers", d.max_request_workers.to_string()),
