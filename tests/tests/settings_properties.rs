@@ -42,6 +42,8 @@ enum Kind {
     /// Good values, and bad ones.
     Text(&'static [&'static str], &'static [&'static str]),
     Listen,
+    /// A TLS certificate (true) or key (false) file.
+    Pem(bool),
 }
 
 /// Every setting (a test checks the list against `serve --help`).
@@ -112,6 +114,15 @@ const SETTINGS: &[(&str, Kind)] = &[
     ("request-body-min-rate", Kind::Count),
     ("request-header-min-rate", Kind::Count),
     ("request-header-max-timeout", Kind::Duration),
+    ("listen-tls", Kind::Listen),
+    ("tls-cert", Kind::Pem(true)),
+    ("tls-key", Kind::Pem(false)),
+    (
+        "tls-session-cache",
+        Kind::Text(&["100", "off", "20000"], &["0", "lots", "", "99999999999"]),
+    ),
+    ("tls-session-tickets", Kind::Switch),
+    ("tls-session-timeout", Kind::Duration),
 ];
 
 /// The scratch directory, whose paths values may name.
@@ -272,6 +283,20 @@ fn value(kind: Kind, wide: bool, places: &Paths) -> BoxedStrategy<String> {
             "127.0.0.1:5-1",
             "",
         ]),
+        Kind::Pem(cert) => {
+            let m = tests::tls::material();
+            let good = if cert { &m.cert } else { &m.key };
+            let other = if cert { &m.key } else { &m.cert };
+            mix(
+                pick(vec![good.display().to_string()]),
+                pick(vec![
+                    places.path("missing.pem"),
+                    places.path("a-file"),
+                    other.display().to_string(),
+                    String::new(),
+                ]),
+            )
+        }
         // Never a fixed port (taken, or privileged) nor every port.
         Kind::Listen => mix(
             fixed(&["127.0.0.1:0", "localhost:0"]),
@@ -290,6 +315,25 @@ fn settings(wide: bool, places: &Places) -> BoxedStrategy<Vec<(&'static str, Str
                 .map(|(name, kind)| value(kind, wide, &paths).prop_map(move |v| (name, v)))
                 .collect::<Vec<_>>()
         })
+        .prop_map(move |mut chosen| {
+            // A TLS listener, a certificate and a key only work together:
+            // for `serve`, any of them brings the others (good ones), so
+            // that such runs do serve.
+            const TLS: [&str; 3] = ["listen-tls", "tls-cert", "tls-key"];
+            if !wide && chosen.iter().any(|(n, _)| TLS.contains(n)) {
+                let m = tests::tls::material();
+                for (name, good) in [
+                    ("listen-tls", "127.0.0.1:0".to_string()),
+                    ("tls-cert", m.cert.display().to_string()),
+                    ("tls-key", m.key.display().to_string()),
+                ] {
+                    if !chosen.iter().any(|(n, _)| *n == name) {
+                        chosen.push((name, good));
+                    }
+                }
+            }
+            chosen
+        })
         .boxed()
 }
 
@@ -306,7 +350,7 @@ fn as_toml(settings: &[(&str, String)]) -> String {
     let mut text = String::new();
     for (name, v) in settings {
         let quoted = format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
-        let rendered = if *name == "listen" {
+        let rendered = if ["listen", "listen-tls", "tls-cert", "tls-key"].contains(name) {
             format!("[{quoted}]")
         } else if v.parse::<i64>().is_ok()
             || v.parse::<u64>().is_ok()
@@ -350,7 +394,12 @@ fn check(args: &[String]) -> Result<(), TestCaseError> {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let ok = stdout.starts_with("mpm: configuration OK") && stdout.lines().count() == 1;
+    // The OK line, then one line per TLS certificate.
+    let ok = stdout.starts_with("mpm: configuration OK")
+        && stdout
+            .lines()
+            .skip(1)
+            .all(|l| l.starts_with("mpm: certificate "));
     assert_clean_exit(&format!("check {args:?}"), out.status, &stderr, ok);
     Ok(())
 }
