@@ -1116,6 +1116,43 @@ fn bench_loads_https_and_counts_handshake_errors_by_kind() {
     assert_eq!(v["errors"]["handshake"], 20, "{v}");
     let kinds = v["handshake_errors"].as_object().unwrap();
     assert!(kinds.keys().all(|k| k.starts_with("certificate: ")), "{v}");
+    // A self-signed certificate marked a CA (as `openssl req -x509` makes
+    // them, and peers.py serves), given as --cacert: taken, as curl takes it.
+    let own = TempDir::new("selfsigned");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let cert = own.write("cert.pem", p.self_signed(&key).unwrap().pem().as_bytes());
+    let key = own.write("key.pem", key.serialize_pem().as_bytes());
+    let selfsigned = tls_server(
+        "event",
+        &root,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let own_url = format!("https://localhost:{}/page.txt", selfsigned.addr().port());
+    let out = run_mpm(
+        &[
+            "bench",
+            "--json",
+            "-n",
+            "20",
+            "--cacert",
+            cert.to_str().unwrap(),
+            &own_url,
+        ],
+        Duration::from_secs(60),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        (v["responses"].as_u64(), v["errors"]["handshake"].as_u64()),
+        (Some(20), Some(0)),
+        "{v}"
+    );
     // https without a way to verify, and TLS flags for http: one line, exit 2.
     run_mpm(&["bench", "-n", "1", &url], Duration::from_secs(20))
         .assert_one_line_error("https without --cacert");
