@@ -3,6 +3,7 @@
 
 use parking_lot::Mutex;
 
+use mpm_bench::Workload;
 use mpm_core::Error;
 use mpm_http::{DefaultSite, Dotfiles, HttpHandler, Request, Response, StaticFiles};
 
@@ -50,6 +51,36 @@ pub trait App: Send + Sync + 'static {
     fn describe(&self, config: &Config) -> String {
         let _ = config;
         "the application".to_string()
+    }
+
+    /// The loads `myapp compare` measures this application with when it
+    /// is given none (`--workload FILE`, `--scenario get:/path`): its own
+    /// endpoints, with the statuses each should answer, so that the
+    /// comparison of process models is of *this* code. Each is checked when
+    /// compare starts (a bad one is a one-line error). None by default:
+    /// `myapp compare` then measures compare's own static files.
+    ///
+    /// ```
+    /// use mpm::{Workload, WorkloadRequest};
+    /// # struct Shop;
+    /// # impl mpm::mpm_http::HttpHandler for Shop {
+    /// #     fn handle(&mut self, _: &mpm::mpm_http::Request<'_>) -> mpm::mpm_http::Response {
+    /// #         mpm::mpm_http::Response::new(200)
+    /// #     }
+    /// # }
+    /// # struct App;
+    /// # impl mpm::App for App {
+    /// #     type Handler = Shop;
+    /// #     fn handler(&self, _: &mpm::Config) -> Shop { Shop }
+    /// fn workloads(&self) -> Vec<Workload> {
+    ///     vec![Workload::new("browse")
+    ///         .request(WorkloadRequest::get("/items/7").weight(9).expect(&[200]))
+    ///         .request(WorkloadRequest::post("/items", r#"{"name":"lamp"}"#).expect(&[201]))]
+    /// }
+    /// # }
+    /// ```
+    fn workloads(&self) -> Vec<Workload> {
+        Vec::new()
     }
 }
 

@@ -107,6 +107,9 @@ trait Service {
     ) -> Self::Factory;
     /// The URL scheme and a few words on what is served, for the log.
     fn describe(&self, config: &Config) -> (&'static str, String);
+    /// The loads `compare` measures it with by default.
+    #[cfg_attr(not(feature = "bench"), allow(dead_code))]
+    fn workloads(&self) -> Vec<mpm_bench::Workload>;
 }
 
 /// An HTTP application, with the status page in front of it.
@@ -124,6 +127,10 @@ impl<A: App> Service for HttpApp<A> {
 
     fn describe(&self, config: &Config) -> (&'static str, String) {
         ("http://", self.0.describe(config))
+    }
+
+    fn workloads(&self) -> Vec<mpm_bench::Workload> {
+        self.0.workloads()
     }
 
     fn factory(
@@ -162,6 +169,10 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
     fn describe(&self, _config: &Config) -> (&'static str, String) {
         ("", "a protocol handler".to_string())
     }
+
+    fn workloads(&self) -> Vec<mpm_bench::Workload> {
+        Vec::new()
+    }
 }
 
 fn command_line<S: Service>(service: &S) -> i32 {
@@ -188,7 +199,7 @@ fn command_line<S: Service>(service: &S) -> i32 {
         #[cfg(feature = "bench")]
         Command::Bench(args) => mpm_bench::bench::command(&args),
         #[cfg(feature = "bench")]
-        Command::Compare(args) => mpm_bench::compare::command(&args),
+        Command::Compare(args) => mpm_bench::compare::command(&args, &service.workloads()),
     };
     match result {
         Ok(code) => code,

@@ -25,7 +25,8 @@
 //! ```
 //!
 //! * [`App`] — how each worker's handler is made, and when (the guide in
-//!   `docs/embedding.md` covers what may be shared).
+//!   `docs/embedding.md` covers what may be shared), and the [`Workload`]s
+//!   `myapp compare` measures it with.
 //! * [`StaticSite`] — the `mpm` binary's own app: a docroot, or the welcome site.
 //! * [`main`] — the command line; [`serve_protocol`] the same for a protocol
 //!   other than HTTP.
@@ -34,7 +35,8 @@
 //! * The layers, re-exported: [`mpm_core`] (the handler contract and the
 //!   `Mpm` trait), [`mpm_http`] (HTTP/1.1, the static site, the status
 //!   page), the models [`mpm_prefork`], [`mpm_worker`] and [`mpm_event`],
-//!   the master [`mpm_master`], and with the `bench` feature `mpm_bench`.
+//!   the master [`mpm_master`], and [`mpm_bench`] (its workloads always;
+//!   `bench` and `compare` with the `bench` feature).
 //!
 //! # Driving a process model directly
 //!
@@ -103,8 +105,9 @@ mod site;
 pub use app::{App, SiteContent, StaticSite};
 pub use cli::{main, serve_protocol};
 pub use config::{Config, ConfigLayer};
+/// What an [`App`] ships for `compare` to measure it with.
+pub use mpm_bench::{Workload, WorkloadRequest};
 
-#[cfg(feature = "bench")]
 pub use mpm_bench;
 pub use mpm_core;
 pub use mpm_event;

@@ -588,13 +588,19 @@ impl Exit {
 /// Run `mpm ARGS...` to completion (killing it after `timeout`) and collect
 /// its output. For commands expected to fail at once.
 pub fn run_mpm(args: &[&str], timeout: Duration) -> Exit {
-    let mut child = Command::new(mpm_bin())
+    run_program(mpm_bin(), args, timeout)
+}
+
+/// Run `bin ARGS...` (the binary, or one of the examples built with it) to
+/// completion, killing it after `timeout`, and collect its output.
+pub fn run_program(bin: &Path, args: &[&str], timeout: Duration) -> Exit {
+    let mut child = Command::new(bin)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("spawning {}: {e}", mpm_bin().display()));
+        .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
     let out = read_all(child.stdout.take());
     let err = read_all(child.stderr.take());
     let deadline = Instant::now() + timeout;
@@ -619,7 +625,8 @@ pub fn run_mpm(args: &[&str], timeout: Duration) -> Exit {
     };
     assert!(
         !killed,
-        "mpm {args:?} was still running after {timeout:?}; stderr:\n{}",
+        "{} {args:?} was still running after {timeout:?}; stderr:\n{}",
+        bin.display(),
         exit.stderr
     );
     exit
