@@ -28,6 +28,8 @@
 //!   counters, request lines, read by the master and the status page.
 //! * [`allocator`] — system, mimalloc or a global-locked malloc, chosen at
 //!   launch, with allocations and lock waits counted per worker.
+//! * [`shared`] — state an application shares across every process and
+//!   generation: values of atomics, counters, a table of small byte strings.
 //! * [`buffered_output`] — what a layer buffers per worker (a buffered access
 //!   log), flushed by a model with no thread to spare for it.
 //! * [`error_log`] — leveled error-log lines (`log_warn!` and friends), and
@@ -55,6 +57,7 @@ pub mod local_time;
 mod mpm;
 pub mod scoreboard;
 mod settings;
+pub mod shared;
 mod stream;
 mod worker_threads;
 

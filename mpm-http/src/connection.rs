@@ -299,6 +299,22 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             }
             Parsed::Complete(head) => head,
         };
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version: head.version,
+            headers: Headers::Parsed(head.headers),
+            body: &[],
+            stream: None,
+            params: &[],
+            peer: s.peer_addr(),
+            pool: self.arena.pool(),
+        };
+        // A streamed body is read by the worker that runs the handler, as
+        // it arrives: hand the request over as soon as its head is here.
+        if head.framing != Framing::None && self.handler.streams_body(&req) {
+            return Prefetch::Ready;
+        }
         let complete = match head.framing {
             Framing::None => true,
             Framing::Length(n) => n > limits.body || data.len() as u64 >= head.len as u64 + n,
@@ -317,15 +333,6 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             }
             return Prefetch::Wait(Interest::Read(Wait::Request));
         }
-        let req = Request {
-            method: head.method,
-            target: head.target,
-            version: head.version,
-            headers: Headers::Parsed(head.headers),
-            body: &[],
-            peer: s.peer_addr(),
-            pool: self.arena.pool(),
-        };
         if self.handler.answers_without_blocking(&req) {
             Prefetch::ReadyInline
         } else {
@@ -355,7 +362,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             self.log_start(&mut c.log, &c.buf[c.start..c.filled], None, 408);
             c.out.clear();
             c.out_pos = 0;
-            self.write_head(c, 408, &[], Some(0), false);
+            self.write_head(c, &crate::writing::Head::bare(408), Some(0), false);
             c.out.extend_from_slice(b"Connection: close\r\n\r\n");
             let _ = s.send(&c.out, false);
             self.log_done(c, s, true);

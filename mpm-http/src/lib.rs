@@ -15,6 +15,11 @@
 //!   head parser in `head.rs` and the chunked decoder in `chunked.rs`), and
 //!   `writing.rs` serializes and sends responses.
 //! * [`RequestPool`] — a request's scratch arena, reset after it.
+//! * [`Routes`] and [`Router`] — routing by method and path with path
+//!   parameters; [`IntoResponse`] for what route handlers return, and with
+//!   the `json` feature [`Json`] and `Request::json`.
+//! * A request body read as it arrives: [`HttpHandler::streams_body`] and
+//!   [`Request::body_reader`].
 //!
 //! **What `mpm serve` runs on it**
 //! * [`StaticFiles`] — a document root, with the open-file cache, and
@@ -30,13 +35,15 @@
 //! from the right place; both framings at once, a missing or repeated `Host`
 //! on 1.1, and malformed heads refused with 400 and the connection closed;
 //! 414, 431 and 413 for the request-line, header and body limits; 505 for
-//! other versions; `Date` and `Server` on every response; 408 when a head
+//! other versions; `Date` on every response, and `Server` unless the handler
+//! set its own; 408 when a head
 //! takes longer than the header timeout, or a body longer than the body
 //! timeout as extended by its minimum rate.
 
 #![warn(missing_docs)]
 
 pub mod access_log;
+mod body;
 mod buffer_pool;
 mod chunked;
 mod connection;
@@ -49,12 +56,15 @@ mod factory;
 pub mod fuzzing;
 mod handler;
 mod head;
+#[cfg(feature = "json")]
+mod json;
 pub mod log_format;
 pub mod mime;
 mod reading;
 mod request;
 mod request_pool;
 mod response;
+mod router;
 pub mod server_status;
 mod settings;
 mod static_files;
@@ -68,8 +78,11 @@ pub use error::{Error, Result};
 pub use factory::HttpFactory;
 pub use handler::HttpHandler;
 pub use head::MAX_REQUEST_FIELDS;
-pub use request::{Request, Version};
+#[cfg(feature = "json")]
+pub use json::Json;
+pub use request::{BodyReader, Request, Version};
 pub use request_pool::RequestPool;
-pub use response::{reason_phrase, Body, FileBody, HeaderText, Response};
+pub use response::{reason_phrase, Body, FileBody, HeaderError, HeaderText, Response};
+pub use router::{IntoResponse, Rejection, Router, Routes};
 pub use settings::HttpSettings;
 pub use static_files::{Dotfiles, StaticFiles, DEFAULT_IN_MEMORY};

@@ -1,6 +1,7 @@
 //! Turning buffered bytes into requests: parse a head, bound and collect its
 //! body, enforce the header and body deadlines, run the handler.
 
+use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 use mpm_core::scoreboard::WorkerState;
 use mpm_core::{Interest, Stream};
 
+use crate::body::{self, BodySource, BodyStream, Timing};
 use crate::chunked::{self, ChunkError};
 use crate::connection::{After, Flush, HttpConn, HttpService, Started, Step};
 use crate::head::{self, Framing, Head, Parsed, SLOTS};
@@ -34,12 +36,15 @@ impl<H: HttpHandler> HttpService<H> {
             Parsed::Complete(head) => head,
         };
         // Bound the body before reading any of it.
+        if matches!(head.framing, Framing::Length(n) if n > limits.body) {
+            let _ = self.reject(c, s, 413);
+            return Step::Responded;
+        }
+        // A handler that reads the body as it arrives is called now.
+        let streamed = head.framing != Framing::None && self.streams_body(&head, s);
         let body_range = match head.framing {
+            _ if streamed => Some((head.len, head.len, head.len)),
             Framing::None => Some((head.len, head.len, head.len)),
-            Framing::Length(n) if n > limits.body => {
-                let _ = self.reject(c, s, 413);
-                return Step::Responded;
-            }
             Framing::Length(n) => {
                 let end = head.len + n as usize;
                 (data.len() >= end).then_some((head.len, end, end))
@@ -68,7 +73,9 @@ impl<H: HttpHandler> HttpService<H> {
             }
             return Step::Incomplete;
         };
-        let body = if head.framing == Framing::Chunked {
+        let body = if streamed {
+            &[][..]
+        } else if head.framing == Framing::Chunked {
             &c.chunk_body[body_start..body_end]
         } else {
             &data[body_start..body_end]
@@ -81,24 +88,81 @@ impl<H: HttpHandler> HttpService<H> {
         let is_head = head.method == "HEAD";
         let version = head.version;
         s.set_state(WorkerState::Writing);
-        let response = self.call(&head, body, s);
-        let (status, headers, body) = response.into_parts();
-        self.log_start(&mut c.log, data, Some(head.headers), status);
+        let (mut response, mut consumed, mut keep, mut outcome) = (None, consumed, keep, None);
+        if streamed {
+            let timing = Timing {
+                started: *c.started.body.get_or_insert_with(Instant::now),
+                body_timeout: self.settings.request_body_timeout,
+                min_rate: self.settings.request_body_min_rate,
+                timeout: self.settings.timeout,
+            };
+            let framing = match head.framing {
+                Framing::Length(n) => body::Framing::Length(n),
+                _ => body::Framing::Chunked(chunked::Decoder::new(limits.body)),
+            };
+            let send_continue =
+                head.expect_continue && !c.continue_sent && version == Version::Http11;
+            let peer = s.peer_addr();
+            let source = RefCell::new(BodyStream::new(
+                s,
+                &data[head.len..],
+                framing,
+                timing,
+                send_continue,
+            ));
+            let r = self.call(&head, b"", Some(&source as &dyn BodySource), peer);
+            let done = source.into_inner().finish();
+            consumed = head.len + done.pre_used;
+            if let Some(status) = done.failed {
+                mpm_core::log_info!(
+                    "mpm: {} {}: request body refused with {status}",
+                    head.method,
+                    head.target
+                );
+            }
+            response = Some(match done.failed {
+                Some(status) => Response::error(status),
+                None => r,
+            });
+            // A body not read to its end is still on the wire: close (after
+            // a linger), rather than read it as the next request.
+            keep &= done.done && done.failed.is_none();
+            outcome = Some(done);
+        }
+        let response = match response {
+            Some(r) => r,
+            None => self.call(&head, body, None, s.peer_addr()),
+        }
+        .into_parts();
+        self.log_start(&mut c.log, data, Some(head.headers), response.status);
         if let Some(slot) = s.score_slot() {
             let line_end = data.iter().position(|&b| b == b'\r').unwrap_or(0);
-            slot.record_request(&data[..line_end], body.len().unwrap_or(0));
+            slot.record_request(&data[..line_end], response.body.len().unwrap_or(0));
         }
         c.out.clear();
         c.out_pos = 0;
-        let keep = self.queue(c, status, &headers, body, is_head, keep, version);
+        let keep = self.queue(c, response, is_head, keep, version);
         c.served += 1;
         c.started = Started::default();
         c.deadline = None;
         c.continue_sent = false;
         c.consume(consumed);
+        let unfinished = outcome
+            .as_ref()
+            .is_some_and(|o| !o.done || o.failed.is_some());
+        if let Some(o) = outcome.filter(|o| !o.leftover.is_empty()) {
+            // Read past the body from the socket: every buffered byte was
+            // used, and these come first now.
+            c.make_room();
+            if c.buf.len() < c.filled + o.leftover.len() {
+                c.buf.resize(c.filled + o.leftover.len(), 0);
+            }
+            c.buf[c.filled..c.filled + o.leftover.len()].copy_from_slice(&o.leftover);
+            c.filled += o.leftover.len();
+        }
         c.after = if keep {
             After::KeepAlive
-        } else if c.start < c.filled {
+        } else if c.start < c.filled || unfinished {
             After::Linger
         } else {
             After::Close
@@ -126,15 +190,8 @@ impl<H: HttpHandler> HttpService<H> {
             ),
             Some(received) => {
                 let started = *c.body.get_or_insert(now);
-                let rate = self.settings.request_body_min_rate;
                 // A second per `rate` bytes (none when the rate is 0).
-                let earned = match (received.checked_div(rate), received.checked_rem(rate)) {
-                    (Some(secs), Some(rest)) => {
-                        Duration::from_secs(secs)
-                            + Duration::from_millis(rest.saturating_mul(1000) / rate)
-                    }
-                    _ => Duration::ZERO,
-                };
+                let earned = body::earned(received, self.settings.request_body_min_rate);
                 after(
                     started,
                     self.settings.request_body_timeout.saturating_add(earned),
@@ -143,15 +200,39 @@ impl<H: HttpHandler> HttpService<H> {
         }
     }
 
+    /// Does the handler read this request's body as it arrives?
+    fn streams_body(&self, head: &Head<'_, '_>, s: &Stream) -> bool {
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version: head.version,
+            headers: Headers::Parsed(head.headers),
+            body: &[],
+            stream: None,
+            params: &[],
+            peer: s.peer_addr(),
+            pool: self.arena.pool(),
+        };
+        self.handler.streams_body(&req)
+    }
+
     /// Run the user's handler; a panic becomes a 500 for this request only.
-    pub(crate) fn call(&mut self, head: &Head<'_, '_>, body: &[u8], s: &Stream) -> Response {
+    pub(crate) fn call(
+        &mut self,
+        head: &Head<'_, '_>,
+        body: &[u8],
+        stream: Option<&dyn BodySource>,
+        peer: std::net::SocketAddr,
+    ) -> Response {
         let req = Request {
             method: head.method,
             target: head.target,
             version: head.version,
             headers: Headers::Parsed(head.headers),
             body,
-            peer: s.peer_addr(),
+            stream,
+            params: &[],
+            peer,
             pool: self.arena.pool(),
         };
         let handler = &mut self.handler;
@@ -182,9 +263,8 @@ impl<H: HttpHandler> HttpService<H> {
         c.out.clear();
         c.out_pos = 0;
         c.pending = None;
-        let r = Response::error(status);
-        let (status, headers, body) = r.into_parts();
-        self.queue(c, status, &headers, body, false, false, Version::Http11);
+        let r = Response::error(status).into_parts();
+        self.queue(c, r, false, false, Version::Http11);
         c.start = 0;
         c.filled = 0;
         c.started = Started::default();

@@ -38,6 +38,10 @@ pub struct HttpSettings {
     pub sendfile: bool,
     /// A per-worker arena for each request's scratch.
     pub request_pool: bool,
+    /// The `Server` field of every response a handler does not give its
+    /// own (empty: none). The `mpm` crate sets it from the application's
+    /// identity.
+    pub server: String,
 }
 
 impl Default for HttpSettings {
@@ -56,6 +60,7 @@ impl Default for HttpSettings {
             timeout: Duration::from_secs(60),
             sendfile: true,
             request_pool: true,
+            server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
         }
     }
 }
@@ -97,7 +102,7 @@ impl ServiceSettings {
             timeout: settings.timeout,
             sendfile: settings.sendfile,
             request_pool: settings.request_pool,
-            server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
+            server: settings.server.clone(),
             buffers: Arc::default(),
             access_log: None,
         }

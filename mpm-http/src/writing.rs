@@ -11,7 +11,7 @@ use crate::access_log::Record;
 use crate::connection::{After, Flush, HttpConn, HttpService, Pending};
 use crate::date;
 use crate::request::Version;
-use crate::response::{reason_phrase, Body, HeaderText};
+use crate::response::{reason_phrase, Body, Parts};
 use crate::HttpHandler;
 
 /// Bytes read from a file per write when sendfile is off.
@@ -22,17 +22,17 @@ const STREAM_CHUNK: usize = 16 * 1024;
 impl<H: HttpHandler> HttpService<H> {
     /// Serialize a response into the connection's output. Returns whether
     /// the connection stays open after it.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn queue(
         &self,
         c: &mut HttpConn,
-        status: u16,
-        headers: &[(HeaderText, HeaderText)],
-        body: Body,
+        response: Parts,
         is_head: bool,
-        mut keep: bool,
+        keep: bool,
         version: Version,
     ) -> bool {
+        let status = response.status;
+        let body = response.body;
+        let mut keep = keep && !response.close;
         let no_body = is_head || status < 200 || status == 204 || status == 304;
         let length = if status < 200 || status == 204 || status == 304 {
             None
@@ -44,7 +44,13 @@ impl<H: HttpHandler> HttpService<H> {
         if streamed && !chunked {
             keep = false; // HTTP/1.0 stream: the close delimits the body
         }
-        self.write_head(c, status, headers, length, chunked);
+        let head = Head {
+            status,
+            reason: response.reason.as_deref(),
+            headers: &response.headers,
+            has_server: response.has_server,
+        };
+        self.write_head(c, &head, length, chunked);
         // Connection header, then the blank line.
         match (keep, version) {
             (false, _) => c.out.extend_from_slice(b"Connection: close\r\n\r\n"),
@@ -79,8 +85,7 @@ impl<H: HttpHandler> HttpService<H> {
     pub(crate) fn write_head(
         &self,
         c: &mut HttpConn,
-        status: u16,
-        headers: &[(HeaderText, HeaderText)],
+        head: &Head<'_>,
         length: Option<u64>,
         chunked: bool,
     ) {
@@ -88,15 +93,18 @@ impl<H: HttpHandler> HttpService<H> {
             c.out = c.pool.write_buffer();
         }
         let out = &mut c.out;
-        let _ = write!(out, "HTTP/1.1 {status} {}\r\nDate: ", reason_phrase(status));
+        let status = head.status;
+        let reason = head.reason.unwrap_or_else(|| reason_phrase(status));
+        let _ = write!(out, "HTTP/1.1 {status} {reason}\r\nDate: ");
         date::append_now(out);
-        out.extend_from_slice(b"\r\nServer: ");
-        out.extend_from_slice(self.settings.server.as_bytes());
         out.extend_from_slice(b"\r\n");
-        for (name, value) in headers {
-            if is_framing(name) || value.contains(['\r', '\n']) {
-                continue;
-            }
+        if !head.has_server && !self.settings.server.is_empty() {
+            out.extend_from_slice(b"Server: ");
+            out.extend_from_slice(self.settings.server.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        // Response::header refused the layer's fields and split values.
+        for (name, value) in head.headers {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
             out.extend_from_slice(value.as_bytes());
@@ -244,16 +252,26 @@ impl<H: HttpHandler> HttpService<H> {
     }
 }
 
-fn is_framing(name: &str) -> bool {
-    [
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "date",
-        "server",
-    ]
-    .iter()
-    .any(|f| name.eq_ignore_ascii_case(f))
+/// What a response head is written from.
+pub(crate) struct Head<'r> {
+    pub(crate) status: u16,
+    /// The handler's reason phrase, if it gave one.
+    pub(crate) reason: Option<&'r str>,
+    pub(crate) headers: &'r [(crate::response::HeaderText, crate::response::HeaderText)],
+    /// Did the handler set `Server` itself?
+    pub(crate) has_server: bool,
+}
+
+impl Head<'static> {
+    /// A head with no fields of the handler's (the layer's own answers).
+    pub(crate) fn bare(status: u16) -> Head<'static> {
+        Head {
+            status,
+            reason: None,
+            headers: &[],
+            has_server: false,
+        }
+    }
 }
 
 fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {

@@ -21,8 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mpm::mpm_http::{HttpHandler, Request, Response};
-use mpm::{App, Config, Workload, WorkloadRequest};
+use mpm::prelude::*;
 
 /// What this process was sent, by endpoint.
 #[derive(Debug, Default)]
@@ -172,8 +171,9 @@ impl HttpHandler for ShopHandler {
 
 impl App for Shop {
     type Handler = ShopHandler;
+    type Settings = NoSettings;
 
-    fn handler(&self, _config: &Config) -> ShopHandler {
+    fn handler(&self, _config: &Config, _settings: &NoSettings) -> ShopHandler {
         ShopHandler {
             catalogue: Arc::clone(&self.catalogue),
             counts: Arc::clone(&self.counts),
@@ -216,6 +216,10 @@ impl App for Shop {
         vec![browse, slow_clients, backend]
     }
 }
+
+// `--allocator` picks one at launch (compare's matrix does).
+#[global_allocator]
+static ALLOCATOR: mpm::MpmAllocator = mpm::MpmAllocator;
 
 fn main() {
     std::process::exit(mpm::main(Shop {

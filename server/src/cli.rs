@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use mpm_master::upgrade::{Inherited, ReadyReport, UpgradeSpec};
 use mpm_master::{Exit, ProcessManager, Sizing};
 use mpm_prefork::AcceptMutex;
 
-use crate::app::App;
+use crate::app::{App, Identity, NoSettings, Settings, STATIC_SITE_SETTINGS};
 use crate::config::{Config, ConfigLayer};
 use crate::signal_command::SignalArgs;
 use crate::site::{Site, StatusRoute};
@@ -34,8 +35,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve until SIGTERM or SIGINT (the `mpm` binary: a document root, or
-    /// the embedded welcome site).
+    /// Serve until SIGTERM or SIGINT.
     Serve(Box<ServeArgs>),
     /// Check the configuration (flags and file) and exit: 0 if it is good,
     /// 2 with one line saying what is wrong, as `apachectl configtest`.
@@ -65,7 +65,7 @@ struct ServeArgs {
 /// process exit code, for `std::process::exit`.
 ///
 /// ```no_run
-/// use mpm::mpm_http::{HttpHandler, Request, Response};
+/// use mpm::prelude::*;
 ///
 /// struct Hello;
 /// impl HttpHandler for Hello {
@@ -80,7 +80,12 @@ struct ServeArgs {
 /// }
 /// ```
 pub fn main<A: App>(app: A) -> i32 {
-    command_line(&HttpApp(Arc::new(app)))
+    let identity = app.identity();
+    command_line(&HttpApp {
+        server: identity.server.to_string(),
+        identity,
+        app: Arc::new(app),
+    })
 }
 
 /// Like [`main`], for a protocol other than HTTP: every worker runs a
@@ -95,13 +100,22 @@ pub fn serve_protocol<F: HandlerFactory + Clone>(factory: F) -> i32 {
 trait Service {
     /// The factory every worker calls.
     type Factory: HandlerFactory;
+    /// The program's own settings.
+    type Settings: Settings;
+    /// Who the program is.
+    fn identity(&self) -> Identity;
+    /// Its defaults for mpm's settings.
+    fn defaults(&self) -> ConfigLayer;
+    /// mpm's settings it has no use for.
+    fn hides(&self) -> &'static [&'static str];
     /// Check a configuration (once, before anything is bound or forked).
-    fn check(&self, config: &Config) -> Result<(), Error>;
+    fn check(&self, config: &Config, settings: &Self::Settings) -> Result<(), Error>;
     /// The factory for a run with this configuration, scoreboard and
     /// access log.
     fn factory(
         &self,
         config: &Config,
+        settings: &Self::Settings,
         scoreboard: &'static Scoreboard,
         access_log: Option<&Arc<AccessLog>>,
     ) -> Self::Factory;
@@ -113,37 +127,58 @@ trait Service {
 }
 
 /// An HTTP application, with the status page in front of it.
-struct HttpApp<A>(Arc<A>);
+struct HttpApp<A> {
+    app: Arc<A>,
+    identity: Identity,
+    server: String,
+}
 
 /// How a worker makes its handler in an [`HttpApp`].
 type MakeSite<H> = Box<dyn Fn() -> Site<H> + Send + Sync>;
 
 impl<A: App> Service for HttpApp<A> {
     type Factory = HttpFactory<MakeSite<A::Handler>>;
+    type Settings = A::Settings;
 
-    fn check(&self, config: &Config) -> Result<(), Error> {
-        self.0.check(config)
+    fn identity(&self) -> Identity {
+        self.identity.clone()
+    }
+
+    fn defaults(&self) -> ConfigLayer {
+        self.app.defaults()
+    }
+
+    fn hides(&self) -> &'static [&'static str] {
+        self.app.hides()
+    }
+
+    fn check(&self, config: &Config, settings: &A::Settings) -> Result<(), Error> {
+        self.app.check(config, settings)
     }
 
     fn describe(&self, config: &Config) -> (&'static str, String) {
-        ("http://", self.0.describe(config))
+        ("http://", self.app.describe(config))
     }
 
     fn workloads(&self) -> Vec<mpm_bench::Workload> {
-        self.0.workloads()
+        self.app.workloads()
     }
 
     fn factory(
         &self,
         config: &Config,
+        settings: &A::Settings,
         scoreboard: &'static Scoreboard,
         access_log: Option<&Arc<AccessLog>>,
     ) -> Self::Factory {
         let status = StatusRoute::new(config, scoreboard);
-        let (app, for_workers) = (Arc::clone(&self.0), config.clone());
+        let (app, for_workers) = (Arc::clone(&self.app), config.clone());
+        let settings = settings.clone();
         let make: MakeSite<A::Handler> =
-            Box::new(move || Site::new(status.clone(), app.handler(&for_workers)));
-        HttpFactory::new(config.http_settings(), make).access_log(access_log.cloned())
+            Box::new(move || Site::new(status.clone(), app.handler(&for_workers, &settings)));
+        let mut http = config.http_settings();
+        http.server = self.server.clone();
+        HttpFactory::new(http, make).access_log(access_log.cloned())
     }
 }
 
@@ -152,14 +187,28 @@ struct Protocol<F>(F);
 
 impl<F: HandlerFactory + Clone> Service for Protocol<F> {
     type Factory = F;
+    type Settings = NoSettings;
 
-    fn check(&self, _config: &Config) -> Result<(), Error> {
+    fn identity(&self) -> Identity {
+        Identity::of_binary()
+    }
+
+    fn defaults(&self) -> ConfigLayer {
+        ConfigLayer::default()
+    }
+
+    fn hides(&self) -> &'static [&'static str] {
+        STATIC_SITE_SETTINGS
+    }
+
+    fn check(&self, _config: &Config, _settings: &NoSettings) -> Result<(), Error> {
         Ok(())
     }
 
     fn factory(
         &self,
         _config: &Config,
+        _settings: &NoSettings,
         _scoreboard: &'static Scoreboard,
         _access_log: Option<&Arc<AccessLog>>,
     ) -> F {
@@ -176,8 +225,25 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
 }
 
 fn command_line<S: Service>(service: &S) -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let me = service.identity();
+    mpm_core::error_log::set_program(&me.name);
+    let hidden = service.hides();
+    let about = if me.about.is_empty() {
+        format!("{}: an HTTP service built on mpm", me.name)
+    } else {
+        me.about.to_string()
+    };
+    let heading = format!("Options of {}", me.name);
+    let mut command = Cli::command()
+        .name(me.name.to_string())
+        .bin_name(me.name.to_string())
+        .version(me.version.to_string())
+        .about(about);
+    for sub in ["serve", "check"] {
+        command = command.mut_subcommand(sub, |c| shape::<S::Settings>(c, hidden, &heading));
+    }
+    let matches = match command.try_get_matches() {
+        Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
@@ -188,25 +254,187 @@ fn command_line<S: Service>(service: &S) -> i32 {
                 let _ = e.print();
                 return 2;
             }
-            eprintln!("mpm: {}", one_line(&e.to_string()));
+            eprintln!("{}: {}", me.name, one_line(&e.to_string()));
             return 2;
         }
     };
-    let result = match cli.command {
-        Command::Serve(args) => serve(*args, service).map(|()| 0),
-        Command::Check(args) => check(&args, service).map(|()| 0),
-        Command::Signal(args) => crate::signal_command::signal(args).map(|()| 0),
-        #[cfg(feature = "bench")]
-        Command::Bench(args) => mpm_bench::bench::command(&args),
-        #[cfg(feature = "bench")]
-        Command::Compare(args) => mpm_bench::compare::command(&args, &service.workloads()),
-    };
+    let result = Cli::from_arg_matches(&matches)
+        .map_err(|e| Error::config(one_line(&e.to_string())))
+        .and_then(|cli| {
+            let sub = matches.subcommand().map(|(_, m)| m);
+            match cli.command {
+                Command::Serve(args) => {
+                    let run = Invocation::new(*args, sub, service, &me.name)?;
+                    serve(run, service).map(|()| 0)
+                }
+                Command::Check(args) => {
+                    let run = Invocation::new(*args, sub, service, &me.name)?;
+                    check(&run, service).map(|()| 0)
+                }
+                Command::Signal(args) => crate::signal_command::signal(args).map(|()| 0),
+                #[cfg(feature = "bench")]
+                Command::Bench(args) => mpm_bench::bench::command(&args),
+                #[cfg(feature = "bench")]
+                Command::Compare(args) => mpm_bench::compare::command(&args, &service.workloads()),
+            }
+        });
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mpm: error: {e}");
+            eprintln!("{}: error: {e}", me.name);
             e.exit_code()
         }
+    }
+}
+
+/// `serve` and `check` as this program has them: its own settings after
+/// mpm's, under a heading of their own, and mpm's that do not apply hidden.
+fn shape<T: clap::Args>(c: clap::Command, hidden: &[&str], heading: &str) -> clap::Command {
+    let mut c = T::augment_args(c.next_help_heading(heading.to_string()));
+    for flag in hidden {
+        let id = flag.replace('-', "_");
+        if c.get_arguments().any(|a| a.get_id() == id.as_str()) {
+            c = c.mut_arg(id, |a| a.hide(true));
+        }
+    }
+    c
+}
+
+/// The flag (and file key) name of an argument id: `max_keys` is `max-keys`.
+fn flag_name(id: &str) -> String {
+    id.replace('_', "-")
+}
+
+/// A `serve` or `check` as given: mpm's flags and the file's path, and the
+/// program's own settings with what it needs to merge them with the file's.
+struct Invocation<T> {
+    args: ServeArgs,
+    /// The program's settings from the command line (and the flags' defaults).
+    settings: T,
+    /// Its settings' names (as flags and file keys), and those given on the
+    /// command line, which the file does not override.
+    keys: Vec<String>,
+    given: Vec<String>,
+    /// mpm's settings the program hides.
+    hidden: &'static [&'static str],
+    defaults: ConfigLayer,
+    name: String,
+}
+
+impl<T: Settings> Invocation<T> {
+    fn new<S: Service<Settings = T>>(
+        args: ServeArgs,
+        matches: Option<&ArgMatches>,
+        service: &S,
+        name: &str,
+    ) -> Result<Invocation<T>, Error> {
+        let matches = matches.ok_or_else(|| Error::config("no subcommand"))?;
+        let settings =
+            T::from_arg_matches(matches).map_err(|e| Error::config(one_line(&e.to_string())))?;
+        let own = T::augment_args(clap::Command::new("settings"));
+        let keys: Vec<String> = own
+            .get_arguments()
+            .map(|a| flag_name(a.get_id().as_str()))
+            .collect();
+        let given = own
+            .get_arguments()
+            .map(|a| a.get_id().as_str())
+            .filter(|id| matches.value_source(id) == Some(ValueSource::CommandLine))
+            .map(flag_name)
+            .collect();
+        let hidden = service.hides();
+        for flag in hidden {
+            let id = flag.replace('-', "_");
+            if matches.try_get_raw(&id).is_ok()
+                && matches.value_source(&id) == Some(ValueSource::CommandLine)
+            {
+                return Err(Error::config(format!("--{flag}: not a setting of {name}")));
+            }
+        }
+        // The file's keys reach the settings through serde: its names must
+        // be the flags'.
+        if let Ok(table) = toml::Table::try_from(&settings) {
+            if let Some(k) = table.keys().find(|k| !keys.contains(k)) {
+                return Err(Error::config(format!(
+                    "{name}'s settings: key `{k}` is not one of its flags' names \
+                     (derive Deserialize with #[serde(rename_all = \"kebab-case\")])"
+                )));
+            }
+        }
+        Ok(Invocation {
+            args,
+            settings,
+            keys,
+            given,
+            hidden,
+            defaults: service.defaults(),
+            name: name.to_string(),
+        })
+    }
+
+    /// Read the file (if any) and merge: the command line over the file,
+    /// over the program's defaults, over mpm's.
+    fn load(&self) -> Result<(Config, T), Error> {
+        let Some(path) = &self.args.config else {
+            let config = Config::resolve(self.args.layer.clone().or(self.defaults.clone()))?;
+            return Ok((config, self.settings.clone()));
+        };
+        let fail = |m: String| Error::config(format!("config {}: {m}", path.display()));
+        let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+        let table: toml::Table = crate::config::parse_toml(&text).map_err(fail)?;
+        let (mut mpm, mut own) = (toml::Table::new(), toml::Table::new());
+        for (key, value) in table {
+            if self.hidden.contains(&key.as_str()) {
+                let line = crate::config::line_of(&text, &key);
+                return Err(fail(format!(
+                    "line {line}: `{key}` is not a setting of {}",
+                    self.name
+                )));
+            }
+            if self.keys.contains(&key) {
+                own.insert(key, value);
+            } else {
+                mpm.insert(key, value);
+            }
+        }
+        let file = if own.is_empty() {
+            // Errors with the exact line, as the `mpm` binary gives them.
+            ConfigLayer::from_toml(&text).map_err(fail)?
+        } else {
+            ConfigLayer::from_table(mpm, &text).map_err(fail)?
+        };
+        let config = Config::resolve(self.args.layer.clone().or(file).or(self.defaults.clone()))?;
+        if own.is_empty() {
+            return Ok((config, self.settings.clone()));
+        }
+        let ours = toml::Table::try_from(&self.settings)
+            .map_err(|e| fail(format!("{}'s settings: {e}", self.name)))?;
+        let own: Vec<_> = own
+            .into_iter()
+            .filter(|(key, _)| !self.given.contains(key))
+            .collect();
+        let merge = |skip: Option<&str>| {
+            let mut merged = ours.clone();
+            for (key, value) in &own {
+                if Some(key.as_str()) != skip {
+                    merged.insert(key.clone(), value.clone());
+                }
+            }
+            toml::Value::Table(merged).try_into::<T>()
+        };
+        let settings = merge(None).map_err(|e| {
+            let msg = e.to_string().replace('\n', " ").trim().to_string();
+            // A table keeps no positions: the key at fault is the one
+            // without which the rest parse.
+            match own.iter().find(|(key, _)| merge(Some(key)).is_ok()) {
+                Some((key, _)) => fail(format!(
+                    "line {}: {key}: {msg}",
+                    crate::config::line_of(&text, key)
+                )),
+                None => fail(msg),
+            }
+        })?;
+        Ok((config, settings))
     }
 }
 
@@ -230,14 +458,6 @@ fn one_line(message: &str) -> String {
     line
 }
 
-fn load(args: &ServeArgs) -> Result<Config, Error> {
-    let file = match &args.config {
-        Some(path) => ConfigLayer::from_file(path)?,
-        None => ConfigLayer::default(),
-    };
-    Config::resolve(args.layer.clone().or(file))
-}
-
 /// A new scoreboard sized for `config`.
 fn scoreboard(config: &Config) -> Result<&'static Scoreboard, Error> {
     let per_process = match config.mpm {
@@ -249,12 +469,13 @@ fn scoreboard(config: &Config) -> Result<&'static Scoreboard, Error> {
     Scoreboard::create(config.server_limit, per_process)
 }
 
-fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
-    let config = load(args)?;
-    service.check(&config)?;
+fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), Error> {
+    let (config, settings) = run.load()?;
+    service.check(&config, &settings)?;
     let listen: Vec<String> = config.listen.iter().map(ToString::to_string).collect();
     println!(
-        "mpm: configuration OK: {} MPM, server-limit {}, threads-per-child {}, listening on {}",
+        "{}: configuration OK: {} MPM, server-limit {}, threads-per-child {}, listening on {}",
+        run.name,
         config.mpm,
         config.server_limit,
         config.threads_per_child,
@@ -263,10 +484,10 @@ fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
     Ok(())
 }
 
-fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
-    let mut config = load(&args)?;
+fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), Error> {
+    let (mut config, mut settings) = given.load()?;
     mpm_core::error_log::set_level(config.log_level);
-    service.check(&config)?;
+    service.check(&config, &settings)?;
     run_again_if_needed(&config)?;
     // Opened here, by the process that binds, before any fork or --user.
     let mut logs = Logs::open(&config)?;
@@ -303,7 +524,7 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     let mut pid_file = None;
     loop {
         let scoreboard = scoreboard(&config)?;
-        let site = (service, scoreboard, &logs);
+        let site = (service, &settings, scoreboard, &logs);
         let pid = &mut pid_file;
         let upgrade = Upgrade {
             spec: UpgradeSpec {
@@ -345,12 +566,14 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
         // SIGHUP: read the configuration again; a bad one keeps the old.
         // The logs are opened again too (rotation, or a new path).
-        let reloaded = load(&args)
-            .and_then(|new| service.check(&new).map(|()| new))
-            .and_then(|new| Logs::open(&new).map(|logs| (new, logs)));
+        let reloaded = given
+            .load()
+            .and_then(|(new, own)| service.check(&new, &own).map(|()| (new, own)))
+            .and_then(|(new, own)| Logs::open(&new).map(|logs| (new, own, logs)));
         match reloaded {
-            Ok((new, new_logs)) => {
+            Ok((new, own, new_logs)) => {
                 logs = new_logs;
+                settings = own;
                 mpm_core::error_log::set_level(new.log_level);
                 if new.listen != config.listen || new.backlog != config.backlog {
                     mpm_core::log_warn!(
@@ -383,7 +606,7 @@ struct Upgrade {
 fn run<M: Mpm, S: Service>(
     mpm: M,
     config: &Config,
-    (service, scoreboard, logs): (&S, &'static Scoreboard, &Logs),
+    (service, own, scoreboard, logs): (&S, &S::Settings, &'static Scoreboard, &Logs),
     (listeners, upgrade): (&[Listener], Upgrade),
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
@@ -445,7 +668,7 @@ fn run<M: Mpm, S: Service>(
         *pid_file = Some(PidFile::write(path)?);
     }
     let (scheme, what) = service.describe(config);
-    let allocator = mpm_core::allocator::active().map_or("the program's", |k| k.name());
+    let allocator = mpm_core::allocator::active().map_or("program's own", |k| k.name());
     for l in listeners {
         mpm_core::log_notice!(
             "mpm: {} MPM listening on {scheme}{} serving {what} with the {allocator} allocator",
@@ -478,7 +701,7 @@ fn run<M: Mpm, S: Service>(
                 mpm_master::drop_privileges(config.run_as)?;
                 mine
             };
-            let factory = service.factory(config, scoreboard, logs.access.as_ref());
+            let factory = service.factory(config, own, scoreboard, logs.access.as_ref());
             let slots = scoreboard.process_slots(process);
             let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
             mpm_http::access_log::flush_all();
@@ -487,7 +710,7 @@ fn run<M: Mpm, S: Service>(
     } else {
         // One process: it binds, then serves as --user (no master to keep root).
         mpm_master::drop_privileges(config.run_as)?;
-        let factory = service.factory(config, scoreboard, logs.access.as_ref());
+        let factory = service.factory(config, own, scoreboard, logs.access.as_ref());
         let mine = listeners
             .iter()
             .map(Listener::try_clone)
@@ -549,7 +772,7 @@ fn run_again_if_needed(config: &Config) -> Result<(), Error> {
         match active {
             None => {
                 return Err(Error::config(
-                    "--allocator needs mpm_core::allocator::MpmAllocator as the program's \
+                    "--allocator needs mpm::MpmAllocator as the program's \
                      #[global_allocator]",
                 ))
             }

@@ -289,13 +289,24 @@ impl ConfigLayer {
 
     /// Parse settings from TOML text.
     pub fn from_toml(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            let msg = e.message().replace('\n', " ");
-            match line {
-                Some(l) => format!("line {l}: {msg}"),
+        parse_toml(text)
+    }
+
+    /// Settings from a table of the file `text` (the keys of a program's own
+    /// settings taken out); errors name the line of the key they are about.
+    pub(crate) fn from_table(table: toml::Table, text: &str) -> Result<Self, String> {
+        let parse = |t: toml::Table| -> Result<ConfigLayer, String> {
+            toml::Value::Table(t)
+                .try_into()
+                .map_err(|e: toml::de::Error| e.message().replace('\n', " "))
+        };
+        parse(table.clone()).map_err(|msg| {
+            // A table keeps no positions: find the key at fault, one at a time.
+            let culprit = table.iter().find(|(k, v)| {
+                parse(toml::Table::from_iter([((*k).clone(), (*v).clone())])).is_err()
+            });
+            match culprit {
+                Some((key, _)) => format!("line {}: {key}: {msg}", line_of(text, key)),
                 None => msg,
             }
         })
@@ -553,6 +564,7 @@ impl Config {
             timeout: self.timeout,
             sendfile: self.sendfile,
             request_pool: self.request_pool,
+            ..HttpSettings::default()
         }
     }
 
@@ -776,6 +788,34 @@ impl Config {
     }
 }
 
+/// Parse TOML text; an error is one line naming the line.
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let msg = e.message().replace('\n', " ");
+        match line {
+            Some(l) => format!("line {l}: {msg}"),
+            None => msg,
+        }
+    })
+}
+
+/// The line of `text` where `key` is set (1 if it cannot be found).
+pub(crate) fn line_of(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start().trim_start_matches(['"', '\'']);
+            l.strip_prefix(key).is_some_and(|rest| {
+                rest.trim_start_matches(['"', '\''])
+                    .trim_start()
+                    .starts_with('=')
+            })
+        })
+        .map_or(1, |i| i + 1)
+}
+
 /// Parse a `--listen` value: `HOST:PORT`, `[V6]:PORT`, or a bare port (all IPv4 interfaces).
 pub fn parse_listen(s: &str) -> Result<SocketAddr> {
     if let Ok(port) = s.parse::<u16>() {
@@ -883,6 +923,16 @@ mod tests {
             err.to_string().starts_with("docroot /definitely/not/here"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_table_without_a_programs_keys_names_the_line_of_a_bad_one() {
+        let text = "mpm = \"worker\"\n\n  backlog = \"many\"\nmax-keys = 3\n";
+        let mut table: toml::Table = parse_toml(text).unwrap();
+        table.remove("max-keys");
+        let err = ConfigLayer::from_table(table, text).unwrap_err();
+        assert!(err.starts_with("line 3: backlog: "), "{err}");
+        assert_eq!(line_of(text, "max-keys"), 4);
     }
 
     #[test]

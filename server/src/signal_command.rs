@@ -55,18 +55,29 @@ pub(crate) struct SignalArgs {
     config: Option<PathBuf>,
 }
 
+/// The `pid-file` key of a settings file. Only that key is read: the file
+/// may hold a program's own keys beside mpm's, which `signal` knows nothing of.
+fn pid_file_of(config: &std::path::Path) -> Result<PathBuf, Error> {
+    let fail = |m: String| Error::config(format!("config {}: {m}", config.display()));
+    let text = std::fs::read_to_string(config).map_err(|e| fail(e.to_string()))?;
+    let table: toml::Table = crate::config::parse_toml(&text).map_err(fail)?;
+    let mut only = toml::Table::new();
+    if let Some(v) = table.get("pid-file") {
+        only.insert("pid-file".into(), v.clone());
+    }
+    ConfigLayer::from_table(only, &text)
+        .map_err(fail)?
+        .pid_file
+        .ok_or_else(|| fail("no pid-file key; give --pid-file FILE".to_string()))
+}
+
 /// Send the action's signal to the pid in the pid file. A missing,
 /// unreadable or malformed pid file is the user's to fix (exit 2); a pid
 /// that names no process, or one we may not signal, is a failure (exit 1).
 pub(crate) fn signal(args: SignalArgs) -> Result<(), Error> {
     let path = match (args.pid_file, &args.config) {
         (Some(p), _) => p,
-        (None, Some(config)) => ConfigLayer::from_file(config)?.pid_file.ok_or_else(|| {
-            Error::config(format!(
-                "config {}: no pid-file key; give --pid-file FILE",
-                config.display()
-            ))
-        })?,
+        (None, Some(config)) => pid_file_of(config)?,
         (None, None) => {
             return Err(Error::config(
                 "no pid file: give --pid-file FILE (as given to mpm serve)",

@@ -363,6 +363,12 @@ impl Server {
         Server::spawn(Command::new(bin), mpm, None, extra).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Start another program built on mpm (`BIN serve --mpm MPM --listen
+    /// 127.0.0.1:0 EXTRA...`) and wait until it listens.
+    pub fn start_program(bin: &Path, mpm: &str, extra: &[&str]) -> Server {
+        Server::spawn(Command::new(bin), mpm, None, extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Like [`start`](Self::start), after `setup` has adjusted the command
     /// (its environment, descriptors it inherits).
     pub fn start_with(
@@ -591,8 +597,8 @@ pub fn run_mpm(args: &[&str], timeout: Duration) -> Exit {
     run_program(mpm_bin(), args, timeout)
 }
 
-/// Run `bin ARGS...` (the binary, or one of the examples built with it) to
-/// completion, killing it after `timeout`, and collect its output.
+/// Run `BIN ARGS...` to completion (killing it after `timeout`) and collect
+/// its output, as [`run_mpm`] does.
 pub fn run_program(bin: &Path, args: &[&str], timeout: Duration) -> Exit {
     let mut child = Command::new(bin)
         .args(args)
