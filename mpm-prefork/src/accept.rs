@@ -309,9 +309,11 @@ pub(crate) fn accept(
         return Ok(None);
     }
     let got = monotonic_ns();
+    // Told to stop while waiting: leave queued connections to the next
+    // generation (accept_locked below returns at once).
     let queued = match asked {
-        Some(_) => accept_queued(listeners, poller),
-        None => None,
+        Some(_) if !lifecycle.is_stopping() => accept_queued(listeners, poller),
+        _ => None,
     };
     let result = match (queued, asked) {
         (Some((s, p)), Some(asked)) => {

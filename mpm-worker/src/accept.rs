@@ -86,9 +86,11 @@ impl ListenerMutex {
             }
         };
         let got = monotonic_ns();
+        // Told to stop while waiting: leave queued connections to the next
+        // generation (accept_locked below returns at once).
         let queued = match asked {
-            Some(_) => self.accept_queued(&mut poller),
-            None => None,
+            Some(_) if !lifecycle.is_stopping() => self.accept_queued(&mut poller),
+            _ => None,
         };
         let result = match (queued, asked) {
             (Some((socket, peer)), Some(asked)) => {
