@@ -272,19 +272,30 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
         serve_flags: args.serve_flags.clone(),
         stop,
     };
-    let per_round: Duration = scenarios
+    // Each variant's servers start afresh every round: about two seconds each.
+    let starts = {
+        let mut bins: Vec<ServerBin> = Vec::new();
+        for s in &scenarios {
+            if !bins.contains(&s.server) {
+                bins.push(s.server);
+            }
+        }
+        bins.len() as u32
+    };
+    let per_round: Duration = (scenarios
         .iter()
         .map(|s| s.estimate(args.duration.0, args.warmup.0))
         .sum::<Duration>()
+        + Duration::from_secs(2) * starts)
         * variants.len() as u32;
     eprintln!(
-        "mpm compare: {} — {} variants × {} scenarios × {} runs of {:.1}s, about {:.0} minutes",
+        "mpm compare: {} — {} variants × {} scenarios × {} runs of {:.1}s, about {:.0} min",
         experiment.name,
         variants.len(),
         scenarios.len(),
         args.repeat,
         args.duration.0.as_secs_f64(),
-        (per_round * args.repeat as u32).as_secs_f64() / 60.0
+        ((per_round * args.repeat as u32).as_secs_f64() / 60.0).max(1.0)
     );
     let started = SystemTime::now();
     let watch = machine::Watch::start();
