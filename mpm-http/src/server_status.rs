@@ -12,6 +12,7 @@
 //! | `mpm` | the process model |
 //! | `generation` | raised by each graceful restart |
 //! | `total_requests`, `total_bytes`, `total_connections` | since start, over every process and generation; bytes are response bodies |
+//! | `handed_over_connections` | connections a stopping generation passed to the next before they sent a byte (counted once in `total_connections`) |
 //! | `requests_per_second` | `total_requests` over the uptime |
 //! | `busy_workers`, `idle_workers`, `keepalive_workers` | workers serving a request, waiting for a connection, holding an idle keep-alive connection |
 //! | `accept_waits`, `accept_wait_ms` | connections accepted after waiting for the accept (prefork) or listener (worker) mutex to be handed over while they were queued, and the time they waited; only where workers take turns under a mutex (absent under event, and prefork with `--accept-mutex none`) |
@@ -80,8 +81,7 @@ impl ServerStatus {
             return Response::error(403).header("Cache-Control", "no-store");
         }
         if !matches!(req.method(), "GET" | "HEAD") {
-            return Response::error(405)
-                .header("Allow", "GET, HEAD")
+            return Response::method_not_allowed(req.method(), "GET, HEAD")
                 .header("Cache-Control", "no-store");
         }
         let snap = self.snapshot();
@@ -206,8 +206,8 @@ impl ServerStatus {
             out,
             "{{\"uptime_seconds\":{:.3},\"mpm\":\"{}\",\"draining\":{},\"generation\":{},\
              \"total_requests\":{},\"total_bytes\":{},\"total_connections\":{},\
-             \"requests_per_second\":{:.3},\"busy_workers\":{},\"idle_workers\":{},\
-             \"keepalive_workers\":{},\"send_calls\":{},\"send_would_block\":{},",
+             \"handed_over_connections\":{},\"requests_per_second\":{:.3},\"busy_workers\":{},\
+             \"idle_workers\":{},\"keepalive_workers\":{},\"send_calls\":{},\"send_would_block\":{},",
             snap.uptime_ms as f64 / 1000.0,
             self.mpm.name(),
             self.scoreboard.is_draining(),
@@ -215,6 +215,7 @@ impl ServerStatus {
             t.requests,
             t.bytes,
             t.connections,
+            t.handed_over,
             per_second(t.requests, snap.uptime_ms),
             t.busy,
             t.idle,
@@ -429,6 +430,13 @@ fn html_escape_into(out: &mut String, s: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn request_lines_are_html_escaped() {
+        let mut out = String::new();
+        super::html_escape_into(&mut out, "GET /<b>&x\"y' HTTP/1.1");
+        assert_eq!(out, "GET /&lt;b&gt;&amp;x&quot;y&#39; HTTP/1.1");
+    }
+
     use super::*;
     use crate::{Body, Version};
     use std::net::SocketAddr;
@@ -485,6 +493,7 @@ mod tests {
             "uptime_seconds",
             "requests_per_second",
             "total_connections",
+            "handed_over_connections",
             "keepalive_workers",
             "accept_waits",
             "accept_wait_ms",

@@ -116,7 +116,7 @@ impl ListenerMutex {
 
     /// A connection already queued on any listener, taken without waiting.
     fn accept_queued(&self, poller: &mut ListenerPoller) -> Option<(TcpStream, SocketAddr)> {
-        if let [only] = self.listeners.as_slice() {
+        if let Some(only) = self.only_socket() {
             return match only.accept() {
                 Ok(c) => Some(c),
                 Err(e) => {
@@ -133,6 +133,18 @@ impl ListenerMutex {
         }
     }
 
+    /// The listening socket, when there is one (besides a hand-over channel).
+    fn only_socket(&self) -> Option<&Listener> {
+        let mut sockets = self
+            .listeners
+            .iter()
+            .filter(|l| l.hand_over_channel().is_none());
+        match (sockets.next(), sockets.next()) {
+            (Some(only), None) => Some(only),
+            _ => None,
+        }
+    }
+
     /// Wait for a connection and accept it; `try_first`: try an accept
     /// before polling (unless [`accept_queued`](Self::accept_queued) just did).
     fn accept_locked(
@@ -145,8 +157,10 @@ impl ListenerMutex {
             if lifecycle.is_stopping() {
                 return Err(Stopped::Stopping);
             }
-            // Under load a connection is usually queued already: try before polling.
-            if let [only] = self.listeners.as_slice() {
+            // Under load a connection is usually queued already: try before
+            // polling (with one listening socket; the hand-over channel
+            // beside it is taken when polled).
+            if let Some(only) = self.only_socket() {
                 if try_first {
                     match only.accept() {
                         Ok(c) => return Ok(c),

@@ -116,8 +116,8 @@ fn a_tiny_comparison_writes_a_report_with_charts_medians_and_spread() {
         assert!(cell["pss_kib"].as_f64().unwrap() > 0.0);
         assert_eq!(
             cell["processes"].as_f64(),
-            Some(1.0),
-            "event runs in one process"
+            Some(2.0),
+            "event runs in one process, under its master"
         );
         // The baseline has the processes that hold the connections.
         assert_eq!(cell["baseline_processes"], cell["processes"], "{cell}");
