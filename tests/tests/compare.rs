@@ -270,6 +270,36 @@ fn an_endpoint_answering_404_makes_every_cell_invalid_and_compare_exit_1() {
     }
 }
 
+/// A program without mpm's allocator cannot run the allocator variants:
+/// each is skipped with the server's own one-line reason, and with nothing
+/// valid left the run exits 1.
+#[test]
+fn a_variant_whose_server_cannot_start_is_skipped_with_its_reason() {
+    let (r, _dir) = compare_example(
+        "per_worker_state",
+        "compare-skipped",
+        &[
+            "--mpm",
+            "event",
+            "--allocator",
+            "mimalloc",
+            "--scenario",
+            "get:/whoami",
+            "--idle",
+            "1",
+        ],
+        1,
+    );
+    for c in r["cells"].as_array().unwrap() {
+        let why = c["skipped"].as_str().unwrap_or_else(|| panic!("{c}"));
+        assert!(
+            why.starts_with("the server did not start: ") && why.contains("MpmAllocator"),
+            "{why}"
+        );
+        assert_eq!(c["valid"], false);
+    }
+}
+
 #[test]
 fn bad_workloads_and_repeats_are_one_line_and_exit_2() {
     let dir = TempDir::new("compare-bad");
