@@ -93,28 +93,34 @@ impl Watch {
                 m.others_cpu_share = Some(((busy - ours) / all).clamp(0.0, 1.0));
             }
         }
-        let mut warnings = Vec::new();
-        let cpus = m.cpus as f64;
-        let peak = m.load_before[0].max(m.load_after[0]);
-        if peak > cpus {
-            warnings.push(format!(
-                "the load average ({:.2} before, {:.2} after) exceeded the {} CPUs: runs waited \
-                 for a CPU, and the figures carry that noise (compare within a table, and mind \
-                 the spread)",
-                m.load_before[0], m.load_after[0], m.cpus
-            ));
-        }
-        if let Some(share) = m.others_cpu_share.filter(|s| *s > 0.05) {
-            warnings.push(format!(
-                "other programs used {:.0} % of the machine's CPU time during the comparison",
-                share * 100.0
-            ));
-        }
+        let warnings = self.machine.warnings();
         (self.machine, warnings)
     }
 }
 
 impl Machine {
+    /// What makes the figures unreliable: a load average above the CPU
+    /// count, other programs taking more than 5 % of the CPU.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let peak = self.load_before[0].max(self.load_after[0]);
+        if peak > self.cpus as f64 {
+            warnings.push(format!(
+                "the load average ({:.2} before, {:.2} after) exceeded the {} CPUs: runs waited \
+                 for a CPU, and the figures carry that noise (compare within a table, and mind \
+                 the spread)",
+                self.load_before[0], self.load_after[0], self.cpus
+            ));
+        }
+        if let Some(share) = self.others_cpu_share.filter(|s| *s > 0.05) {
+            warnings.push(format!(
+                "other programs used {:.0} % of the machine's CPU time during the comparison",
+                share * 100.0
+            ));
+        }
+        warnings
+    }
+
     /// One sentence for the report.
     pub fn describe(&self) -> String {
         let others = self.others_cpu_share.map_or(String::new(), |s| {
@@ -182,5 +188,29 @@ mod tests {
         assert!(m.memory_mib > 0);
         assert!(m.kernel.starts_with("Linux"), "{}", m.kernel);
         assert!(m.describe().contains("load average"));
+    }
+
+    #[test]
+    fn a_load_above_the_cpus_or_busy_neighbours_are_warned_about() {
+        let quiet = super::Machine {
+            cpus: 16,
+            load_before: [0.5; 3],
+            load_after: [3.0; 3],
+            others_cpu_share: Some(0.01),
+            ..super::Machine::default()
+        };
+        assert!(quiet.warnings().is_empty());
+        let busy = super::Machine {
+            cpus: 2,
+            load_after: [3.5; 3],
+            others_cpu_share: Some(0.3),
+            ..quiet
+        };
+        let w = busy.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("exceeded the 2 CPUs") && w[1].contains("30 %"),
+            "{w:?}"
+        );
     }
 }
