@@ -14,9 +14,10 @@ pub(super) const TLS: Experiment = Experiment {
     name: "tls",
     question: "What does TLS cost each process model: keep-alive requests, full and resumed \
                handshakes per second, a 1 MiB file, and memory per idle TLS connection?",
-    setup: "Each MPM serves compare's docroot on a TLS listener (`--listen-tls`, an ECDSA P-256 \
-            certificate compare makes for the run) beside its plain one (which answers the \
-            status page). The bench engine speaks TLS 1.3 with rustls, verifying nothing \
+    setup: "Each MPM serves compare's docroot (or, when workloads are given, the program's own \
+            endpoints) on a TLS listener (`--listen-tls`, an ECDSA P-256 certificate compare \
+            makes for the run) beside its plain one (which answers the status page). The bench \
+            engine speaks TLS 1.3 with rustls, verifying nothing \
             (`--insecure`): full handshakes disable the client's session cache, resumed ones \
             keep it (session tickets). Idle connections each did one request over TLS.",
     variants,
@@ -94,7 +95,32 @@ fn variants(sel: &Selection) -> Vec<Variant> {
         .collect()
 }
 
+/// An idle scenario over TLS, named for it.
+fn idle_over_tls(idle: Scenario, n: usize) -> Scenario {
+    let mut idle = idle.over_tls(Tls::Full);
+    idle.name = format!("tls-idle-{n}");
+    idle.title = format!("{n} idle TLS connections");
+    idle
+}
+
 fn scenarios(sel: &Selection) -> Vec<Scenario> {
+    // Given workloads (an application's own, `--workload`, `METHOD:/path`)
+    // replace the docroot's loads, over TLS too, with idle TLS connections
+    // that each sent the first one's first request.
+    if let Some(first) = sel.workloads.first() {
+        let mut s: Vec<Scenario> = sel
+            .workloads
+            .iter()
+            .cloned()
+            .map(|w| Scenario::workload(w).over_tls(Tls::Full))
+            .collect();
+        s.extend(
+            sel.idle
+                .iter()
+                .map(|&n| idle_over_tls(Scenario::idle_after(first, n), n)),
+        );
+        return s;
+    }
     let mut s = vec![
         Scenario::keepalive(
             "tls-keepalive",
@@ -125,12 +151,11 @@ fn scenarios(sel: &Selection) -> Vec<Scenario> {
         )
         .over_tls(Tls::Full),
     ];
-    s.extend(sel.idle.iter().map(|&n| {
-        let mut idle = Scenario::idle(n).over_tls(Tls::Full);
-        idle.name = format!("tls-idle-{n}");
-        idle.title = format!("{n} idle TLS connections");
-        idle
-    }));
+    s.extend(
+        sel.idle
+            .iter()
+            .map(|&n| idle_over_tls(Scenario::idle(n), n)),
+    );
     s
 }
 
@@ -140,5 +165,37 @@ fn findings(report: &Report) -> String {
         "Too few variants measured to compare.".into()
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::scenario::ServerBin;
+    use crate::workload::Workload;
+    use mpm_core::allocator::AllocatorKind;
+
+    fn selection(workloads: Vec<Workload>) -> Selection {
+        Selection {
+            mpms: vec![MpmKind::Event],
+            allocators: vec![AllocatorKind::System],
+            idle: vec![3],
+            duration: std::time::Duration::from_secs(1),
+            workloads,
+        }
+    }
+
+    #[test]
+    fn every_scenario_goes_over_tls_given_workloads_included() {
+        let own = scenarios(&selection(Vec::new()));
+        assert!(own.iter().all(|s| s.tls != Tls::Off), "{own:?}");
+        assert!(own.iter().any(|s| s.tls == Tls::Resumed));
+        let given = scenarios(&selection(vec![Workload::get("api", "/api/users/1")]));
+        let names: Vec<&str> = given.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["api", "tls-idle-3"]);
+        for s in &given {
+            assert_eq!((s.tls, s.server), (Tls::Full, ServerBin::Program), "{s:?}");
+            assert_eq!(s.first_request().path, "/api/users/1");
+        }
     }
 }
