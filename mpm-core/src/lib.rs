@@ -33,6 +33,8 @@
 //! * [`error_log`] — leveled error-log lines (`log_warn!` and friends), and
 //!   [`local_time`], the time stamps it and the access log write.
 //! * [`Seconds`] — durations as flags and files write them.
+//! * [`panics`] — a panic in a step caught and logged in one line, costing
+//!   that connection only.
 //!
 //! The [`ConnectionHandler`] documentation has a runnable line protocol;
 //! [`design`] explains why the pieces are shaped as they are.
@@ -53,6 +55,7 @@ mod listener;
 pub mod listener_poller;
 pub mod local_time;
 mod mpm;
+pub mod panics;
 pub mod scoreboard;
 mod settings;
 mod stream;
@@ -66,5 +69,5 @@ pub use lifecycle::{Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use settings::MpmSettings;
-pub use stream::Stream;
+pub use stream::{Stream, LINGER_BYTES, LINGER_TIME};
 pub use worker_threads::WorkerThreads;

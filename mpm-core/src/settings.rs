@@ -35,6 +35,11 @@ pub struct MpmSettings {
     pub send_lowat: u32,
     /// Prefork: connections a child serves before it is replaced (0: never).
     pub max_connections_per_child: u64,
+    /// Event: register listening sockets shared with sibling processes with
+    /// `EPOLLEXCLUSIVE`, so that a new connection wakes one idle process
+    /// rather than every one (`--epoll-exclusive`; off only to measure the
+    /// difference).
+    pub epoll_exclusive: bool,
 }
 
 impl Default for MpmSettings {
@@ -50,6 +55,7 @@ impl Default for MpmSettings {
             poller: PollerKind::Epoll,
             send_lowat: 0,
             max_connections_per_child: 0,
+            epoll_exclusive: true,
         }
     }
 }

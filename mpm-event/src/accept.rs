@@ -1,7 +1,14 @@
-//! The event model's accept strategy: the loop accepts, non-blocking, in
-//! batches, while a worker is free and the connection cap allows; otherwise
-//! it takes the listeners out of its epoll set (httpd's "listeners
-//! disabled") and leaves connections in the backlog.
+//! The event model's accept strategy: the loop accepts, non-blocking, while
+//! a worker is free and the connection cap allows; otherwise it takes the
+//! listeners out of its epoll set (httpd's "listeners disabled") and leaves
+//! connections in the backlog, for a sibling process or for later.
+//!
+//! Sibling processes share each listening socket (one accept queue, so no
+//! connection is lost when a process exits) and register it with
+//! `EPOLLEXCLUSIVE`: a new connection wakes one process that sleeps in
+//! `epoll_wait`, not all of them. Such a process accepts one connection per
+//! wake-up, so that a burst spreads over the processes that are idle; one
+//! that owns its listeners alone accepts in batches.
 
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
@@ -10,18 +17,19 @@ use std::time::Duration;
 
 use nix::sys::epoll::{EpollEvent, EpollFlags};
 
+use mpm_core::blocking::log_panic;
+use mpm_core::panics::catch;
 use mpm_core::{ConnectionHandler, Error, Result, Stream, Wait};
 
 use crate::event_loop::{EventLoop, Parked, Slot, LISTENER};
 use crate::timeout_queues::TimeoutKind;
 use crate::worker_pool::Conn;
 
-/// Connections accepted per listener event before serving the others.
-const ACCEPT_BATCH: usize = 64;
-
 impl<H: ConnectionHandler> EventLoop<H> {
-    pub(crate) fn accept(&mut self, index: usize) {
-        for _ in 0..ACCEPT_BATCH {
+    /// Accept from listener `index`; `woken`: a listener event asked for it
+    /// (an accept that finds nothing then counts as an empty wake-up).
+    pub(crate) fn accept(&mut self, index: usize, woken: bool) {
+        for n in 0..self.accept_batch {
             // The flag, not only the deadline: a stop signal handled in the
             // same wait as the listener's readiness must not take one more.
             if self.slots.len() >= self.max_conns
@@ -41,7 +49,15 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     }
                     let stream =
                         Stream::accepted_nonblocking(socket, peer, Arc::clone(&self.draining));
-                    let state = self.handler.connected(&stream);
+                    let handler = &mut self.handler;
+                    let state = match catch(|| handler.connected(&stream)) {
+                        Ok(state) => state,
+                        Err(p) => {
+                            self.stats.panics += 1;
+                            log_panic("connected", &p, &stream);
+                            continue;
+                        }
+                    };
                     let t = self.slots.insert(Slot::Busy {
                         readable: false,
                         writable: false,
@@ -61,14 +77,20 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     // Registering reports data already there, so no read is needed now.
                     self.park(
                         t,
-                        Box::new(Conn { stream, state }),
+                        Box::new(Conn::new(stream, state)),
                         Parked::Read(Wait::Request),
                         TimeoutKind::Request,
                     );
                 }
                 Err(e) => {
                     match e.kind() {
-                        ErrorKind::WouldBlock | ErrorKind::Interrupted => return,
+                        ErrorKind::WouldBlock => {
+                            if woken && n == 0 {
+                                self.stats.empty_wakeups += 1;
+                            }
+                            return;
+                        }
+                        ErrorKind::Interrupted => return,
                         ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset => continue,
                         _ => {}
                     }
@@ -115,13 +137,29 @@ impl<H: ConnectionHandler> EventLoop<H> {
         if on == self.listening {
             return Ok(());
         }
-        for (i, l) in self.listeners.iter().enumerate() {
-            let fd = l.as_std().as_fd();
+        for i in 0..self.listeners.len() {
+            let fd = self.listeners[i].as_std().as_fd();
             let r = if on {
-                self.epoll.add(
-                    fd,
-                    EpollEvent::new(EpollFlags::EPOLLIN, LISTENER + i as u64),
-                )
+                let token = LISTENER + i as u64;
+                let exclusive = EpollFlags::EPOLLIN | EpollFlags::EPOLLEXCLUSIVE;
+                match self.exclusive {
+                    true => match self.epoll.add(fd, EpollEvent::new(exclusive, token)) {
+                        // Before Linux 4.5: every process wakes, as before.
+                        Err(nix::errno::Errno::EINVAL) => {
+                            self.exclusive = false;
+                            mpm_core::log_info!(
+                                "mpm: EPOLLEXCLUSIVE refused by this kernel; every idle \
+                                 process wakes for a new connection"
+                            );
+                            self.epoll
+                                .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token))
+                        }
+                        r => r,
+                    },
+                    false => self
+                        .epoll
+                        .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token)),
+                }
             } else {
                 self.epoll.delete(fd)
             };

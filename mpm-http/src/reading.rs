@@ -2,23 +2,25 @@
 //! body, enforce the header and body deadlines, run the handler.
 
 use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
+use mpm_core::panics::catch;
 use mpm_core::scoreboard::WorkerState;
 use mpm_core::{Interest, Stream};
 
 use crate::chunked::{self, ChunkError};
-use crate::connection::{After, Flush, HttpConn, HttpService, Started, Step};
+use crate::connection::{After, Flush, Gate, HttpConn, HttpService, Started, Step};
 use crate::head::{self, Framing, Head, Parsed, SLOTS};
 use crate::request::{Headers, Request, Version};
 use crate::response::Response;
 use crate::HttpHandler;
 
 impl<H: HttpHandler> HttpService<H> {
-    /// Parse one request from the buffer; if it is complete, run the handler
-    /// and queue the response.
-    pub(crate) fn step(&mut self, c: &mut HttpConn, s: &mut Stream) -> Step {
+    /// Parse one request from the buffer; if it is complete and `gate`
+    /// allows, run the handler and queue the response (behind any already
+    /// queued).
+    pub(crate) fn step(&mut self, c: &mut HttpConn, s: &mut Stream, gate: Gate) -> Step {
+        self.begin_response(c);
         let limits = self.settings.limits;
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let data = &c.buf[c.start..c.filled];
@@ -62,7 +64,13 @@ impl<H: HttpHandler> HttpService<H> {
         let Some((body_start, body_end, consumed)) = body_range else {
             let received = (data.len() - head.len) as u64;
             c.deadline = Some(self.deadline(&mut c.started, Some(received)));
-            if head.expect_continue && !c.continue_sent && head.version == Version::Http11 {
+            // Not ahead of responses still queued: the caller sends those
+            // first and asks again.
+            if head.expect_continue
+                && !c.continue_sent
+                && head.version == Version::Http11
+                && !c.has_output()
+            {
                 c.continue_sent = true;
                 let _ = s.send(b"HTTP/1.1 100 Continue\r\n\r\n", false);
             }
@@ -80,6 +88,9 @@ impl<H: HttpHandler> HttpService<H> {
                 || c.served + 1 < self.settings.max_keepalive_requests);
         let is_head = head.method == "HEAD";
         let version = head.version;
+        if gate == Gate::NonBlocking && !self.answers_without_blocking(&head, body, s) {
+            return Step::Deferred;
+        }
         s.set_state(WorkerState::Writing);
         let response = self.call(&head, body, s);
         let (status, headers, body) = response.into_parts();
@@ -88,8 +99,6 @@ impl<H: HttpHandler> HttpService<H> {
             let line_end = data.iter().position(|&b| b == b'\r').unwrap_or(0);
             slot.record_request(&data[..line_end], body.len().unwrap_or(0));
         }
-        c.out.clear();
-        c.out_pos = 0;
         let keep = self.queue(c, status, &headers, body, is_head, keep, version);
         c.served += 1;
         c.started = Started::default();
@@ -143,7 +152,24 @@ impl<H: HttpHandler> HttpService<H> {
         }
     }
 
-    /// Run the user's handler; a panic becomes a 500 for this request only.
+    /// Does the user's handler answer this request without blocking? A
+    /// panic in it counts as no (a worker then runs the request, and the
+    /// handler's panic there answers 500).
+    fn answers_without_blocking(&self, head: &Head<'_, '_>, body: &[u8], s: &Stream) -> bool {
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version: head.version,
+            headers: Headers::Parsed(head.headers),
+            body,
+            peer: s.peer_addr(),
+            pool: self.arena.pool(),
+        };
+        catch(|| self.handler.answers_without_blocking(&req)).unwrap_or(false)
+    }
+
+    /// Run the user's handler; a panic becomes a 500 for this request only,
+    /// and one error-log line.
     pub(crate) fn call(&mut self, head: &Head<'_, '_>, body: &[u8], s: &Stream) -> Response {
         let req = Request {
             method: head.method,
@@ -155,14 +181,14 @@ impl<H: HttpHandler> HttpService<H> {
             pool: self.arena.pool(),
         };
         let handler = &mut self.handler;
-        let answer = catch_unwind(AssertUnwindSafe(|| handler.handle(&req)));
+        let answer = catch(|| handler.handle(&req));
         // The response owns all it holds: the request's scratch can go.
         self.arena.reset();
         match answer {
             Ok(r) => r,
-            Err(_) => {
+            Err(p) => {
                 mpm_core::log_error!(
-                    "mpm: handler panicked on {} {}; answered 500",
+                    "mpm: handler panicked on {} {}: {p}; answered 500",
                     head.method,
                     head.target
                 );
@@ -171,17 +197,16 @@ impl<H: HttpHandler> HttpService<H> {
         }
     }
 
-    /// Queue an error response, drop what was received, and close lingering.
+    /// Queue an error response (behind any already queued), drop what was
+    /// received, and close lingering.
     pub(crate) fn reject(&mut self, c: &mut HttpConn, s: &mut Stream, status: u16) -> Interest {
+        self.begin_response(c);
         self.log_start(
             &mut c.log,
             &c.buf[c.start..c.filled.max(c.start)],
             None,
             status,
         );
-        c.out.clear();
-        c.out_pos = 0;
-        c.pending = None;
         let r = Response::error(status);
         let (status, headers, body) = r.into_parts();
         self.queue(c, status, &headers, body, false, false, Version::Http11);
@@ -193,6 +218,7 @@ impl<H: HttpHandler> HttpService<H> {
         match self.flush(c, s) {
             Flush::Done => Interest::Linger,
             Flush::Blocked => Interest::Write,
+            Flush::Yield => Interest::Yield,
             Flush::Failed => Interest::Close,
         }
     }

@@ -19,7 +19,7 @@ use mpm_master::{Exit, ProcessManager, Sizing};
 use mpm_prefork::AcceptMutex;
 
 use crate::app::App;
-use crate::config::{Config, ConfigLayer};
+use crate::config::{Config, ConfigLayer, CpuAffinity};
 use crate::signal_command::SignalArgs;
 use crate::site::{Site, StatusRoute};
 
@@ -433,6 +433,11 @@ fn run<M: Mpm, S: Service>(
     if let (None, Some(path)) = (&*pid_file, &config.pid_file) {
         *pid_file = Some(PidFile::write(path)?);
     }
+    mpm_core::log_notice!(
+        "mpm: {} MPM: {}",
+        mpm.kind(),
+        describe_processes(config, managed)
+    );
     let (scheme, what) = service.describe(config);
     let allocator = mpm_core::allocator::active().map_or("the program's", |k| k.name());
     for l in listeners {
@@ -453,6 +458,8 @@ fn run<M: Mpm, S: Service>(
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
         manager.run(&lifecycle, &|mine, child_lifecycle, process| {
+            // Before any thread starts: they all inherit the mask.
+            pin(config, process)?;
             // The master keeps root (to bind again on restart); children
             // serve as --user. With --reuseport a prefork child binds a
             // socket of its own first, and drops right after.
@@ -476,6 +483,7 @@ fn run<M: Mpm, S: Service>(
     } else {
         // One process: it binds, then serves as --user (no master to keep root).
         mpm_master::drop_privileges(config.run_as)?;
+        pin(config, 0)?;
         let factory = service.factory(config, scoreboard, logs.access.as_ref());
         let mine = listeners
             .iter()
@@ -496,6 +504,47 @@ fn run<M: Mpm, S: Service>(
         mpm_core::log_notice!("mpm: stopped");
     }
     Ok(exit)
+}
+
+/// The start-up line's account of the serving processes: how many, and why.
+fn describe_processes(config: &Config, managed: bool) -> String {
+    let n = config.server_limit;
+    let count = if config.mpm == MpmKind::Prefork {
+        format!(
+            "{} serving processes at start, up to {n}, under a master (--start-servers, \
+             --server-limit)",
+            config.start_servers.min(n)
+        )
+    } else {
+        let why = if config.server_limit_auto {
+            format!(
+                "--server-limit auto: one per CPU this server may use, {n} by its affinity \
+                 mask and CPU quota"
+            )
+        } else {
+            format!("--server-limit {n}")
+        };
+        match (n, managed) {
+            (1, _) => format!("1 serving process, no master ({why})"),
+            _ => format!("{n} serving processes under a master ({why})"),
+        }
+    };
+    match config.cpu_affinity {
+        CpuAffinity::Auto => format!("{count}; each pinned to one CPU (--cpu-affinity auto)"),
+        CpuAffinity::Off => count,
+    }
+}
+
+/// Pin serving process `process` to its CPU, if `--cpu-affinity auto`.
+fn pin(config: &Config, process: usize) -> Result<(), Error> {
+    if config.cpu_affinity == CpuAffinity::Auto {
+        let cpu = mpm_master::cpus::pin_to_cpu(process)?;
+        mpm_core::log_info!(
+            "mpm: serving process {} (number {process}) runs on CPU {cpu}",
+            std::process::id()
+        );
+    }
+    Ok(())
 }
 
 /// Listening sockets passed by systemd (`LISTEN_FDS`, from fd 3 on), if any.
