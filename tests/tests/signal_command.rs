@@ -109,7 +109,7 @@ fn a_single_process_ignores_restarts_and_stops_gracefully(mpm: &str) {
     let root = site::docroot();
     let run = TempDir::new("run");
     let pid_file = pid_file_in(&run);
-    let mut server = start(mpm, &root, &pid_file, &[]);
+    let mut server = start(mpm, &root, &pid_file, &["--server-limit", "1"]);
     for action in ["graceful", "restart"] {
         assert!(signal(action, &pid_file).status.success());
     }

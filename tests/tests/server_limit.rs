@@ -1,0 +1,225 @@
+//! A loop per core: `--server-limit auto` (the event MPM's default) starts a
+//! serving process per CPU the server may use, `--cpu-affinity auto` pins
+//! each to its own, and processes sharing a listening socket wake one at a
+//! time (`EPOLLEXCLUSIVE`).
+
+#![allow(clippy::unwrap_used)]
+
+use std::os::unix::process::CommandExt;
+use std::time::Duration;
+
+use tests::{children, run_mpm, wait_for_children, RawConn, Server, TempDir};
+
+/// CPUs this test may use, as the server counts them.
+fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The CPUs a process may run on, from /proc (`Cpus_allowed_list`).
+fn allowed_cpus(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// The serving processes of a server: its children, or itself alone.
+fn serving_processes(server: &Server, n: usize) -> Vec<u32> {
+    if n == 1 {
+        assert!(
+            children(server.pid()).is_empty(),
+            "one process has no master"
+        );
+        return vec![server.pid()];
+    }
+    wait_for_children(server.pid(), n, &[], Duration::from_secs(10)).unwrap_or_else(|| {
+        panic!(
+            "{} serving processes, not {n}:\n{}",
+            children(server.pid()).len(),
+            server.stderr_text()
+        )
+    })
+}
+
+fn docroot() -> TempDir {
+    let root = TempDir::new("limit");
+    root.write("index.html", b"page\n");
+    root
+}
+
+#[test]
+fn the_event_mpm_starts_a_serving_process_per_usable_cpu_by_default() {
+    let root = docroot();
+    let n = usable_cpus();
+    for (mpm, extra) in [
+        ("event", &[][..]),
+        ("worker", &["--server-limit", "auto"][..]),
+    ] {
+        let server = Server::start(mpm, Some(root.path()), extra);
+        let procs = serving_processes(&server, n);
+        assert_eq!(procs.len(), n, "{mpm}");
+        let said = server.stderr_text();
+        assert!(
+            said.contains("--server-limit auto: one per CPU this server may use")
+                && said.contains(&format!("{n} serving process")),
+            "{mpm}: the start-up line does not say how many and why:\n{said}"
+        );
+        assert_eq!(server.get("/index.html").body, b"page\n");
+    }
+}
+
+#[test]
+fn on_one_cpu_auto_means_one_process_with_no_master() {
+    let root = docroot();
+    // `taskset -c FIRST`: the first CPU this test may use.
+    // SAFETY: reads this thread's affinity mask into a zeroed cpu_set_t.
+    let first = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        (0..libc::CPU_SETSIZE as usize)
+            .find(|&c| libc::CPU_ISSET(c, &set))
+            .unwrap()
+    };
+    let server = Server::start_with("event", Some(root.path()), &[], |cmd| {
+        // SAFETY: in the forked child, before exec: only a system call on a
+        // set built on the stack, both async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(first, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    });
+    assert_eq!(serving_processes(&server, 1), [server.pid()]);
+    assert!(
+        server
+            .stderr_text()
+            .contains("1 serving process, no master (--server-limit auto"),
+        "{}",
+        server.stderr_text()
+    );
+    assert_eq!(server.get("/index.html").body, b"page\n");
+}
+
+#[test]
+fn cpu_affinity_auto_pins_each_serving_process_to_a_cpu_of_its_own() {
+    let root = docroot();
+    let n = usable_cpus();
+    let server = Server::start(
+        "event",
+        Some(root.path()),
+        &["--cpu-affinity", "auto", "--log-level", "info"],
+    );
+    let procs = serving_processes(&server, n);
+    // Pinned before any thread starts; wait until each has said so.
+    for pid in &procs {
+        assert!(
+            server.wait_for_stderr(&format!("serving process {pid} "), Duration::from_secs(10)),
+            "{}",
+            server.stderr_text()
+        );
+    }
+    let mut cpus: Vec<String> = procs.iter().map(|&p| allowed_cpus(p)).collect();
+    for c in &cpus {
+        assert!(
+            c.parse::<usize>().is_ok(),
+            "a process may run on {c}, not one CPU"
+        );
+    }
+    cpus.sort();
+    cpus.dedup();
+    assert_eq!(cpus.len(), n, "two processes share a CPU: {cpus:?}");
+    // Without it, a process may run anywhere it was allowed to.
+    let free = Server::start("event", Some(root.path()), &[]);
+    for pid in serving_processes(&free, n) {
+        assert_eq!(allowed_cpus(pid), allowed_cpus(std::process::id()));
+    }
+}
+
+#[test]
+fn bad_server_limits_are_one_line_and_exit_2() {
+    for args in [
+        &["check", "--mpm", "prefork", "--server-limit", "auto"][..],
+        &["check", "--mpm", "event", "--server-limit", "lots"],
+        &["check", "--mpm", "event", "--server-limit", "0"],
+        &["check", "--mpm", "event", "--cpu-affinity", "sometimes"],
+    ] {
+        run_mpm(args, Duration::from_secs(10)).assert_one_line_error(&args.join(" "));
+    }
+    let ok = run_mpm(
+        &["check", "--mpm", "event", "--server-limit", "AUTO"],
+        Duration::from_secs(10),
+    );
+    assert!(ok.status.success(), "{}", ok.stderr);
+}
+
+/// The exit lines' "woken N times by a listener, M of them for nothing",
+/// summed over the server's processes: (wake-ups, empty ones, accepted).
+fn wakeups(log: &str) -> (u64, u64, u64) {
+    let mut sum = (0, 0, 0);
+    for line in log.lines().filter(|l| l.contains("mpm: event process")) {
+        let number_before = |word: &str| -> u64 {
+            let at = line.find(word).unwrap();
+            line[..at]
+                .split_whitespace()
+                .last()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        sum.0 += number_before(" times by a listener");
+        sum.1 += number_before(" of them for nothing");
+        sum.2 += number_before(" connections;");
+    }
+    sum
+}
+
+#[test]
+fn a_new_connection_wakes_one_of_the_processes_sharing_the_listener() {
+    let root = docroot();
+    let mut seen = Vec::new();
+    for exclusive in ["on", "off"] {
+        let mut server = Server::start(
+            "event",
+            Some(root.path()),
+            &["--server-limit", "2", "--epoll-exclusive", exclusive],
+        );
+        serving_processes(&server, 2);
+        // One connection at a time, each found by sleeping processes.
+        for _ in 0..30 {
+            let mut c = RawConn::connect(server.addr());
+            c.send(b"GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            assert_eq!(c.read_response().unwrap().status, 200);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(server.stop().success());
+        let (woken, empty, accepted) = wakeups(&server.stderr_text());
+        assert!(accepted >= 30, "{}", server.stderr_text());
+        seen.push((exclusive, woken, empty, accepted));
+    }
+    eprintln!("(epoll-exclusive, wake-ups, empty, accepted): {seen:?}");
+    let (on, off) = (seen[0], seen[1]);
+    // Exclusive: the process woken takes the connection. Without it both
+    // wake, and one finds nothing.
+    assert!(
+        on.2 <= 5,
+        "exclusive wake-ups found nothing {} times: {seen:?}",
+        on.2
+    );
+    assert!(
+        off.2 >= 15,
+        "every idle process should wake without it: {seen:?}"
+    );
+}
