@@ -22,6 +22,8 @@
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`WorkerThreads`] — a threaded model's workers, started and stopped together.
+//! * [`ConnectionLedger`] — how many connections each process sharing a
+//!   listening socket holds, so that they spread evenly.
 //! * [`Drain`] — the one way every model stops, with one grace period
 //!   ([`STOP_GRACE`]).
 //! * [`scoreboard`] — one slot per worker in shared memory: states,
@@ -50,6 +52,7 @@ mod drain;
 mod duration;
 mod error;
 pub mod error_log;
+mod ledger;
 mod lifecycle;
 mod listener;
 pub mod listener_poller;
@@ -65,6 +68,7 @@ pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefet
 pub use drain::{Drain, STOP_GRACE};
 pub use duration::Seconds;
 pub use error::{Error, Result};
+pub use ledger::{ConnectionLedger, LedgerSeat};
 pub use lifecycle::{Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::ledger::LedgerSeat;
 use crate::listener::Listener;
 use crate::listener_poller::PollerKind;
 
@@ -40,6 +41,14 @@ pub struct MpmSettings {
     /// rather than every one (`--epoll-exclusive`; off only to measure the
     /// difference).
     pub epoll_exclusive: bool,
+    /// Each serving process listens on sockets of its own (`SO_REUSEPORT`,
+    /// `--reuseport`): the kernel spreads connections over them, and none
+    /// is shared with a sibling.
+    pub reuseport: bool,
+    /// Event: this process's seat in the ledger of connections held by the
+    /// processes sharing the listening sockets, which spreads them evenly
+    /// (`None`: one process, or sockets of its own).
+    pub ledger: Option<LedgerSeat>,
 }
 
 impl Default for MpmSettings {
@@ -56,6 +65,8 @@ impl Default for MpmSettings {
             send_lowat: 0,
             max_connections_per_child: 0,
             epoll_exclusive: true,
+            reuseport: false,
+            ledger: None,
         }
     }
 }

@@ -8,7 +8,10 @@
 //! `EPOLLEXCLUSIVE`: a new connection wakes one process that sleeps in
 //! `epoll_wait`, not all of them. Such a process accepts one connection per
 //! wake-up, so that a burst spreads over the processes that are idle; one
-//! that owns its listeners alone accepts in batches.
+//! that owns its listeners alone accepts in batches. A process that holds
+//! more connections than the sibling holding fewest (by a slack) stops
+//! accepting until they even out ([`mpm_core::ConnectionLedger`]): a burst
+//! of keep-alive connections would otherwise stay with whoever was awake.
 
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
@@ -116,18 +119,45 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     /// Accept only while a worker is free, the connection cap allows, no
-    /// descriptor shortage pause is running, and the server is not stopping.
+    /// descriptor shortage pause is running, the server is not stopping,
+    /// and (with siblings sharing the listeners) this process holds no more
+    /// connections than its share.
     pub(crate) fn update_listening(&mut self) {
         if self.accept_paused_until.is_some_and(|t| self.now >= t) {
             self.accept_paused_until = None;
         }
-        let want = self.stop_deadline.is_none()
+        let able = self.stop_deadline.is_none()
             && self.accept_paused_until.is_none()
             && self.in_flight < self.threads
             && self.slots.len() < self.max_conns;
+        let mut balanced = true;
+        if let Some(seat) = self.ledger {
+            let open = self.slots.len();
+            // Written only when it changes: siblings read this line.
+            if self.published != Some((open, able)) {
+                seat.publish(open, able);
+                self.published = Some((open, able));
+            }
+            balanced = !able || seat.may_accept(open);
+            if !balanced
+                && self
+                    .ledger_checked
+                    .is_none_or(|t| self.now.duration_since(t) >= Duration::from_secs(1))
+            {
+                // Perhaps the sibling holding fewer died without saying so.
+                seat.forget_the_dead();
+                self.ledger_checked = Some(self.now);
+                balanced = seat.may_accept(open);
+            }
+        }
+        let want = able && balanced;
         if want != self.listening {
             if !want {
-                self.stats.listener_pauses += 1;
+                if able {
+                    self.stats.balance_pauses += 1;
+                } else {
+                    self.stats.listener_pauses += 1;
+                }
             }
             let _ = self.set_listening(want);
         }

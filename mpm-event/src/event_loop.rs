@@ -14,8 +14,8 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use slab::Slab;
 
 use mpm_core::{
-    ConnectionHandler, Drain, Error, Interest, Lifecycle, Listener, MpmSettings, Prefetch, Result,
-    Wait, LINGER_BYTES, LINGER_TIME,
+    ConnectionHandler, Drain, Error, Interest, LedgerSeat, Lifecycle, Listener, MpmSettings,
+    Prefetch, Result, Wait, LINGER_BYTES, LINGER_TIME,
 };
 
 use mpm_core::blocking::{has_pending_input, log_panic};
@@ -74,6 +74,9 @@ pub struct LoopStats {
     pub yields: u64,
     /// Panics caught in handler steps run on the loop.
     pub panics: u64,
+    /// Times accepting was paused because this process held more
+    /// connections than a sibling sharing its listeners.
+    pub balance_pauses: u64,
 }
 
 /// The event loop of one process.
@@ -90,6 +93,12 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) shared: bool,
     /// Connections accepted per listener event before serving the others.
     pub(crate) accept_batch: usize,
+    /// Where the processes sharing the listeners say how many connections
+    /// each holds, and the last state published there.
+    pub(crate) ledger: Option<LedgerSeat>,
+    pub(crate) published: Option<(usize, bool)>,
+    /// When the seats of siblings that died were last looked for.
+    pub(crate) ledger_checked: Option<Instant>,
     pub(crate) jobs: Option<Sender<Job<H::Conn>>>,
     pub(crate) returns: Arc<Returns<H::Conn>>,
     pub(crate) in_flight: usize,
@@ -161,7 +170,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 EpollEvent::new(EpollFlags::EPOLLIN, RETURNS),
             )
             .map_err(|e| io("registering the return eventfd", e))?;
-        let shared = !lifecycle.owns_listeners();
+        // Sockets of its own (SO_REUSEPORT) are no sibling's.
+        let shared = !lifecycle.owns_listeners() && !settings.reuseport;
+        if let Some(seat) = settings.ledger.filter(|_| shared) {
+            seat.claim();
+        }
         let mut this = EventLoop {
             epoll,
             handler,
@@ -184,6 +197,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             } else {
                 ACCEPT_BATCH
             },
+            ledger: settings.ledger.filter(|_| shared),
+            published: None,
+            ledger_checked: None,
             jobs: Some(jobs),
             returns,
             in_flight: 0,
@@ -289,6 +305,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             self.expire();
         }
         self.jobs = None; // workers see the channel close and exit
+        if let Some(seat) = self.ledger {
+            seat.release();
+        }
         if let Some(s) = self.slot {
             s.release();
         }

@@ -454,6 +454,13 @@ fn run<M: Mpm, S: Service>(
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     }
     let settings = config.mpm_settings();
+    // Event processes sharing the listeners keep a ledger of the
+    // connections each holds (made before the fork), to spread them evenly.
+    let ledger = if managed && mpm.kind() == MpmKind::Event && !config.reuseport {
+        Some(mpm_core::ConnectionLedger::create(config.server_limit)?)
+    } else {
+        None
+    };
     let exit = if let Some(manager) = manager {
         // A single-threaded master forks the serving processes: no thread
         // may start here before it does.
@@ -461,8 +468,8 @@ fn run<M: Mpm, S: Service>(
             // Before any thread starts: they all inherit the mask.
             pin(config, process)?;
             // The master keeps root (to bind again on restart); children
-            // serve as --user. With --reuseport a prefork child binds a
-            // socket of its own first, and drops right after.
+            // serve as --user. With --reuseport a child (prefork, event)
+            // binds a socket of its own first, and drops right after.
             let mine = if config.reuseport {
                 let own = mine
                     .iter()
@@ -476,19 +483,32 @@ fn run<M: Mpm, S: Service>(
             };
             let factory = service.factory(config, scoreboard, logs.access.as_ref());
             let slots = scoreboard.process_slots(process);
+            let settings = mpm_core::MpmSettings {
+                ledger: ledger.and_then(|l| l.seat(process)),
+                ..settings.clone()
+            };
             let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
             mpm_http::access_log::flush_all();
             served
         })?
     } else {
         // One process: it binds, then serves as --user (no master to keep root).
+        // With --reuseport the addresses were only reserved: it listens on
+        // sockets of its own, as a child would.
+        let mine = if config.reuseport {
+            listeners
+                .iter()
+                .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            listeners
+                .iter()
+                .map(Listener::try_clone)
+                .collect::<Result<Vec<_>, _>>()?
+        };
         mpm_master::drop_privileges(config.run_as)?;
         pin(config, 0)?;
         let factory = service.factory(config, scoreboard, logs.access.as_ref());
-        let mine = listeners
-            .iter()
-            .map(Listener::try_clone)
-            .collect::<Result<Vec<_>, _>>()?;
         mpm.run(
             &settings,
             mine,

@@ -282,8 +282,8 @@ pub struct ConfigLayer {
     /// on Linux, where SO_SNDLOWAT cannot be set); 0 leaves the kernel's.
     #[arg(long, value_name = "BYTES")]
     pub send_lowat: Option<u32>,
-    /// Prefork: give each child a listening socket of its own (SO_REUSEPORT)
-    /// instead of an accept mutex: on or off.
+    /// Prefork and event: give each serving process a listening socket of
+    /// its own (SO_REUSEPORT) instead of sharing one: on or off.
     #[arg(long, value_name = "on|off")]
     pub reuseport: Option<OnOff>,
     /// Serving processes run as this user (the master, which binds, stays
@@ -509,7 +509,7 @@ pub struct Config {
     pub poller: PollerKind,
     /// TCP_NOTSENT_LOWAT for client sockets; 0 for the kernel's default.
     pub send_lowat: u32,
-    /// Prefork: a SO_REUSEPORT listening socket per child.
+    /// Prefork and event: a SO_REUSEPORT listening socket per serving process.
     pub reuseport: bool,
     /// Serving processes drop to this user and group (uid, gid), when root.
     pub run_as: Option<(u32, u32)>,
@@ -620,6 +620,9 @@ impl Config {
             send_lowat: self.send_lowat,
             max_connections_per_child: self.max_connections_per_child,
             epoll_exclusive: self.epoll_exclusive,
+            reuseport: self.reuseport,
+            // Made by whoever forks the processes that share it.
+            ledger: None,
         }
     }
 
@@ -767,8 +770,8 @@ impl Config {
             .unwrap_or(d.start_servers)
             .clamp(1, max_request_workers);
         let reuseport = layer.reuseport.map(|r| r.0).unwrap_or(d.reuseport);
-        if reuseport && mpm != MpmKind::Prefork {
-            return Err(Error::config("--reuseport is for --mpm prefork"));
+        if reuseport && mpm == MpmKind::Worker {
+            return Err(Error::config("--reuseport is for --mpm prefork and event"));
         }
         let async_request_worker_factor = layer
             .async_request_worker_factor
