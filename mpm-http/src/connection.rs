@@ -101,6 +101,11 @@ pub struct HttpConn {
     /// The event loop's prefetch found the buffered request answerable
     /// without blocking, and the loop runs it now: no need to ask again.
     pub(crate) approved: bool,
+    /// A step on the loop stopped before something that may block (a
+    /// request, or a body not in the page cache): the next prefetch sends
+    /// the connection to a worker without asking again, so that two answers
+    /// that disagree cannot keep it yielding on the loop.
+    pub(crate) for_a_worker: bool,
     pub(crate) pending: Option<Pending>,
     pub(crate) after: After,
     pub(crate) served: u64,
@@ -228,6 +233,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             gathered: VecDeque::new(),
             spare_records: Vec::new(),
             approved: false,
+            for_a_worker: false,
             pending: None,
             after: After::KeepAlive,
             served: 0,
@@ -292,7 +298,8 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                             return stop;
                         }
                         if s.on_event_loop() {
-                            // The loop decides again; a worker will take it.
+                            // Back to the loop, which hands it to a worker.
+                            c.for_a_worker = true;
                             return Interest::Yield;
                         }
                         continue; // now with nothing gathered: any request
@@ -367,6 +374,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
 
     fn prefetch(&mut self, c: &mut HttpConn, s: &mut Stream) -> Prefetch {
         c.approved = false;
+        if std::mem::take(&mut c.for_a_worker) {
+            return Prefetch::Ready;
+        }
         // A response still going out (it yielded its turn): the question is
         // whether the rest can be written without blocking. Not reading
         // now: a peer that shut its side down still gets all of it.

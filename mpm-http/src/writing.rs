@@ -271,6 +271,7 @@ impl<H: HttpHandler> HttpService<H> {
                             want = want.min(budget);
                             // sendfile reads the disk itself when it must.
                             if !page_cache::resident(file, *offset, want) {
+                                c.for_a_worker = true;
                                 return Flush::Yield;
                             }
                         }
@@ -309,6 +310,7 @@ impl<H: HttpHandler> HttpService<H> {
                         // Not in the page cache: a worker reads it.
                         Ok(None) => {
                             c.out.clear();
+                            c.for_a_worker = true;
                             return Flush::Yield;
                         }
                         Ok(Some(n)) if n > 0 && (n == want || on_loop) => {
@@ -326,6 +328,7 @@ impl<H: HttpHandler> HttpService<H> {
                 }
                 Pending::Stream { .. } if on_loop => {
                     // The reader may block: a worker pulls it.
+                    c.for_a_worker = true;
                     return Flush::Yield;
                 }
                 Pending::Stream { reader, chunked } => {
