@@ -15,6 +15,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
@@ -82,11 +83,39 @@ pub fn enabled(level: LogLevel) -> bool {
     level == LogLevel::Notice || level as u8 <= LEVEL.load(Ordering::Relaxed)
 }
 
+/// The program's name, when it is not `mpm` (a program embedding it).
+static PROGRAM: OnceLock<String> = OnceLock::new();
+
+/// Name the program: every line a layer writes as `mpm: ...` then starts
+/// with this name instead. Set once, at start-up, before any fork.
+pub fn set_program(name: &str) {
+    let _ = PROGRAM.set(name.to_string());
+}
+
+/// The program's name, as its log lines start (`mpm` unless set).
+pub fn program() -> &'static str {
+    PROGRAM.get().map_or("mpm", String::as_str)
+}
+
 /// Write one line at `level`, if enabled; the macros call this.
 pub fn write(level: LogLevel, message: fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
     }
+    // Every layer words its lines `mpm: ...`; an embedding program's own
+    // name goes in its place.
+    let renamed;
+    let message: &dyn fmt::Display = match PROGRAM.get() {
+        Some(name) if name != "mpm" => {
+            let text = message.to_string();
+            renamed = match text.strip_prefix("mpm:") {
+                Some(rest) => format!("{name}:{rest}"),
+                None => text,
+            };
+            &renamed
+        }
+        _ => &message,
+    };
     let line = format!(
         "[{}] [{}] [pid {}] {message}\n",
         error_log_time(),

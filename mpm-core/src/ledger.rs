@@ -74,12 +74,25 @@ impl ConnectionLedger {
         Ok(ConnectionLedger { entries })
     }
 
-    /// Serving process number `process`'s seat (`None` past the end).
-    pub fn seat(&self, process: usize) -> Option<LedgerSeat> {
-        (process < self.entries.len()).then_some(LedgerSeat {
-            entries: self.entries,
+    /// Serving process number `process`'s seat among the first `processes`
+    /// (those of this configuration; a ledger made once serves restarts
+    /// with fewer), or `None` past the end.
+    pub fn seat(&self, process: usize, processes: usize) -> Option<LedgerSeat> {
+        let entries = &self.entries[..processes.min(self.entries.len())];
+        (process < entries.len()).then_some(LedgerSeat {
+            entries,
             me: process,
         })
+    }
+
+    /// How many processes it has room for.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Has it no room at all? (Never: it holds at least one.)
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }
 
@@ -189,8 +202,9 @@ mod tests {
     #[test]
     fn the_process_holding_the_fewest_always_accepts_and_the_others_within_a_slack() {
         let ledger = ConnectionLedger::create(3).unwrap();
-        let seats: Vec<LedgerSeat> = (0..3).map(|i| ledger.seat(i).unwrap()).collect();
-        assert!(ledger.seat(3).is_none());
+        let seats: Vec<LedgerSeat> = (0..3).map(|i| ledger.seat(i, 3).unwrap()).collect();
+        assert!(ledger.seat(3, 3).is_none());
+        assert!(ledger.seat(2, 2).is_none(), "a restart with two processes");
         // Unclaimed siblings do not count.
         assert!(seats[0].may_accept(1000));
         for s in &seats {
@@ -212,7 +226,7 @@ mod tests {
     #[test]
     fn a_dead_siblings_seat_is_forgotten() {
         let ledger = ConnectionLedger::create(2).unwrap();
-        let (me, other) = (ledger.seat(0).unwrap(), ledger.seat(1).unwrap());
+        let (me, other) = (ledger.seat(0, 2).unwrap(), ledger.seat(1, 2).unwrap());
         me.claim();
         // A sibling that died holding none, without giving its seat up.
         let dead = std::process::Command::new("true").spawn().unwrap();

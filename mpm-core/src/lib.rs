@@ -19,6 +19,8 @@
 //!   [`listener_poller`] — how prefork and worker wait on them: epoll, poll
 //!   or select (`--poller`).
 //! * [`Stream`] — the accepted socket as a handler sees it.
+//! * [`HandOver`] — how a stopping generation passes connections that have
+//!   not sent a byte to the next one (`SCM_RIGHTS`).
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`WorkerThreads`] — a threaded model's workers, started and stopped together.
@@ -30,11 +32,14 @@
 //!   counters, request lines, read by the master and the status page.
 //! * [`allocator`] — system, mimalloc or a global-locked malloc, chosen at
 //!   launch, with allocations and lock waits counted per worker.
+//! * [`shared`] — state an application shares across every process and
+//!   generation: values of atomics, counters, a table of small byte strings.
 //! * [`buffered_output`] — what a layer buffers per worker (a buffered access
 //!   log), flushed by a model with no thread to spare for it.
 //! * [`error_log`] — leveled error-log lines (`log_warn!` and friends), and
 //!   [`local_time`], the time stamps it and the access log write.
-//! * [`Seconds`] — durations as flags and files write them.
+//! * [`Seconds`] — durations as flags and files write them, bounded; and
+//!   [`deadline`], the one way a deadline is computed from a setting.
 //! * [`panics`] — a panic in a step caught and logged in one line, costing
 //!   that connection only.
 //!
@@ -52,6 +57,7 @@ mod drain;
 mod duration;
 mod error;
 pub mod error_log;
+mod hand_over;
 mod ledger;
 mod lifecycle;
 mod listener;
@@ -61,15 +67,17 @@ mod mpm;
 pub mod panics;
 pub mod scoreboard;
 mod settings;
+pub mod shared;
 mod stream;
 mod worker_threads;
 
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};
 pub use drain::{Drain, STOP_GRACE};
-pub use duration::Seconds;
+pub use duration::{deadline, Seconds};
 pub use error::{Error, Result};
+pub use hand_over::HandOver;
 pub use ledger::{ConnectionLedger, LedgerSeat};
-pub use lifecycle::{Lifecycle, Phase};
+pub use lifecycle::{signal_name, Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use settings::MpmSettings;

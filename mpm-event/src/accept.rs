@@ -168,7 +168,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             return Ok(());
         }
         for i in 0..self.listeners.len() {
-            let fd = self.listeners[i].as_std().as_fd();
+            let fd = self.listeners[i].as_fd();
             let r = if on {
                 let token = LISTENER + i as u64;
                 let exclusive = EpollFlags::EPOLLIN | EpollFlags::EPOLLEXCLUSIVE;

@@ -107,6 +107,126 @@ fn parse_hex(s: &[u8]) -> Result<u64, ChunkError> {
     Ok(v)
 }
 
+/// A chunked body decoded piece by piece, as it arrives: what a streamed
+/// request body goes through. The same rules as [`decode`]: CRLF line ends
+/// only, size lines up to 1 KiB, trailers up to 8 KiB (read and dropped),
+/// the decoded total bounded by `limit`.
+#[derive(Debug)]
+pub(crate) struct Decoder {
+    state: State,
+    line: Vec<u8>,
+    trailers: usize,
+    total: u64,
+    limit: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailer,
+    Done,
+}
+
+impl Decoder {
+    pub(crate) fn new(limit: u64) -> Decoder {
+        Decoder {
+            state: State::Size,
+            line: Vec::new(),
+            trailers: 0,
+            total: 0,
+            limit,
+        }
+    }
+
+    /// Has the last chunk and the trailer section's blank line been read?
+    pub(crate) fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Decode from `input` into `out`: returns the input bytes used and the
+    /// body bytes written. Stops when `out` is full, the input is used up,
+    /// or the body ends (input after its end is left unused).
+    pub(crate) fn decode(
+        &mut self,
+        input: &[u8],
+        out: &mut [u8],
+    ) -> Result<(usize, usize), ChunkError> {
+        let (mut used, mut written) = (0, 0);
+        while used < input.len() {
+            match self.state {
+                State::Done => break,
+                State::Data(left) => {
+                    if written == out.len() {
+                        break;
+                    }
+                    let n = (input.len() - used)
+                        .min(out.len() - written)
+                        .min(usize::try_from(left).unwrap_or(usize::MAX));
+                    out[written..written + n].copy_from_slice(&input[used..used + n]);
+                    (used, written) = (used + n, written + n);
+                    let left = left - n as u64;
+                    self.state = if left == 0 {
+                        State::DataEnd
+                    } else {
+                        State::Data(left)
+                    };
+                }
+                State::Size | State::DataEnd | State::Trailer => {
+                    let b = input[used];
+                    used += 1;
+                    self.line.push(b);
+                    let max = match self.state {
+                        State::Size => 1024,
+                        State::DataEnd => 2,
+                        _ => 8192 - self.trailers.min(8192),
+                    };
+                    if b != b'\n' {
+                        if self.line.len() >= max || b == 0 {
+                            return Err(ChunkError::Invalid);
+                        }
+                        continue;
+                    }
+                    let Some(line) = self.line.strip_suffix(b"\r\n") else {
+                        return Err(ChunkError::Invalid); // a bare LF
+                    };
+                    self.state = match self.state {
+                        State::Size => {
+                            let size_part = match line.iter().position(|&b| b == b';') {
+                                Some(i) => &line[..i],
+                                None => line,
+                            };
+                            match parse_hex(size_part)? {
+                                0 => State::Trailer,
+                                n if self.total.saturating_add(n) > self.limit => {
+                                    return Err(ChunkError::TooLarge)
+                                }
+                                n => {
+                                    self.total += n;
+                                    State::Data(n)
+                                }
+                            }
+                        }
+                        State::DataEnd if line.is_empty() => State::Size,
+                        State::DataEnd => return Err(ChunkError::Invalid),
+                        _ if line.is_empty() => State::Done,
+                        _ => {
+                            if !line.contains(&b':') || line.contains(&b'\r') {
+                                return Err(ChunkError::Invalid);
+                            }
+                            self.trailers += line.len() + 2;
+                            State::Trailer
+                        }
+                    };
+                    self.line.clear();
+                }
+            }
+        }
+        Ok((used, written))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +263,36 @@ mod tests {
         assert_eq!(
             whole(b"ffffffffffffffffff\r\n").unwrap_err(),
             ChunkError::Invalid
+        );
+    }
+
+    /// Feed `input` `step` bytes at a time through a small output buffer.
+    fn streamed(input: &[u8], step: usize, limit: u64) -> Result<(Vec<u8>, usize), ChunkError> {
+        let mut d = Decoder::new(limit);
+        let (mut body, mut pos) = (Vec::new(), 0);
+        let mut out = [0u8; 3];
+        while !d.is_done() && pos < input.len() {
+            let end = (pos + step).min(input.len());
+            let (u, w) = d.decode(&input[pos..end], &mut out)?;
+            body.extend_from_slice(&out[..w]);
+            pos += u;
+        }
+        Ok((body, pos))
+    }
+
+    #[test]
+    fn the_streaming_decoder_agrees_with_the_whole_one_however_input_is_cut() {
+        let input = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-T: 1\r\n\r\nNEXT";
+        for step in 1..input.len() {
+            let (body, used) = streamed(input, step, 1 << 20).unwrap();
+            assert_eq!((&body[..], used), (&b"Wikipedia"[..], 38), "step {step}");
+        }
+        for bad in [&b"zz\r\n"[..], b"4\nWiki\n0\n\n", b"4\r\nWikiXX0\r\n\r\n"] {
+            assert_eq!(streamed(bad, 2, 1 << 20).unwrap_err(), ChunkError::Invalid);
+        }
+        assert_eq!(
+            streamed(b"5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n", 4, 8).unwrap_err(),
+            ChunkError::TooLarge
         );
     }
 

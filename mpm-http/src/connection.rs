@@ -15,6 +15,7 @@ use crate::buffer_pool::BufferPool;
 use crate::chunked;
 use crate::head::{self, Framing, Parsed, SLOTS};
 use crate::page_cache;
+use crate::reading::Received;
 use crate::request::{Headers, Request};
 use crate::request_pool::PoolArena;
 use crate::settings::{HttpSettings, ServiceSettings};
@@ -107,6 +108,8 @@ pub struct HttpConn {
     /// that disagree cannot keep it yielding on the loop.
     pub(crate) for_a_worker: bool,
     pub(crate) pending: Option<Pending>,
+    /// What follows the pending body of a [`Body::Parts`](crate::Body::Parts).
+    pub(crate) parts: std::collections::VecDeque<crate::response::Part>,
     pub(crate) after: After,
     pub(crate) served: u64,
     pub(crate) started: Started,
@@ -114,6 +117,8 @@ pub struct HttpConn {
     /// timeout); `None` between requests.
     pub(crate) deadline: Option<Instant>,
     pub(crate) continue_sent: bool,
+    /// The queued bytes are an interim response: once written, read on.
+    pub(crate) interim: bool,
     pub(crate) chunk_body: Vec<u8>,
     pub(crate) pool: Arc<BufferPool>,
     /// The access-log line of the response in progress.
@@ -139,7 +144,7 @@ impl std::fmt::Debug for HttpConn {
 impl HttpConn {
     /// Is output queued that has not been sent (bytes, or a body)?
     pub(crate) fn has_output(&self) -> bool {
-        self.out_pos < self.out.len() || self.pending.is_some()
+        self.out_pos < self.out.len() || self.pending.is_some() || !self.parts.is_empty()
     }
 
     pub(crate) fn wait(&self) -> Wait {
@@ -195,6 +200,9 @@ pub(crate) enum Flush {
 pub(crate) enum Step {
     /// A response is queued.
     Responded,
+    /// An interim response (`100 Continue`) is queued; then more bytes
+    /// are needed.
+    Interim,
     /// More bytes are needed.
     Incomplete,
     /// A whole request is buffered, but answering it may block and the
@@ -235,14 +243,19 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             approved: false,
             for_a_worker: false,
             pending: None,
+            parts: std::collections::VecDeque::new(),
             after: After::KeepAlive,
             served: 0,
             started: Started {
                 head: Some(now),
                 body: None,
             },
-            deadline: now.checked_add(self.settings.request_header_timeout),
+            deadline: Some(mpm_core::deadline(
+                now,
+                self.settings.request_header_timeout,
+            )),
             continue_sent: false,
+            interim: false,
             chunk_body: Vec::new(),
             pool: Arc::clone(&self.settings.buffers),
             log: Record::default(),
@@ -271,6 +284,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                         // Pipelined requests answered together go out in one write.
                         if c.after == After::KeepAlive
                             && c.pending.is_none()
+                            && c.parts.is_empty()
                             && c.start < c.filled
                             && c.out.len() - c.out_pos < GATHER_MAX
                         {
@@ -314,6 +328,19 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                             continue;
                         }
                     }
+                    Step::Interim => match self.write_queued(c, s) {
+                        Flush::Done => {}
+                        Flush::Blocked => {
+                            c.interim = true;
+                            return Interest::Write;
+                        }
+                        // In memory: nothing to yield for, but it would resume.
+                        Flush::Yield => {
+                            c.interim = true;
+                            return Interest::Yield;
+                        }
+                        Flush::Failed => return Interest::Close,
+                    },
                 }
             }
             if did_read {
@@ -359,6 +386,18 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn writable(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        if c.interim {
+            // The rest of a `100 Continue`: then the body is read.
+            return match self.write_queued(c, s) {
+                Flush::Done => {
+                    c.interim = false;
+                    Interest::Read(c.wait())
+                }
+                Flush::Blocked => Interest::Write,
+                Flush::Yield => Interest::Yield,
+                Flush::Failed => Interest::Close,
+            };
+        }
         match self.flush(c, s) {
             Flush::Done => match c.after {
                 After::KeepAlive if c.start < c.filled => self.readable(c, s),
@@ -411,16 +450,39 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         let data = &c.buf[c.start..c.filled];
         let head = match head::parse(data, &mut slots, &limits) {
             Parsed::Reject(_) => return Prefetch::ReadyInline, // the error page never blocks
+            Parsed::NewerMinor(at) => {
+                // Served as HTTP/1.1; the worker parses it again.
+                c.buf[c.start + at] = b'1';
+                return Prefetch::Ready;
+            }
             Parsed::Partial if closed => return Prefetch::Wait(Interest::Close),
             Parsed::Partial if full => return Prefetch::Ready,
             Parsed::Partial => {
-                if Instant::now() >= self.deadline(&mut c.started, None) {
+                if Instant::now()
+                    >= self.deadline(&mut c.started, Received::Head(data.len() as u64))
+                {
                     return Prefetch::ReadyInline; // readable() answers 408
                 }
                 return Prefetch::Wait(Interest::Read(Wait::Request));
             }
             Parsed::Complete(head) => head,
         };
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version: head.version,
+            headers: Headers::Parsed(head.headers),
+            body: &[],
+            stream: None,
+            params: &[],
+            peer: s.peer_addr(),
+            pool: self.arena.pool(),
+        };
+        // A streamed body is read by the worker that runs the handler, as
+        // it arrives: hand the request over as soon as its head is here.
+        if head.framing != Framing::None && self.handler.streams_body(&req) {
+            return Prefetch::Ready;
+        }
         let complete = match head.framing {
             Framing::None => true,
             Framing::Length(n) => n > limits.body || data.len() as u64 >= head.len as u64 + n,
@@ -437,26 +499,22 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 return Prefetch::Ready; // readable() grows the buffer, or sends 100 Continue
             }
             let received = (data.len() - head.len) as u64;
-            if Instant::now() >= self.deadline(&mut c.started, Some(received)) {
+            if Instant::now() >= self.deadline(&mut c.started, Received::Body(received)) {
                 return Prefetch::ReadyInline; // readable() answers 408
             }
             return Prefetch::Wait(Interest::Read(Wait::Request));
         }
-        let req = Request {
-            method: head.method,
-            target: head.target,
-            version: head.version,
-            headers: Headers::Parsed(head.headers),
-            body: &[],
-            peer: s.peer_addr(),
-            pool: self.arena.pool(),
-        };
         if self.handler.answers_without_blocking(&req) {
             c.approved = true;
             Prefetch::ReadyInline
         } else {
             Prefetch::Ready
         }
+    }
+
+    /// Nothing read, nothing written: the socket is the whole connection.
+    fn can_hand_over(&self, c: &HttpConn) -> bool {
+        c.served == 0 && c.start == c.filled && !c.has_output()
     }
 
     /// In-memory output always; a file body when the next stretch of it
@@ -495,7 +553,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             c.out.clear();
             c.out_pos = 0;
             c.resp_start = 0;
-            self.write_head(c, 408, &[], Some(0), false);
+            self.write_head(c, &crate::writing::Head::bare(408), Some(0), false);
             c.out.extend_from_slice(b"Connection: close\r\n\r\n");
             let _ = s.send(&c.out, false);
             self.log_done(c, s, true);

@@ -74,6 +74,22 @@ pub trait HttpHandler {
         let _ = request;
         false
     }
+
+    /// Does [`handle`](Self::handle) read this request's body as it
+    /// arrives, with [`Request::body_reader`]? Asked once the head is in,
+    /// for a request with a body (`request.body()` is still empty). Yes: the
+    /// handler runs at once and reads from the connection, an upload never
+    /// held whole in memory; `--limit-request-body` and the body timeout
+    /// still hold (a read past either fails, and the layer answers 413 or
+    /// 408 whatever the handler returns), `Expect: 100-continue` is
+    /// answered at the first read, and a body left unread closes the
+    /// connection after the response. Under the event MPM such a request
+    /// always runs on a worker thread, never on the loop. The default, no,
+    /// reads every body whole before `handle` (up to the limit).
+    fn streams_body(&self, request: &Request<'_>) -> bool {
+        let _ = request;
+        false
+    }
 }
 
 impl<H: HttpHandler + ?Sized> HttpHandler for Box<H> {
@@ -83,5 +99,9 @@ impl<H: HttpHandler + ?Sized> HttpHandler for Box<H> {
 
     fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
         (**self).answers_without_blocking(request)
+    }
+
+    fn streams_body(&self, request: &Request<'_>) -> bool {
+        (**self).streams_body(request)
     }
 }

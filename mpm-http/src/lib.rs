@@ -15,6 +15,11 @@
 //!   head parser in `head.rs` and the chunked decoder in `chunked.rs`), and
 //!   `writing.rs` serializes and sends responses.
 //! * [`RequestPool`] — a request's scratch arena, reset after it.
+//! * [`Routes`] and [`Router`] — routing by method and path with path
+//!   parameters; [`IntoResponse`] for what route handlers return, and with
+//!   the `json` feature [`Json`] and `Request::json`.
+//! * A request body read as it arrives: [`HttpHandler::streams_body`] and
+//!   [`Request::body_reader`].
 //!
 //! **What `mpm serve` runs on it**
 //! * [`StaticFiles`] — a document root, with the open-file cache, and
@@ -27,16 +32,23 @@
 //! keep-alive by default for 1.1 and on request for 1.0; pipelined requests
 //! answered in order; `HEAD` answered without a body; request bodies framed by
 //! `Content-Length` or chunked, always consumed so the next request is read
-//! from the right place; both framings at once, a missing or repeated `Host`
-//! on 1.1, and malformed heads refused with 400 and the connection closed;
-//! 414, 431 and 413 for the request-line, header and body limits; 505 for
-//! other versions; `Date` and `Server` on every response; 408 when a head
-//! takes longer than the header timeout, or a body longer than the body
-//! timeout as extended by its minimum rate.
+//! from the right place; `100 Continue` written whole before the body is
+//! read; both framings at once, a missing or repeated `Host` on 1.1, a `Host`
+//! that is not `uri-host [":" port]`, a target that is not one of the four
+//! forms its method may use (or has a fragment), and malformed heads refused
+//! with 400 and the connection closed; 414, 431 and 413 for the
+//! request-line, header and body limits; `HTTP/1.x` above 1.1 served as 1.1,
+//! other majors 505; `Date` on every response, and `Server` unless the handler
+//! set its own; 408 when a head
+//! takes longer than the header timeout as extended by its minimum rate (up
+//! to its maximum), or a body longer than the body timeout as extended by
+//! its. What a method means is the handler's:
+//! [`Response::method_not_allowed`] answers 405 or 501 as RFC 9110 wants.
 
 #![warn(missing_docs)]
 
 pub mod access_log;
+mod body;
 mod buffer_pool;
 mod chunked;
 mod connection;
@@ -49,6 +61,8 @@ mod factory;
 pub mod fuzzing;
 mod handler;
 mod head;
+#[cfg(feature = "json")]
+mod json;
 pub mod log_format;
 pub mod mime;
 mod page_cache;
@@ -56,6 +70,7 @@ mod reading;
 mod request;
 mod request_pool;
 mod response;
+mod router;
 pub mod server_status;
 mod settings;
 mod static_files;
@@ -69,8 +84,13 @@ pub use error::{Error, Result};
 pub use factory::HttpFactory;
 pub use handler::HttpHandler;
 pub use head::MAX_REQUEST_FIELDS;
-pub use request::{Request, Version};
+#[cfg(feature = "json")]
+pub use json::Json;
+pub use request::{BodyReader, Request, Version};
 pub use request_pool::RequestPool;
-pub use response::{reason_phrase, Body, FileBody, HeaderText, Response};
+pub use response::{
+    is_known_method, reason_phrase, Body, FileBody, HeaderError, HeaderText, Part, Response,
+};
+pub use router::{IntoResponse, Rejection, Router, Routes};
 pub use settings::{HttpSettings, DEFAULT_SENDFILE_MAX_CHUNK};
 pub use static_files::{Dotfiles, StaticFiles, DEFAULT_IN_MEMORY};

@@ -1,6 +1,7 @@
 //! Turning buffered bytes into requests: parse a head, bound and collect its
 //! body, enforce the header and body deadlines, run the handler.
 
+use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
@@ -8,12 +9,32 @@ use mpm_core::panics::catch;
 use mpm_core::scoreboard::WorkerState;
 use mpm_core::{Interest, Stream};
 
+use crate::body::{self, BodySource, BodyStream, Timing};
 use crate::chunked::{self, ChunkError};
 use crate::connection::{After, Flush, Gate, HttpConn, HttpService, Started, Step};
 use crate::head::{self, Framing, Head, Parsed, SLOTS};
 use crate::request::{Headers, Request, Version};
 use crate::response::Response;
 use crate::HttpHandler;
+
+/// How much of the request in progress has arrived.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Received {
+    /// Bytes of a head not complete yet.
+    Head(u64),
+    /// Bytes of the body, the head being complete.
+    Body(u64),
+}
+
+/// A second for every `rate` bytes of `received` (none when `rate` is 0).
+fn earned(received: u64, rate: u64) -> Duration {
+    match (received.checked_div(rate), received.checked_rem(rate)) {
+        (Some(secs), Some(rest)) => {
+            Duration::from_secs(secs) + Duration::from_millis(rest.saturating_mul(1000) / rate)
+        }
+        _ => Duration::ZERO,
+    }
+}
 
 impl<H: HttpHandler> HttpService<H> {
     /// Parse one request from the buffer; if it is complete and `gate`
@@ -25,8 +46,13 @@ impl<H: HttpHandler> HttpService<H> {
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let data = &c.buf[c.start..c.filled];
         let head = match head::parse(data, &mut slots, &limits) {
+            Parsed::NewerMinor(at) => {
+                // Served as HTTP/1.1 (RFC 9110 §2.5): parse it as one.
+                c.buf[c.start + at] = b'1';
+                return self.step(c, s, gate);
+            }
             Parsed::Partial => {
-                c.deadline = Some(self.deadline(&mut c.started, None));
+                c.deadline = Some(self.deadline(&mut c.started, Received::Head(data.len() as u64)));
                 return Step::Incomplete;
             }
             Parsed::Reject(status) => {
@@ -36,14 +62,21 @@ impl<H: HttpHandler> HttpService<H> {
             Parsed::Complete(head) => head,
         };
         // Bound the body before reading any of it.
+        if matches!(head.framing, Framing::Length(n) if n > limits.body) {
+            let _ = self.reject(c, s, 413);
+            return Step::Responded;
+        }
+        // A handler that reads the body as it arrives is called now.
+        let streamed = head.framing != Framing::None && self.streams_body(&head, s);
         let body_range = match head.framing {
+            _ if streamed => Some((head.len, head.len, head.len)),
             Framing::None => Some((head.len, head.len, head.len)),
-            Framing::Length(n) if n > limits.body => {
-                let _ = self.reject(c, s, 413);
-                return Step::Responded;
-            }
             Framing::Length(n) => {
-                let end = head.len + n as usize;
+                // n is at most the body limit, so this fits; checked all the same.
+                let end = usize::try_from(n)
+                    .ok()
+                    .and_then(|n| head.len.checked_add(n))
+                    .unwrap_or(usize::MAX);
                 (data.len() >= end).then_some((head.len, end, end))
             }
             Framing::Chunked => {
@@ -63,20 +96,30 @@ impl<H: HttpHandler> HttpService<H> {
         };
         let Some((body_start, body_end, consumed)) = body_range else {
             let received = (data.len() - head.len) as u64;
-            c.deadline = Some(self.deadline(&mut c.started, Some(received)));
-            // Not ahead of responses still queued: the caller sends those
-            // first and asks again.
+            c.deadline = Some(self.deadline(&mut c.started, Received::Body(received)));
+            // Queued and written like any response, so that a partial write
+            // is finished before anything else goes out; and not ahead of
+            // responses still queued: the caller sends those first and asks
+            // again.
             if head.expect_continue
                 && !c.continue_sent
                 && head.version == Version::Http11
                 && !c.has_output()
             {
                 c.continue_sent = true;
-                let _ = s.send(b"HTTP/1.1 100 Continue\r\n\r\n", false);
+                if c.out.capacity() == 0 {
+                    c.out = c.pool.write_buffer();
+                }
+                c.out.clear();
+                c.out_pos = 0;
+                c.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                return Step::Interim;
             }
             return Step::Incomplete;
         };
-        let body = if head.framing == Framing::Chunked {
+        let body = if streamed {
+            &[][..]
+        } else if head.framing == Framing::Chunked {
             &c.chunk_body[body_start..body_end]
         } else {
             &data[body_start..body_end]
@@ -88,26 +131,86 @@ impl<H: HttpHandler> HttpService<H> {
                 || c.served + 1 < self.settings.max_keepalive_requests);
         let is_head = head.method == "HEAD";
         let version = head.version;
-        if gate == Gate::NonBlocking && !self.answers_without_blocking(&head, body, s) {
+        // A body read as it arrives reads the socket (and may answer `100
+        // Continue` itself): never on the loop, never behind gathered answers.
+        if gate == Gate::NonBlocking && (streamed || !self.answers_without_blocking(&head, body, s))
+        {
             return Step::Deferred;
         }
         s.set_state(WorkerState::Writing);
-        let response = self.call(&head, body, s);
-        let (status, headers, body) = response.into_parts();
-        self.log_start(&mut c.log, data, Some(head.headers), status);
+        let (mut response, mut consumed, mut keep, mut outcome) = (None, consumed, keep, None);
+        if streamed {
+            let timing = Timing {
+                started: *c.started.body.get_or_insert_with(Instant::now),
+                body_timeout: self.settings.request_body_timeout,
+                min_rate: self.settings.request_body_min_rate,
+                timeout: self.settings.timeout,
+            };
+            let framing = match head.framing {
+                Framing::Length(n) => body::Framing::Length(n),
+                _ => body::Framing::Chunked(chunked::Decoder::new(limits.body)),
+            };
+            let send_continue =
+                head.expect_continue && !c.continue_sent && version == Version::Http11;
+            let peer = s.peer_addr();
+            let source = RefCell::new(BodyStream::new(
+                s,
+                &data[head.len..],
+                framing,
+                timing,
+                send_continue,
+            ));
+            let r = self.call(&head, b"", Some(&source as &dyn BodySource), peer);
+            let done = source.into_inner().finish();
+            consumed = head.len + done.pre_used;
+            if let Some(status) = done.failed {
+                mpm_core::log_info!(
+                    "mpm: {} {}: request body refused with {status}",
+                    head.method,
+                    head.target
+                );
+            }
+            response = Some(match done.failed {
+                Some(status) => Response::error(status),
+                None => r,
+            });
+            // A body not read to its end is still on the wire: close (after
+            // a linger), rather than read it as the next request.
+            keep &= done.done && done.failed.is_none();
+            outcome = Some(done);
+        }
+        let response = match response {
+            Some(r) => r,
+            None => self.call(&head, body, None, s.peer_addr()),
+        }
+        .into_parts();
+        self.log_start(&mut c.log, data, Some(head.headers), response.status);
         if let Some(slot) = s.score_slot() {
             let line_end = data.iter().position(|&b| b == b'\r').unwrap_or(0);
-            slot.record_request(&data[..line_end], body.len().unwrap_or(0));
+            slot.record_request(&data[..line_end], response.body.len().unwrap_or(0));
         }
-        let keep = self.queue(c, status, &headers, body, is_head, keep, version);
+        let keep = self.queue(c, response, is_head, keep, version);
         c.served += 1;
         c.started = Started::default();
         c.deadline = None;
         c.continue_sent = false;
         c.consume(consumed);
+        let unfinished = outcome
+            .as_ref()
+            .is_some_and(|o| !o.done || o.failed.is_some());
+        if let Some(o) = outcome.filter(|o| !o.leftover.is_empty()) {
+            // Read past the body from the socket: every buffered byte was
+            // used, and these come first now.
+            c.make_room();
+            if c.buf.len() < c.filled + o.leftover.len() {
+                c.buf.resize(c.filled + o.leftover.len(), 0);
+            }
+            c.buf[c.filled..c.filled + o.leftover.len()].copy_from_slice(&o.leftover);
+            c.filled += o.leftover.len();
+        }
         c.after = if keep {
             After::KeepAlive
-        } else if c.start < c.filled {
+        } else if c.start < c.filled || unfinished {
             After::Linger
         } else {
             After::Close
@@ -115,39 +218,39 @@ impl<H: HttpHandler> HttpService<H> {
         Step::Responded
     }
 
-    /// When the request in progress must have arrived: its head within the
-    /// header timeout of its first byte; its body (`body_received` bytes of it
-    /// so far) within the body timeout of the head's end, plus a second for
-    /// every `request_body_min_rate` bytes received, as `mod_reqtimeout`'s
-    /// `body=20,MinRate=500` does. A client sending at the minimum rate or
-    /// faster never runs out of time; a trickle does.
-    pub(crate) fn deadline(&self, c: &mut Started, body_received: Option<u64>) -> Instant {
+    /// When the request in progress must have arrived, as `mod_reqtimeout`'s
+    /// `header=20-40,MinRate=500 body=20,MinRate=500` has it: its head
+    /// within the header timeout of its first byte (of the accept, for a
+    /// connection's first request), plus a second for every
+    /// `request_header_min_rate` bytes of it received, but never past the
+    /// header maximum; its body within the body timeout of the head's end,
+    /// plus a second for every `request_body_min_rate` bytes received. A
+    /// client sending at the minimum rate or faster never runs out of time
+    /// (up to the head's maximum); a trickle is cut off at the first
+    /// allowance.
+    pub(crate) fn deadline(&self, c: &mut Started, received: Received) -> Instant {
         let now = Instant::now();
         // A timeout configured beyond what an Instant holds means "never".
-        let after = |t: Instant, d: Duration| {
-            t.checked_add(d)
-                .unwrap_or_else(|| t + Duration::from_secs(100 * 365 * 86400))
-        };
-        match body_received {
-            None => after(
-                *c.head.get_or_insert(now),
-                self.settings.request_header_timeout,
-            ),
-            Some(received) => {
+        let after = mpm_core::deadline;
+        let settings = &self.settings;
+        match received {
+            Received::Head(bytes) => {
+                let allowed = settings
+                    .request_header_timeout
+                    .saturating_add(earned(bytes, settings.request_header_min_rate))
+                    .min(
+                        settings
+                            .request_header_max_timeout
+                            .max(settings.request_header_timeout),
+                    );
+                after(*c.head.get_or_insert(now), allowed)
+            }
+            Received::Body(bytes) => {
                 let started = *c.body.get_or_insert(now);
-                let rate = self.settings.request_body_min_rate;
-                // A second per `rate` bytes (none when the rate is 0).
-                let earned = match (received.checked_div(rate), received.checked_rem(rate)) {
-                    (Some(secs), Some(rest)) => {
-                        Duration::from_secs(secs)
-                            + Duration::from_millis(rest.saturating_mul(1000) / rate)
-                    }
-                    _ => Duration::ZERO,
-                };
-                after(
-                    started,
-                    self.settings.request_body_timeout.saturating_add(earned),
-                )
+                let allowed = settings
+                    .request_body_timeout
+                    .saturating_add(body::earned(bytes, settings.request_body_min_rate));
+                after(started, allowed)
             }
         }
     }
@@ -162,22 +265,48 @@ impl<H: HttpHandler> HttpService<H> {
             version: head.version,
             headers: Headers::Parsed(head.headers),
             body,
+            stream: None,
+            params: &[],
             peer: s.peer_addr(),
             pool: self.arena.pool(),
         };
         catch(|| self.handler.answers_without_blocking(&req)).unwrap_or(false)
     }
 
+    /// Does the handler read this request's body as it arrives?
+    fn streams_body(&self, head: &Head<'_, '_>, s: &Stream) -> bool {
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version: head.version,
+            headers: Headers::Parsed(head.headers),
+            body: &[],
+            stream: None,
+            params: &[],
+            peer: s.peer_addr(),
+            pool: self.arena.pool(),
+        };
+        catch(|| self.handler.streams_body(&req)).unwrap_or(false)
+    }
+
     /// Run the user's handler; a panic becomes a 500 for this request only,
     /// and one error-log line.
-    pub(crate) fn call(&mut self, head: &Head<'_, '_>, body: &[u8], s: &Stream) -> Response {
+    pub(crate) fn call(
+        &mut self,
+        head: &Head<'_, '_>,
+        body: &[u8],
+        stream: Option<&dyn BodySource>,
+        peer: std::net::SocketAddr,
+    ) -> Response {
         let req = Request {
             method: head.method,
             target: head.target,
             version: head.version,
             headers: Headers::Parsed(head.headers),
             body,
-            peer: s.peer_addr(),
+            stream,
+            params: &[],
+            peer,
             pool: self.arena.pool(),
         };
         let handler = &mut self.handler;
@@ -200,6 +329,14 @@ impl<H: HttpHandler> HttpService<H> {
     /// Queue an error response (behind any already queued), drop what was
     /// received, and close lingering.
     pub(crate) fn reject(&mut self, c: &mut HttpConn, s: &mut Stream, status: u16) -> Interest {
+        if c.pending.is_some() || !c.parts.is_empty() {
+            // A body still going out cannot be followed: the error replaces it.
+            self.finish_gathered(c, s);
+            c.out.clear();
+            c.out_pos = 0;
+            c.pending = None;
+            c.parts.clear();
+        }
         self.begin_response(c);
         self.log_start(
             &mut c.log,
@@ -207,9 +344,8 @@ impl<H: HttpHandler> HttpService<H> {
             None,
             status,
         );
-        let r = Response::error(status);
-        let (status, headers, body) = r.into_parts();
-        self.queue(c, status, &headers, body, false, false, Version::Http11);
+        let r = Response::error(status).into_parts();
+        self.queue(c, r, false, false, Version::Http11);
         c.start = 0;
         c.filled = 0;
         c.started = Started::default();

@@ -1,7 +1,10 @@
 //! A parsed request, as an [`HttpHandler`](crate::HttpHandler) receives it.
 
+use std::borrow::Cow;
+use std::io::{self, Read};
 use std::net::SocketAddr;
 
+use crate::body::BodySource;
 use crate::request_pool::RequestPool;
 
 /// The HTTP version of a request.
@@ -15,16 +18,39 @@ pub enum Version {
 }
 
 /// One request: its head, borrowed from the connection's buffer, and its
-/// whole body (already de-chunked and bounded by the body limit).
-#[derive(Debug)]
+/// body: whole (already de-chunked and bounded by the body limit), or, for a
+/// handler that [streams bodies](crate::HttpHandler::streams_body), read as
+/// it arrives with [`body_reader`](Self::body_reader).
+///
+/// A [`Router`](crate::Router) adds the path parameters of the route that
+/// matched ([`param`](Self::param)).
+#[derive(Clone, Copy)]
 pub struct Request<'a> {
     pub(crate) method: &'a str,
     pub(crate) target: &'a str,
     pub(crate) version: Version,
     pub(crate) headers: Headers<'a>,
     pub(crate) body: &'a [u8],
+    /// The body still on the wire, for a streamed request.
+    pub(crate) stream: Option<&'a (dyn BodySource + 'a)>,
+    pub(crate) params: &'a [(&'a str, Cow<'a, str>)],
     pub(crate) peer: SocketAddr,
     pub(crate) pool: RequestPool<'a>,
+}
+
+impl std::fmt::Debug for Request<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("target", &self.target)
+            .field("version", &self.version)
+            .field("headers", &self.headers)
+            .field("body", &self.body.len())
+            .field("streamed", &self.stream.is_some())
+            .field("params", &self.params)
+            .field("peer", &self.peer)
+            .finish()
+    }
 }
 
 impl<'a> Request<'a> {
@@ -50,6 +76,8 @@ impl<'a> Request<'a> {
             version,
             headers: Headers::Pairs(headers),
             body,
+            stream: None,
+            params: &[],
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
             pool: RequestPool::heap(),
         }
@@ -83,9 +111,63 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The query string after `?`, if any.
+    /// The query string after `?`, if any, as sent.
     pub fn query(&self) -> Option<&'a str> {
         origin_form(self.target).split_once('?').map(|(_, q)| q)
+    }
+
+    /// The query's `name=value` pairs, decoded as a form is
+    /// (`application/x-www-form-urlencoded`: `+` is a space, `%XX` a byte,
+    /// invalid UTF-8 replaced), in the order sent.
+    ///
+    /// ```
+    /// use mpm_http::{Request, Version};
+    /// let req = Request::for_test("GET", "/s?q=caf%C3%A9+au+lait&n=2&n=3", Version::Http11, &[], b"");
+    /// assert_eq!(req.query_param("q").as_deref(), Some("café au lait"));
+    /// assert_eq!(req.query_param("n").as_deref(), Some("2")); // the first
+    /// assert_eq!(req.query_pairs().count(), 3);
+    /// assert_eq!(req.query_param("missing"), None);
+    /// ```
+    pub fn query_pairs(&self) -> impl Iterator<Item = (Cow<'a, str>, Cow<'a, str>)> {
+        form_urlencoded::parse(self.query().unwrap_or("").as_bytes())
+    }
+
+    /// The first value of query parameter `name`, decoded (see
+    /// [`query_pairs`](Self::query_pairs)).
+    pub fn query_param(&self, name: &str) -> Option<Cow<'a, str>> {
+        self.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// The value of path parameter `name` in the route that matched
+    /// (`/kv/{key}`), percent-decoded; `None` outside a
+    /// [`Router`](crate::Router) or for a name the route does not have.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| &**v)
+    }
+
+    /// Every path parameter of the route that matched, in the route's order.
+    pub fn params(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.params.iter().map(|(k, v)| (*k, &**v))
+    }
+
+    /// The same request with these path parameters (what a router does
+    /// before calling a route's handler; also for testing one).
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// use mpm_http::{Request, Version};
+    /// let params = [("key", Cow::Borrowed("a b"))];
+    /// let req = Request::for_test("GET", "/kv/a%20b", Version::Http11, &[], b"");
+    /// assert_eq!(req.with_params(&params).param("key"), Some("a b"));
+    /// ```
+    pub fn with_params<'p>(&self, params: &'p [(&'p str, Cow<'p, str>)]) -> Request<'p>
+    where
+        'a: 'p,
+    {
+        Request { params, ..*self }
     }
 
     /// The HTTP version.
@@ -120,9 +202,44 @@ impl<'a> Request<'a> {
             .chain(pairs.iter().map(|(n, v)| (*n, v.as_bytes())))
     }
 
-    /// The request body (empty when there was none).
+    /// The request body (empty when there was none), when it was read whole
+    /// before the handler ran. A streamed request's body is not here (this
+    /// is empty): read it with [`body_reader`](Self::body_reader).
     pub fn body(&self) -> &'a [u8] {
         self.body
+    }
+
+    /// The body as a reader, whichever way it came: the bytes already read,
+    /// or, for a streamed request, bytes from the connection as they arrive
+    /// (de-chunked, with `--limit-request-body` and the body timeout
+    /// enforced: past either, a read fails and the layer answers 413 or 408
+    /// whatever the handler returns).
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use mpm_http::{Request, Version};
+    /// let req = Request::for_test("PUT", "/up", Version::Http11, &[], b"payload");
+    /// let mut got = String::new();
+    /// req.body_reader().read_to_string(&mut got).unwrap();
+    /// assert_eq!(got, "payload");
+    /// ```
+    pub fn body_reader(&self) -> BodyReader<'a> {
+        BodyReader {
+            rest: self.body,
+            stream: self.stream,
+        }
+    }
+
+    /// Is the body being streamed (read from the connection as the handler
+    /// reads it) rather than already read whole?
+    pub fn is_streamed(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    /// The `Content-Length` the client announced, if any (a chunked body
+    /// has none).
+    pub fn content_length(&self) -> Option<u64> {
+        self.header_str("content-length")?.parse().ok()
     }
 
     /// The client's address.
@@ -135,6 +252,29 @@ impl<'a> Request<'a> {
     /// `off` (see [`RequestPool`]).
     pub fn pool(&self) -> RequestPool<'a> {
         self.pool
+    }
+}
+
+/// A request body as a [`Read`]: see [`Request::body_reader`].
+pub struct BodyReader<'a> {
+    rest: &'a [u8],
+    stream: Option<&'a (dyn BodySource + 'a)>,
+}
+
+impl std::fmt::Debug for BodyReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BodyReader")
+            .field("streamed", &self.stream.is_some())
+            .finish()
+    }
+}
+
+impl Read for BodyReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.stream {
+            Some(stream) => stream.read_body(buf),
+            None => self.rest.read(buf),
+        }
     }
 }
 

@@ -73,22 +73,92 @@ impl From<Cow<'static, str>> for HeaderText {
 
 /// A response: status, header fields, body.
 ///
-/// The HTTP layer adds `Date`, `Server`, the framing (`Content-Length` or
-/// `Transfer-Encoding: chunked`) and `Connection`; fields of those names set
-/// here are ignored.
+/// The HTTP layer writes `Date`, the framing (`Content-Length` or
+/// `Transfer-Encoding: chunked`) and `Connection`: those are its fields, and
+/// setting one here is refused (see [`header`](Self::header)). `Server` is
+/// the application's default (the `mpm` crate's `Identity`) unless the
+/// handler sets one; a handler that wants the connection closed after this
+/// response says so with [`close`](Self::close).
 ///
 /// ```
 /// use mpm_http::Response;
 /// let r = Response::new(200)
 ///     .header("Content-Type", "text/plain")
+///     .header("Server", "kv/1.0")
 ///     .body("hello\n");
 /// assert_eq!(r.status(), 200);
+/// assert_eq!(r.header_value("server"), Some("kv/1.0"));
+///
+/// // A status without a registered phrase gets the handler's.
+/// let r = Response::new(299).reason("Nearly OK");
+/// assert_eq!(r.reason_text(), "Nearly OK");
 /// ```
 #[derive(Debug)]
 pub struct Response {
     status: u16,
+    reason: Option<HeaderText>,
     headers: Fields,
     body: Body,
+    close: bool,
+    has_server: bool,
+}
+
+/// Why a header field was refused by [`Response::try_header`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderError {
+    /// A field the HTTP layer writes itself (`Content-Length`,
+    /// `Transfer-Encoding`, `Connection`, `Date`).
+    LayerField(String),
+    /// The name is not an HTTP token (empty, or with a space, colon or
+    /// control character).
+    InvalidName(String),
+    /// The value holds CR, LF, NUL or another control character: it would
+    /// end the field (or the head) early, which is how responses get split.
+    InvalidValue(String),
+}
+
+impl fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HeaderError::LayerField(n) if n.eq_ignore_ascii_case("connection") => write!(
+                f,
+                "header `{n}` is the HTTP layer's: ask for a close with Response::close()"
+            ),
+            HeaderError::LayerField(n) => write!(f, "header `{n}` is written by the HTTP layer"),
+            HeaderError::InvalidName(n) => write!(f, "header name {n:?} is not an HTTP token"),
+            HeaderError::InvalidValue(n) => {
+                write!(
+                    f,
+                    "the value of header `{n}` holds CR, LF or another control character"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for HeaderError {}
+
+/// The fields the layer writes; see [`Response`].
+fn is_layer_field(name: &str) -> bool {
+    ["content-length", "transfer-encoding", "connection", "date"]
+        .iter()
+        .any(|f| name.eq_ignore_ascii_case(f))
+}
+
+/// RFC 9110 `token`: what a field name is made of.
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// RFC 9110 `field-value`: visible characters, spaces, tabs and obs-text;
+/// no CR, LF, NUL or other controls.
+fn is_field_value(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
 }
 
 /// A response body.
@@ -105,6 +175,34 @@ pub enum Body {
     /// Bytes produced as they are read, sent with chunked encoding to
     /// HTTP/1.1 clients (and delimited by closing the connection for 1.0).
     Stream(Box<dyn Read + Send>),
+    /// Pieces sent one after the other, each bytes or a region of a file
+    /// (by `sendfile`): a `multipart/byteranges` answer, say. The length is
+    /// known: it is sent with `Content-Length`.
+    Parts(Vec<Part>),
+}
+
+/// One piece of a [`Body::Parts`].
+#[derive(Debug)]
+pub enum Part {
+    /// Bytes in memory.
+    Bytes(Cow<'static, [u8]>),
+    /// A region of an open file.
+    File(FileBody),
+}
+
+impl Part {
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Part::Bytes(b) => b.len() as u64,
+            Part::File(f) => f.len,
+        }
+    }
+
+    /// Is it empty?
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A region of an open file.
@@ -130,6 +228,7 @@ impl fmt::Debug for Body {
             Body::Shared(b) => write!(f, "Shared({} bytes)", b.len()),
             Body::File(fb) => write!(f, "File({} bytes at {})", fb.len, fb.offset),
             Body::Stream(_) => f.write_str("Stream"),
+            Body::Parts(p) => write!(f, "Parts({} parts)", p.len()),
         }
     }
 }
@@ -143,6 +242,9 @@ impl Body {
             Body::Shared(b) => Some(b.len() as u64),
             Body::File(f) => Some(f.len),
             Body::Stream(_) => None,
+            Body::Parts(p) => p
+                .iter()
+                .try_fold(0u64, |sum, part| sum.checked_add(part.len())),
         }
     }
 
@@ -201,11 +303,24 @@ impl From<FileBody> for Body {
 
 impl Response {
     /// A response with this status and an empty body.
+    ///
+    /// A status outside 100..=999 (not three digits) cannot be sent: it is
+    /// answered as 500, with a warning logged (and a panic in debug builds).
     pub fn new(status: u16) -> Response {
+        let status = if (100..=999).contains(&status) {
+            status
+        } else {
+            debug_assert!(false, "HTTP status {status} is not three digits");
+            mpm_core::log_warn!("mpm: HTTP status {status} is not three digits; answered 500");
+            500
+        };
         Response {
             status,
+            reason: None,
             headers: SmallVec::new(),
             body: Body::Empty,
+            close: false,
+            has_server: false,
         }
     }
 
@@ -231,10 +346,118 @@ impl Response {
             .body(body)
     }
 
+    /// The answer to a method this resource does not allow: 405 with
+    /// `Allow` for a method HTTP defines (RFC 9110 §9, PATCH and WebDAV's),
+    /// 501 for one the server does not implement at all (§15.6.2). Method
+    /// names are case-sensitive: `get` is not `GET`.
+    ///
+    /// ```
+    /// use mpm_http::Response;
+    /// assert_eq!(Response::method_not_allowed("POST", "GET, HEAD").status(), 405);
+    /// assert_eq!(Response::method_not_allowed("get", "GET, HEAD").status(), 501);
+    /// ```
+    pub fn method_not_allowed(method: &str, allow: &'static str) -> Response {
+        if is_known_method(method) {
+            Response::error(405).header("Allow", allow)
+        } else {
+            Response::error(501)
+        }
+    }
+
     /// Add a header field.
+    ///
+    /// A field the layer writes (`Content-Length`, `Transfer-Encoding`,
+    /// `Connection`, `Date`), a name that is not a token, or a value with CR,
+    /// LF or another control character is refused here, where it is set: a
+    /// panic in debug builds (the request is answered 500, and the message
+    /// names the field), a logged warning and the field left out in release
+    /// builds. [`try_header`](Self::try_header) returns the refusal instead,
+    /// for values that come from outside (a client, a file).
+    ///
+    /// `Server` replaces the application's default for this response.
     pub fn header(mut self, name: impl Into<HeaderText>, value: impl Into<HeaderText>) -> Response {
-        self.headers.push((name.into(), value.into()));
+        if let Err(e) = self.try_header(name, value) {
+            debug_assert!(false, "{e}");
+            mpm_core::log_warn!("mpm: {e}; the field is left out");
+        }
         self
+    }
+
+    /// Add a header field, or say why it is refused (see
+    /// [`header`](Self::header)) and leave the response as it was.
+    ///
+    /// ```
+    /// use mpm_http::{HeaderError, Response};
+    /// let user_input = "evil\r\nSet-Cookie: x=1";
+    /// let mut r = Response::new(200);
+    /// let refused = r.try_header("X-Name", user_input).unwrap_err();
+    /// assert_eq!(refused, HeaderError::InvalidValue("X-Name".into()));
+    /// assert_eq!(r.header_value("x-name"), None);
+    /// assert!(r.try_header("Content-Length", "5").is_err());
+    /// assert!(r.try_header("X-Name", "plain").is_ok());
+    /// ```
+    pub fn try_header(
+        &mut self,
+        name: impl Into<HeaderText>,
+        value: impl Into<HeaderText>,
+    ) -> Result<&mut Response, HeaderError> {
+        let (name, value) = (name.into(), value.into());
+        if !is_token(&name) {
+            return Err(HeaderError::InvalidName(name.to_string()));
+        }
+        if is_layer_field(&name) {
+            return Err(HeaderError::LayerField(name.to_string()));
+        }
+        if !is_field_value(&value) {
+            return Err(HeaderError::InvalidValue(name.to_string()));
+        }
+        if name.eq_ignore_ascii_case("server") {
+            self.has_server = true;
+        }
+        self.headers.push((name, value));
+        Ok(self)
+    }
+
+    /// Close the connection once this response is sent (`Connection:
+    /// close`), whatever the client asked.
+    pub fn close(mut self) -> Response {
+        self.close = true;
+        self
+    }
+
+    /// Will the connection close after this response (as asked with
+    /// [`close`](Self::close))?
+    pub fn closes(&self) -> bool {
+        self.close
+    }
+
+    /// Send this reason phrase instead of the registered one (or instead of
+    /// none, for a status without one). A phrase with CR, LF or another
+    /// control character is refused as a header value is (see
+    /// [`header`](Self::header)).
+    pub fn reason(mut self, phrase: impl Into<HeaderText>) -> Response {
+        let phrase = phrase.into();
+        if is_field_value(&phrase) {
+            self.reason = Some(phrase);
+        } else {
+            debug_assert!(
+                false,
+                "reason phrase {:?} holds a control character",
+                &*phrase
+            );
+            mpm_core::log_warn!(
+                "mpm: a reason phrase holds a control character; the registered one is sent"
+            );
+        }
+        self
+    }
+
+    /// The reason phrase sent: the handler's, else the registered one
+    /// (empty for an unregistered status, as RFC 9112 allows).
+    pub fn reason_text(&self) -> &str {
+        self.reason
+            .as_deref()
+            .unwrap_or_else(|| reason_phrase(self.status))
     }
 
     /// Set the body.
@@ -265,33 +488,90 @@ impl Response {
         &self.body
     }
 
-    pub(crate) fn into_parts(self) -> (u16, Fields, Body) {
-        (self.status, self.headers, self.body)
+    pub(crate) fn into_parts(self) -> Parts {
+        Parts {
+            status: self.status,
+            reason: self.reason,
+            headers: self.headers,
+            body: self.body,
+            close: self.close,
+            has_server: self.has_server,
+        }
     }
 }
 
-/// The reason phrase for a status code ("Not Found" for 404).
+/// Is `method` one this server knows of, though a resource may not allow
+/// it: RFC 9110's, PATCH (RFC 5789) and WebDAV's (RFC 4918)? Exact match:
+/// methods are case-sensitive.
+pub fn is_known_method(method: &str) -> bool {
+    matches!(
+        method,
+        "GET"
+            | "HEAD"
+            | "POST"
+            | "PUT"
+            | "DELETE"
+            | "CONNECT"
+            | "OPTIONS"
+            | "TRACE"
+            | "PATCH"
+            | "PROPFIND"
+            | "PROPPATCH"
+            | "MKCOL"
+            | "COPY"
+            | "MOVE"
+            | "LOCK"
+            | "UNLOCK"
+    )
+}
+
+/// A response taken apart for writing.
+#[derive(Debug)]
+pub(crate) struct Parts {
+    pub(crate) status: u16,
+    pub(crate) reason: Option<HeaderText>,
+    pub(crate) headers: Fields,
+    pub(crate) body: Body,
+    pub(crate) close: bool,
+    pub(crate) has_server: bool,
+}
+
+/// The reason phrase registered for a status code ("Not Found" for 404),
+/// from the IANA HTTP Status Code Registry (RFC 9110 and the RFCs it
+/// lists); empty for a code without one. A handler may send its own with
+/// [`Response::reason`].
 pub fn reason_phrase(status: u16) -> &'static str {
     match status {
         100 => "Continue",
         101 => "Switching Protocols",
+        102 => "Processing",
+        103 => "Early Hints",
         200 => "OK",
         201 => "Created",
         202 => "Accepted",
+        203 => "Non-Authoritative Information",
         204 => "No Content",
+        205 => "Reset Content",
         206 => "Partial Content",
+        207 => "Multi-Status",
+        208 => "Already Reported",
+        226 => "IM Used",
+        300 => "Multiple Choices",
         301 => "Moved Permanently",
         302 => "Found",
         303 => "See Other",
         304 => "Not Modified",
+        305 => "Use Proxy",
         307 => "Temporary Redirect",
         308 => "Permanent Redirect",
         400 => "Bad Request",
         401 => "Unauthorized",
+        402 => "Payment Required",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         406 => "Not Acceptable",
+        407 => "Proxy Authentication Required",
         408 => "Request Timeout",
         409 => "Conflict",
         410 => "Gone",
@@ -302,14 +582,60 @@ pub fn reason_phrase(status: u16) -> &'static str {
         415 => "Unsupported Media Type",
         416 => "Range Not Satisfiable",
         417 => "Expectation Failed",
+        // Registered as "(Unused)"; every server sends RFC 2324's phrase.
+        418 => "I'm a teapot",
+        421 => "Misdirected Request",
+        422 => "Unprocessable Content",
+        423 => "Locked",
+        424 => "Failed Dependency",
+        425 => "Too Early",
+        426 => "Upgrade Required",
+        428 => "Precondition Required",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
+        451 => "Unavailable For Legal Reasons",
         500 => "Internal Server Error",
         501 => "Not Implemented",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
-        _ => "Unknown",
+        506 => "Variant Also Negotiates",
+        507 => "Insufficient Storage",
+        508 => "Loop Detected",
+        510 => "Not Extended",
+        511 => "Network Authentication Required",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layer_fields_and_split_values_are_refused_where_they_are_set() {
+        let mut r = Response::new(200);
+        for name in ["Content-Length", "transfer-encoding", "Connection", "DATE"] {
+            let e = r.try_header(name, "x").unwrap_err();
+            assert_eq!(e, HeaderError::LayerField(name.into()));
+        }
+        let e = r.try_header("X-A", "a\nb").unwrap_err();
+        assert_eq!(e, HeaderError::InvalidValue("X-A".into()));
+        let e = r.try_header("X A", "v").unwrap_err();
+        assert_eq!(e, HeaderError::InvalidName("X A".into()));
+        assert!(e.to_string().contains("token"));
+        assert_eq!(r.headers().count(), 0);
+        r.try_header("Server", "kv/1").unwrap();
+        assert!(r.has_server);
+    }
+
+    #[test]
+    fn every_registered_status_has_its_phrase_and_others_the_handlers() {
+        assert_eq!(reason_phrase(418), "I'm a teapot");
+        assert_eq!(reason_phrase(422), "Unprocessable Content");
+        assert_eq!(reason_phrase(299), "");
+        assert_eq!(Response::new(299).reason("Fine").reason_text(), "Fine");
+        assert_eq!(Response::new(404).reason_text(), "Not Found");
     }
 }

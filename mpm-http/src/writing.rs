@@ -12,7 +12,7 @@ use crate::connection::{After, Flush, Gathered, HttpConn, HttpService, Pending};
 use crate::date;
 use crate::page_cache;
 use crate::request::Version;
-use crate::response::{reason_phrase, Body, HeaderText};
+use crate::response::{reason_phrase, Body, Part, Parts};
 use crate::HttpHandler;
 
 /// Bytes read from a file per write when sendfile is off.
@@ -23,17 +23,17 @@ const STREAM_CHUNK: usize = 16 * 1024;
 impl<H: HttpHandler> HttpService<H> {
     /// Serialize a response into the connection's output. Returns whether
     /// the connection stays open after it.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn queue(
         &self,
         c: &mut HttpConn,
-        status: u16,
-        headers: &[(HeaderText, HeaderText)],
-        body: Body,
+        response: Parts,
         is_head: bool,
-        mut keep: bool,
+        keep: bool,
         version: Version,
     ) -> bool {
+        let status = response.status;
+        let body = response.body;
+        let mut keep = keep && !response.close;
         let no_body = is_head || status < 200 || status == 204 || status == 304;
         let length = if status < 200 || status == 204 || status == 304 {
             None
@@ -45,7 +45,13 @@ impl<H: HttpHandler> HttpService<H> {
         if streamed && !chunked {
             keep = false; // HTTP/1.0 stream: the close delimits the body
         }
-        self.write_head(c, status, headers, length, chunked);
+        let head = Head {
+            status,
+            reason: response.reason.as_deref(),
+            headers: &response.headers,
+            has_server: response.has_server,
+        };
+        self.write_head(c, &head, length, chunked);
         // Connection header, then the blank line.
         match (keep, version) {
             (false, _) => c.out.extend_from_slice(b"Connection: close\r\n\r\n"),
@@ -54,6 +60,7 @@ impl<H: HttpHandler> HttpService<H> {
         }
         c.log.set_head_len(c.out.len() - c.resp_start);
         c.pending = None;
+        c.parts.clear();
         if no_body {
             return keep;
         }
@@ -71,8 +78,32 @@ impl<H: HttpHandler> HttpService<H> {
                 }
             }
             Body::Stream(reader) => c.pending = Some(Pending::Stream { reader, chunked }),
+            Body::Parts(parts) => {
+                c.parts.extend(parts);
+                self.next_part(c);
+            }
         }
         keep
+    }
+
+    /// Queue the next piece of a [`Body::Parts`]: bytes go into the output
+    /// (with those after them, up to a file region), a file region becomes
+    /// the pending body; the pieces after it wait in `c.parts`.
+    pub(crate) fn next_part(&self, c: &mut HttpConn) {
+        while let Some(part) = c.parts.pop_front() {
+            match part {
+                Part::Bytes(b) => c.out.extend_from_slice(&b),
+                Part::File(f) if f.len == 0 => {}
+                Part::File(f) => {
+                    c.pending = Some(Pending::File {
+                        file: f.file,
+                        offset: f.offset,
+                        end: f.offset.saturating_add(f.len),
+                    });
+                    return;
+                }
+            }
+        }
     }
 
     /// Status line and the fields every response carries; the caller adds
@@ -80,8 +111,7 @@ impl<H: HttpHandler> HttpService<H> {
     pub(crate) fn write_head(
         &self,
         c: &mut HttpConn,
-        status: u16,
-        headers: &[(HeaderText, HeaderText)],
+        head: &Head<'_>,
         length: Option<u64>,
         chunked: bool,
     ) {
@@ -89,15 +119,18 @@ impl<H: HttpHandler> HttpService<H> {
             c.out = c.pool.write_buffer();
         }
         let out = &mut c.out;
-        let _ = write!(out, "HTTP/1.1 {status} {}\r\nDate: ", reason_phrase(status));
+        let status = head.status;
+        let reason = head.reason.unwrap_or_else(|| reason_phrase(status));
+        let _ = write!(out, "HTTP/1.1 {status} {reason}\r\nDate: ");
         date::append_now(out);
-        out.extend_from_slice(b"\r\nServer: ");
-        out.extend_from_slice(self.settings.server.as_bytes());
         out.extend_from_slice(b"\r\n");
-        for (name, value) in headers {
-            if is_framing(name) || value.contains(['\r', '\n']) {
-                continue;
-            }
+        if !head.has_server && !self.settings.server.is_empty() {
+            out.extend_from_slice(b"Server: ");
+            out.extend_from_slice(self.settings.server.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        // Response::header refused the layer's fields and split values.
+        for (name, value) in head.headers {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
             out.extend_from_slice(value.as_bytes());
@@ -257,6 +290,10 @@ impl<H: HttpHandler> HttpService<H> {
             c.out.clear();
             c.out_pos = 0;
             c.resp_start = 0;
+            if c.pending.is_none() && !c.parts.is_empty() {
+                self.next_part(c);
+                continue;
+            }
             let Some(pending) = c.pending.as_mut() else {
                 return Flush::Done;
             };
@@ -366,16 +403,26 @@ impl<H: HttpHandler> HttpService<H> {
     }
 }
 
-fn is_framing(name: &str) -> bool {
-    [
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "date",
-        "server",
-    ]
-    .iter()
-    .any(|f| name.eq_ignore_ascii_case(f))
+/// What a response head is written from.
+pub(crate) struct Head<'r> {
+    pub(crate) status: u16,
+    /// The handler's reason phrase, if it gave one.
+    pub(crate) reason: Option<&'r str>,
+    pub(crate) headers: &'r [(crate::response::HeaderText, crate::response::HeaderText)],
+    /// Did the handler set `Server` itself?
+    pub(crate) has_server: bool,
+}
+
+impl Head<'static> {
+    /// A head with no fields of the handler's (the layer's own answers).
+    pub(crate) fn bare(status: u16) -> Head<'static> {
+        Head {
+            status,
+            reason: None,
+            headers: &[],
+            has_server: false,
+        }
+    }
 }
 
 fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use mpm::mpm_http::{HttpHandler, Request, Response};
+use mpm::prelude::*;
 
 /// The API. It keeps no state, so one value serves every worker.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,6 +65,10 @@ impl HttpHandler for Api {
         req.path() == "/api/hello"
     }
 }
+
+// `--allocator` picks one at launch (compare's malloc experiment does).
+#[global_allocator]
+static ALLOCATOR: mpm::MpmAllocator = mpm::MpmAllocator;
 
 fn main() {
     std::process::exit(mpm::main(|| Api));

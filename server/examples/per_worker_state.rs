@@ -11,7 +11,7 @@ use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use mpm::mpm_http::{HttpHandler, Request, Response};
+use mpm::prelude::*;
 
 /// Read-only data every worker reads: built once, before any fork.
 #[derive(Debug)]

@@ -9,7 +9,7 @@
 
 use std::io::Read;
 
-use mpm::mpm_http::{Body, HttpHandler, Request, Response};
+use mpm::prelude::*;
 
 /// Produces `count` numbered lines, on demand.
 #[derive(Debug)]
@@ -57,6 +57,10 @@ impl HttpHandler for Streamer {
             })))
     }
 }
+
+// `--allocator` picks one at launch (compare's malloc experiment does).
+#[global_allocator]
+static ALLOCATOR: mpm::MpmAllocator = mpm::MpmAllocator;
 
 fn main() {
     std::process::exit(mpm::main(|| Streamer));

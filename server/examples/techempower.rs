@@ -13,7 +13,7 @@
 //! python3 ../shared/bench/rust_peers/rust_peers.py --ours target/release/examples/techempower
 //! ```
 
-use mpm::mpm_http::{HttpHandler, Request, Response};
+use mpm::prelude::*;
 use serde::Serialize;
 
 /// The JSON test's message, serialized per request as the rules ask.
@@ -32,16 +32,13 @@ impl HttpHandler for TechEmpower {
             "/plaintext" => Response::new(200)
                 .header("Content-Type", "text/plain")
                 .body(&b"Hello, World!"[..]),
-            "/json" => {
-                let message = Message {
+            // Serialized for every request (serde_json), as the rules ask.
+            "/json" => Response::json(
+                200,
+                &Message {
                     message: "Hello, World!",
-                };
-                // A struct of one string field always serializes.
-                let body = serde_json::to_vec(&message).unwrap_or_default();
-                Response::new(200)
-                    .header("Content-Type", "application/json")
-                    .body(body)
-            }
+                },
+            ),
             _ => Response::error(404),
         }
     }
@@ -51,6 +48,10 @@ impl HttpHandler for TechEmpower {
         true
     }
 }
+
+// `--allocator` picks one at launch.
+#[global_allocator]
+static ALLOCATOR: mpm::MpmAllocator = mpm::MpmAllocator;
 
 fn main() {
     std::process::exit(mpm::main(|| TechEmpower));

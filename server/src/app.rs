@@ -1,22 +1,31 @@
-//! What an embedding program hands to [`main`](crate::main): how to make the
-//! handler every worker runs.
+//! What an embedding program hands to [`main`](crate::main): who it is, its
+//! own settings, and how to make the handler every worker runs.
+
+use std::borrow::Cow;
 
 use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use mpm_core::Error;
 use mpm_http::{DefaultSite, Dotfiles, HttpHandler, Request, Response, StaticFiles};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigLayer};
 
-/// An application: the [`HttpHandler`] each worker runs, and how to make it.
+/// An application: who it is, its own settings, and the [`HttpHandler`]
+/// each worker runs.
 ///
 /// # When things are called
 ///
-/// * [`check`](Self::check) runs once in the master (or the only process),
-///   after the configuration is read and before anything is bound or forked;
-///   an error there is the command's one-line error and exit code 2. Build
-///   what every worker will read here (or before calling `main`): in prefork
-///   it is then shared copy-on-write by every child.
+/// * [`identity`](Self::identity), [`defaults`](Self::defaults) and
+///   [`hides`](Self::hides) shape the command line before it is parsed.
+/// * [`check`](Self::check) runs in the master (or the only process), after
+///   the configuration is read and before anything is bound or forked, and
+///   again on every reload (SIGHUP); an error there is the command's
+///   one-line error and exit code 2. Build what every worker will read here:
+///   in prefork it is then shared copy-on-write by every child. State that
+///   every process must *write* goes in shared memory made here
+///   ([`mpm_core::shared`]), once (a reload must not make it anew).
 /// * [`handler`](Self::handler) runs once per worker: after `fork()` in each
 ///   prefork child, and once per thread in worker and event (the event
 ///   listener thread has one too). Whatever it builds is that worker's alone:
@@ -25,7 +34,8 @@ use crate::config::Config;
 ///   by processes that do not know it.
 ///
 /// Any `Fn() -> H` closure (or function, such as `MyApp::new`) is an
-/// application whose handler ignores the configuration.
+/// application with no settings of its own whose handler ignores the
+/// configuration.
 ///
 /// # What a handler may do
 ///
@@ -37,14 +47,41 @@ pub trait App: Send + Sync + 'static {
     /// The handler each worker runs.
     type Handler: HttpHandler + 'static;
 
-    /// Check the configuration and prepare shared state; see the type docs.
-    fn check(&self, config: &Config) -> Result<(), Error> {
-        let _ = config;
+    /// The application's own settings: flags in `serve --help` and `check
+    /// --help`, and keys of the TOML file, beside mpm's ([`Settings`]);
+    /// [`NoSettings`] for none.
+    type Settings: Settings;
+
+    /// The program's name, version, description and `Server` field (the
+    /// default: this binary's file name, and mpm's version).
+    fn identity(&self) -> Identity {
+        Identity::of_binary()
+    }
+
+    /// Defaults of mpm's own settings for this application, where they
+    /// differ from mpm's (`status_path: Some("off".into())`, a keep-alive
+    /// timeout): under the file and the command line, over mpm's defaults.
+    fn defaults(&self) -> ConfigLayer {
+        ConfigLayer::default()
+    }
+
+    /// mpm's settings that mean nothing to this application, by flag name:
+    /// left out of `--help`, and refused (one line, exit 2) on the command
+    /// line and in the file. The default: the static site's
+    /// ([`STATIC_SITE_SETTINGS`]).
+    fn hides(&self) -> &'static [&'static str] {
+        STATIC_SITE_SETTINGS
+    }
+
+    /// Check the configuration and the application's settings, and
+    /// prepare shared state; see the type docs.
+    fn check(&self, config: &Config, settings: &Self::Settings) -> Result<(), Error> {
+        let _ = (config, settings);
         Ok(())
     }
 
     /// Make one worker's handler.
-    fn handler(&self, config: &Config) -> Self::Handler;
+    fn handler(&self, config: &Config, settings: &Self::Settings) -> Self::Handler;
 
     /// A few words on what is served, for the start-up log.
     fn describe(&self, config: &Config) -> String {
@@ -53,14 +90,146 @@ pub trait App: Send + Sync + 'static {
     }
 }
 
+/// mpm's settings that belong to the static site (`mpm serve --docroot`):
+/// what [`App::hides`] hides by default.
+pub const STATIC_SITE_SETTINGS: &[&str] =
+    &["docroot", "dotfiles", "file-cache-max-size", "sendfile"];
+
+/// An application's own settings: a struct deriving `clap::Args` (its flags,
+/// with their help and defaults) and serde's `Serialize` and `Deserialize`
+/// with `#[serde(rename_all = "kebab-case")]` (its keys in the TOML file,
+/// named as the flags are). The command line wins over the file, and the
+/// file over the flags' defaults; the merged value is checked in
+/// [`App::check`] and handed to every worker's [`App::handler`].
+///
+/// ```
+/// #[derive(Debug, Clone, clap::Args, serde::Serialize, serde::Deserialize)]
+/// #[serde(rename_all = "kebab-case")]
+/// struct KvSettings {
+///     /// Most keys the store holds.
+///     #[arg(long, value_name = "N", default_value_t = 1024)]
+///     max_keys: usize,
+/// }
+/// fn takes<S: mpm::Settings>() {}
+/// takes::<KvSettings>();
+/// ```
+pub trait Settings:
+    clap::Args + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
+{
+}
+
+impl<T> Settings for T where
+    T: clap::Args + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
+{
+}
+
+/// The settings of an application that has none of its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
+pub struct NoSettings {}
+
+/// Who the program is: the name `--help`, `--version` and every log line
+/// show, its version and description, and the `Server` field of its
+/// responses.
+///
+/// [`identity!`](crate::identity) fills it from the calling crate's
+/// `Cargo.toml`:
+///
+/// ```
+/// let me = mpm::identity!().server("kv");
+/// assert_eq!(me.name, "mpm"); // this doctest is built as the `mpm` package
+/// assert_eq!(me.server, "kv");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The program's name.
+    pub name: Cow<'static, str>,
+    /// Its version, as `--version` prints it.
+    pub version: Cow<'static, str>,
+    /// One line on what it is, for `--help`.
+    pub about: Cow<'static, str>,
+    /// The `Server` field of every response whose handler sets none
+    /// (empty: no `Server` field); `NAME/VERSION` unless changed.
+    pub server: Cow<'static, str>,
+}
+
+impl Identity {
+    /// A program of this name and version (`Server: NAME/VERSION`).
+    pub fn new(
+        name: impl Into<Cow<'static, str>>,
+        version: impl Into<Cow<'static, str>>,
+    ) -> Identity {
+        let (name, version) = (name.into(), version.into());
+        Identity {
+            server: format!("{name}/{version}").into(),
+            name,
+            version,
+            about: Cow::Borrowed(""),
+        }
+    }
+
+    /// With this description.
+    pub fn about(mut self, about: impl Into<Cow<'static, str>>) -> Identity {
+        self.about = about.into();
+        self
+    }
+
+    /// With this `Server` field (empty: none).
+    pub fn server(mut self, server: impl Into<Cow<'static, str>>) -> Identity {
+        self.server = server.into();
+        self
+    }
+
+    /// The running binary's file name, with mpm's version: what a program
+    /// that does not say who it is gets.
+    pub fn of_binary() -> Identity {
+        let name = std::env::args_os()
+            .next()
+            .and_then(|a| {
+                std::path::Path::new(&a)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "mpm".to_string());
+        let version = format!("(built on mpm {})", env!("CARGO_PKG_VERSION"));
+        let server = format!("{name} mpm/{}", env!("CARGO_PKG_VERSION"));
+        Identity::new(name, version).server(server)
+    }
+
+    /// The `mpm` binary's own.
+    pub fn mpm() -> Identity {
+        Identity::new("mpm", env!("CARGO_PKG_VERSION")).about(
+            "mpm: an HTTP server whose process model (prefork, worker, event) is chosen \
+             at launch, and a bench to measure what each one costs.",
+        )
+    }
+}
+
+/// The calling crate's [`Identity`], from its `Cargo.toml`: package name,
+/// version and description.
+///
+/// ```
+/// // In an application: `fn identity(&self) -> mpm::Identity { mpm::identity!() }`.
+/// let me = mpm::identity!();
+/// assert_eq!((&*me.name, &*me.version), ("mpm", env!("CARGO_PKG_VERSION")));
+/// assert_eq!(me.server, format!("mpm/{}", env!("CARGO_PKG_VERSION")));
+/// ```
+#[macro_export]
+macro_rules! identity {
+    () => {
+        $crate::Identity::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"))
+            .about(env!("CARGO_PKG_DESCRIPTION"))
+    };
+}
+
 impl<F, H> App for F
 where
     F: Fn() -> H + Send + Sync + 'static,
     H: HttpHandler + 'static,
 {
     type Handler = H;
+    type Settings = NoSettings;
 
-    fn handler(&self, _config: &Config) -> H {
+    fn handler(&self, _config: &Config, _settings: &NoSettings) -> H {
         self()
     }
 }
@@ -99,8 +268,17 @@ impl SiteContent {
 
 impl App for StaticSite {
     type Handler = SiteContent;
+    type Settings = NoSettings;
 
-    fn check(&self, config: &Config) -> Result<(), Error> {
+    fn identity(&self) -> Identity {
+        Identity::mpm()
+    }
+
+    fn hides(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn check(&self, config: &Config, _settings: &NoSettings) -> Result<(), Error> {
         let content = SiteContent::new(config)?;
         *self.made.lock() = Some((config.clone(), content));
         Ok(())
@@ -113,7 +291,7 @@ impl App for StaticSite {
         }
     }
 
-    fn handler(&self, config: &Config) -> SiteContent {
+    fn handler(&self, config: &Config, _settings: &NoSettings) -> SiteContent {
         let mut made = self.made.lock();
         match &*made {
             Some((for_config, content)) if for_config == config => content.clone(),

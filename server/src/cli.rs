@@ -3,14 +3,16 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use std::sync::Arc;
 
 use mpm_core::allocator::{self, AllocatorKind};
 use mpm_core::scoreboard::Scoreboard;
-use mpm_core::{Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
+use mpm_core::{
+    ConnectionLedger, Error, HandOver, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind,
+};
 use mpm_http::access_log::AccessLog;
 use mpm_http::HttpFactory;
 use mpm_master::pid_file::PidFile;
@@ -18,7 +20,7 @@ use mpm_master::upgrade::{Inherited, ReadyReport, UpgradeSpec};
 use mpm_master::{Exit, ProcessManager, Sizing};
 use mpm_prefork::AcceptMutex;
 
-use crate::app::App;
+use crate::app::{App, Identity, NoSettings, Settings, STATIC_SITE_SETTINGS};
 use crate::config::{Config, ConfigLayer, CpuAffinity};
 use crate::signal_command::SignalArgs;
 use crate::site::{Site, StatusRoute};
@@ -34,8 +36,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve until SIGTERM or SIGINT (the `mpm` binary: a document root, or
-    /// the embedded welcome site).
+    /// Serve until SIGTERM or SIGINT.
     Serve(Box<ServeArgs>),
     /// Check the configuration (flags and file) and exit: 0 if it is good,
     /// 2 with one line saying what is wrong, as `apachectl configtest`.
@@ -65,7 +66,7 @@ struct ServeArgs {
 /// process exit code, for `std::process::exit`.
 ///
 /// ```no_run
-/// use mpm::mpm_http::{HttpHandler, Request, Response};
+/// use mpm::prelude::*;
 ///
 /// struct Hello;
 /// impl HttpHandler for Hello {
@@ -80,7 +81,12 @@ struct ServeArgs {
 /// }
 /// ```
 pub fn main<A: App>(app: A) -> i32 {
-    command_line(&HttpApp(Arc::new(app)))
+    let identity = app.identity();
+    command_line(&HttpApp {
+        server: identity.server.to_string(),
+        identity,
+        app: Arc::new(app),
+    })
 }
 
 /// Like [`main`], for a protocol other than HTTP: every worker runs a
@@ -95,13 +101,22 @@ pub fn serve_protocol<F: HandlerFactory + Clone>(factory: F) -> i32 {
 trait Service {
     /// The factory every worker calls.
     type Factory: HandlerFactory;
+    /// The program's own settings.
+    type Settings: Settings;
+    /// Who the program is.
+    fn identity(&self) -> Identity;
+    /// Its defaults for mpm's settings.
+    fn defaults(&self) -> ConfigLayer;
+    /// mpm's settings it has no use for.
+    fn hides(&self) -> &'static [&'static str];
     /// Check a configuration (once, before anything is bound or forked).
-    fn check(&self, config: &Config) -> Result<(), Error>;
+    fn check(&self, config: &Config, settings: &Self::Settings) -> Result<(), Error>;
     /// The factory for a run with this configuration, scoreboard and
     /// access log.
     fn factory(
         &self,
         config: &Config,
+        settings: &Self::Settings,
         scoreboard: &'static Scoreboard,
         access_log: Option<&Arc<AccessLog>>,
     ) -> Self::Factory;
@@ -110,33 +125,54 @@ trait Service {
 }
 
 /// An HTTP application, with the status page in front of it.
-struct HttpApp<A>(Arc<A>);
+struct HttpApp<A> {
+    app: Arc<A>,
+    identity: Identity,
+    server: String,
+}
 
 /// How a worker makes its handler in an [`HttpApp`].
 type MakeSite<H> = Box<dyn Fn() -> Site<H> + Send + Sync>;
 
 impl<A: App> Service for HttpApp<A> {
     type Factory = HttpFactory<MakeSite<A::Handler>>;
+    type Settings = A::Settings;
 
-    fn check(&self, config: &Config) -> Result<(), Error> {
-        self.0.check(config)
+    fn identity(&self) -> Identity {
+        self.identity.clone()
+    }
+
+    fn defaults(&self) -> ConfigLayer {
+        self.app.defaults()
+    }
+
+    fn hides(&self) -> &'static [&'static str] {
+        self.app.hides()
+    }
+
+    fn check(&self, config: &Config, settings: &A::Settings) -> Result<(), Error> {
+        self.app.check(config, settings)
     }
 
     fn describe(&self, config: &Config) -> (&'static str, String) {
-        ("http://", self.0.describe(config))
+        ("http://", self.app.describe(config))
     }
 
     fn factory(
         &self,
         config: &Config,
+        settings: &A::Settings,
         scoreboard: &'static Scoreboard,
         access_log: Option<&Arc<AccessLog>>,
     ) -> Self::Factory {
         let status = StatusRoute::new(config, scoreboard);
-        let (app, for_workers) = (Arc::clone(&self.0), config.clone());
+        let (app, for_workers) = (Arc::clone(&self.app), config.clone());
+        let settings = settings.clone();
         let make: MakeSite<A::Handler> =
-            Box::new(move || Site::new(status.clone(), app.handler(&for_workers)));
-        HttpFactory::new(config.http_settings(), make).access_log(access_log.cloned())
+            Box::new(move || Site::new(status.clone(), app.handler(&for_workers, &settings)));
+        let mut http = config.http_settings();
+        http.server = self.server.clone();
+        HttpFactory::new(http, make).access_log(access_log.cloned())
     }
 }
 
@@ -145,14 +181,28 @@ struct Protocol<F>(F);
 
 impl<F: HandlerFactory + Clone> Service for Protocol<F> {
     type Factory = F;
+    type Settings = NoSettings;
 
-    fn check(&self, _config: &Config) -> Result<(), Error> {
+    fn identity(&self) -> Identity {
+        Identity::of_binary()
+    }
+
+    fn defaults(&self) -> ConfigLayer {
+        ConfigLayer::default()
+    }
+
+    fn hides(&self) -> &'static [&'static str] {
+        STATIC_SITE_SETTINGS
+    }
+
+    fn check(&self, _config: &Config, _settings: &NoSettings) -> Result<(), Error> {
         Ok(())
     }
 
     fn factory(
         &self,
         _config: &Config,
+        _settings: &NoSettings,
         _scoreboard: &'static Scoreboard,
         _access_log: Option<&Arc<AccessLog>>,
     ) -> F {
@@ -164,9 +214,56 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
     }
 }
 
+/// `serve` or `check` with each of mpm's settings' defaults in its help
+/// (`[default: ...]`): the flags have none of their own, since a flag not
+/// given must leave the file's value alone. A setting the program hides or
+/// removed is skipped.
+fn with_defaults(mut sub: clap::Command) -> clap::Command {
+    for (id, value) in crate::config::defaults() {
+        if !sub.get_arguments().any(|a| a.get_id() == id) {
+            continue;
+        }
+        sub = sub.mut_arg(id, |arg| {
+            let text = |help: Option<&clap::builder::StyledStr>| {
+                format!(
+                    "{} [default: {value}]",
+                    help.map(ToString::to_string).unwrap_or_default()
+                )
+            };
+            let long = arg.get_long_help().map(|h| text(Some(h)));
+            let short = text(arg.get_help());
+            let arg = arg.help(short);
+            match long {
+                Some(long) => arg.long_help(long),
+                None => arg,
+            }
+        });
+    }
+    sub
+}
+
 fn command_line<S: Service>(service: &S) -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let me = service.identity();
+    mpm_core::error_log::set_program(&me.name);
+    let hidden = service.hides();
+    let about = if me.about.is_empty() {
+        format!("{}: an HTTP service built on mpm", me.name)
+    } else {
+        me.about.to_string()
+    };
+    let heading = format!("Options of {}", me.name);
+    let mut command = Cli::command()
+        .name(me.name.to_string())
+        .bin_name(me.name.to_string())
+        .version(me.version.to_string())
+        .about(about);
+    for sub in ["serve", "check"] {
+        command = command.mut_subcommand(sub, |c| {
+            with_defaults(shape::<S::Settings>(c, hidden, &heading))
+        });
+    }
+    let matches = match command.try_get_matches() {
+        Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
@@ -177,73 +274,252 @@ fn command_line<S: Service>(service: &S) -> i32 {
                 let _ = e.print();
                 return 2;
             }
-            eprintln!("mpm: {}", one_line(&e.to_string()));
+            eprintln!("{}: {}", me.name, one_line(&e));
             return 2;
         }
     };
-    let result = match cli.command {
-        Command::Serve(args) => serve(*args, service).map(|()| 0),
-        Command::Check(args) => check(&args, service).map(|()| 0),
-        Command::Signal(args) => crate::signal_command::signal(args).map(|()| 0),
-        #[cfg(feature = "bench")]
-        Command::Bench(args) => mpm_bench::bench::command(&args),
-        #[cfg(feature = "bench")]
-        Command::Compare(args) => mpm_bench::compare::command(&args),
-    };
+    let result = Cli::from_arg_matches(&matches)
+        .map_err(|e| Error::config(one_line(&e)))
+        .and_then(|cli| {
+            let sub = matches.subcommand().map(|(_, m)| m);
+            match cli.command {
+                Command::Serve(args) => {
+                    let run = Invocation::new(*args, sub, service, &me.name)?;
+                    serve(run, service).map(|()| 0)
+                }
+                Command::Check(args) => {
+                    let run = Invocation::new(*args, sub, service, &me.name)?;
+                    check(&run, service).map(|()| 0)
+                }
+                Command::Signal(args) => crate::signal_command::signal(args).map(|()| 0),
+                #[cfg(feature = "bench")]
+                Command::Bench(args) => mpm_bench::bench::command(&args),
+                #[cfg(feature = "bench")]
+                Command::Compare(args) => mpm_bench::compare::command(&args),
+            }
+        });
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mpm: error: {e}");
+            eprintln!("{}: error: {e}", me.name);
             e.exit_code()
         }
     }
 }
 
-/// Clap's messages span lines (usage, tips); keep the one that names the
-/// problem, with the valid values and clap's suggestion when it gave them.
-fn one_line(message: &str) -> String {
-    let first = message.lines().next().unwrap_or("invalid arguments").trim();
-    let mut line = first.to_string();
-    if let Some(values) = message.lines().find_map(|l| {
-        l.trim()
-            .strip_prefix("[possible values: ")
-            .and_then(|v| v.strip_suffix(']'))
-    }) {
-        line.push_str(&format!(" (expected {values})"));
+/// `serve` and `check` as this program has them: its own settings after
+/// mpm's, under a heading of their own, and mpm's that do not apply hidden.
+fn shape<T: clap::Args>(c: clap::Command, hidden: &[&str], heading: &str) -> clap::Command {
+    let mut c = T::augment_args(c.next_help_heading(heading.to_string()));
+    for flag in hidden {
+        let id = flag.replace('-', "_");
+        if c.get_arguments().any(|a| a.get_id() == id.as_str()) {
+            c = c.mut_arg(id, |a| a.hide(true));
+        }
+    }
+    c
+}
+
+/// The flag (and file key) name of an argument id: `max_keys` is `max-keys`.
+fn flag_name(id: &str) -> String {
+    id.replace('_', "-")
+}
+
+/// A `serve` or `check` as given: mpm's flags and the file's path, and the
+/// program's own settings with what it needs to merge them with the file's.
+struct Invocation<T> {
+    args: ServeArgs,
+    /// The program's settings from the command line (and the flags' defaults).
+    settings: T,
+    /// Its settings' names (as flags and file keys), and those given on the
+    /// command line, which the file does not override.
+    keys: Vec<String>,
+    given: Vec<String>,
+    /// mpm's settings the program hides.
+    hidden: &'static [&'static str],
+    defaults: ConfigLayer,
+    name: String,
+}
+
+impl<T: Settings> Invocation<T> {
+    fn new<S: Service<Settings = T>>(
+        args: ServeArgs,
+        matches: Option<&ArgMatches>,
+        service: &S,
+        name: &str,
+    ) -> Result<Invocation<T>, Error> {
+        let matches = matches.ok_or_else(|| Error::config("no subcommand"))?;
+        let settings = T::from_arg_matches(matches).map_err(|e| Error::config(one_line(&e)))?;
+        let own = T::augment_args(clap::Command::new("settings"));
+        let keys: Vec<String> = own
+            .get_arguments()
+            .map(|a| flag_name(a.get_id().as_str()))
+            .collect();
+        let given = own
+            .get_arguments()
+            .map(|a| a.get_id().as_str())
+            .filter(|id| matches.value_source(id) == Some(ValueSource::CommandLine))
+            .map(flag_name)
+            .collect();
+        let hidden = service.hides();
+        for flag in hidden {
+            let id = flag.replace('-', "_");
+            if matches.try_get_raw(&id).is_ok()
+                && matches.value_source(&id) == Some(ValueSource::CommandLine)
+            {
+                return Err(Error::config(format!("--{flag}: not a setting of {name}")));
+            }
+        }
+        // The file's keys reach the settings through serde: its names must
+        // be the flags'.
+        if let Ok(table) = toml::Table::try_from(&settings) {
+            if let Some(k) = table.keys().find(|k| !keys.contains(k)) {
+                return Err(Error::config(format!(
+                    "{name}'s settings: key `{k}` is not one of its flags' names \
+                     (derive Deserialize with #[serde(rename_all = \"kebab-case\")])"
+                )));
+            }
+        }
+        Ok(Invocation {
+            args,
+            settings,
+            keys,
+            given,
+            hidden,
+            defaults: service.defaults(),
+            name: name.to_string(),
+        })
+    }
+
+    /// Read the file (if any) and merge: the command line over the file,
+    /// over the program's defaults, over mpm's.
+    fn load(&self) -> Result<(Config, T), Error> {
+        let Some(path) = &self.args.config else {
+            let config = Config::resolve(self.args.layer.clone().or(self.defaults.clone()))?;
+            return Ok((config, self.settings.clone()));
+        };
+        let fail = |m: String| Error::config(format!("config {}: {m}", path.display()));
+        let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+        let table: toml::Table = crate::config::parse_toml(&text).map_err(fail)?;
+        let (mut mpm, mut own) = (toml::Table::new(), toml::Table::new());
+        for (key, value) in table {
+            if self.hidden.contains(&key.as_str()) {
+                let line = crate::config::line_of(&text, &key);
+                return Err(fail(format!(
+                    "line {line}: `{key}` is not a setting of {}",
+                    self.name
+                )));
+            }
+            if self.keys.contains(&key) {
+                own.insert(key, value);
+            } else {
+                mpm.insert(key, value);
+            }
+        }
+        let file = if own.is_empty() {
+            // Errors with the exact line, as the `mpm` binary gives them.
+            ConfigLayer::from_toml(&text).map_err(fail)?
+        } else {
+            ConfigLayer::from_table(mpm, &text).map_err(fail)?
+        };
+        let config = Config::resolve(self.args.layer.clone().or(file).or(self.defaults.clone()))?;
+        if own.is_empty() {
+            return Ok((config, self.settings.clone()));
+        }
+        let ours = toml::Table::try_from(&self.settings)
+            .map_err(|e| fail(format!("{}'s settings: {e}", self.name)))?;
+        let own: Vec<_> = own
+            .into_iter()
+            .filter(|(key, _)| !self.given.contains(key))
+            .collect();
+        let merge = |skip: Option<&str>| {
+            let mut merged = ours.clone();
+            for (key, value) in &own {
+                if Some(key.as_str()) != skip {
+                    merged.insert(key.clone(), value.clone());
+                }
+            }
+            toml::Value::Table(merged).try_into::<T>()
+        };
+        let settings = merge(None).map_err(|e| {
+            let msg = e.to_string().replace('\n', " ").trim().to_string();
+            // A table keeps no positions: the key at fault is the one
+            // without which the rest parse.
+            match own.iter().find(|(key, _)| merge(Some(key)).is_ok()) {
+                Some((key, _)) => fail(format!(
+                    "line {}: {key}: {msg}",
+                    crate::config::line_of(&text, key)
+                )),
+                None => fail(msg),
+            }
+        })?;
+        Ok((config, settings))
+    }
+}
+
+/// Clap's messages span lines (usage, tips); keep one line that names the
+/// problem with its useful part: the missing arguments' names (and the
+/// usage), the valid values, and clap's suggestion, or ours when it has
+/// none ("did you mean").
+fn one_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let message = e.to_string();
+    let mut lines = message.lines();
+    let first = lines.next().unwrap_or("invalid arguments").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let mut line = format!("error: {first}");
+    // "the following required arguments were not provided:" lists them on
+    // the lines below, indented.
+    if first.ends_with(':') {
+        let missing: Vec<&str> = lines
+            .clone()
+            .map(str::trim_end)
+            .take_while(|l| l.starts_with("  "))
+            .map(str::trim)
+            .collect();
+        if !missing.is_empty() {
+            line.push(' ');
+            line.push_str(&missing.join(", "));
+        }
+    }
+    let valid = match e.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(v)) => v.clone(),
+        _ => Vec::new(),
+    };
+    if !valid.is_empty() {
+        line.push_str(&format!(" (expected {})", valid.join(", ")));
     }
     if let Some(tip) = message.lines().find(|l| l.trim_start().starts_with("tip:")) {
         line.push_str(" (");
         line.push_str(tip.trim().trim_start_matches("tip: "));
         line.push(')');
+    } else if let Some(ContextValue::String(bad)) = e.get(ContextKind::InvalidValue) {
+        if let Some(guess) = crate::config::did_you_mean(bad, valid.iter().map(String::as_str)) {
+            line.push_str(&format!(" (did you mean '{guess}'?)"));
+        }
+    }
+    if let Some(usage) = message
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+        .filter(|_| first.contains("not provided"))
+    {
+        line.push_str(&format!(" (usage: {usage})"));
     }
     line
 }
 
-fn load(args: &ServeArgs) -> Result<Config, Error> {
-    let file = match &args.config {
-        Some(path) => ConfigLayer::from_file(path)?,
-        None => ConfigLayer::default(),
-    };
-    Config::resolve(args.layer.clone().or(file))
-}
-
 /// A new scoreboard sized for `config`.
 fn scoreboard(config: &Config) -> Result<&'static Scoreboard, Error> {
-    let per_process = match config.mpm {
-        MpmKind::Prefork => 1,
-        MpmKind::Worker => config.threads_per_child,
-        // The listener thread answers requests too: it has a slot of its own.
-        MpmKind::Event => config.threads_per_child + 1,
-    };
-    Scoreboard::create(config.server_limit, per_process)
+    Scoreboard::create(config.server_limit, config.slots_per_process())
 }
 
-fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
-    let config = load(args)?;
-    service.check(&config)?;
+fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), Error> {
+    let (config, settings) = run.load()?;
+    service.check(&config, &settings)?;
     let listen: Vec<String> = config.listen.iter().map(ToString::to_string).collect();
     println!(
-        "mpm: configuration OK: {} MPM, server-limit {}, threads-per-child {}, listening on {}",
+        "{}: configuration OK: {} MPM, server-limit {}, threads-per-child {}, listening on {}",
+        run.name,
         config.mpm,
         config.server_limit,
         config.threads_per_child,
@@ -252,10 +528,10 @@ fn check<S: Service>(args: &ServeArgs, service: &S) -> Result<(), Error> {
     Ok(())
 }
 
-fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
-    let mut config = load(&args)?;
+fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), Error> {
+    let (mut config, mut settings) = given.load()?;
     mpm_core::error_log::set_level(config.log_level);
-    service.check(&config)?;
+    service.check(&config, &settings)?;
     run_again_if_needed(&config)?;
     // Opened here, by the process that binds, before any fork or --user.
     let mut logs = Logs::open(&config)?;
@@ -268,7 +544,9 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     // activation), come first; with --reuseport the master only reserves
     // the addresses, and each prefork child listens on a socket of its own.
     let mut ready_report = None;
-    let listeners = if let Some(inherited) = Inherited::from_env()? {
+    let mut hand_over = None;
+    let listeners = if let Some(mut inherited) = Inherited::from_env()? {
+        hand_over = inherited.hand_over.take();
         let (listeners, report) = inherited.into_parts();
         mpm_core::log_notice!(
             "mpm: upgrade: serving on {} listening sockets passed by the old master \
@@ -288,11 +566,20 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
     } else {
         Listener::bind_all(&config.listen, config.backlog)?
     };
+    // How one generation passes the next the connections it holds that have
+    // not sent a byte: shared with the old master after an upgrade.
+    let hand_over = match hand_over {
+        Some(h) => h,
+        None => HandOver::new()?,
+    };
     // Written by the first `run`; removed when `serve` returns.
     let mut pid_file = None;
+    // Mapped once: a restart lays it out again for the new configuration.
+    let scoreboard = scoreboard(&config)?;
+    // As many seats as there could be processes: a restart may change them.
+    let ledger = Some(ConnectionLedger::create(scoreboard.slots().len())?);
     loop {
-        let scoreboard = scoreboard(&config)?;
-        let site = (service, scoreboard, &logs);
+        let site = (service, &settings, scoreboard, &logs);
         let pid = &mut pid_file;
         let upgrade = Upgrade {
             spec: UpgradeSpec {
@@ -302,11 +589,12 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
                     .unwrap_or_else(|| started_as.clone()),
                 args: std::env::args_os().skip(1).collect(),
                 pid_file: config.pid_file.clone(),
+                hand_over: Some(hand_over.raw_fds()),
             },
             // Only the first run reports to the master that started this one.
             report: ready_report.take(),
         };
-        let listeners = (&listeners[..], upgrade);
+        let listeners = (&listeners[..], &hand_over, ledger, upgrade);
         let exit = match config.mpm {
             MpmKind::Worker => run(mpm_worker::Worker, &config, site, listeners, pid)?,
             MpmKind::Prefork => run(
@@ -334,12 +622,14 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
         // SIGHUP: read the configuration again; a bad one keeps the old.
         // The logs are opened again too (rotation, or a new path).
-        let reloaded = load(&args)
-            .and_then(|new| service.check(&new).map(|()| new))
-            .and_then(|new| Logs::open(&new).map(|logs| (new, logs)));
+        let reloaded = given
+            .load()
+            .and_then(|(new, own)| service.check(&new, &own).map(|()| (new, own)))
+            .and_then(|(new, own)| Logs::open(&new).map(|logs| (new, own, logs)));
         match reloaded {
-            Ok((new, new_logs)) => {
+            Ok((new, own, new_logs)) => {
                 logs = new_logs;
+                settings = own;
                 mpm_core::error_log::set_level(new.log_level);
                 if new.listen != config.listen || new.backlog != config.backlog {
                     mpm_core::log_warn!(
@@ -348,13 +638,38 @@ fn serve<S: Service>(args: ServeArgs, service: &S) -> Result<(), Error> {
                         config.listen
                     );
                 }
-                config = Config {
+                let mut new = Config {
                     listen: config.listen.clone(),
                     backlog: config.backlog,
                     ..new
                 };
+                if !scoreboard.reuse(new.server_limit, new.slots_per_process()) {
+                    mpm_core::log_warn!(
+                        "mpm: restart: the new configuration needs {} × {} scoreboard slots, more \
+                         than the {} made at start; the number of processes and workers grows \
+                         only with a full stop: keeping --mpm {}, --server-limit {}, \
+                         --threads-per-child {} and --max-request-workers {}",
+                        new.server_limit,
+                        new.slots_per_process(),
+                        scoreboard.slots().len(),
+                        config.mpm,
+                        config.server_limit,
+                        config.threads_per_child,
+                        config.max_request_workers
+                    );
+                    new.mpm = config.mpm;
+                    new.server_limit = config.server_limit;
+                    new.threads_per_child = config.threads_per_child;
+                    new.max_request_workers = config.max_request_workers;
+                    let _ = scoreboard.reuse(new.server_limit, new.slots_per_process());
+                }
+                config = new;
             }
-            Err(e) => mpm_core::log_error!("mpm: restart: {e}; keeping the previous configuration"),
+            Err(e) => {
+                mpm_core::log_error!("mpm: restart: {e}; keeping the previous configuration");
+                // The same layout, its slots cleared for the new set.
+                let _ = scoreboard.reuse(config.server_limit, config.slots_per_process());
+            }
         }
     }
 }
@@ -372,8 +687,13 @@ struct Upgrade {
 fn run<M: Mpm, S: Service>(
     mpm: M,
     config: &Config,
-    (service, scoreboard, logs): (&S, &'static Scoreboard, &Logs),
-    (listeners, upgrade): (&[Listener], Upgrade),
+    (service, own, scoreboard, logs): (&S, &S::Settings, &'static Scoreboard, &Logs),
+    (listeners, hand_over, ledger, upgrade): (
+        &[Listener],
+        &HandOver,
+        Option<ConnectionLedger>,
+        Upgrade,
+    ),
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
     let fds =
@@ -385,61 +705,46 @@ fn run<M: Mpm, S: Service>(
         );
     }
     let lifecycle = Lifecycle::new()?;
-    let managed = config.server_limit > 1 || mpm.kind() == MpmKind::Prefork;
     let reopen = &|| logs.reopen("graceful restart");
     let upgrading = upgrade.report.is_some();
+    // Every server has a master, as httpd's and nginx's do: it forks the
+    // serving processes (one, with --server-limit 1), replaces any that die,
+    // and turns SIGHUP, SIGUSR1 and SIGUSR2 into restarts and upgrades.
     // Made now, so its signal handlers are in place before the pid file and
     // the `listening on` lines tell anyone the server is up.
-    let manager = if managed {
-        let sizing = match mpm.kind() {
-            MpmKind::Prefork => Sizing::Spare {
-                start: config.start_servers,
-                min_spare: config.min_spare,
-                max_spare: config.max_spare,
-                max: config.server_limit,
-                scoreboard,
-            },
-            _ => Sizing::Fixed(config.server_limit),
-        };
-        let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
-            .on_graceful_restart(reopen)
-            .upgrade_with(upgrade.spec)
-            .drain_first(config.drain_delay, scoreboard);
-        Some(match upgrade.report {
-            Some(report) => manager.report_ready(report.and_then(|| {
-                let _ = sd_notify::notify(
-                    false,
-                    &[
-                        sd_notify::NotifyState::Ready,
-                        sd_notify::NotifyState::MainPid(std::process::id()),
-                    ],
-                );
-            })),
-            None => manager,
-        })
-    } else {
-        None
+    let sizing = match mpm.kind() {
+        MpmKind::Prefork => Sizing::Spare {
+            start: config.start_servers,
+            min_spare: config.min_spare,
+            max_spare: config.max_spare,
+            max: config.server_limit,
+            scoreboard,
+        },
+        _ => Sizing::Fixed(config.server_limit),
     };
-    if !managed {
-        // Before the pid file and the `listening on` lines, so that no
-        // signal sent on the strength of either meets the default action.
-        // One process has no master to restart it: a graceful stop is a
-        // stop, and restarts are refused rather than left to SIGHUP's and
-        // SIGUSR1's default action, which kills without draining.
-        lifecycle.stop_on(&[SIGTERM, SIGINT, SIGWINCH])?;
-        refuse_restarts(logs.clone())?;
-    }
+    let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
+        .on_graceful_restart(reopen)
+        .upgrade_with(upgrade.spec)
+        .drain_first(config.drain_delay, scoreboard);
+    let manager = match upgrade.report {
+        Some(report) => manager.report_ready(report.and_then(|| {
+            let _ = sd_notify::notify(
+                false,
+                &[
+                    sd_notify::NotifyState::Ready,
+                    sd_notify::NotifyState::MainPid(std::process::id()),
+                ],
+            );
+        })),
+        None => manager,
+    };
     // Before the `listening on` lines, so that whoever waits for them finds it.
     if let (None, Some(path)) = (&*pid_file, &config.pid_file) {
         *pid_file = Some(PidFile::write(path)?);
     }
-    mpm_core::log_notice!(
-        "mpm: {} MPM: {}",
-        mpm.kind(),
-        describe_processes(config, managed)
-    );
+    mpm_core::log_notice!("mpm: {} MPM: {}", mpm.kind(), describe_processes(config));
     let (scheme, what) = service.describe(config);
-    let allocator = mpm_core::allocator::active().map_or("the program's", |k| k.name());
+    let allocator = mpm_core::allocator::active().map_or("program's own", |k| k.name());
     for l in listeners {
         mpm_core::log_notice!(
             "mpm: {} MPM listening on {scheme}{} serving {what} with the {allocator} allocator",
@@ -455,70 +760,42 @@ fn run<M: Mpm, S: Service>(
     }
     let settings = config.mpm_settings();
     // Event processes sharing the listeners keep a ledger of the
-    // connections each holds (made before the fork), to spread them evenly.
-    let ledger = if managed && mpm.kind() == MpmKind::Event && !config.reuseport {
-        Some(mpm_core::ConnectionLedger::create(config.server_limit)?)
-    } else {
-        None
-    };
-    let exit = if let Some(manager) = manager {
-        // A single-threaded master forks the serving processes: no thread
-        // may start here before it does.
-        manager.run(&lifecycle, &|mine, child_lifecycle, process| {
-            // Before any thread starts: they all inherit the mask.
-            pin(config, process)?;
-            // The master keeps root (to bind again on restart); children
-            // serve as --user. With --reuseport a child (prefork, event)
-            // binds a socket of its own first, and drops right after.
-            let mine = if config.reuseport {
-                let own = mine
-                    .iter()
-                    .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
-                    .collect::<Result<Vec<_>, _>>()?;
-                mpm_master::drop_privileges(config.run_as)?;
-                own
-            } else {
-                mpm_master::drop_privileges(config.run_as)?;
-                mine
-            };
-            let factory = service.factory(config, scoreboard, logs.access.as_ref());
-            let slots = scoreboard.process_slots(process);
-            let settings = mpm_core::MpmSettings {
-                ledger: ledger.and_then(|l| l.seat(process)),
-                ..settings.clone()
-            };
-            let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
-            mpm_http::access_log::flush_all();
-            served
-        })?
-    } else {
-        // One process: it binds, then serves as --user (no master to keep root).
-        // With --reuseport the addresses were only reserved: it listens on
-        // sockets of its own, as a child would.
-        let mine = if config.reuseport {
-            listeners
+    // connections each holds (mapped once, before any fork), to spread
+    // them evenly.
+    let ledger = ledger
+        .filter(|_| mpm.kind() == MpmKind::Event && !config.reuseport && config.server_limit > 1);
+    // A single-threaded master forks the serving processes: no thread may
+    // start here before it does.
+    let exit = manager.run(&lifecycle, &|mine, child_lifecycle, process| {
+        // Before any thread starts: they all inherit the mask.
+        pin(config, process)?;
+        // The master keeps root (to bind again on restart); children serve
+        // as --user. With --reuseport a child (prefork, event) binds a
+        // socket of its own first, and drops right after.
+        let mut mine = if config.reuseport {
+            let sockets = mine
                 .iter()
                 .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
-                .collect::<Result<Vec<_>, _>>()?
+                .collect::<Result<Vec<_>, _>>()?;
+            mpm_master::drop_privileges(config.run_as)?;
+            sockets
         } else {
-            listeners
-                .iter()
-                .map(Listener::try_clone)
-                .collect::<Result<Vec<_>, _>>()?
+            mpm_master::drop_privileges(config.run_as)?;
+            mine
         };
-        mpm_master::drop_privileges(config.run_as)?;
-        pin(config, 0)?;
-        let factory = service.factory(config, scoreboard, logs.access.as_ref());
-        mpm.run(
-            &settings,
-            mine,
-            factory,
-            &lifecycle,
-            scoreboard.process_slots(0),
-        )?;
+        // Connections an older generation hands over arrive here, taken like
+        // any other.
+        mine.push(Listener::hand_over(hand_over.try_clone()?));
+        let factory = service.factory(config, own, scoreboard, logs.access.as_ref());
+        let slots = scoreboard.process_slots(process);
+        let settings = mpm_core::MpmSettings {
+            ledger: ledger.and_then(|l| l.seat(process, config.server_limit)),
+            ..settings.clone()
+        };
+        let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
         mpm_http::access_log::flush_all();
-        Exit::Stopped
-    };
+        served
+    })?;
     if exit == Exit::Stopped {
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
         mpm_core::log_notice!("mpm: stopped");
@@ -527,7 +804,7 @@ fn run<M: Mpm, S: Service>(
 }
 
 /// The start-up line's account of the serving processes: how many, and why.
-fn describe_processes(config: &Config, managed: bool) -> String {
+fn describe_processes(config: &Config) -> String {
     let n = config.server_limit;
     let count = if config.mpm == MpmKind::Prefork {
         format!(
@@ -544,10 +821,8 @@ fn describe_processes(config: &Config, managed: bool) -> String {
         } else {
             format!("--server-limit {n}")
         };
-        match (n, managed) {
-            (1, _) => format!("1 serving process, no master ({why})"),
-            _ => format!("{n} serving processes under a master ({why})"),
-        }
+        let processes = if n == 1 { "process" } else { "processes" };
+        format!("{n} serving {processes} under a master ({why})")
     };
     match config.cpu_affinity {
         CpuAffinity::Auto => format!("{count}; each pinned to one CPU (--cpu-affinity auto)"),
@@ -607,7 +882,7 @@ fn run_again_if_needed(config: &Config) -> Result<(), Error> {
         match active {
             None => {
                 return Err(Error::config(
-                    "--allocator needs mpm_core::allocator::MpmAllocator as the program's \
+                    "--allocator needs mpm::MpmAllocator as the program's \
                      #[global_allocator]",
                 ))
             }
@@ -686,31 +961,4 @@ impl Logs {
             }
         }
     }
-}
-
-/// Log and otherwise ignore SIGHUP, SIGUSR1 and SIGUSR2 in a server of one
-/// process, but for reopening the logs (on SIGHUP and SIGUSR1), which needs
-/// no master.
-fn refuse_restarts(logs: Logs) -> Result<(), Error> {
-    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1, SIGUSR2])
-        .map_err(|e| Error::io("installing signal handlers", e))?;
-    std::thread::Builder::new()
-        .name("mpm-restarts".into())
-        .spawn(move || {
-            for sig in signals.forever() {
-                let name = match sig {
-                    SIGHUP => "SIGHUP",
-                    SIGUSR1 => "SIGUSR1",
-                    _ => "SIGUSR2",
-                };
-                if sig != SIGUSR2 {
-                    logs.reopen(name);
-                }
-                mpm_core::log_warn!(
-                    "mpm: {name} ignored: restarting needs a master process (--server-limit 2 or more)"
-                );
-            }
-        })
-        .map_err(|e| Error::io("starting the signal thread", e))?;
-    Ok(())
 }

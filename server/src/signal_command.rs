@@ -18,8 +18,10 @@ use crate::config::ConfigLayer;
 pub(crate) enum Action {
     /// SIGTERM: stop, finishing requests in flight within --graceful-timeout.
     Stop,
-    /// SIGHUP: restart.
+    /// SIGHUP: restart, reading the configuration again.
     Restart,
+    /// SIGHUP, as `restart`: what an nginx user types.
+    Reload,
     /// SIGUSR1: graceful restart (new children at once, old ones finish).
     Graceful,
     /// SIGWINCH: graceful stop.
@@ -32,7 +34,7 @@ impl Action {
     fn signal(self) -> Signal {
         match self {
             Action::Stop => Signal::SIGTERM,
-            Action::Restart => Signal::SIGHUP,
+            Action::Restart | Action::Reload => Signal::SIGHUP,
             Action::Graceful => Signal::SIGUSR1,
             Action::GracefulStop => Signal::SIGWINCH,
             Action::Upgrade => Signal::SIGUSR2,
@@ -43,8 +45,8 @@ impl Action {
 /// `mpm signal`'s arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SignalArgs {
-    /// What to do: stop (SIGTERM), restart (SIGHUP), graceful (SIGUSR1),
-    /// graceful-stop (SIGWINCH) or upgrade (SIGUSR2).
+    /// What to do: stop (SIGTERM), restart or reload (SIGHUP), graceful
+    /// (SIGUSR1), graceful-stop (SIGWINCH) or upgrade (SIGUSR2).
     #[arg(value_enum)]
     action: Action,
     /// The pid file the server was started with (`mpm serve --pid-file`).
@@ -55,18 +57,29 @@ pub(crate) struct SignalArgs {
     config: Option<PathBuf>,
 }
 
+/// The `pid-file` key of a settings file. Only that key is read: the file
+/// may hold a program's own keys beside mpm's, which `signal` knows nothing of.
+fn pid_file_of(config: &std::path::Path) -> Result<PathBuf, Error> {
+    let fail = |m: String| Error::config(format!("config {}: {m}", config.display()));
+    let text = std::fs::read_to_string(config).map_err(|e| fail(e.to_string()))?;
+    let table: toml::Table = crate::config::parse_toml(&text).map_err(fail)?;
+    let mut only = toml::Table::new();
+    if let Some(v) = table.get("pid-file") {
+        only.insert("pid-file".into(), v.clone());
+    }
+    ConfigLayer::from_table(only, &text)
+        .map_err(fail)?
+        .pid_file
+        .ok_or_else(|| fail("no pid-file key; give --pid-file FILE".to_string()))
+}
+
 /// Send the action's signal to the pid in the pid file. A missing,
 /// unreadable or malformed pid file is the user's to fix (exit 2); a pid
 /// that names no process, or one we may not signal, is a failure (exit 1).
 pub(crate) fn signal(args: SignalArgs) -> Result<(), Error> {
     let path = match (args.pid_file, &args.config) {
         (Some(p), _) => p,
-        (None, Some(config)) => ConfigLayer::from_file(config)?.pid_file.ok_or_else(|| {
-            Error::config(format!(
-                "config {}: no pid-file key; give --pid-file FILE",
-                config.display()
-            ))
-        })?,
+        (None, Some(config)) => pid_file_of(config)?,
         (None, None) => {
             return Err(Error::config(
                 "no pid file: give --pid-file FILE (as given to mpm serve)",

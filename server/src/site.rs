@@ -62,4 +62,9 @@ impl<H: HttpHandler> HttpHandler for Site<H> {
         }
         self.app.answers_without_blocking(request)
     }
+
+    fn streams_body(&self, request: &Request<'_>) -> bool {
+        // The status page reads no body: only the application streams.
+        self.status.for_request(request).is_none() && self.app.streams_body(request)
+    }
 }

@@ -363,6 +363,12 @@ impl Server {
         Server::spawn(Command::new(bin), mpm, None, extra).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Start another program built on mpm (`BIN serve --mpm MPM --listen
+    /// 127.0.0.1:0 EXTRA...`) and wait until it listens.
+    pub fn start_program(bin: &Path, mpm: &str, extra: &[&str]) -> Server {
+        Server::spawn(Command::new(bin), mpm, None, extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Like [`start`](Self::start), after `setup` has adjusted the command
     /// (its environment, descriptors it inherits).
     pub fn start_with(
@@ -588,13 +594,19 @@ impl Exit {
 /// Run `mpm ARGS...` to completion (killing it after `timeout`) and collect
 /// its output. For commands expected to fail at once.
 pub fn run_mpm(args: &[&str], timeout: Duration) -> Exit {
-    let mut child = Command::new(mpm_bin())
+    run_program(mpm_bin(), args, timeout)
+}
+
+/// Run `BIN ARGS...` to completion (killing it after `timeout`) and collect
+/// its output, as [`run_mpm`] does.
+pub fn run_program(bin: &Path, args: &[&str], timeout: Duration) -> Exit {
+    let mut child = Command::new(bin)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("spawning {}: {e}", mpm_bin().display()));
+        .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
     let out = read_all(child.stdout.take());
     let err = read_all(child.stderr.take());
     let deadline = Instant::now() + timeout;
@@ -619,7 +631,8 @@ pub fn run_mpm(args: &[&str], timeout: Duration) -> Exit {
     };
     assert!(
         !killed,
-        "mpm {args:?} was still running after {timeout:?}; stderr:\n{}",
+        "{} {args:?} was still running after {timeout:?}; stderr:\n{}",
+        bin.display(),
         exit.stderr
     );
     exit
@@ -986,6 +999,49 @@ impl RawConn {
                 io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
             ),
         }
+    }
+}
+
+/// A client that connects now, then says nothing for `delay` before it
+/// sends its request and reads one response: what a browser's spare
+/// connection, or a slow client, does to a server in the middle of a
+/// restart or an upgrade.
+#[derive(Debug)]
+pub struct SilentClient {
+    /// How long it kept silent.
+    pub delay: Duration,
+    /// When it connected.
+    pub connected: Instant,
+    thread: std::thread::JoinHandle<io::Result<Reply>>,
+}
+
+impl SilentClient {
+    /// Connect to `addr` now; send `request` `delay` later, on a thread.
+    pub fn connect(addr: SocketAddr, request: &'static [u8], delay: Duration) -> SilentClient {
+        let mut conn = RawConn::connect(addr);
+        let connected = Instant::now();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            conn.send(request)?;
+            conn.read_response()
+        });
+        SilentClient {
+            delay,
+            connected,
+            thread,
+        }
+    }
+
+    /// Has it sent its request yet?
+    pub fn has_sent(&self) -> bool {
+        self.connected.elapsed() >= self.delay
+    }
+
+    /// Its response (or why there was none).
+    pub fn reply(self) -> io::Result<Reply> {
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the client thread panicked")))
     }
 }
 
