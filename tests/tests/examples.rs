@@ -145,7 +145,7 @@ fn techempower_answers_plaintext_and_json_by_the_rules_pipelined_too(mpm: &str) 
             r.header("content-length"),
             Some(body.len().to_string().as_str())
         );
-        assert!(r.header("server").is_some_and(|s| s.starts_with("mpm")));
+        assert!(r.header("server").is_some_and(|s| !s.is_empty()));
         assert!(r.header("date").is_some_and(|d| d.ends_with(" GMT")));
     }
     // TechEmpower's pipelined plaintext: 16 requests in one write, 16
