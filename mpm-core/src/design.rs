@@ -182,6 +182,15 @@
 //!   of the metadata keep the rest thread-private.
 //! * **The access log**, when on: one `O_APPEND` file, one `write` per
 //!   line or per buffer.
+//! * **The hand-over socket** a stopping generation passes silent
+//!   connections through: registered with `EPOLLEXCLUSIVE` like the
+//!   listeners, used only around restarts.
+//!
+//! Locks that remain are per process, so with a loop per core they are
+//! taken by one core (and its workers, when a request is handed off): the
+//! HTTP layer's pool of idle connections' buffers, the shards of the shared
+//! open-file table (touched once a second per file and thread), and a
+//! worker's own access-log buffer (shared with the flusher thread alone).
 //!
 //! A loop that hands work to its pool uses a channel and an eventfd of its
 //! process; the pool is sized per process (`--max-request-workers` divided

@@ -151,6 +151,10 @@ impl<H: ConnectionHandler> EventLoop<H> {
             }
         }
         let want = able && balanced;
+        // Paused for balance, this process looks again soon: a sibling
+        // that held fewer may have caught up (or paused) meanwhile, and
+        // nothing else would wake this one to take its turn.
+        self.balance_paused = able && !balanced;
         if want != self.listening {
             if !want {
                 if able {

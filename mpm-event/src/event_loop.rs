@@ -99,6 +99,8 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) published: Option<(usize, bool)>,
     /// When the seats of siblings that died were last looked for.
     pub(crate) ledger_checked: Option<Instant>,
+    /// Not accepting only because a sibling holds fewer connections.
+    pub(crate) balance_paused: bool,
     pub(crate) jobs: Option<Sender<Job<H::Conn>>>,
     pub(crate) returns: Arc<Returns<H::Conn>>,
     pub(crate) in_flight: usize,
@@ -125,6 +127,10 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) stats: LoopStats,
     pub(crate) slot: Option<&'static ScoreSlot>,
 }
+
+/// How soon a process that stopped accepting for balance looks at the
+/// ledger again.
+const BALANCE_RECHECK: Duration = Duration::from_millis(5);
 
 /// Connections accepted per listener event by a process that owns its
 /// listeners: nobody else could take them.
@@ -200,6 +206,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             ledger: settings.ledger.filter(|_| shared),
             published: None,
             ledger_checked: None,
+            balance_paused: false,
             jobs: Some(jobs),
             returns,
             in_flight: 0,
@@ -338,6 +345,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
     fn wait_timeout(&self) -> Duration {
         let mut until = self.now + Duration::from_secs(1);
+        if self.balance_paused {
+            until = self.now + BALANCE_RECHECK;
+        }
         if let Some(d) = self.timeouts.next_deadline() {
             until = until.min(d);
         }
