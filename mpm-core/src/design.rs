@@ -150,7 +150,9 @@
 //! holds more than the fewest a sibling still accepting holds, by more than
 //! two and an eighth, stops accepting until they even out (measured: 25/26
 //! for that burst, 1.00-1.02 max/min for a connection per request). The
-//! process holding the fewest always accepts, so one always does; a seat
+//! process holding the fewest may always accept, and one paused for balance
+//! looks again within 5 ms (nothing else would wake it when its siblings
+//! catch up), so some process always takes the queue; a seat
 //! whose process died unannounced is forgotten (`kill(pid, 0)`) before
 //! anyone waits on it; and since an exclusive wake-up is lost if the
 //! process woken stops accepting before it takes the connection, an idle

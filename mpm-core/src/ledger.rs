@@ -8,7 +8,9 @@
 //! publishes, in shared memory made before the fork, how many connections
 //! it holds; one that holds more than the fewest a sibling still accepting
 //! holds (plus a slack) stops accepting until the others catch up. The
-//! process holding the fewest always accepts, so some process always does.
+//! process holding the fewest may always accept; one that stopped for
+//! balance looks again within milliseconds (the event MPM's loop does), so
+//! some process always takes the queue.
 //!
 //! Each entry is written by its own process only, and padded to 128 bytes:
 //! a process reads its siblings' lines only when it decides whether to
