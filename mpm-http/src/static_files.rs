@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::fs::File;
+use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
@@ -54,7 +55,12 @@ pub enum Dotfiles {
 /// does: a hit costs no `open` or `close`, and the body still goes out by
 /// `sendfile` from the shared descriptor; one `fstat` checks that its size
 /// is still the one announced (a file truncated in place is answered with
-/// its new length). A file replaced on disk is seen within that time.
+/// its new length). A file replaced on disk is seen within that time. Each
+/// clone (each worker thread) keeps its own table, read with no lock; a
+/// miss there looks in a table the clones share, split into shards each
+/// behind its own lock, and only a miss there too opens the file. A hot
+/// file therefore costs no lock and writes no cache line another core
+/// reads, but for the reference counts of its descriptor and in-memory body.
 ///
 /// Files no larger than [`in_memory_up_to`](Self::in_memory_up_to) (16 KiB
 /// unless set) are also read into the cache, and their bodies written with
@@ -62,13 +68,69 @@ pub enum Dotfiles {
 /// files: for a small page that halves the system calls of a keep-alive
 /// request. Larger files, and ranges, go by `sendfile`.
 ///
-/// Cheap to clone: clones share the open root directory and the cache.
-#[derive(Debug, Clone)]
+/// Cheap to clone: clones share the open root directory and the shared
+/// table; each starts with an empty table of its own.
+#[derive(Debug)]
 pub struct StaticFiles {
     root: Arc<OwnedFd>,
-    cache: Arc<RwLock<HashMap<Box<str>, Arc<OpenFile>>>>,
+    /// This worker's entries: a copy of each, so that a hit touches
+    /// nothing another thread writes.
+    local: HashMap<Box<str>, Arc<OpenFile>>,
+    /// Every worker's entries.
+    shared: Arc<SharedCache>,
     in_memory: u64,
     dotfiles: bool,
+}
+
+impl Clone for StaticFiles {
+    fn clone(&self) -> Self {
+        StaticFiles {
+            root: Arc::clone(&self.root),
+            local: HashMap::new(),
+            shared: Arc::clone(&self.shared),
+            in_memory: self.in_memory,
+            dotfiles: self.dotfiles,
+        }
+    }
+}
+
+/// Shards of the shared table: workers refreshing different files take
+/// different locks.
+const SHARDS: usize = 16;
+
+/// The open files every worker of a process has looked up.
+#[derive(Debug, Default)]
+struct SharedCache {
+    shards: [RwLock<HashMap<Box<str>, Arc<OpenFile>>>; SHARDS],
+    hasher: RandomState,
+}
+
+impl SharedCache {
+    fn shard(&self, path: &str) -> &RwLock<HashMap<Box<str>, Arc<OpenFile>>> {
+        let i = self.hasher.hash_one(path) as usize % SHARDS;
+        &self.shards[i]
+    }
+
+    /// The fresh entry for `path`, if any.
+    fn get(&self, path: &str) -> Option<Arc<OpenFile>> {
+        self.shard(path)
+            .read()
+            .get(path)
+            .filter(|f| f.is_fresh())
+            .cloned()
+    }
+
+    fn insert(&self, path: &str, file: Arc<OpenFile>) {
+        let mut shard = self.shard(path).write();
+        if let Some(entry) = shard.get_mut(path) {
+            *entry = file;
+            return;
+        }
+        if shard.len() >= CACHE_ENTRIES / SHARDS {
+            shard.clear();
+        }
+        shard.insert(path.into(), file);
+    }
 }
 
 /// The default for [`StaticFiles::in_memory_up_to`].
@@ -78,7 +140,8 @@ pub const DEFAULT_IN_MEMORY: u64 = 16 * 1024;
 /// and checked again.
 pub(crate) const CACHE_VALID: Duration = Duration::from_secs(1);
 
-/// The most files kept open by the cache; when full it starts again empty.
+/// The most files kept open by a worker's table (and by the shared one);
+/// when full it starts again empty.
 const CACHE_ENTRIES: usize = 256;
 
 /// A regular file ready to serve, with its validators formatted once.
@@ -113,6 +176,28 @@ fn stamp(meta: &std::fs::Metadata) -> (u64, i64, i64) {
     (meta.len(), meta.mtime(), meta.mtime_nsec())
 }
 
+impl OpenFile {
+    fn is_fresh(&self) -> bool {
+        self.opened.elapsed() < CACHE_VALID
+    }
+
+    /// A worker's own copy: the descriptor and the body are shared, the
+    /// rest (and the count of references to it) is the worker's.
+    fn worker_copy(&self) -> OpenFile {
+        OpenFile {
+            file: Arc::clone(&self.file),
+            len: self.len,
+            contents: self.contents.clone(),
+            mtime: self.mtime,
+            etag: Arc::from(&*self.etag),
+            last_modified: Arc::from(&*self.last_modified),
+            content_type: self.content_type,
+            opened: self.opened,
+            stamp: self.stamp,
+        }
+    }
+}
+
 impl StaticFiles {
     /// Serve `docroot`, which is opened now.
     pub fn new(docroot: &Path) -> Result<StaticFiles> {
@@ -129,7 +214,8 @@ impl StaticFiles {
         }
         Ok(StaticFiles {
             root: Arc::new(OwnedFd::from(file)),
-            cache: Arc::new(RwLock::new(HashMap::new())),
+            local: HashMap::new(),
+            shared: Arc::default(),
             in_memory: DEFAULT_IN_MEMORY,
             dotfiles: false,
         })
@@ -149,28 +235,51 @@ impl StaticFiles {
         self
     }
 
-    /// The file a request path names, from the cache when fresh.
+    /// The file a request path names: from this worker's table when fresh,
+    /// else from the shared one, else opened (and put in both).
     // The error is the response itself, fields inline; it is built on the
     // slow path only, where one move costs nothing next to open(2).
     #[allow(clippy::result_large_err)]
     fn lookup(
-        &self,
+        &mut self,
         raw: &str,
         query: Option<&str>,
         pool: RequestPool<'_>,
     ) -> std::result::Result<Arc<OpenFile>, Response> {
-        if let Some(hit) = self.cache.read().get(raw) {
-            if hit.opened.elapsed() < CACHE_VALID && hit.unchanged() {
+        if let Some(hit) = self.local.get(raw) {
+            if hit.is_fresh() && hit.unchanged() {
                 return Ok(Arc::clone(hit));
             }
         }
-        let found = Arc::new(self.resolve(raw, query, pool)?);
-        let mut cache = self.cache.write();
-        if cache.len() >= CACHE_ENTRIES {
-            cache.clear();
+        let found = match self.shared.get(raw).filter(|f| f.unchanged()) {
+            Some(found) => found,
+            None => {
+                let found = Arc::new(self.resolve(raw, query, pool)?);
+                self.shared.insert(raw, Arc::clone(&found));
+                found
+            }
+        };
+        match self.local.get_mut(raw) {
+            Some(slot) => {
+                // The same file as our stale copy (size and time unchanged):
+                // trust the copy for another second, at no allocation.
+                match Arc::get_mut(slot) {
+                    Some(mine) if mine.stamp == found.stamp && mine.etag == found.etag => {
+                        mine.opened = found.opened
+                    }
+                    _ => *slot = Arc::new(found.worker_copy()),
+                }
+                Ok(Arc::clone(slot))
+            }
+            None => {
+                if self.local.len() >= CACHE_ENTRIES {
+                    self.local.clear();
+                }
+                let mine = Arc::new(found.worker_copy());
+                self.local.insert(raw.into(), Arc::clone(&mine));
+                Ok(mine)
+            }
         }
-        cache.insert(raw.into(), Arc::clone(&found));
-        Ok(found)
     }
 
     /// Map a request path to an open regular file, or the error response.
@@ -337,16 +446,15 @@ impl HttpHandler for StaticFiles {
         }
     }
 
-    /// A file in the open-file cache is answered without touching the disk
-    /// (its body goes out by sendfile from the page cache); so are refusals.
+    /// A file in the open-file cache is answered without opening anything
+    /// (an event loop sends its body only from the page cache); so are
+    /// refusals. This worker's table first, with no lock; then the shared one.
     fn answers_without_blocking(&self, req: &Request<'_>) -> bool {
         if !matches!(req.method(), "GET" | "HEAD") {
             return true;
         }
-        self.cache
-            .read()
-            .get(req.path())
-            .is_some_and(|f| f.opened.elapsed() < CACHE_VALID)
+        let path = req.path();
+        self.local.get(path).is_some_and(|f| f.is_fresh()) || self.shared.get(path).is_some()
     }
 }
 
@@ -478,12 +586,11 @@ fn serve_file(req: &Request<'_>, f: &OpenFile) -> Response {
             }
         }
     }
-    let file = Arc::clone(&f.file);
     let response = match ranges.as_deref() {
         Some(&[(start, end)]) => base(206)
             .header("Content-Range", format!("bytes {start}-{end}/{len}"))
             .body(FileBody {
-                file,
+                file: Arc::clone(&f.file),
                 offset: start,
                 len: end - start + 1,
             }),
@@ -500,7 +607,7 @@ fn serve_file(req: &Request<'_>, f: &OpenFile) -> Response {
         }
         None => match &f.contents {
             Some(bytes) => base(200).body(Arc::clone(bytes)),
-            None => base(200).body(FileBody::whole(file, len)),
+            None => base(200).body(FileBody::whole(Arc::clone(&f.file), len)),
         },
     };
     response
@@ -806,6 +913,28 @@ mod tests {
         assert!(strong_match("*", "\"b\""));
         assert!(!strong_match("W/\"b\"", "\"b\""));
         assert!(!strong_match("\"c\"", "\"b\""));
+    }
+
+    #[test]
+    fn each_worker_keeps_its_own_table_and_finds_the_others_files_shared() {
+        let dir = std::env::temp_dir().join(format!("mpm-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.txt"), b"aaa").unwrap();
+        let files = StaticFiles::new(&dir).unwrap();
+        let (mut one, mut two) = (files.clone(), files.clone());
+        let req = Request::for_test("GET", "/a.txt", crate::Version::Http11, &[], b"");
+        assert!(!two.answers_without_blocking(&req), "nothing opened yet");
+        assert_eq!(one.handle(&req).status(), 200);
+        assert_eq!(one.local.len(), 1);
+        // The other worker has not served it, but the shared table knows it.
+        assert!(two.local.is_empty());
+        assert!(two.answers_without_blocking(&req));
+        assert_eq!(two.handle(&req).status(), 200);
+        // Its own copy, not the first worker's.
+        let (a, b) = (&one.local["/a.txt"], &two.local["/a.txt"]);
+        assert!(!Arc::ptr_eq(a, b));
+        assert!(Arc::ptr_eq(&a.file, &b.file), "one descriptor for both");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -124,8 +124,13 @@ pub trait App: Send + Sync + 'static {
 
 /// mpm's settings that belong to the static site (`mpm serve --docroot`):
 /// what [`App::hides`] hides by default.
-pub const STATIC_SITE_SETTINGS: &[&str] =
-    &["docroot", "dotfiles", "file-cache-max-size", "sendfile"];
+pub const STATIC_SITE_SETTINGS: &[&str] = &[
+    "docroot",
+    "dotfiles",
+    "file-cache-max-size",
+    "sendfile",
+    "sendfile-max-chunk",
+];
 
 /// An application's own settings: a struct deriving `clap::Args` (its flags,
 /// with their help and defaults) and serde's `Serialize` and `Deserialize`
