@@ -138,6 +138,7 @@ impl<H: HttpHandler> HttpService<H> {
         if let Some(slot) = s.score_slot() {
             let line_end = data.iter().position(|&b| b == b'\r').unwrap_or(0);
             slot.record_request(&data[..line_end], response.body.len().unwrap_or(0));
+            slot.record_status(response.status);
         }
         c.out.clear();
         c.out_pos = 0;
@@ -260,6 +261,9 @@ impl<H: HttpHandler> HttpService<H> {
             None,
             status,
         );
+        if let Some(slot) = s.score_slot() {
+            slot.record_status(status);
+        }
         c.out.clear();
         c.out_pos = 0;
         c.pending = None;

@@ -92,8 +92,20 @@ pub trait App: Send + Sync + 'static {
 
 /// mpm's settings that belong to the static site (`mpm serve --docroot`):
 /// what [`App::hides`] hides by default.
-pub const STATIC_SITE_SETTINGS: &[&str] =
-    &["docroot", "dotfiles", "file-cache-max-size", "sendfile"];
+pub const STATIC_SITE_SETTINGS: &[&str] = &[
+    "docroot",
+    "dotfiles",
+    "file-cache-max-size",
+    "sendfile",
+    "precompressed",
+    "gzip",
+    "gzip-types",
+    "gzip-level",
+    "gzip-min-length",
+    "autoindex",
+    "error-page",
+    "expires",
+];
 
 /// An application's own settings: a struct deriving `clap::Args` (its flags,
 /// with their help and defaults) and serde's `Serialize` and `Deserialize`
@@ -259,7 +271,11 @@ impl SiteContent {
             Some(dir) => SiteContent::Files(
                 StaticFiles::new(dir)?
                     .in_memory_up_to(config.file_cache_max_size)
-                    .serve_dotfiles(config.dotfiles == Dotfiles::Allow),
+                    .serve_dotfiles(config.dotfiles == Dotfiles::Allow)
+                    .precompressed(config.precompressed)
+                    .gzip(config.gzip.clone())
+                    .autoindex(config.autoindex)
+                    .expires(config.expires.clone()),
             ),
             None => SiteContent::Welcome(DefaultSite::new(&config.about())),
         })

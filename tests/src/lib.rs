@@ -1015,7 +1015,28 @@ pub fn exchange(addr: SocketAddr, request: &[u8]) -> io::Result<Reply> {
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
-/// A directory under the system temp directory, removed when dropped.
+/// Where test directories go: `$TMPDIR` if set, else `/dev/shm` when it is
+/// a writable directory (memory: making a docroot costs no disk I/O, which
+/// on a loaded machine takes milliseconds a file), else the temp directory.
+fn scratch_root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        if std::env::var_os("TMPDIR").is_some() {
+            return std::env::temp_dir();
+        }
+        let shm = Path::new("/dev/shm");
+        let probe = shm.join(format!("mpm-tests-probe-{}", std::process::id()));
+        match fs::create_dir(&probe) {
+            Ok(()) => {
+                let _ = fs::remove_dir(&probe);
+                shm.to_path_buf()
+            }
+            Err(_) => std::env::temp_dir(),
+        }
+    })
+}
+
+/// A directory under `/dev/shm` (or the temp directory), removed when dropped.
 #[derive(Debug)]
 pub struct TempDir {
     path: PathBuf,
@@ -1025,8 +1046,7 @@ impl TempDir {
     /// A new, empty directory named after this process, a counter and `label`.
     pub fn new(label: &str) -> TempDir {
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("mpm-tests-{}-{n}-{label}", std::process::id()));
+        let path = scratch_root().join(format!("mpm-tests-{}-{n}-{label}", std::process::id()));
         // A leftover from a crashed run with a recycled pid.
         let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
