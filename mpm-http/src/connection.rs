@@ -368,7 +368,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             // The built-in page (or the configured one), as every 408.
             let page = crate::Response::error(408).into_parts();
             self.queue(c, page, false, false, crate::Version::Http11);
-            let _ = s.send(&c.out, false);
+            if let Ok(n) = s.send(&c.out, false) {
+                c.log.add_sent(n);
+            }
             self.log_done(c, s, true);
         }
     }

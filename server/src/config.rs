@@ -304,6 +304,10 @@ pub struct ConfigLayer {
     /// (default: the path this server was started from).
     #[arg(long, value_name = "PATH")]
     pub upgrade_binary: Option<PathBuf>,
+    /// How long the new master of an upgrade may take to be ready before
+    /// the old one stops it and serves on (default 30s).
+    #[arg(long, value_name = "DURATION")]
+    pub upgrade_timeout: Option<Seconds>,
     /// On SIGTERM or SIGWINCH, serve on this long with the status page
     /// answering 503 (draining), so that a load balancer's health check
     /// takes the instance out before it stops listening (needs a master).
@@ -426,6 +430,7 @@ impl ConfigLayer {
             log_level: self.log_level.or(lower.log_level),
             error_log: self.error_log.or(lower.error_log),
             upgrade_binary: self.upgrade_binary.or(lower.upgrade_binary),
+            upgrade_timeout: self.upgrade_timeout.or(lower.upgrade_timeout),
             drain_delay: self.drain_delay.or(lower.drain_delay),
             request_body_timeout: self.request_body_timeout.or(lower.request_body_timeout),
             request_body_min_rate: self.request_body_min_rate.or(lower.request_body_min_rate),
@@ -533,6 +538,8 @@ pub struct Config {
     pub error_log: Option<PathBuf>,
     /// The binary a binary upgrade starts (`None`: the one running).
     pub upgrade_binary: Option<PathBuf>,
+    /// How long the new master of an upgrade may take to be ready.
+    pub upgrade_timeout: Duration,
     /// How long a stopping master serves on, reporting draining, first.
     pub drain_delay: Duration,
     /// Time allowed for a request body before the rate extends it.
@@ -595,6 +602,7 @@ impl Default for Config {
             log_level: LogLevel::Warn,
             error_log: None,
             upgrade_binary: None,
+            upgrade_timeout: mpm_master::upgrade::READY_TIMEOUT,
             drain_delay: Duration::ZERO,
             request_body_timeout: h.request_body_timeout,
             request_body_min_rate: h.request_body_min_rate,
@@ -872,6 +880,7 @@ impl Config {
                 }
                 other => other,
             },
+            upgrade_timeout: nonzero("upgrade-timeout", layer.upgrade_timeout, d.upgrade_timeout)?,
             drain_delay: layer.drain_delay.map(|s| s.0).unwrap_or(Duration::ZERO),
             request_body_timeout: nonzero(
                 "request-body-timeout",

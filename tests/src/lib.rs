@@ -85,6 +85,11 @@ static MPM_BIN: OnceLock<PathBuf> = OnceLock::new();
 /// The `mpm` binary of the profile this test binary was built with, built
 /// first (once per process) if it is missing or older than the sources.
 ///
+/// `cargo test --workspace` builds it (and the examples) before any test
+/// runs, because the `mpm` package has an integration test of its own
+/// (`server/tests/command_line.rs`); the build here is for a run of this
+/// crate alone (`cargo test -p tests`) after the sources changed.
+///
 /// `CARGO_BIN_EXE_mpm` is not set for this crate (the binary belongs to the
 /// `server` package), so it is found next to the test executable:
 /// `target/<profile>/deps/<test>` means `target/<profile>/mpm`.
@@ -149,7 +154,11 @@ fn newest_source(root: &Path) -> Option<SystemTime> {
                 continue;
             };
             if kind.is_dir() {
-                let skip = name == "target" || name.starts_with('.') || (top && name == "tests");
+                // Build output, git, this crate, and the fuzz targets (their
+                // own crate, not part of the binary).
+                let skip = name == "target"
+                    || name.starts_with('.')
+                    || (top && (name == "tests" || name == "fuzz"));
                 if !skip {
                     walk(&entry.path(), false, newest);
                 }
@@ -296,6 +305,17 @@ fn listening_addr(line: &str) -> Option<SocketAddr> {
     let rest = line.split(" listening on ").nth(1)?;
     let rest = rest.strip_prefix("http://").unwrap_or(rest);
     rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Say in the run's output that the calling test did not run its body, and
+/// why (a tool that is not installed, no root, a descriptor limit). A
+/// passing test's output is kept from the terminal by the test runner, so
+/// this writes past it, straight to stderr:
+/// `skipped: haproxy::graceful_restarts_...: haproxy is not installed`.
+pub fn skip(why: &str) {
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("a test");
+    let _ = writeln!(io::stderr().lock(), "skipped: {name}: {why}");
 }
 
 /// A running `mpm serve`, killed when dropped.

@@ -16,7 +16,7 @@ struct Fragile;
 
 impl HttpHandler for Fragile {
     fn handle(&mut self, req: &Request<'_>) -> Response {
-        if req.path() == "/boom" {
+        if req.path().starts_with("/boom") {
             panic!("the handler fell over");
         }
         Response::new(200).body("fine")
@@ -27,7 +27,7 @@ impl HttpHandler for Fragile {
 /// 500, and every worker goes on serving (a thread that died would leave
 /// the later requests unanswered). Prefork children run the same HTTP layer,
 /// so a panic there costs the request, not the child.
-fn panics_cost_only_their_request_under(mpm: &RunMpm) {
+fn panics_cost_only_their_request_under(mpm: &RunMpm, boom: &str) {
     let settings = MpmSettings {
         max_request_workers: 2,
         threads_per_child: 2,
@@ -43,7 +43,7 @@ fn panics_cost_only_their_request_under(mpm: &RunMpm) {
         scope.spawn(|| mpm(&settings, listeners, &lifecycle, slots));
         assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(10)));
         for i in 0..50 {
-            let path = if i % 2 == 0 { "/boom" } else { "/ok" };
+            let path = if i % 2 == 0 { boom } else { "/ok" };
             let mut c = TcpStream::connect(addr).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             write!(
@@ -74,18 +74,31 @@ fn factory() -> HttpFactory<fn() -> Fragile> {
 
 #[test]
 fn under_the_worker_mpm_panics_cost_only_their_request() {
-    panics_cost_only_their_request_under(&|settings, listeners, lifecycle, slots| {
-        mpm_worker::Worker
-            .run(settings, listeners, factory(), lifecycle, slots)
-            .unwrap();
-    });
+    let logged = mpm_core::error_log::expect("handler panicked on GET /boom/worker;");
+    panics_cost_only_their_request_under(
+        &|settings, listeners, lifecycle, slots| {
+            mpm_worker::Worker
+                .run(settings, listeners, factory(), lifecycle, slots)
+                .unwrap();
+        },
+        "/boom/worker",
+    );
+    assert_eq!(logged.count(), 25, "each panic logged once");
 }
 
 #[test]
 fn under_the_event_mpm_panics_cost_only_their_request() {
-    panics_cost_only_their_request_under(&|settings, listeners, lifecycle, slots| {
-        mpm_event::Event
-            .run(settings, listeners, factory(), lifecycle, slots)
-            .unwrap();
-    });
+    let logged = mpm_core::error_log::expect("handler panicked on GET /boom/event;");
+    let stopped = mpm_core::error_log::expect("accepted 50 connections;");
+    panics_cost_only_their_request_under(
+        &|settings, listeners, lifecycle, slots| {
+            mpm_event::Event
+                .run(settings, listeners, factory(), lifecycle, slots)
+                .unwrap();
+        },
+        "/boom/event",
+    );
+    assert_eq!(logged.count(), 25, "each panic logged once");
+    // A stopping event process says what its loop did.
+    assert_eq!(stopped.count(), 1, "{:?}", stopped.lines());
 }

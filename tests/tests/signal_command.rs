@@ -101,11 +101,9 @@ fn graceful_restart_replaces_the_children(mpm: &str) {
 }
 
 /// `graceful-stop` stops a server of one process too; restarts, which need a
-/// master, are logged and ignored instead of killing it.
+/// master, are logged and ignored instead of killing it. (Prefork always
+/// runs a master: worker and event only.)
 fn a_single_process_ignores_restarts_and_stops_gracefully(mpm: &str) {
-    if mpm == "prefork" {
-        return; // prefork always runs a master
-    }
     let root = site::docroot();
     let run = TempDir::new("run");
     let pid_file = pid_file_in(&run);
@@ -129,8 +127,17 @@ fn a_single_process_ignores_restarts_and_stops_gracefully(mpm: &str) {
 tests::mpm_suite!(
     the_pid_file_holds_the_pid_and_stop_removes_it,
     graceful_restart_replaces_the_children,
-    a_single_process_ignores_restarts_and_stops_gracefully,
 );
+
+#[test]
+fn a_single_worker_process_ignores_restarts_and_stops_gracefully() {
+    a_single_process_ignores_restarts_and_stops_gracefully("worker");
+}
+
+#[test]
+fn a_single_event_process_ignores_restarts_and_stops_gracefully() {
+    a_single_process_ignores_restarts_and_stops_gracefully("event");
+}
 
 fn assert_one_line_error(exit: &Exit, code: i32, needle: &str) {
     assert_eq!(exit.status.code(), Some(code), "{exit:?}");
