@@ -392,3 +392,44 @@ fn cache_control_follows_the_rules_on_200_206_and_304() {
         None
     );
 }
+
+#[test]
+fn a_hot_page_is_compressed_once_and_kept_while_it_is_unchanged() {
+    let root = Root::new("hot");
+    root.write("hot.html", &text(200));
+    let mut site = StaticFiles::new(root.path())
+        .unwrap()
+        .gzip(Some(Gzip::default()));
+    let shared = |site: &mut StaticFiles| match get(
+        site,
+        "GET",
+        "/hot.html",
+        &[("Accept-Encoding", "gzip")],
+    )
+    .into_body()
+    {
+        Body::Shared(bytes) => bytes,
+        other => panic!("expected the kept compressed body, got {other:?}"),
+    };
+    let first = shared(&mut site);
+    let ask = Request::for_test(
+        "GET",
+        "/hot.html",
+        Version::Http11,
+        &[("Accept-Encoding", "gzip")],
+        b"",
+    );
+    // Compressed now: an event loop may answer it.
+    assert!(site.answers_without_blocking(&ask));
+    assert!(std::sync::Arc::ptr_eq(&first, &shared(&mut site)));
+    // The cache checks the file again after a second; unchanged, the
+    // compressed body is carried over, not made again.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(std::sync::Arc::ptr_eq(&first, &shared(&mut site)));
+    // Changed: compressed anew.
+    root.write("hot.html", &text(300));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let changed = shared(&mut site);
+    assert!(!std::sync::Arc::ptr_eq(&first, &changed));
+    assert_eq!(gunzip(&changed), text(300));
+}
