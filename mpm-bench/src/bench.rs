@@ -24,7 +24,9 @@ pub use engine::{Limit, Load, Progress};
 pub use summary::Summary;
 
 /// `mpm bench`: run the load, show progress on a terminal, print the summary.
-/// Exit code 1 when not a single request was answered.
+/// Fails at once (one line, exit 1) when no connection can be made at all;
+/// exit code 1, with a warning, when no answer was a success (2xx or 3xx):
+/// a run that measured only errors ranks nothing.
 pub fn command(args: &BenchArgs) -> Result<i32, Error> {
     let load = args.load()?;
     let _ = mpm_master::raise_fd_limit();
@@ -32,10 +34,28 @@ pub fn command(args: &BenchArgs) -> Result<i32, Error> {
     // Ctrl-C ends the run early and still prints what was measured.
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&progress.stop));
     let summary = with_progress_bar(&load, &progress)?;
+    if let Some(why) = progress.never_connected() {
+        return Err(Error::io(
+            format!("{}: no connection to {} could be made", load.url, load.addr),
+            std::io::Error::other(format!("{why}; is the server up?")),
+        ));
+    }
     if args.json {
         println!("{}", summary.to_json());
     } else {
         print!("{}", summary.to_text());
+    }
+    if summary.responses > 0 && summary.successes() == 0 {
+        let statuses: Vec<String> = summary
+            .status
+            .iter()
+            .map(|(code, n)| format!("{n} × {code}"))
+            .collect();
+        eprintln!(
+            "mpm: warning: no response was a success (2xx or 3xx): {}; check the URL",
+            statuses.join(", ")
+        );
+        return Ok(1);
     }
     Ok(if summary.responses == 0 { 1 } else { 0 })
 }
@@ -43,13 +63,7 @@ pub fn command(args: &BenchArgs) -> Result<i32, Error> {
 /// Run `load`, with an indicatif bar on stderr when it is a terminal.
 pub fn with_progress_bar(load: &Load, progress: &Arc<Progress>) -> Result<Summary, Error> {
     let bar = std::io::stderr().is_terminal().then(|| {
-        let (len, template) = match load.limit {
-            Limit::Requests(n) => (n, "{bar:40} {pos}/{len} requests  {per_sec}  {elapsed}"),
-            Limit::Duration(d) => (
-                d.as_millis() as u64,
-                "{bar:40} {elapsed}/{len}ms  {msg} requests",
-            ),
-        };
+        let (len, template) = bar_layout(load.limit);
         let bar = indicatif::ProgressBar::new(len);
         if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
             bar.set_style(style);
@@ -65,13 +79,9 @@ pub fn with_progress_bar(load: &Load, progress: &Arc<Progress>) -> Result<Summar
         let handle = std::thread::spawn(move || {
             while !d2.load(Ordering::Relaxed) {
                 let finished = p.finished.load(Ordering::Relaxed);
-                match limit {
-                    Limit::Requests(_) => bar.set_position(finished),
-                    Limit::Duration(_) => {
-                        bar.set_position(start.elapsed().as_millis() as u64);
-                        bar.set_message(finished.to_string());
-                    }
-                }
+                let (position, message) = bar_state(limit, start.elapsed(), finished);
+                bar.set_position(position);
+                bar.set_message(message);
                 std::thread::sleep(Duration::from_millis(100));
             }
             bar.finish_and_clear();
@@ -84,4 +94,51 @@ pub fn with_progress_bar(load: &Load, progress: &Arc<Progress>) -> Result<Summar
         let _ = handle.join();
     }
     result.map_err(|e| Error::io("running the load", e))
+}
+
+/// The bar's length and template: its position and length are in one unit,
+/// requests for `-n`, tenths of a second for `-d` (shown as seconds).
+fn bar_layout(limit: Limit) -> (u64, &'static str) {
+    match limit {
+        Limit::Requests(n) => (n, "{bar:40} {pos}/{len} requests  {msg}"),
+        Limit::Duration(d) => (tenths(d), "{bar:40} {msg}"),
+    }
+}
+
+/// Where the bar stands after `elapsed` with `finished` requests done, and
+/// what it says beside it.
+fn bar_state(limit: Limit, elapsed: Duration, finished: u64) -> (u64, String) {
+    let secs = elapsed.as_secs_f64();
+    match limit {
+        Limit::Requests(_) => (finished, format!("{secs:.1}s")),
+        Limit::Duration(d) => (
+            tenths(elapsed).min(tenths(d)),
+            format!("{secs:.1}s/{:.1}s  {finished} requests", d.as_secs_f64()),
+        ),
+    }
+}
+
+fn tenths(d: Duration) -> u64 {
+    u64::try_from(d.as_millis() / 100).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_bar_counts_in_one_unit() {
+        // A duration: tenths of a second for position and length alike,
+        // seconds in the text (it once said "3s/10000ms").
+        let ten = Limit::Duration(Duration::from_secs(10));
+        assert_eq!(bar_layout(ten).0, 100);
+        assert_eq!(
+            bar_state(ten, Duration::from_millis(3_040), 42),
+            (30, "3.0s/10.0s  42 requests".to_string())
+        );
+        // A request count: requests.
+        let n = Limit::Requests(500);
+        assert_eq!(bar_layout(n), (500, "{bar:40} {pos}/{len} requests  {msg}"));
+        assert_eq!(bar_state(n, Duration::from_millis(1_500), 120).0, 120);
+    }
 }

@@ -1,9 +1,14 @@
 //! Driving a [`ConnectionHandler`] on a blocking socket, as prefork and worker do.
 
-use std::os::fd::{AsRawFd, RawFd};
-use std::time::Duration;
+use std::net::TcpStream;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::connection_handler::{ConnectionHandler, Interest, Wait};
+use crate::hand_over::HandOver;
+use crate::lifecycle::Lifecycle;
 use crate::scoreboard::WorkerState;
 use crate::settings::MpmSettings;
 use crate::stream::Stream;
@@ -17,6 +22,10 @@ pub struct Timeouts {
     pub keepalive: Duration,
     /// Longest lingering drain before close.
     pub linger: Duration,
+    /// How long a new connection waits for its first bytes before its
+    /// handler is asked to read anyway (and answers a timeout, say): the
+    /// shortest of the protocol's limits ([`MpmSettings::request_timeout`]).
+    pub first_request: Duration,
     /// Do accepted sockets already carry `request` as their read and write
     /// timeouts, copied from the listener
     /// ([`Listener::pass_on_options`](crate::Listener::pass_on_options))?
@@ -30,6 +39,7 @@ impl Timeouts {
             request: settings.timeout,
             keepalive: settings.keepalive_timeout,
             linger: Duration::from_secs(2),
+            first_request: settings.request_timeout,
             inherited: false,
         }
     }
@@ -56,6 +66,16 @@ pub trait IdlePark {
     /// The connection on `fd` is about to wait idle for its next request.
     /// Return false if the server is stopping: the driver then closes it.
     fn park(&mut self, fd: RawFd) -> bool;
+    /// A new connection whose handler [can hand it over](ConnectionHandler::can_hand_over)
+    /// is about to wait for its first bytes, at most `within`. A parker that
+    /// knows the stop pipe and the [`HandOver`] channel waits here (with
+    /// [`await_first_request`]) and, if the server stops with a successor
+    /// while the client is silent, passes the connection on. The default
+    /// returns at once: the driver then reads.
+    fn first_request(&mut self, socket: &TcpStream, within: Duration) -> FirstRequest {
+        let _ = (socket, within);
+        FirstRequest::Serve
+    }
     /// The idle wait on the connection ended (a request arrived, or not).
     fn unpark(&mut self);
     /// The connection's descriptor is about to be closed.
@@ -101,6 +121,71 @@ pub fn input_arrives_within(fd: RawFd, within: Duration) -> bool {
     }
 }
 
+/// What a new connection's wait for its first request came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstRequest {
+    /// Serve it here: bytes arrived, the wait ran out (the handler answers
+    /// its timeout), or there is no one to hand it to.
+    Serve,
+    /// It was passed to the next generation: close this process's copy and
+    /// never touch it again.
+    HandedOver,
+}
+
+/// The first-request wait of a blocking model's worker: poll the
+/// connection and the stop pipe, at most `within`. Should the server stop
+/// with a successor while the client is silent, wait
+/// [`STOP_GRACE`](crate::STOP_GRACE) for a request already on its way, then
+/// hand the connection over. A stop with no successor changes nothing: the
+/// connection is served here as before.
+pub fn await_first_request(
+    socket: &TcpStream,
+    within: Duration,
+    lifecycle: &Lifecycle,
+    hand_over: Option<&HandOver>,
+) -> FirstRequest {
+    let deadline = crate::deadline(Instant::now(), within);
+    loop {
+        if lifecycle.is_stopping() {
+            let (true, Some(channel)) = (lifecycle.has_successor(), hand_over) else {
+                return FirstRequest::Serve; // a plain stop: served here, as before
+            };
+            if input_arrives_within(socket.as_raw_fd(), crate::STOP_GRACE) {
+                return FirstRequest::Serve;
+            }
+            return match channel.send(socket.as_fd()) {
+                Ok(()) => FirstRequest::HandedOver,
+                Err(e) => {
+                    crate::log_warn!(
+                        "mpm: could not hand a connection to the next generation ({e}); \
+                         serving it here"
+                    );
+                    FirstRequest::Serve
+                }
+            };
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return FirstRequest::Serve;
+        }
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        let mut fds = [
+            PollFd::new(socket.as_fd(), PollFlags::POLLIN),
+            PollFd::new(lifecycle.wake_fd(), PollFlags::POLLIN),
+        ];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        ) {
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return FirstRequest::Serve,
+            Ok(_) if fds[0].revents().is_some_and(|r| !r.is_empty()) => return FirstRequest::Serve,
+            // The stop pipe (looked at on the next turn), or the time ran out.
+            Ok(_) => {}
+        }
+    }
+}
+
 /// An [`IdlePark`] that never stops idle connections early.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoPark;
@@ -130,6 +215,16 @@ pub fn serve_blocking<H: ConnectionHandler>(
         return steps;
     }
     let mut conn = handler.connected(&stream);
+    if handler.can_hand_over(&conn) {
+        stream.set_state(WorkerState::Reading);
+        if park.first_request(stream.socket(), timeouts.first_request) == FirstRequest::HandedOver {
+            if let Some(slot) = stream.score_slot() {
+                slot.record_hand_over();
+            }
+            park.closing();
+            return steps;
+        }
+    }
     let mut interest = Interest::Read(Wait::Request);
     loop {
         steps += 1;

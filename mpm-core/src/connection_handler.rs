@@ -148,6 +148,19 @@ pub trait ConnectionHandler {
         false
     }
 
+    /// Could the connection be passed, as it is, to another process: has
+    /// nothing been read from it or written to it, so that the socket alone
+    /// carries its state? A process that stops with a successor (a graceful
+    /// restart, a restart, an upgrade) then hands a connection whose client
+    /// has not sent its request yet to the next generation
+    /// ([`HandOver`](crate::HandOver)), instead of keeping it until the
+    /// request comes or the graceful timeout cuts it off unanswered. The
+    /// default, no, is always safe.
+    fn can_hand_over(&self, conn: &Self::Conn) -> bool {
+        let _ = conn;
+        false
+    }
+
     /// Event loops only: the connection is parked idle between requests;
     /// release what it need not keep (buffers), so that an idle connection
     /// costs as little memory as possible. The default keeps everything.

@@ -12,10 +12,6 @@ use crate::listener::Listener;
 /// `Connection: close`) rather than met by a closed connection.
 pub const STOP_GRACE: Duration = Duration::from_millis(100);
 
-/// How far in the future a deadline beyond what an `Instant` holds is put:
-/// "never", for any practical run.
-const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
-
 /// A stop in progress: begun when the lifecycle was told to stop, with the
 /// moment idle connections close and the moment work in flight is cut off.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +34,7 @@ impl Drain {
         let now = Instant::now();
         Drain {
             close_idle_at: now + STOP_GRACE,
-            deadline: now.checked_add(graceful).unwrap_or(now + FAR),
+            deadline: crate::deadline(now, graceful),
         }
     }
 

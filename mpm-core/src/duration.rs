@@ -1,14 +1,47 @@
-//! Durations as people write them in flags and files: `5`, `2.5s`,
-//! `500ms`, `2m`.
+//! Durations as people write them in flags and files (`5`, `2.5s`, `500ms`,
+//! `2m`), and the one way a deadline is computed from a configured duration.
+//!
+//! Every duration a user can set goes through [`Seconds`], which refuses
+//! anything longer than [`Seconds::MAX`], whether it was written as text, a
+//! float or an integer; every deadline a server computes from a setting goes
+//! through [`deadline`], which never panics, whatever the duration (a library
+//! user may build settings by hand with `Duration::MAX`).
 
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 /// A duration given as seconds (`5`, `2.5`) or with a unit (`500ms`, `5s`, `2m`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seconds(pub Duration);
+
+impl Seconds {
+    /// The longest duration a setting may take: a billion seconds (about 31
+    /// years), "never" for any practical server, and far inside what an
+    /// `Instant` can be moved by.
+    pub const MAX: Duration = Duration::from_secs(1_000_000_000);
+
+    /// `d` as a setting, or the one-line complaint about it: refused if it
+    /// is longer than [`Seconds::MAX`]. `shown` is how the user wrote it.
+    pub fn bounded(d: Duration, shown: &str) -> Result<Seconds, String> {
+        if d > Self::MAX {
+            return Err(format!(
+                "'{shown}' is too long a duration (at most {} seconds)",
+                Self::MAX.as_secs()
+            ));
+        }
+        Ok(Seconds(d))
+    }
+}
+
+/// `from` + `after`, for a deadline: a duration too long for an `Instant` (a
+/// hand-built `Duration::MAX`) means "as late as can be", never a panic.
+pub fn deadline(from: Instant, after: Duration) -> Instant {
+    from.checked_add(after.min(Seconds::MAX))
+        .or_else(|| from.checked_add(Duration::from_secs(86_400)))
+        .unwrap_or(from)
+}
 
 impl FromStr for Seconds {
     type Err = String;
@@ -24,14 +57,16 @@ impl FromStr for Seconds {
         } else {
             (t, 1.0)
         };
-        let value: f64 = num
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a duration (try 5, 2.5s or 500ms)"))?;
-        if !value.is_finite() || value < 0.0 || value * scale > 1e9 {
-            return Err(format!("'{s}' is not a duration (try 5, 2.5s or 500ms)"));
+        let not = || format!("'{s}' is not a duration (try 5, 2.5s or 500ms)");
+        let value: f64 = num.trim().parse().map_err(|_| not())?;
+        if !value.is_finite() || value < 0.0 {
+            return Err(not());
         }
-        Ok(Seconds(Duration::from_secs_f64(value * scale)))
+        let secs = value * scale;
+        if secs > Self::MAX.as_secs_f64() {
+            return Self::bounded(Duration::MAX, s);
+        }
+        Self::bounded(Duration::from_secs_f64(secs), s)
     }
 }
 
@@ -44,8 +79,10 @@ impl<'de> Deserialize<'de> for Seconds {
             Float(f64),
             Text(String),
         }
+        // Every form goes through the same bound as the command line's.
         match Raw::deserialize(d)? {
-            Raw::Int(n) => Ok(Seconds(Duration::from_secs(n))),
+            Raw::Int(n) => Seconds::bounded(Duration::from_secs(n), &n.to_string())
+                .map_err(serde::de::Error::custom),
             Raw::Float(f) => f.to_string().parse().map_err(serde::de::Error::custom),
             Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
         }
@@ -66,5 +103,42 @@ mod tests {
         assert_eq!("2m".parse::<Seconds>().unwrap().0, Duration::from_secs(120));
         assert!("soon".parse::<Seconds>().is_err());
         assert!("-1".parse::<Seconds>().is_err());
+    }
+
+    #[test]
+    fn every_form_of_a_duration_is_bounded_the_same_way() {
+        // Text, a float and the integer form (which once skipped the cap).
+        assert!("1e300".parse::<Seconds>().is_err());
+        assert!("18446744073709551615".parse::<Seconds>().is_err());
+        assert_eq!(
+            "1000000000".parse::<Seconds>().unwrap().0,
+            Seconds::MAX,
+            "the bound itself is allowed"
+        );
+        #[derive(Debug, Deserialize)]
+        struct T {
+            #[allow(dead_code)]
+            d: Seconds,
+        }
+        for text in [
+            "d = 18446744073709551615",
+            "d = 1000000001",
+            "d = 1e300",
+            "d = \"18446744073709551615s\"",
+        ] {
+            let err = toml::from_str::<T>(text).unwrap_err().to_string();
+            assert!(err.contains("too long"), "{text}: {err}");
+        }
+        assert!(toml::from_str::<T>("d = 5").is_ok());
+    }
+
+    #[test]
+    fn a_deadline_never_overflows() {
+        let now = Instant::now();
+        assert!(deadline(now, Duration::MAX) > now + Duration::from_secs(86_400));
+        assert_eq!(
+            deadline(now, Duration::from_secs(3)),
+            now + Duration::from_secs(3)
+        );
     }
 }

@@ -19,6 +19,8 @@
 //!   [`listener_poller`] — how prefork and worker wait on them: epoll, poll
 //!   or select (`--poller`).
 //! * [`Stream`] — the accepted socket as a handler sees it.
+//! * [`HandOver`] — how a stopping generation passes connections that have
+//!   not sent a byte to the next one (`SCM_RIGHTS`).
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`WorkerThreads`] — a threaded model's workers, started and stopped together.
@@ -34,7 +36,8 @@
 //!   log), flushed by a model with no thread to spare for it.
 //! * [`error_log`] — leveled error-log lines (`log_warn!` and friends), and
 //!   [`local_time`], the time stamps it and the access log write.
-//! * [`Seconds`] — durations as flags and files write them.
+//! * [`Seconds`] — durations as flags and files write them, bounded; and
+//!   [`deadline`], the one way a deadline is computed from a setting.
 //!
 //! The [`ConnectionHandler`] documentation has a runnable line protocol;
 //! [`design`] explains why the pieces are shaped as they are.
@@ -50,6 +53,7 @@ mod drain;
 mod duration;
 mod error;
 pub mod error_log;
+mod hand_over;
 mod lifecycle;
 mod listener;
 pub mod listener_poller;
@@ -63,9 +67,10 @@ mod worker_threads;
 
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};
 pub use drain::{Drain, STOP_GRACE};
-pub use duration::Seconds;
+pub use duration::{deadline, Seconds};
 pub use error::{Error, Result};
-pub use lifecycle::{Lifecycle, Phase};
+pub use hand_over::HandOver;
+pub use lifecycle::{signal_name, Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use settings::MpmSettings;

@@ -37,6 +37,9 @@ struct Inner {
     phase: Mutex<Phase>,
     changed: Condvar,
     draining: Arc<AtomicBool>,
+    /// Set when the stop is a hand-over: another generation takes over the
+    /// listeners (graceful restart, restart, upgrade).
+    successor: Arc<AtomicBool>,
     shared_listeners: AtomicBool,
     generation: std::sync::atomic::AtomicU32,
     // A pipe that becomes readable, and stays readable, once stop is asked:
@@ -56,6 +59,7 @@ impl Lifecycle {
                 phase: Mutex::new(Phase::Starting),
                 changed: Condvar::new(),
                 draining: Arc::new(AtomicBool::new(false)),
+                successor: Arc::new(AtomicBool::new(false)),
                 shared_listeners: AtomicBool::new(false),
                 generation: std::sync::atomic::AtomicU32::new(1),
                 wake_read: r,
@@ -108,6 +112,19 @@ impl Lifecycle {
             *p = Phase::Draining;
             self.inner.changed.notify_all();
         }
+    }
+
+    /// Record that the stop asked for (now or later) hands over to a
+    /// successor: another generation serves the same listeners, so a
+    /// connection that has not sent a byte may be passed to it
+    /// ([`HandOver`](crate::HandOver)) instead of being waited on.
+    pub fn set_successor(&self) {
+        self.inner.successor.store(true, Ordering::SeqCst);
+    }
+
+    /// Does a successor take over once this process stops?
+    pub fn has_successor(&self) -> bool {
+        self.inner.successor.load(Ordering::SeqCst)
     }
 
     /// Has a stop been asked for?
@@ -169,6 +186,18 @@ impl Lifecycle {
         Ok(())
     }
 
+    /// Record a successor ([`set_successor`](Self::set_successor)) when the
+    /// process receives any of `signals`, from a handler that only stores a
+    /// flag. Install it before the stop handlers for the same signals, so
+    /// that the flag is set by the time a woken worker looks.
+    pub fn successor_on_quietly(&self, signals: &[i32]) -> Result<()> {
+        for &sig in signals {
+            signal_hook::flag::register(sig, Arc::clone(&self.inner.successor))
+                .map_err(|e| Error::io("installing signal handlers", e))?;
+        }
+        Ok(())
+    }
+
     /// Block until a stop is asked for (by [`stop`](Self::stop) or a
     /// signal), whichever way it was installed; then move to
     /// [`Phase::Draining`].
@@ -193,11 +222,17 @@ impl Lifecycle {
             .name("mpm-signals".into())
             .spawn(move || {
                 if let Some(sig) = signals.forever().next() {
-                    crate::log_notice!("mpm: received signal {sig}, stopping");
+                    crate::log_notice!("mpm: received {}, stopping", signal_name(sig));
                     me.stop();
                 }
             })
             .map_err(|e| Error::io("starting the signal thread", e))?;
         Ok(())
     }
+}
+
+/// A signal's name (`SIGTERM`), for the log; its number if it has none.
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
 }

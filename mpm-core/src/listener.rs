@@ -1,21 +1,31 @@
 //! Listening sockets, bound before any worker starts.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::Arc;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::error::{Error, Result};
+use crate::hand_over::HandOver;
 
-/// A bound, listening, non-blocking TCP socket.
+/// A bound, listening, non-blocking TCP socket; or the receiving end of the
+/// [`HandOver`] channel, from which connections handed over by an older
+/// generation are "accepted" the same way.
 ///
 /// Non-blocking because workers wait for it with `poll` together with the
 /// server's stop signal, then accept; a worker that loses the race to a sibling
 /// gets `WouldBlock` instead of sleeping in `accept`.
 #[derive(Debug)]
 pub struct Listener {
-    socket: TcpListener,
+    socket: Kind,
     addr: SocketAddr,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Tcp(TcpListener),
+    HandOver(Arc<HandOver>),
 }
 
 impl Listener {
@@ -30,7 +40,10 @@ impl Listener {
         socket.set_nonblocking(true).map_err(wrap)?;
         let socket: TcpListener = socket.into();
         let addr = socket.local_addr().map_err(wrap)?;
-        Ok(Listener { socket, addr })
+        Ok(Listener {
+            socket: Kind::Tcp(socket),
+            addr,
+        })
     }
 
     /// Take over a socket that is already listening (passed by systemd's
@@ -42,7 +55,10 @@ impl Listener {
             .set_tcp_nodelay(true)
             .map_err(wrap)?;
         let addr = socket.local_addr().map_err(wrap)?;
-        Ok(Listener { socket, addr })
+        Ok(Listener {
+            socket: Kind::Tcp(socket),
+            addr,
+        })
     }
 
     /// Bind every address, failing on the first that cannot be bound.
@@ -63,7 +79,10 @@ impl Listener {
         let addr = socket
             .local_addr()
             .map_err(|e| Error::bind(addr.to_string(), e))?;
-        Ok(Listener { socket, addr })
+        Ok(Listener {
+            socket: Kind::Tcp(socket),
+            addr,
+        })
     }
 
     /// Reserve every address (see [`Listener::reserve`]).
@@ -82,7 +101,7 @@ impl Listener {
             .map_err(wrap)?;
         socket.set_nonblocking(true).map_err(wrap)?;
         Ok(Listener {
-            socket: socket.into(),
+            socket: Kind::Tcp(socket.into()),
             addr,
         })
     }
@@ -105,6 +124,26 @@ impl Listener {
         Ok(socket)
     }
 
+    /// The receiving end of `hand_over` as a listener: its "connections"
+    /// are those an older generation handed over (see [`HandOver`]), taken
+    /// with [`accept`](Self::accept) like any other. Its address is
+    /// `0.0.0.0:0`.
+    pub fn hand_over(hand_over: HandOver) -> Listener {
+        Listener {
+            socket: Kind::HandOver(Arc::new(hand_over)),
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        }
+    }
+
+    /// The hand-over channel, if this is its receiving end: a stopping
+    /// process with a successor sends connections on it.
+    pub fn hand_over_channel(&self) -> Option<&HandOver> {
+        match &self.socket {
+            Kind::HandOver(h) => Some(h),
+            Kind::Tcp(_) => None,
+        }
+    }
+
     /// The bound address (with the real port when port 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
@@ -115,14 +154,21 @@ impl Listener {
     /// listener's `TCP_NODELAY` (responses are written whole) and any
     /// timeout set with [`set_accepted_write_timeout`](Self::set_accepted_write_timeout).
     pub fn accept(&self) -> std::io::Result<(TcpStream, SocketAddr)> {
-        self.socket.accept()
+        match &self.socket {
+            Kind::Tcp(socket) => socket.accept(),
+            Kind::HandOver(h) => h.receive(false),
+        }
     }
 
     /// Accept one pending connection already non-blocking, with
     /// `accept4(SOCK_NONBLOCK)`: an event loop saves the `ioctl` that would
     /// make it so afterwards. `WouldBlock` when none is queued.
     pub fn accept_nonblocking(&self) -> std::io::Result<(TcpStream, SocketAddr)> {
-        let fd = self.socket.as_raw_fd();
+        let socket = match &self.socket {
+            Kind::Tcp(socket) => socket,
+            Kind::HandOver(h) => return h.receive(true),
+        };
+        let fd = socket.as_raw_fd();
         // SAFETY: try_init hands accept4 a zeroed sockaddr_storage and its
         // length to fill in; the descriptor is this listener's, open.
         let (raw, addr) = unsafe {
@@ -158,9 +204,16 @@ impl Listener {
     /// Every MPM calls this once its listeners are final.
     pub fn pass_on_options(listeners: &[Listener], settings: &crate::MpmSettings) -> Result<()> {
         for l in listeners {
+            let socket = match &l.socket {
+                Kind::Tcp(socket) => socket,
+                Kind::HandOver(h) => {
+                    h.set_options(settings.timeout, settings.send_lowat);
+                    continue;
+                }
+            };
             l.set_accepted_send_lowat(settings.send_lowat)?;
             l.set_accepted_write_timeout(settings.timeout)?;
-            socket2::SockRef::from(&l.socket)
+            socket2::SockRef::from(socket)
                 .set_read_timeout(Some(settings.timeout))
                 .map_err(|e| Error::io("setting the listeners' read timeout", e))?;
         }
@@ -174,6 +227,9 @@ impl Listener {
     /// socket, which accepted sockets copy: no setsockopt per connection.
     /// 0 leaves the kernel's default.
     pub fn set_accepted_send_lowat(&self, bytes: u32) -> Result<()> {
+        let Kind::Tcp(socket) = &self.socket else {
+            return Ok(()); // passed on by `pass_on_options`
+        };
         if bytes == 0 {
             return Ok(());
         }
@@ -182,7 +238,7 @@ impl Listener {
         // TCP_NOTSENT_LOWAT takes; neither socket2 nor nix wraps it.
         let rc = unsafe {
             libc::setsockopt(
-                self.socket.as_raw_fd(),
+                socket.as_raw_fd(),
                 libc::IPPROTO_TCP,
                 libc::TCP_NOTSENT_LOWAT,
                 (&value as *const libc::c_int).cast(),
@@ -203,7 +259,10 @@ impl Listener {
     /// setting it on the listening socket (Linux copies it to accepted
     /// sockets): a blocking MPM then needs no setsockopt per connection.
     pub fn set_accepted_write_timeout(&self, timeout: std::time::Duration) -> Result<()> {
-        socket2::SockRef::from(&self.socket)
+        let Kind::Tcp(socket) = &self.socket else {
+            return Ok(()); // passed on by `pass_on_options`
+        };
+        socket2::SockRef::from(socket)
             .set_write_timeout(Some(timeout))
             .map_err(|e| Error::io("setting the listeners' write timeout", e))
     }
@@ -211,10 +270,14 @@ impl Listener {
     /// Another descriptor for the same socket (close-on-exec), for a process
     /// that needs listeners of its own.
     pub fn try_clone(&self) -> Result<Listener> {
-        let socket = self
-            .socket
-            .try_clone()
-            .map_err(|e| Error::io("duplicating a listener", e))?;
+        let socket = match &self.socket {
+            Kind::Tcp(socket) => Kind::Tcp(
+                socket
+                    .try_clone()
+                    .map_err(|e| Error::io("duplicating a listener", e))?,
+            ),
+            Kind::HandOver(h) => Kind::HandOver(Arc::new(h.try_clone()?)),
+        };
         Ok(Listener {
             socket,
             addr: self.addr,
@@ -227,19 +290,36 @@ impl Listener {
     /// can take its number while a thread still polls it); pollers see it
     /// ready and `accept` fails.
     pub fn stop_listening(&self) {
-        let _ =
-            nix::sys::socket::shutdown(self.socket.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        // The hand-over channel stays: what is in it belongs to the next
+        // generation, and no new connection reaches it.
+        if let Kind::Tcp(socket) = &self.socket {
+            let _ =
+                nix::sys::socket::shutdown(socket.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        }
     }
 
-    /// The standard-library listener.
-    pub fn as_std(&self) -> &TcpListener {
-        &self.socket
+    /// The standard-library listener (`None` for the hand-over channel).
+    pub fn as_std(&self) -> Option<&TcpListener> {
+        match &self.socket {
+            Kind::Tcp(socket) => Some(socket),
+            Kind::HandOver(_) => None,
+        }
+    }
+}
+
+impl AsFd for Listener {
+    /// The descriptor to poll for a connection to accept.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match &self.socket {
+            Kind::Tcp(socket) => socket.as_fd(),
+            Kind::HandOver(h) => h.receiving_fd(),
+        }
     }
 }
 
 impl AsRawFd for Listener {
     fn as_raw_fd(&self) -> RawFd {
-        self.socket.as_raw_fd()
+        self.as_fd().as_raw_fd()
     }
 }
 

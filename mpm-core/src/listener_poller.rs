@@ -116,7 +116,7 @@ impl ListenerPoller {
     ) -> Result<ListenerPoller> {
         let fds = listeners
             .iter()
-            .map(|l| l.as_std().as_fd())
+            .map(|l| l.as_fd())
             .chain([wake])
             .map(|fd| fd.try_clone_to_owned())
             .collect::<io::Result<Vec<_>>>()

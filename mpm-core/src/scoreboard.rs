@@ -21,6 +21,11 @@ use crate::error::{Error, Result};
 /// Bytes of the current request line a slot keeps.
 pub const REQUEST_LINE: usize = 64;
 
+/// The most slots a scoreboard holds (processes × workers per process):
+/// the mapping is then at most this many slots long, whatever the
+/// configuration asks for.
+pub const MAX_SLOTS: usize = 1 << 18;
+
 /// What a worker is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -112,6 +117,9 @@ pub struct Slot {
     send_would_block: AtomicU64,
     /// Responses by status class: 1xx to 5xx.
     responses: [AtomicU64; 5],
+    /// Connections passed to the next generation unanswered (counted again
+    /// by the slot that takes them).
+    handed_over: AtomicU64,
     line: [AtomicU8; REQUEST_LINE],
     alloc: Counters,
 }
@@ -128,11 +136,13 @@ struct Header {
 
 /// The shared table of slots. Made once per server, before forking, and
 /// never unmapped: it lives as long as the process, so slot references are
-/// `'static`.
+/// `'static`. A restart that re-reads the configuration lays the same
+/// mapping out again ([`Scoreboard::reuse`]) instead of mapping another.
 #[derive(Debug)]
 pub struct Scoreboard {
     header: &'static Header,
-    slots: &'static [Slot],
+    /// Every slot mapped; the first `header.slots` are in use.
+    all: &'static [Slot],
 }
 
 /// This process's pid, cached: `getpid` is a system call, and a slot asks
@@ -161,10 +171,31 @@ fn now_ms() -> u64 {
 }
 
 impl Scoreboard {
-    /// A scoreboard of `processes` × `per_process` slots in shared memory.
+    /// How many slots `processes` × `per_process` is, if a scoreboard can
+    /// hold that many (at most [`MAX_SLOTS`]).
+    pub fn slots_for(processes: usize, per_process: usize) -> Result<usize> {
+        processes
+            .max(1)
+            .checked_mul(per_process.max(1))
+            .filter(|&n| n <= MAX_SLOTS)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "{processes} processes of {per_process} workers: a scoreboard holds at most \
+                     {MAX_SLOTS} workers"
+                ))
+            })
+    }
+
+    /// A scoreboard of `processes` × `per_process` slots in shared memory
+    /// (at most [`MAX_SLOTS`]: more is a configuration error).
     pub fn create(processes: usize, per_process: usize) -> Result<&'static Scoreboard> {
-        let n = processes.max(1) * per_process.max(1);
-        let bytes = std::mem::size_of::<Slot>() * (n + 1);
+        let n = Self::slots_for(processes, per_process)?;
+        // The header takes the room of one slot. Bounded above, so neither
+        // product can overflow; checked all the same.
+        let bytes = n
+            .checked_add(1)
+            .and_then(|s| s.checked_mul(std::mem::size_of::<Slot>()))
+            .ok_or_else(|| Error::config("scoreboard size overflows"))?;
         let len =
             std::num::NonZeroUsize::new(bytes).ok_or_else(|| Error::config("empty scoreboard"))?;
         use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
@@ -181,9 +212,12 @@ impl Scoreboard {
         }
         .map_err(|e| Error::io("mapping the scoreboard", e.into()))?;
         let base = base.as_ptr().cast::<u8>();
-        // SAFETY: the mapping is `bytes` long, page-aligned, zeroed, and never
-        // unmapped; the header takes the first slot's room and the slots
-        // follow, each within the mapping and suitably aligned (128).
+        // SAFETY: the mapping is `bytes` = (n + 1) × size_of::<Slot>() long
+        // (computed with checked arithmetic above), page-aligned, zeroed, and
+        // never unmapped; the header takes the first slot's room and the n
+        // slots follow, so the slice ends exactly at the mapping's end, and
+        // each slot is suitably aligned (the page is, and a slot's size is a
+        // multiple of its alignment).
         let (header, slots) = unsafe {
             let header = &*(base.cast::<Header>());
             let slots =
@@ -196,20 +230,45 @@ impl Scoreboard {
         header
             .per_process
             .store(per_process.max(1) as u32, Ordering::Relaxed);
-        Ok(Box::leak(Box::new(Scoreboard { header, slots })))
+        Ok(Box::leak(Box::new(Scoreboard { header, all: slots })))
     }
 
-    /// Every slot.
+    /// Lay this scoreboard out again for `processes` × `per_process` slots,
+    /// for a restart that re-read the configuration, once every process
+    /// that used it has exited: the mapping is kept (and its counters, which
+    /// only ever add up), every slot is marked dead until a new worker claims
+    /// it. False, leaving it as it was, if it holds fewer slots than that:
+    /// it cannot grow without a full stop (as httpd's `ServerLimit`).
+    pub fn reuse(&self, processes: usize, per_process: usize) -> bool {
+        let Ok(n) = Self::slots_for(processes, per_process) else {
+            return false;
+        };
+        if n > self.all.len() {
+            return false;
+        }
+        for s in self.all {
+            s.state.store(WorkerState::Dead as u8, Ordering::Relaxed);
+        }
+        self.header.slots.store(n as u32, Ordering::Relaxed);
+        self.header
+            .per_process
+            .store(per_process.max(1) as u32, Ordering::Relaxed);
+        true
+    }
+
+    /// Every slot in use.
     pub fn slots(&self) -> &'static [Slot] {
-        self.slots
+        let n = (self.header.slots.load(Ordering::Relaxed) as usize).min(self.all.len());
+        &self.all[..n]
     }
 
     /// The slots of process number `process`.
     pub fn process_slots(&self, process: usize) -> &'static [Slot] {
+        let slots = self.slots();
         let per = self.per_process();
-        let start = (process * per).min(self.slots.len());
-        let end = (start + per).min(self.slots.len());
-        &self.slots[start..end]
+        let start = process.saturating_mul(per).min(slots.len());
+        let end = start.saturating_add(per).min(slots.len());
+        &slots[start..end]
     }
 
     /// Slots per process.
@@ -219,7 +278,7 @@ impl Scoreboard {
 
     /// How many process slots there are.
     pub fn processes(&self) -> usize {
-        self.slots.len() / self.per_process().max(1)
+        self.slots().len() / self.per_process().max(1)
     }
 
     /// When the server started (Unix milliseconds).
@@ -251,10 +310,11 @@ impl Scoreboard {
     /// Totals over every slot.
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();
-        for s in self.slots {
+        for s in self.slots() {
             t.requests += s.requests();
             t.bytes += s.bytes();
             t.connections += s.connections.load(Ordering::Relaxed);
+            t.handed_over += s.handed_over.load(Ordering::Relaxed);
             t.accept_waits += s.accept_waits.load(Ordering::Relaxed);
             t.accept_wait_ns += s.accept_wait_ns.load(Ordering::Relaxed);
             t.sends += s.sends.load(Ordering::Relaxed);
@@ -270,6 +330,9 @@ impl Scoreboard {
                 _ => {}
             }
         }
+        // A connection handed over was accepted once, and counted by both
+        // generations' slots.
+        t.connections = t.connections.saturating_sub(t.handed_over);
         t
     }
 }
@@ -281,8 +344,12 @@ pub struct Totals {
     pub requests: u64,
     /// Response bytes queued.
     pub bytes: u64,
-    /// Connections accepted.
+    /// Connections accepted (once each, though one handed to the next
+    /// generation passed through two slots).
     pub connections: u64,
+    /// Connections an old generation handed to the next before they sent a
+    /// byte ([`HandOver`](crate::HandOver)).
+    pub handed_over: u64,
     /// Workers waiting for a connection.
     pub idle: u64,
     /// Workers serving a request.
@@ -364,6 +431,11 @@ impl Slot {
             self.accept_waits.fetch_add(1, Ordering::Relaxed);
             self.accept_wait_ns.fetch_add(wait_ns, Ordering::Relaxed);
         }
+    }
+
+    /// A connection that had sent nothing was handed to the next generation.
+    pub fn record_hand_over(&self) {
+        self.handed_over.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A write to a client socket was made; `blocked` if it found the
@@ -452,6 +524,40 @@ mod tests {
         assert_eq!((t.requests, t.bytes, t.busy, t.idle), (2, 150, 1, 1));
         assert_eq!(t.responses, [0, 1, 0, 1, 1]);
         assert_eq!(s.request_line(), "GET /b HTTP/1.1");
+    }
+
+    #[test]
+    fn sizes_are_bounded_and_their_arithmetic_checked() {
+        // The segfault of a review: 72057594037927936 threads per child.
+        let err = Scoreboard::create(1, 72_057_594_037_927_936).unwrap_err();
+        assert!(err.is_config(), "{err}");
+        assert!(Scoreboard::create(usize::MAX, usize::MAX).is_err());
+        assert!(Scoreboard::create(2, MAX_SLOTS).is_err());
+        let sb = Scoreboard::create(1, MAX_SLOTS).unwrap();
+        assert_eq!(sb.slots().len(), MAX_SLOTS);
+        // Past the end, a process's slots are empty, never out of bounds.
+        assert!(sb.process_slots(usize::MAX).is_empty());
+    }
+
+    #[test]
+    fn a_restart_lays_the_same_mapping_out_again_or_refuses_to_grow() {
+        let sb = Scoreboard::create(2, 4).unwrap();
+        let s = &sb.slots()[5];
+        s.claim(1);
+        s.set_state(WorkerState::Writing);
+        s.record_request(b"GET / HTTP/1.1", 10);
+        assert!(sb.reuse(4, 2));
+        assert_eq!(
+            (sb.slots().len(), sb.per_process(), sb.processes()),
+            (8, 2, 4)
+        );
+        // Counters kept, states cleared for the new workers.
+        assert_eq!(sb.totals().requests, 1);
+        assert_eq!(s.state(), WorkerState::Dead);
+        assert!(sb.reuse(1, 3));
+        assert_eq!(sb.slots().len(), 3);
+        assert!(!sb.reuse(3, 3), "nine slots do not fit in eight");
+        assert_eq!(sb.slots().len(), 3);
     }
 
     #[test]

@@ -240,6 +240,43 @@ impl Stream {
         }
     }
 
+    /// Write all of `buf`, waiting at most `within` for room whatever the
+    /// socket's mode (a non-blocking one with `poll(2)` for writability):
+    /// a small message (an interim `100 Continue`) is never left half-sent.
+    /// No room in time: [`io::ErrorKind::TimedOut`].
+    pub fn write_all_within(&mut self, mut buf: &[u8], within: Duration) -> io::Result<()> {
+        let deadline = crate::deadline(Instant::now(), within);
+        while !buf.is_empty() {
+            match self.send(buf, false) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.would_block = false;
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() || self.blocking {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                    let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+                    let mut fds = [nix::poll::PollFd::new(
+                        self.socket.as_fd(),
+                        nix::poll::PollFlags::POLLOUT,
+                    )];
+                    match nix::poll::poll(
+                        &mut fds,
+                        nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
+                    ) {
+                        Ok(0) => return Err(io::ErrorKind::TimedOut.into()),
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Set the blocking write timeout.
     pub fn set_write_timeout(&mut self, timeout: Duration) -> io::Result<()> {
         self.socket.set_write_timeout(Some(timeout))

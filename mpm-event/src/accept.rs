@@ -116,7 +116,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             return Ok(());
         }
         for (i, l) in self.listeners.iter().enumerate() {
-            let fd = l.as_std().as_fd();
+            let fd = l.as_fd();
             let r = if on {
                 self.epoll.add(
                     fd,

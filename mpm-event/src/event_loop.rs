@@ -207,7 +207,14 @@ impl<H: ConnectionHandler> EventLoop<H> {
             } else {
                 PollTimeout::from(timeout.as_millis().clamp(1, 1000) as u16)
             };
-            let n = self.epoll.wait(&mut events, timeout).unwrap_or(0);
+            let n = match self.epoll.wait(&mut events, timeout) {
+                Ok(n) => n,
+                Err(nix::errno::Errno::EINTR) => 0,
+                Err(e) => {
+                    self.wait_failed(e);
+                    0
+                }
+            };
             self.returns.woke();
             self.now = Instant::now();
             for ev in &events[..n] {
@@ -221,6 +228,21 @@ impl<H: ConnectionHandler> EventLoop<H> {
             s.release();
         }
         self.stats
+    }
+
+    /// `epoll_wait` failed other than by a signal: the set is unusable (a
+    /// bug, or the kernel out of memory). Said once, and this process stops
+    /// (under a master, a new one takes its place); a pause keeps a loop
+    /// whose every wait fails from spinning while it drains.
+    fn wait_failed(&mut self, e: nix::errno::Errno) {
+        if !self.lifecycle.is_stopping() {
+            mpm_core::log_error!(
+                "mpm: event loop of process {}: epoll_wait failed: {e}; stopping this process",
+                std::process::id()
+            );
+            self.lifecycle.stop();
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 
     fn wait_timeout(&self) -> Duration {
@@ -467,5 +489,61 @@ impl<H: ConnectionHandler> EventLoop<H> {
         let drain = Drain::begin(&self.lifecycle, &self.listeners, graceful);
         self.stop_deadline = Some(drain.deadline());
         self.close_idle_at = Some(drain.close_idle_at());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    use mpm_core::Stream;
+
+    use super::*;
+
+    struct Nothing;
+
+    impl ConnectionHandler for Nothing {
+        type Conn = ();
+        fn connected(&mut self, _stream: &Stream) {}
+        fn readable(&mut self, _conn: &mut (), _stream: &mut Stream) -> Interest {
+            Interest::Close
+        }
+        fn writable(&mut self, _conn: &mut (), _stream: &mut Stream) -> Interest {
+            Interest::Close
+        }
+    }
+
+    #[test]
+    fn a_failing_epoll_wait_stops_the_loop_instead_of_being_swallowed() {
+        let lifecycle = Lifecycle::new().unwrap();
+        let listeners = Listener::bind_all(&["127.0.0.1:0".parse().unwrap()], 8).unwrap();
+        let returns = Arc::new(Returns::new().unwrap());
+        let (jobs, _rx) = crossbeam_channel::unbounded();
+        let event_loop = EventLoop::new(
+            &MpmSettings::default(),
+            listeners,
+            Nothing,
+            PoolHandle {
+                jobs,
+                returns,
+                threads: 1,
+            },
+            &lifecycle,
+            None,
+        )
+        .unwrap();
+        // Break the set: its descriptor number now names /dev/null, and
+        // every epoll_wait fails with EINVAL.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: both descriptors are open and owned by this test; dup2
+        // replaces the epoll descriptor's file, which the loop only waits on.
+        let rc = unsafe { libc::dup2(null.as_raw_fd(), event_loop.epoll.0.as_raw_fd()) };
+        assert!(rc >= 0);
+        // Before, the error read as "no events" forever and this never returned.
+        let _ = event_loop.run(Duration::from_millis(100));
+        assert!(
+            lifecycle.is_stopping(),
+            "the failure did not stop the process"
+        );
     }
 }

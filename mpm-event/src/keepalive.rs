@@ -1,8 +1,9 @@
 //! Idle keep-alive connections in the event model: they wait parked in the
 //! loop's epoll set, holding no thread; a stop closes them after the grace,
-//! sparing one whose next request has arrived.
+//! sparing one whose next request has arrived. A connection that has sent
+//! nothing at all is handed to the next generation when there is one.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use mpm_core::blocking::has_pending_input;
 use mpm_core::{ConnectionHandler, Wait};
@@ -15,6 +16,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
     /// is served first, with `Connection: close`, since closing it would
     /// drop a request the client had sent.
     pub(crate) fn close_idle(&mut self) {
+        self.hand_over_silent();
         let waiting: Vec<usize> = self
             .slots
             .iter()
@@ -28,6 +30,67 @@ impl<H: ConnectionHandler> EventLoop<H> {
             .collect();
         self.again.extend(waiting.iter().copied());
         self.close_parked(|w| w == Parked::Read(Wait::KeepAlive));
+    }
+
+    /// Stopping with a successor: pass every connection that has sent
+    /// nothing yet (not even within the grace) to the next generation, as
+    /// the blocking models do ([`mpm_core::HandOver`]). One the channel
+    /// cannot take stays, and is served here.
+    fn hand_over_silent(&mut self) {
+        if !self.lifecycle.has_successor() {
+            return;
+        }
+        let Some(channel) = self
+            .listeners
+            .iter()
+            .position(|l| l.hand_over_channel().is_some())
+        else {
+            return;
+        };
+        let silent: Vec<usize> = self
+            .slots
+            .iter()
+            .filter_map(|(t, s)| match s {
+                Slot::Parked {
+                    wait: Parked::Read(Wait::Request),
+                    conn,
+                } if self.handler.can_hand_over(&conn.state)
+                    && !has_pending_input(conn.stream.as_raw_fd()) =>
+                {
+                    Some(t)
+                }
+                _ => None,
+            })
+            .collect();
+        for t in silent {
+            let Some(Slot::Parked { conn, .. }) = self.slots.get(t) else {
+                continue;
+            };
+            let socket = conn.stream.socket().as_fd();
+            let sent = self.listeners[channel]
+                .hand_over_channel()
+                .map(|c| c.send(socket));
+            match sent {
+                Some(Ok(())) => {
+                    // The kernel holds the socket for the next owner: out of
+                    // this set (closing our copy alone would leave it in),
+                    // then closed here.
+                    let _ = self.epoll.delete(socket);
+                    if let Some(s) = self.slot {
+                        s.record_hand_over();
+                    }
+                    self.close(t);
+                }
+                Some(Err(e)) => {
+                    mpm_core::log_warn!(
+                        "mpm: could not hand connections to the next generation ({e}); \
+                         serving them here"
+                    );
+                    return;
+                }
+                None => return,
+            }
+        }
     }
 
     pub(crate) fn close_parked(&mut self, pick: impl Fn(Parked) -> bool) {

@@ -188,17 +188,23 @@ impl<'s> BodyStream<'s> {
     fn read_socket(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.send_continue {
             self.send_continue = false;
-            let _ = self.stream.send(b"HTTP/1.1 100 Continue\r\n\r\n", false);
+            // Whole, or not at all: half an interim response would glue
+            // itself to the final one.
+            let timeout = self.timing.timeout;
+            if self
+                .stream
+                .write_all_within(b"HTTP/1.1 100 Continue\r\n\r\n", timeout)
+                .is_err()
+            {
+                return Err(self.fail(408));
+            }
         }
         loop {
             let t = self.timing;
             let allowance = t
                 .body_timeout
                 .saturating_add(earned(self.received, t.min_rate));
-            let deadline = t
-                .started
-                .checked_add(allowance)
-                .unwrap_or_else(|| t.started + Duration::from_secs(100 * 365 * 86400));
+            let deadline = mpm_core::deadline(t.started, allowance);
             let now = Instant::now();
             if now >= deadline {
                 return Err(self.fail(408));

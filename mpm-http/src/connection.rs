@@ -13,6 +13,7 @@ use crate::access_log::{Record, Writer};
 use crate::buffer_pool::BufferPool;
 use crate::chunked;
 use crate::head::{self, Framing, Parsed, SLOTS};
+use crate::reading::Received;
 use crate::request::{Headers, Request};
 use crate::request_pool::PoolArena;
 use crate::settings::{HttpSettings, ServiceSettings};
@@ -80,6 +81,8 @@ pub struct HttpConn {
     pub(crate) out: Vec<u8>,
     pub(crate) out_pos: usize,
     pub(crate) pending: Option<Pending>,
+    /// What follows the pending body of a [`Body::Parts`](crate::Body::Parts).
+    pub(crate) parts: std::collections::VecDeque<crate::response::Part>,
     pub(crate) after: After,
     pub(crate) served: u64,
     pub(crate) started: Started,
@@ -87,6 +90,8 @@ pub struct HttpConn {
     /// timeout); `None` between requests.
     pub(crate) deadline: Option<Instant>,
     pub(crate) continue_sent: bool,
+    /// The queued bytes are an interim response: once written, read on.
+    pub(crate) interim: bool,
     pub(crate) chunk_body: Vec<u8>,
     pub(crate) pool: Arc<BufferPool>,
     /// The access-log line of the response in progress.
@@ -160,6 +165,9 @@ pub(crate) enum Flush {
 pub(crate) enum Step {
     /// A response is queued.
     Responded,
+    /// An interim response (`100 Continue`) is queued; then more bytes
+    /// are needed.
+    Interim,
     /// More bytes are needed.
     Incomplete,
 }
@@ -179,14 +187,19 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             out: Vec::new(),
             out_pos: 0,
             pending: None,
+            parts: std::collections::VecDeque::new(),
             after: After::KeepAlive,
             served: 0,
             started: Started {
                 head: Some(now),
                 body: None,
             },
-            deadline: now.checked_add(self.settings.request_header_timeout),
+            deadline: Some(mpm_core::deadline(
+                now,
+                self.settings.request_header_timeout,
+            )),
             continue_sent: false,
+            interim: false,
             chunk_body: Vec::new(),
             pool: Arc::clone(&self.settings.buffers),
             log: Record::default(),
@@ -210,6 +223,14 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                             After::Linger => return Interest::Linger,
                         },
                         Flush::Blocked => return Interest::Write,
+                        Flush::Failed => return Interest::Close,
+                    },
+                    Step::Interim => match self.write_queued(c, s) {
+                        Flush::Done => {}
+                        Flush::Blocked => {
+                            c.interim = true;
+                            return Interest::Write;
+                        }
                         Flush::Failed => return Interest::Close,
                     },
                     Step::Incomplete => {}
@@ -258,6 +279,17 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn writable(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        if c.interim {
+            // The rest of a `100 Continue`: then the body is read.
+            return match self.write_queued(c, s) {
+                Flush::Done => {
+                    c.interim = false;
+                    Interest::Read(c.wait())
+                }
+                Flush::Blocked => Interest::Write,
+                Flush::Failed => Interest::Close,
+            };
+        }
         match self.flush(c, s) {
             Flush::Done => match c.after {
                 After::KeepAlive if c.start < c.filled => self.readable(c, s),
@@ -291,8 +323,15 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         let data = &c.buf[c.start..c.filled];
         let head = match head::parse(data, &mut slots, &limits) {
             Parsed::Reject(_) => return Prefetch::ReadyInline, // the error page never blocks
+            Parsed::NewerMinor(at) => {
+                // Served as HTTP/1.1; the worker parses it again.
+                c.buf[c.start + at] = b'1';
+                return Prefetch::Ready;
+            }
             Parsed::Partial => {
-                if Instant::now() >= self.deadline(&mut c.started, None) {
+                if Instant::now()
+                    >= self.deadline(&mut c.started, Received::Head(data.len() as u64))
+                {
                     return Prefetch::ReadyInline; // readable() answers 408
                 }
                 return Prefetch::Wait(Interest::Read(Wait::Request));
@@ -328,7 +367,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 return Prefetch::Ready; // readable() sends 100 Continue
             }
             let received = (data.len() - head.len) as u64;
-            if Instant::now() >= self.deadline(&mut c.started, Some(received)) {
+            if Instant::now() >= self.deadline(&mut c.started, Received::Body(received)) {
                 return Prefetch::ReadyInline; // readable() answers 408
             }
             return Prefetch::Wait(Interest::Read(Wait::Request));
@@ -338,6 +377,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         } else {
             Prefetch::Ready
         }
+    }
+
+    /// Nothing read, nothing written: the socket is the whole connection.
+    fn can_hand_over(&self, c: &HttpConn) -> bool {
+        c.served == 0 && c.start == c.filled && c.out_pos >= c.out.len() && c.pending.is_none()
     }
 
     fn writes_without_blocking(&self, c: &HttpConn) -> bool {

@@ -99,7 +99,8 @@ impl HttpHandler for DefaultSite {
     fn handle(&mut self, req: &Request<'_>) -> Response {
         match req.method() {
             "GET" | "HEAD" => {}
-            _ => return Response::error(405).header("Allow", "GET, HEAD"),
+            "OPTIONS" => return Response::new(204).header("Allow", "GET, HEAD, OPTIONS"),
+            other => return Response::method_not_allowed(other, "GET, HEAD, OPTIONS"),
         }
         match req.path() {
             "/" | "/index.html" => Response::new(200)

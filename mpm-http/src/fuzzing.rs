@@ -52,6 +52,15 @@ pub fn head(data: &[u8]) -> Option<Result<usize, u16>> {
     let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
     match head::parse(data, &mut slots, &LIMITS) {
         Parsed::Partial => None,
+        Parsed::NewerMinor(at) => {
+            // Served as 1.1: the caller rewrites the digit and parses again.
+            assert!(data.get(at).is_some_and(|d| (b'2'..=b'9').contains(d)));
+            let mut fixed = data.to_vec();
+            fixed[at] = b'1';
+            let again = head(&fixed);
+            assert!(again.is_some(), "a rewritten head is no longer complete");
+            again
+        }
         Parsed::Reject(status) => {
             assert!(REFUSALS.contains(&status), "unexpected status {status}");
             Some(Err(status))
@@ -120,8 +129,10 @@ pub fn pipeline(stream: &[u8], cuts: &[usize]) -> Vec<Outcome> {
     let mut ends: Vec<usize> = cuts.iter().map(|&c| c.min(stream.len())).collect();
     ends.sort_unstable();
     ends.push(stream.len());
+    // A connection's buffer: rewritten in place for a newer minor version.
+    let mut buf = stream.to_vec();
     for end in ends {
-        if take_complete(&stream[..end], &mut start, &mut outcomes) {
+        if take_complete(&mut buf[..end], &mut start, &mut outcomes) {
             break;
         }
     }
@@ -129,7 +140,7 @@ pub fn pipeline(stream: &[u8], cuts: &[usize]) -> Vec<Outcome> {
 }
 
 /// Take the complete requests in `buf[*start..]`; true once one is refused.
-fn take_complete(buf: &[u8], start: &mut usize, outcomes: &mut Vec<Outcome>) -> bool {
+fn take_complete(buf: &mut [u8], start: &mut usize, outcomes: &mut Vec<Outcome>) -> bool {
     let mut chunk_body = Vec::new();
     loop {
         let data = &buf[*start..];
@@ -139,6 +150,10 @@ fn take_complete(buf: &[u8], start: &mut usize, outcomes: &mut Vec<Outcome>) -> 
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let h = match head::parse(data, &mut slots, &LIMITS) {
             Parsed::Partial => return false,
+            Parsed::NewerMinor(at) => {
+                buf[*start + at] = b'1';
+                continue;
+            }
             Parsed::Reject(status) => {
                 outcomes.push(Outcome::Reject(status));
                 return true;

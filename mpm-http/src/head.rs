@@ -23,7 +23,11 @@ pub(crate) struct Limits {
 impl Limits {
     /// The most bytes a head may take before it is refused with 431.
     pub(crate) fn max_head(&self) -> usize {
-        (self.line.max(self.field_size) + 2) * 8
+        // Saturating: limits built by hand may be anything.
+        self.line
+            .max(self.field_size)
+            .saturating_add(2)
+            .saturating_mul(8)
     }
 }
 
@@ -74,6 +78,10 @@ pub(crate) enum Parsed<'h, 'b> {
     Complete(Head<'h, 'b>),
     /// Refuse the request with this status and close.
     Reject(u16),
+    /// A higher HTTP/1 minor version (`HTTP/1.2`), served as HTTP/1.1
+    /// (RFC 9110 §2.5): the caller writes `1` over the minor digit at this
+    /// offset of the buffer and parses again.
+    NewerMinor(usize),
 }
 
 /// Parse a request head from the start of `buf`.
@@ -89,10 +97,11 @@ pub(crate) fn parse<'h, 'b>(
         Err(httparse::Error::TooManyHeaders) => return Parsed::Reject(431),
         Err(httparse::Error::Version) => {
             return match version_status(buf) {
-                Some(status) => Parsed::Reject(status),
+                VersionCheck::Reject(status) => Parsed::Reject(status),
+                VersionCheck::NewerMinor(at) => Parsed::NewerMinor(at),
                 // `HTTP/0` may yet become `HTTP/0.9`: its status (505, not
                 // 400) must not depend on how the bytes arrive.
-                None => check_partial(buf, limits),
+                VersionCheck::Wait => check_partial(buf, limits),
             };
         }
         Err(_) => return Parsed::Reject(400),
@@ -113,6 +122,9 @@ pub(crate) fn parse<'h, 'b>(
     if headers.len() > limits.fields || len > limits.max_head() {
         return Parsed::Reject(431);
     }
+    if !valid_target(method, target) {
+        return Parsed::Reject(400);
+    }
     let mut hosts = 0;
     let mut length: Option<u64> = None;
     let mut chunked = false;
@@ -126,6 +138,10 @@ pub(crate) fn parse<'h, 'b>(
         let name = h.name;
         if name.eq_ignore_ascii_case("host") {
             hosts += 1;
+            // RFC 9112 §3.2: a Host that is not `uri-host [ ":" port ]` is 400.
+            if !valid_authority(trim(h.value), false) {
+                return Parsed::Reject(400);
+            }
         } else if name.eq_ignore_ascii_case("content-length") {
             // Repeats (in one field or several) must agree, or the framing is ambiguous.
             for part in h.value.split(|&b| b == b',') {
@@ -216,17 +232,28 @@ fn check_partial(buf: &[u8], limits: &Limits) -> Parsed<'static, 'static> {
     Parsed::Partial
 }
 
-/// 505 for a well-formed version we do not speak (`HTTP/2.0`, `HTTP/1.2`),
-/// 400 for anything else in the version's place, `None` while the request
-/// line has not ended and what came of the version could still be one.
-fn version_status(mut buf: &[u8]) -> Option<u16> {
+/// What to make of a version httparse refused.
+#[derive(Debug, PartialEq, Eq)]
+enum VersionCheck {
+    /// The line has not ended and what came of the version could still be one.
+    Wait,
+    /// 505 for a well-formed version of another major (`HTTP/2.0`,
+    /// `HTTP/0.9`), 400 for anything else in the version's place.
+    Reject(u16),
+    /// `HTTP/1.x` with x above 1, its minor digit at this offset.
+    NewerMinor(usize),
+}
+
+fn version_status(whole: &[u8]) -> VersionCheck {
     // Empty lines before a request are skipped, as httparse does.
+    let mut buf = whole;
     while let Some(rest) = buf
         .strip_prefix(b"\r\n")
         .or_else(|| buf.strip_prefix(b"\n"))
     {
         buf = rest;
     }
+    let skipped = whole.len() - buf.len();
     let raw_line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
     // method SP target SP version: the version is all after the second space.
     let version_of = |l: &'_ [u8]| -> Vec<u8> {
@@ -247,15 +274,154 @@ fn version_status(mut buf: &[u8]) -> Option<u16> {
             })
     };
     if !buf.contains(&b'\n') && fits(&version_of(raw_line), b"HTTP/d.d\r") {
-        return None;
+        return VersionCheck::Wait;
     }
     let line = raw_line.strip_suffix(b"\r").unwrap_or(raw_line);
     let version = version_of(line);
-    Some(if version.len() == 8 && fits(&version, b"HTTP/d.d") {
-        505
+    if version.len() != 8 || !fits(&version, b"HTTP/d.d") {
+        return VersionCheck::Reject(400);
+    }
+    if version.starts_with(b"HTTP/1.") {
+        // The version is the line's last 8 bytes; its minor digit the last.
+        return VersionCheck::NewerMinor(skipped + line.len() - 1);
+    }
+    VersionCheck::Reject(505)
+}
+
+/// Is `target` one of RFC 9112 §3.2's four forms, the one `method` may use?
+/// Origin form (`/path?query`) for any method but CONNECT; absolute form
+/// (`http://host/path`); authority form (`host:port`) for CONNECT alone;
+/// asterisk form (`*`) for OPTIONS alone. None has a fragment. Characters
+/// that RFC 3986 leaves out of a URI but browsers send unencoded (`{}|^`,
+/// backquote, brackets in a query, UTF-8) are let through, as nginx and
+/// httpd do; `"`, `<` and `>`, which browsers always encode, are not.
+fn valid_target(method: &str, target: &str) -> bool {
+    if method == "CONNECT" {
+        return valid_authority(target.as_bytes(), true);
+    }
+    if target == "*" {
+        return method == "OPTIONS";
+    }
+    if target
+        .bytes()
+        .any(|b| matches!(b, b'#' | b'"' | b'<' | b'>'))
+    {
+        return false;
+    }
+    if target.starts_with('/') {
+        return true;
+    }
+    // absolute-URI = scheme ":" hier-part [ "?" query ]
+    let Some((scheme, rest)) = target.split_once(':') else {
+        return false;
+    };
+    let mut chars = scheme.bytes();
+    if !chars.next().is_some_and(|b| b.is_ascii_alphabetic())
+        || !chars.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+    {
+        return false;
+    }
+    if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") {
+        // "//" authority, which for http has no userinfo (RFC 9110 §4.2.4).
+        let Some(rest) = rest.strip_prefix("//") else {
+            return false;
+        };
+        let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+        return !authority.is_empty() && valid_authority(authority.as_bytes(), false);
+    }
+    true
+}
+
+/// `uri-host [ ":" port ]` (RFC 3986 §3.2.2), as a `Host` field or the
+/// authority of a target; with `port_required`, `uri-host ":" port` (a
+/// CONNECT target). The host may be empty (RFC 9112 §3.2).
+fn valid_authority(v: &[u8], port_required: bool) -> bool {
+    let (host_ok, port) = if let Some(inner) = v.strip_prefix(b"[") {
+        let Some(close) = inner.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        (valid_ip_literal(&inner[..close]), &inner[close + 1..])
     } else {
-        400
-    })
+        let end = v.iter().position(|&b| b == b':').unwrap_or(v.len());
+        (
+            v[..end]
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| reg_name_byte(&v[..end], i, b)),
+            &v[end..],
+        )
+    };
+    if !host_ok {
+        return false;
+    }
+    match port.strip_prefix(b":") {
+        None => port.is_empty() && !port_required,
+        Some(digits) => {
+            digits.iter().all(u8::is_ascii_digit) && !(port_required && digits.is_empty())
+        }
+    }
+}
+
+/// May byte `b`, at `i` of `host`, stand in a reg-name: unreserved,
+/// sub-delims, or part of a `%XX`?
+fn reg_name_byte(host: &[u8], i: usize, b: u8) -> bool {
+    let hex = |j: usize| host.get(j).is_some_and(u8::is_ascii_hexdigit);
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'-' | b'.'
+                | b'_'
+                | b'~'
+                | b'!'
+                | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+        )
+        || (b == b'%' && hex(i + 1) && hex(i + 2))
+}
+
+/// The inside of `[...]`: an IPv6 address, or `v` HEX+ "." ... (IPvFuture).
+fn valid_ip_literal(inner: &[u8]) -> bool {
+    if let Some(future) = inner
+        .strip_prefix(b"v")
+        .or_else(|| inner.strip_prefix(b"V"))
+    {
+        let Some(dot) = future.iter().position(|&b| b == b'.') else {
+            return false;
+        };
+        return dot > 0
+            && future[..dot].iter().all(u8::is_ascii_hexdigit)
+            && future.len() > dot + 1
+            && future[dot + 1..].iter().all(|&b| {
+                b.is_ascii_alphanumeric()
+                    || matches!(
+                        b,
+                        b'-' | b'.'
+                            | b'_'
+                            | b'~'
+                            | b'!'
+                            | b'$'
+                            | b'&'
+                            | b'\''
+                            | b'('
+                            | b')'
+                            | b'*'
+                            | b'+'
+                            | b','
+                            | b';'
+                            | b'='
+                            | b':'
+                    )
+            });
+    }
+    std::str::from_utf8(inner).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 fn trim(b: &[u8]) -> &[u8] {
@@ -296,6 +462,21 @@ mod tests {
             Parsed::Complete(h) => Ok(h.framing),
             Parsed::Partial => Err(None),
             Parsed::Reject(s) => Err(Some(s)),
+            Parsed::NewerMinor(at) => panic!("newer minor at {at}"),
+        }
+    }
+
+    /// The version a head is served as, after any rewrite.
+    fn served_as(input: &[u8]) -> Result<Version, u16> {
+        let mut buf = input.to_vec();
+        loop {
+            let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+            match parse(&buf, &mut slots, &LIMITS) {
+                Parsed::Complete(h) => return Ok(h.version),
+                Parsed::NewerMinor(at) => buf[at] = b'1',
+                Parsed::Reject(s) => return Err(s),
+                Parsed::Partial => return Err(0),
+            }
         }
     }
 
@@ -340,10 +521,92 @@ mod tests {
     }
 
     #[test]
-    fn unknown_versions_get_505_and_garbage_400() {
+    fn other_majors_get_505_newer_minors_are_served_as_1_1_and_garbage_400() {
         assert_eq!(status(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n"), Err(Some(505)));
-        assert_eq!(status(b"GET / HTTP/1.2\r\nHost: a\r\n\r\n"), Err(Some(505)));
+        assert_eq!(status(b"GET / HTTP/3.1\r\nHost: a\r\n\r\n"), Err(Some(505)));
+        assert_eq!(status(b"GET / HTTP/0.9\r\nHost: a\r\n\r\n"), Err(Some(505)));
+        for minor in [b"2", b"5", b"9"] {
+            let mut r = b"\r\nGET /x HTTP/1.".to_vec();
+            r.extend(minor);
+            r.extend(b"\r\nHost: a\r\n\r\n");
+            assert_eq!(served_as(&r), Ok(Version::Http11));
+        }
+        assert_eq!(served_as(b"GET / HTTP/1.10\r\nHost: a\r\n\r\n"), Err(400));
         assert_eq!(status(b"GET / FOO/1.1\r\nHost: a\r\n\r\n"), Err(Some(400)));
+    }
+
+    #[test]
+    fn host_must_be_uri_host_and_an_optional_port() {
+        let host = |v: &str| status(format!("GET / HTTP/1.1\r\nHost: {v}\r\n\r\n").as_bytes());
+        for good in [
+            "example.com",
+            "example.com:8080",
+            "example.com:",
+            "127.0.0.1:80",
+            "[::1]:80",
+            "[2001:db8::7]",
+            "[v1.fe80::a+en1]",
+            "ex%41mple.com",
+            "a-b_c~d!$&'()*+,;=",
+            "",
+        ] {
+            assert_eq!(host(good), Ok(Framing::None), "Host: {good:?}");
+        }
+        for bad in [
+            "exa mple.com",
+            "a/b",
+            "a@b",
+            "a:b",
+            "a:80:81",
+            "[::1",
+            "[::1]x",
+            "[notv6]",
+            "ex%4",
+            "ex%zzample",
+            "a\\b",
+            "a?b",
+            "a#b",
+        ] {
+            assert_eq!(host(bad), Err(Some(400)), "Host: {bad:?}");
+        }
+    }
+
+    #[test]
+    fn targets_must_take_one_of_the_four_forms_the_method_may_use() {
+        let t = |m: &str, target: &str| {
+            status(format!("{m} {target} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes())
+        };
+        for (m, good) in [
+            ("GET", "/"),
+            ("GET", "/a/b?c=d&e[]=1|2"),
+            ("GET", "/caf\u{e9}"),
+            ("GET", "http://a/b?c"),
+            ("GET", "HTTPS://a:443"),
+            ("GET", "urn:isbn:0451450523"),
+            ("OPTIONS", "*"),
+            ("CONNECT", "example.com:443"),
+            ("CONNECT", "[::1]:8443"),
+        ] {
+            assert_eq!(t(m, good), Ok(Framing::None), "{m} {good}");
+        }
+        for (m, bad) in [
+            ("GET", "/a#frag"),
+            ("GET", "http://a/b#frag"),
+            ("GET", "*"),
+            ("GET", "a/b"),
+            ("GET", "1http://a/"),
+            ("GET", "http:/a/"),
+            ("GET", "http://user@a/"),
+            ("GET", "http:///x"),
+            ("GET", "/\"quoted\""),
+            ("GET", "/<script>"),
+            ("CONNECT", "/"),
+            ("CONNECT", "example.com"),
+            ("CONNECT", "example.com:"),
+            ("CONNECT", "*"),
+        ] {
+            assert_eq!(t(m, bad), Err(Some(400)), "{m} {bad}");
+        }
     }
 
     #[test]

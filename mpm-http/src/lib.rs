@@ -37,13 +37,18 @@
 //! keep-alive by default for 1.1 and on request for 1.0; pipelined requests
 //! answered in order; `HEAD` answered without a body; request bodies framed by
 //! `Content-Length` or chunked, always consumed so the next request is read
-//! from the right place; both framings at once, a missing or repeated `Host`
-//! on 1.1, and malformed heads refused with 400 and the connection closed;
-//! 414, 431 and 413 for the request-line, header and body limits; 505 for
-//! other versions; `Date` on every response, and `Server` unless the handler
+//! from the right place; `100 Continue` written whole before the body is
+//! read; both framings at once, a missing or repeated `Host` on 1.1, a `Host`
+//! that is not `uri-host [":" port]`, a target that is not one of the four
+//! forms its method may use (or has a fragment), and malformed heads refused
+//! with 400 and the connection closed; 414, 431 and 413 for the
+//! request-line, header and body limits; `HTTP/1.x` above 1.1 served as 1.1,
+//! other majors 505; `Date` on every response, and `Server` unless the handler
 //! set its own; 408 when a head
-//! takes longer than the header timeout, or a body longer than the body
-//! timeout as extended by its minimum rate.
+//! takes longer than the header timeout as extended by its minimum rate (up
+//! to its maximum), or a body longer than the body timeout as extended by
+//! its. What a method means is the handler's:
+//! [`Response::method_not_allowed`] answers 405 or 501 as RFC 9110 wants.
 
 #![warn(missing_docs)]
 
@@ -95,7 +100,9 @@ pub use head::MAX_REQUEST_FIELDS;
 pub use json::Json;
 pub use request::{BodyReader, Request, Version};
 pub use request_pool::RequestPool;
-pub use response::{reason_phrase, Body, FileBody, HeaderError, HeaderText, Response};
+pub use response::{
+    is_known_method, reason_phrase, Body, FileBody, HeaderError, HeaderText, Part, Response,
+};
 pub use router::{IntoResponse, Rejection, Router, Routes};
 pub use settings::HttpSettings;
 pub use static_files::{Dotfiles, StaticFiles, DEFAULT_IN_MEMORY};

@@ -17,6 +17,25 @@ use crate::request::{Headers, Request, Version};
 use crate::response::Response;
 use crate::HttpHandler;
 
+/// How much of the request in progress has arrived.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Received {
+    /// Bytes of a head not complete yet.
+    Head(u64),
+    /// Bytes of the body, the head being complete.
+    Body(u64),
+}
+
+/// A second for every `rate` bytes of `received` (none when `rate` is 0).
+fn earned(received: u64, rate: u64) -> Duration {
+    match (received.checked_div(rate), received.checked_rem(rate)) {
+        (Some(secs), Some(rest)) => {
+            Duration::from_secs(secs) + Duration::from_millis(rest.saturating_mul(1000) / rate)
+        }
+        _ => Duration::ZERO,
+    }
+}
+
 impl<H: HttpHandler> HttpService<H> {
     /// Parse one request from the buffer; if it is complete, run the handler
     /// and queue the response.
@@ -25,8 +44,13 @@ impl<H: HttpHandler> HttpService<H> {
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let data = &c.buf[c.start..c.filled];
         let head = match head::parse(data, &mut slots, &limits) {
+            Parsed::NewerMinor(at) => {
+                // Served as HTTP/1.1 (RFC 9110 §2.5): parse it as one.
+                c.buf[c.start + at] = b'1';
+                return self.step(c, s);
+            }
             Parsed::Partial => {
-                c.deadline = Some(self.deadline(&mut c.started, None));
+                c.deadline = Some(self.deadline(&mut c.started, Received::Head(data.len() as u64)));
                 return Step::Incomplete;
             }
             Parsed::Reject(status) => {
@@ -46,7 +70,11 @@ impl<H: HttpHandler> HttpService<H> {
             _ if streamed => Some((head.len, head.len, head.len)),
             Framing::None => Some((head.len, head.len, head.len)),
             Framing::Length(n) => {
-                let end = head.len + n as usize;
+                // n is at most the body limit, so this fits; checked all the same.
+                let end = usize::try_from(n)
+                    .ok()
+                    .and_then(|n| head.len.checked_add(n))
+                    .unwrap_or(usize::MAX);
                 (data.len() >= end).then_some((head.len, end, end))
             }
             Framing::Chunked => {
@@ -66,10 +94,18 @@ impl<H: HttpHandler> HttpService<H> {
         };
         let Some((body_start, body_end, consumed)) = body_range else {
             let received = (data.len() - head.len) as u64;
-            c.deadline = Some(self.deadline(&mut c.started, Some(received)));
+            c.deadline = Some(self.deadline(&mut c.started, Received::Body(received)));
             if head.expect_continue && !c.continue_sent && head.version == Version::Http11 {
+                // Queued and written like any response, so that a partial
+                // write is finished before anything else goes out.
                 c.continue_sent = true;
-                let _ = s.send(b"HTTP/1.1 100 Continue\r\n\r\n", false);
+                if c.out.capacity() == 0 {
+                    c.out = c.pool.write_buffer();
+                }
+                c.out.clear();
+                c.out_pos = 0;
+                c.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                return Step::Interim;
             }
             return Step::Incomplete;
         };
@@ -171,32 +207,39 @@ impl<H: HttpHandler> HttpService<H> {
         Step::Responded
     }
 
-    /// When the request in progress must have arrived: its head within the
-    /// header timeout of its first byte; its body (`body_received` bytes of it
-    /// so far) within the body timeout of the head's end, plus a second for
-    /// every `request_body_min_rate` bytes received, as `mod_reqtimeout`'s
-    /// `body=20,MinRate=500` does. A client sending at the minimum rate or
-    /// faster never runs out of time; a trickle does.
-    pub(crate) fn deadline(&self, c: &mut Started, body_received: Option<u64>) -> Instant {
+    /// When the request in progress must have arrived, as `mod_reqtimeout`'s
+    /// `header=20-40,MinRate=500 body=20,MinRate=500` has it: its head
+    /// within the header timeout of its first byte (of the accept, for a
+    /// connection's first request), plus a second for every
+    /// `request_header_min_rate` bytes of it received, but never past the
+    /// header maximum; its body within the body timeout of the head's end,
+    /// plus a second for every `request_body_min_rate` bytes received. A
+    /// client sending at the minimum rate or faster never runs out of time
+    /// (up to the head's maximum); a trickle is cut off at the first
+    /// allowance.
+    pub(crate) fn deadline(&self, c: &mut Started, received: Received) -> Instant {
         let now = Instant::now();
         // A timeout configured beyond what an Instant holds means "never".
-        let after = |t: Instant, d: Duration| {
-            t.checked_add(d)
-                .unwrap_or_else(|| t + Duration::from_secs(100 * 365 * 86400))
-        };
-        match body_received {
-            None => after(
-                *c.head.get_or_insert(now),
-                self.settings.request_header_timeout,
-            ),
-            Some(received) => {
+        let after = mpm_core::deadline;
+        let settings = &self.settings;
+        match received {
+            Received::Head(bytes) => {
+                let allowed = settings
+                    .request_header_timeout
+                    .saturating_add(earned(bytes, settings.request_header_min_rate))
+                    .min(
+                        settings
+                            .request_header_max_timeout
+                            .max(settings.request_header_timeout),
+                    );
+                after(*c.head.get_or_insert(now), allowed)
+            }
+            Received::Body(bytes) => {
                 let started = *c.body.get_or_insert(now);
-                // A second per `rate` bytes (none when the rate is 0).
-                let earned = body::earned(received, self.settings.request_body_min_rate);
-                after(
-                    started,
-                    self.settings.request_body_timeout.saturating_add(earned),
-                )
+                let allowed = settings
+                    .request_body_timeout
+                    .saturating_add(body::earned(bytes, settings.request_body_min_rate));
+                after(started, allowed)
             }
         }
     }
@@ -267,6 +310,7 @@ impl<H: HttpHandler> HttpService<H> {
         c.out.clear();
         c.out_pos = 0;
         c.pending = None;
+        c.parts.clear();
         let r = Response::error(status).into_parts();
         self.queue(c, r, false, false, Version::Http11);
         c.start = 0;

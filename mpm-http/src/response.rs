@@ -178,6 +178,34 @@ pub enum Body {
     /// Bytes produced as they are read, sent with chunked encoding to
     /// HTTP/1.1 clients (and delimited by closing the connection for 1.0).
     Stream(Box<dyn Read + Send>),
+    /// Pieces sent one after the other, each bytes or a region of a file
+    /// (by `sendfile`): a `multipart/byteranges` answer, say. The length is
+    /// known: it is sent with `Content-Length`.
+    Parts(Vec<Part>),
+}
+
+/// One piece of a [`Body::Parts`].
+#[derive(Debug)]
+pub enum Part {
+    /// Bytes in memory.
+    Bytes(Cow<'static, [u8]>),
+    /// A region of an open file.
+    File(FileBody),
+}
+
+impl Part {
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Part::Bytes(b) => b.len() as u64,
+            Part::File(f) => f.len,
+        }
+    }
+
+    /// Is it empty?
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A region of an open file.
@@ -203,6 +231,7 @@ impl fmt::Debug for Body {
             Body::Shared(b) => write!(f, "Shared({} bytes)", b.len()),
             Body::File(fb) => write!(f, "File({} bytes at {})", fb.len, fb.offset),
             Body::Stream(_) => f.write_str("Stream"),
+            Body::Parts(p) => write!(f, "Parts({} parts)", p.len()),
         }
     }
 }
@@ -216,6 +245,9 @@ impl Body {
             Body::Shared(b) => Some(b.len() as u64),
             Body::File(f) => Some(f.len),
             Body::Stream(_) => None,
+            Body::Parts(p) => p
+                .iter()
+                .try_fold(0u64, |sum, part| sum.checked_add(part.len())),
         }
     }
 
@@ -318,6 +350,24 @@ impl Response {
             .body(body);
         r.stock = true;
         r
+    }
+
+    /// The answer to a method this resource does not allow: 405 with
+    /// `Allow` for a method HTTP defines (RFC 9110 §9, PATCH and WebDAV's),
+    /// 501 for one the server does not implement at all (§15.6.2). Method
+    /// names are case-sensitive: `get` is not `GET`.
+    ///
+    /// ```
+    /// use mpm_http::Response;
+    /// assert_eq!(Response::method_not_allowed("POST", "GET, HEAD").status(), 405);
+    /// assert_eq!(Response::method_not_allowed("get", "GET, HEAD").status(), 501);
+    /// ```
+    pub fn method_not_allowed(method: &str, allow: &'static str) -> Response {
+        if is_known_method(method) {
+            Response::error(405).header("Allow", allow)
+        } else {
+            Response::error(501)
+        }
     }
 
     /// Add a header field.
@@ -461,6 +511,31 @@ impl Response {
             stock: self.stock,
         }
     }
+}
+
+/// Is `method` one this server knows of, though a resource may not allow
+/// it: RFC 9110's, PATCH (RFC 5789) and WebDAV's (RFC 4918)? Exact match:
+/// methods are case-sensitive.
+pub fn is_known_method(method: &str) -> bool {
+    matches!(
+        method,
+        "GET"
+            | "HEAD"
+            | "POST"
+            | "PUT"
+            | "DELETE"
+            | "CONNECT"
+            | "OPTIONS"
+            | "TRACE"
+            | "PATCH"
+            | "PROPFIND"
+            | "PROPPATCH"
+            | "MKCOL"
+            | "COPY"
+            | "MOVE"
+            | "LOCK"
+            | "UNLOCK"
+    )
 }
 
 /// A response taken apart for writing.

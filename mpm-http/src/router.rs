@@ -162,8 +162,9 @@ impl<S> Clone for Table<S> {
 ///
 /// What the router answers itself: 404 for a path no route has (or the
 /// [`fallback`](Self::fallback)), 405 with `Allow` for a method a path does
-/// not have, `HEAD` wherever `GET` is registered (the layer drops the
-/// body), and `OPTIONS` with 204 and `Allow` unless a route takes it.
+/// not have (501 for one HTTP does not define and no route takes: methods
+/// are case-sensitive), `HEAD` wherever `GET` is registered (the layer drops
+/// the body), and `OPTIONS` with 204 and `Allow` unless a route takes it.
 ///
 /// ```
 /// use mpm_http::{Request, Response, Routes, Version, HttpHandler};
@@ -389,6 +390,15 @@ enum Found<'t, 'p, S> {
 }
 
 impl<S> Table<S> {
+    /// Is `method` one HTTP defines, or one some route takes?
+    fn implements(&self, method: &str) -> bool {
+        crate::response::is_known_method(method)
+            || self
+                .paths
+                .iter()
+                .any(|p| p.endpoints.iter().any(|e| e.method == method))
+    }
+
     fn find<'t, 'p>(&'t self, method: &str, path: &'p str) -> Found<'t, 'p, S> {
         let Ok(m) = self.matcher.at(path) else {
             return Found::Nothing;
@@ -471,6 +481,9 @@ impl<S> HttpHandler for Router<S> {
                 }
                 (endpoint.handler)(&mut self.state, &request.with_params(&decoded))
             }
+            // 501 for a method HTTP does not define and no route takes
+            // (RFC 9110 §9.1: not implemented at all), else 405.
+            Found::Methods(_) if !table.implements(request.method()) => Response::error(501),
             Found::Methods(endpoints) => Response::error(405).header("Allow", allow(endpoints)),
             Found::Options(endpoints) => Response::new(204).header("Allow", allow(endpoints)),
             Found::Nothing => match &table.fallback {
@@ -551,6 +564,15 @@ mod tests {
         assert_eq!(res.status(), 405);
         assert_eq!(res.header_value("Allow"), Some("GET, HEAD, PUT, OPTIONS"));
         assert_eq!(call(&mut r, "HEAD", "/kv/a").status(), 200);
+        // A method HTTP does not define (methods are case-sensitive): 501.
+        for unknown in ["get", "BREW"] {
+            let res = call(&mut r, unknown, "/kv/a");
+            assert_eq!(
+                (res.status(), res.header_value("Allow")),
+                (501, None),
+                "{unknown}"
+            );
+        }
         let res = call(&mut r, "OPTIONS", "/kv/a");
         assert_eq!(res.status(), 204);
         assert_eq!(res.header_value("Allow"), Some("GET, HEAD, PUT, OPTIONS"));

@@ -12,6 +12,7 @@
 //! | `mpm` | the process model |
 //! | `generation` | raised by each graceful restart |
 //! | `total_requests`, `total_bytes`, `total_connections` | since start, over every process and generation; bytes are response bodies |
+//! | `handed_over_connections` | connections a stopping generation passed to the next before they sent a byte (counted once in `total_connections`) |
 //! | `requests_per_second` | `total_requests` over the uptime |
 //! | `busy_workers`, `idle_workers`, `keepalive_workers` | workers serving a request, waiting for a connection, holding an idle keep-alive connection |
 //! | `accept_waits`, `accept_wait_ms` | times a worker waited for the accept mutex, and how long in all |
@@ -122,8 +123,7 @@ impl ServerStatus {
         }
         if !matches!(req.method(), "GET" | "HEAD") {
             return Some(
-                Response::error(405)
-                    .header("Allow", "GET, HEAD")
+                Response::method_not_allowed(req.method(), "GET, HEAD")
                     .header("Cache-Control", "no-store"),
             );
         }
@@ -261,7 +261,7 @@ impl ServerStatus {
             out,
             "{{\"uptime_seconds\":{:.3},\"mpm\":\"{}\",\"draining\":{},\"generation\":{},\
              \"total_requests\":{},\"total_bytes\":{},\"total_connections\":{},\
-             \"requests_per_second\":{:.3},\"busy_workers\":{},\"idle_workers\":{},\
+             \"handed_over_connections\":{},\"requests_per_second\":{:.3},\"busy_workers\":{},\"idle_workers\":{},\
              \"keepalive_workers\":{},\"accept_waits\":{},\"accept_wait_ms\":{:.3},\
              \"accept_waits_per_request\":{:.4},\"accept_wait_us_per_request\":{:.3},\
              \"send_calls\":{},\"send_calls_per_request\":{:.3},\"send_would_block\":{},",
@@ -272,6 +272,7 @@ impl ServerStatus {
             t.requests,
             t.bytes,
             t.connections,
+            t.handed_over,
             per_second(t.requests, snap.uptime_ms),
             t.busy,
             t.idle,
@@ -478,6 +479,13 @@ pub(crate) fn html_escape_into(out: &mut String, s: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn request_lines_are_html_escaped() {
+        let mut out = String::new();
+        super::html_escape_into(&mut out, "GET /<b>&x\"y' HTTP/1.1");
+        assert_eq!(out, "GET /&lt;b&gt;&amp;x&quot;y&#39; HTTP/1.1");
+    }
+
     use super::*;
     use crate::{Body, Version};
     use std::net::SocketAddr;
@@ -533,6 +541,7 @@ mod tests {
             "uptime_seconds",
             "requests_per_second",
             "total_connections",
+            "handed_over_connections",
             "keepalive_workers",
             "accept_waits",
             "accept_wait_ms",

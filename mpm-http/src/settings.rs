@@ -28,6 +28,11 @@ pub struct HttpSettings {
     /// A whole request head must arrive within this, counted from its first
     /// byte (from the accept for a connection's first request); then 408.
     pub request_header_timeout: Duration,
+    /// Each this many head bytes received extend the header allowance by a
+    /// second (0: the allowance is fixed)...
+    pub request_header_min_rate: u64,
+    /// ...up to this in all (`mod_reqtimeout`'s `header=20-40`).
+    pub request_header_max_timeout: Duration,
     /// A request body's first allowance (then 408).
     pub request_body_timeout: Duration,
     /// Each this many body bytes received extend the body allowance by a
@@ -56,7 +61,10 @@ impl Default for HttpSettings {
             limit_request_body: 1 << 20,
             keepalive: true,
             max_keepalive_requests: 1000,
+            // mod_reqtimeout's default: header=20-40,MinRate=500.
             request_header_timeout: Duration::from_secs(20),
+            request_header_min_rate: 500,
+            request_header_max_timeout: Duration::from_secs(40),
             // mod_reqtimeout's default: body=20,MinRate=500.
             request_body_timeout: Duration::from_secs(20),
             request_body_min_rate: 500,
@@ -77,6 +85,8 @@ pub(crate) struct ServiceSettings {
     pub(crate) keepalive: bool,
     pub(crate) max_keepalive_requests: u64,
     pub(crate) request_header_timeout: Duration,
+    pub(crate) request_header_min_rate: u64,
+    pub(crate) request_header_max_timeout: Duration,
     pub(crate) request_body_timeout: Duration,
     pub(crate) request_body_min_rate: u64,
     /// The longest a single read may wait (`--timeout`).
@@ -102,6 +112,8 @@ impl ServiceSettings {
             keepalive: settings.keepalive,
             max_keepalive_requests: settings.max_keepalive_requests,
             request_header_timeout: settings.request_header_timeout,
+            request_header_min_rate: settings.request_header_min_rate,
+            request_header_max_timeout: settings.request_header_max_timeout,
             request_body_timeout: settings.request_body_timeout,
             request_body_min_rate: settings.request_body_min_rate,
             timeout: settings.timeout,

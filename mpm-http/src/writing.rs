@@ -11,7 +11,7 @@ use crate::access_log::Record;
 use crate::connection::{After, Flush, HttpConn, HttpService, Pending};
 use crate::date;
 use crate::request::Version;
-use crate::response::{reason_phrase, Body, Parts};
+use crate::response::{reason_phrase, Body, Part, Parts};
 use crate::HttpHandler;
 
 /// Bytes read from a file per write when sendfile is off.
@@ -60,6 +60,7 @@ impl<H: HttpHandler> HttpService<H> {
         }
         c.log.set_head_len(c.out.len());
         c.pending = None;
+        c.parts.clear();
         if no_body {
             return keep;
         }
@@ -77,8 +78,32 @@ impl<H: HttpHandler> HttpService<H> {
                 }
             }
             Body::Stream(reader) => c.pending = Some(Pending::Stream { reader, chunked }),
+            Body::Parts(parts) => {
+                c.parts.extend(parts);
+                self.next_part(c);
+            }
         }
         keep
+    }
+
+    /// Queue the next piece of a [`Body::Parts`]: bytes go into the output
+    /// (with those after them, up to a file region), a file region becomes
+    /// the pending body; the pieces after it wait in `c.parts`.
+    pub(crate) fn next_part(&self, c: &mut HttpConn) {
+        while let Some(part) = c.parts.pop_front() {
+            match part {
+                Part::Bytes(b) => c.out.extend_from_slice(&b),
+                Part::File(f) if f.len == 0 => {}
+                Part::File(f) => {
+                    c.pending = Some(Pending::File {
+                        file: f.file,
+                        offset: f.offset,
+                        end: f.offset.saturating_add(f.len),
+                    });
+                    return;
+                }
+            }
+        }
     }
 
     /// Status line and the fields every response carries; the caller adds
@@ -184,6 +209,10 @@ impl<H: HttpHandler> HttpService<H> {
             }
             c.out.clear();
             c.out_pos = 0;
+            if c.pending.is_none() && !c.parts.is_empty() {
+                self.next_part(c);
+                continue;
+            }
             let Some(pending) = c.pending.as_mut() else {
                 return Flush::Done;
             };

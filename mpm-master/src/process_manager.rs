@@ -11,8 +11,12 @@
 //! | SIGTERM, SIGINT | stop: refuse new connections, children finish what they have within `--graceful-timeout`, then are killed |
 //! | SIGWINCH | graceful stop: the same |
 //! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
-//! | SIGHUP | restart: the children are stopped (as by SIGTERM) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
-//! | SIGUSR2 | binary upgrade (see [`crate::upgrade`]): a new master inherits the listening sockets; once it is ready this one drains and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
+//! | SIGHUP | restart: the children are stopped (gracefully, told with SIGUSR1 that a successor follows) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
+//! | SIGUSR2 | binary upgrade (see [`crate::upgrade`]): a new master inherits the listening sockets; once it is ready this one drains (its children told with SIGUSR1) and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
+//!
+//! Children told with SIGUSR1 have a successor ([`Lifecycle::has_successor`]):
+//! they hand the connections they hold that have not sent a byte to the next
+//! generation ([`mpm_core::HandOver`]) instead of waiting for them.
 //!
 //! A child that exits (or is killed) while its generation is current is
 //! replaced; one that dies within a second of starting counts as a crash, and
@@ -38,7 +42,9 @@ use crate::sizing::Sizing;
 use crate::upgrade::{self, Outcome, Pending, ReadyReport, UpgradeSpec};
 
 /// What a child runs: its own copies of the listeners, its own lifecycle
-/// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH), and its process slot
+/// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH; SIGUSR1, sent on a
+/// graceful restart, a restart and an upgrade, also marks it as having a
+/// [successor](Lifecycle::has_successor)), and its process slot
 /// number (`0..children`, reused by its replacement and by its successor in
 /// the next generation). Returns when it has drained; the child then exits.
 pub type ChildMain<'a> = dyn Fn(Vec<Listener>, &Lifecycle, usize) -> Result<()> + 'a;
@@ -267,7 +273,14 @@ impl<'a> ProcessManager<'a> {
             if let Some(p) = &pending {
                 fds.push(PollFd::new(p.fd(), PollFlags::POLLIN));
             }
-            let _ = poll(&mut fds, PollTimeout::from(timeout.as_millis() as u16));
+            match poll(&mut fds, PollTimeout::from(timeout.as_millis() as u16)) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => {
+                    // Cannot happen with valid descriptors; never spin on it.
+                    mpm_core::log_error!("mpm: master: poll failed: {e}");
+                    std::thread::sleep(timeout);
+                }
+            }
             drop(fds);
             signals.drain();
 
@@ -333,17 +346,19 @@ impl<'a> ProcessManager<'a> {
                 stop_asked || lifecycle.is_stopping(),
             ) {
                 scoreboard.set_draining();
-                drain_until = Some(Instant::now() + delay);
+                drain_until = Some(mpm_core::deadline(Instant::now(), delay));
                 mpm_core::log_notice!(
-                    "mpm: draining: serving on for {delay:?} with the status page answering 503, \
-                     then stopping (signal again to stop now)"
+                    "mpm: {}: draining: serving on for {delay:?} with the status page answering \
+                     503, then stopping (signal again to stop now)",
+                    signals.stop_cause()
                 );
             } else if stop_asked
                 || (lifecycle.is_stopping() && drain_until.is_none())
                 || drain_until.is_some_and(|d| Instant::now() >= d)
             {
                 mpm_core::log_notice!(
-                    "mpm: stopping: {} children finish their requests (at most {:?})",
+                    "mpm: {}: stopping: {} children finish their requests (at most {:?})",
+                    signals.stop_cause(),
                     children.len(),
                     self.graceful_timeout
                 );
@@ -351,13 +366,17 @@ impl<'a> ProcessManager<'a> {
             }
             if signals.restart.swap(false, Ordering::SeqCst) {
                 mpm_core::log_notice!(
-                    "mpm: restart: stopping the children, then reading the configuration again"
+                    "mpm: received SIGHUP: restart: stopping the children, then reading the \
+                     configuration again"
                 );
                 exit = Exit::Restart;
                 break;
             }
             if signals.graceful_restart.swap(false, Ordering::SeqCst) {
-                mpm_core::log_notice!("mpm: graceful restart: generation {}", generation + 1);
+                mpm_core::log_notice!(
+                    "mpm: received SIGUSR1: graceful restart: generation {}",
+                    generation + 1
+                );
                 for c in children.iter().filter(|c| c.generation == generation) {
                     let _ = kill(c.pid, Signal::SIGUSR1);
                 }
@@ -410,8 +429,14 @@ impl<'a> ProcessManager<'a> {
 
         // Stop: the children stop accepting and drain; unless a new set
         // follows, the listening sockets then refuse whatever still arrives.
+        // When one does (a restart, an upgrade), SIGUSR1 tells them so: a
+        // connection that has sent nothing is handed to it.
+        let told = match exit {
+            Exit::Stopped => Signal::SIGTERM,
+            Exit::Restart | Exit::Upgraded => Signal::SIGUSR1,
+        };
         for c in &children {
-            let _ = kill(c.pid, Signal::SIGTERM);
+            let _ = kill(c.pid, told);
         }
         if exit == Exit::Stopped {
             lifecycle.stop();
@@ -423,7 +448,10 @@ impl<'a> ProcessManager<'a> {
                 }
             }
         }
-        let deadline = Instant::now() + self.graceful_timeout + Duration::from_secs(2);
+        let deadline = mpm_core::deadline(
+            Instant::now(),
+            self.graceful_timeout.saturating_add(Duration::from_secs(2)),
+        );
         while !children.is_empty() {
             if Instant::now() >= deadline {
                 for c in &children {
@@ -514,7 +542,9 @@ fn run_child(
     let lifecycle = Lifecycle::new()?;
     lifecycle.set_shared_listeners();
     lifecycle.set_generation(generation as u32);
-    // No signal thread: a prefork child must stay single-threaded.
+    // No signal thread: a prefork child must stay single-threaded. SIGUSR1
+    // means a successor takes over: recorded before the stop is seen.
+    lifecycle.successor_on_quietly(&[SIGUSR1])?;
     lifecycle.stop_on_quietly(&[SIGTERM, SIGINT, SIGUSR1, SIGWINCH])?;
     // Its handlers are in place: take the signals held since the fork.
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(mask), None)

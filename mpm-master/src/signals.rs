@@ -3,7 +3,7 @@
 //! write.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
@@ -14,6 +14,8 @@ use mpm_core::{Error, Result};
 /// Flags set by signal handlers, and the registrations to undo in a child.
 pub(crate) struct Signals {
     pub(crate) stop: Arc<AtomicBool>,
+    /// Which stop signal came last, for the log.
+    stop_signal: Arc<AtomicUsize>,
     pub(crate) graceful_restart: Arc<AtomicBool>,
     pub(crate) restart: Arc<AtomicBool>,
     pub(crate) upgrade: Arc<AtomicBool>,
@@ -33,8 +35,15 @@ impl Signals {
         let restart = Arc::new(AtomicBool::new(false));
         let upgrade = Arc::new(AtomicBool::new(false));
         let child_exited = Arc::new(AtomicBool::new(false));
+        let stop_signal = Arc::new(AtomicUsize::new(0));
         let mut ids = Vec::new();
         let io = |e| Error::io("installing signal handlers", e);
+        for sig in [SIGTERM, SIGINT, SIGWINCH] {
+            ids.push(
+                signal_hook::flag::register_usize(sig, Arc::clone(&stop_signal), sig as usize)
+                    .map_err(io)?,
+            );
+        }
         for (sig, flag) in [
             (SIGTERM, &stop),
             (SIGINT, &stop),
@@ -50,6 +59,7 @@ impl Signals {
         }
         Ok(Signals {
             stop,
+            stop_signal,
             graceful_restart,
             restart,
             upgrade,
@@ -58,6 +68,15 @@ impl Signals {
             _wake_write: w,
             ids,
         })
+    }
+
+    /// How the last stop was asked for, for the log: the signal's name
+    /// (`SIGTERM`), or "told to stop" when it came from the program.
+    pub(crate) fn stop_cause(&self) -> String {
+        match self.stop_signal.load(Ordering::SeqCst) {
+            0 => "told to stop".to_string(),
+            sig => format!("received {}", mpm_core::signal_name(sig as i32)),
+        }
     }
 
     pub(crate) fn drain(&self) {

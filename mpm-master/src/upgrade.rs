@@ -29,8 +29,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use mpm_core::Listener;
-use mpm_core::{Error, Result};
+use mpm_core::{Error, HandOver, Listener, Result};
 
 /// The descriptor numbers of the inherited listening sockets, comma-separated.
 pub const ENV_FDS: &str = "MPM_UPGRADE_FDS";
@@ -38,6 +37,10 @@ pub const ENV_FDS: &str = "MPM_UPGRADE_FDS";
 pub const ENV_READY_FD: &str = "MPM_UPGRADE_READY_FD";
 /// The old master's pid, for the new one to know whom it shares sockets with.
 pub const ENV_PARENT: &str = "MPM_UPGRADE_PARENT";
+/// The two descriptors of the [`HandOver`] channel (sending, receiving), by
+/// which the old generation passes the new one its connections that have
+/// not sent a byte yet.
+pub const ENV_HAND_OVER: &str = "MPM_UPGRADE_HAND_OVER_FDS";
 /// How long the old master waits for the new one to be ready, by default.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the new master's first children must live before it reports
@@ -57,6 +60,10 @@ pub struct UpgradeSpec {
     /// How long the new master may take to be ready before the upgrade
     /// is rolled back.
     pub ready_timeout: Duration,
+    /// The hand-over channel's descriptors ([`HandOver::raw_fds`]), passed
+    /// on too, so that the old children can hand the new ones what they
+    /// hold unanswered.
+    pub hand_over: Option<[RawFd; 2]>,
 }
 
 /// The path of `pid_file` while an upgrade is under way: `FILE.oldbin`.
@@ -111,7 +118,16 @@ impl UpgradeSpec {
             .env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
             .env_remove("LISTEN_FDNAMES");
-        let inherit: Vec<RawFd> = fds.iter().copied().chain([write_fd]).collect();
+        match self.hand_over {
+            Some([send, receive]) => cmd.env(ENV_HAND_OVER, format!("{send},{receive}")),
+            None => cmd.env_remove(ENV_HAND_OVER),
+        };
+        let inherit: Vec<RawFd> = fds
+            .iter()
+            .copied()
+            .chain([write_fd])
+            .chain(self.hand_over.into_iter().flatten())
+            .collect();
         // SAFETY: between fork and exec the closure only calls fcntl, which is
         // async-signal-safe, on descriptors this process holds open.
         unsafe {
@@ -218,6 +234,8 @@ pub fn remove_oldbin(pid_file: &Path) {
 pub struct Inherited {
     /// The listening sockets, close-on-exec again.
     pub listeners: Vec<Listener>,
+    /// The hand-over channel, shared with the old generation (if it passed one).
+    pub hand_over: Option<HandOver>,
     ready: Option<OwnedFd>,
     parent: Option<u32>,
 }
@@ -267,14 +285,38 @@ impl Inherited {
             }
             _ => None,
         };
+        let hand_over = match std::env::var(ENV_HAND_OVER) {
+            Err(_) => None,
+            Ok(pair) => {
+                let bad =
+                    || Error::config(format!("{ENV_HAND_OVER}={pair}: not two open descriptors"));
+                let (send, receive) = pair.split_once(',').ok_or_else(bad)?;
+                let mut owned = Vec::new();
+                for part in [send, receive] {
+                    let fd: RawFd = part.parse().map_err(|_| bad())?;
+                    if fd < 3 || nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).is_err() {
+                        return Err(bad());
+                    }
+                    set_cloexec(fd)?;
+                    // SAFETY: as above: passed for this process to own, and
+                    // checked open; `from_fds` checks what kind of socket.
+                    owned.push(unsafe { OwnedFd::from_raw_fd(fd) });
+                }
+                let receive = owned.pop().ok_or_else(bad)?;
+                let send = owned.pop().ok_or_else(bad)?;
+                Some(HandOver::from_fds(send, receive)?)
+            }
+        };
         Ok(Some(Inherited {
             listeners,
+            hand_over,
             ready,
             parent,
         }))
     }
 
-    /// Split into the listeners and the readiness report.
+    /// Split into the listeners and the readiness report (take
+    /// [`hand_over`](Self::hand_over) first).
     pub fn into_parts(self) -> (Vec<Listener>, ReadyReport) {
         (
             self.listeners,

@@ -7,10 +7,15 @@
 //! [`ChildLock`], which for `flock` means a file description of its own
 //! (flock locks belong to an open file description, which children that
 //! merely inherit a descriptor would share).
+//!
+//! The lock "file" of `fcntl` and `flock` has no name: it is a `memfd`, a
+//! file in memory that only descriptors reach. The master stays root, and a
+//! lock file at a path in a shared directory (`/tmp/mpm-accept-PID.lock`, as
+//! it once was) is a path any local user can plant a symbolic link at.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::ptr::NonNull;
 
 use nix::fcntl::{fcntl, FcntlArg};
@@ -74,20 +79,13 @@ impl AcceptLock {
         match kind {
             AcceptMutex::None => {}
             AcceptMutex::Fcntl | AcceptMutex::Flock => {
-                let path =
-                    std::env::temp_dir().join(format!("mpm-accept-{}.lock", std::process::id()));
-                let file = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&path)
-                    .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-                // Nothing needs the name: children reach the file through the
-                // inherited descriptor (and /proc/self/fd for their own flock
-                // description), so no file is left behind.
-                let _ = std::fs::remove_file(&path);
-                lock.file = Some(file);
+                // Children reach the file through the inherited descriptor
+                // (and /proc/self/fd for their own flock description):
+                // nothing needs a name, so it has none to follow or plant.
+                lock.file = Some(
+                    anonymous_file()
+                        .map_err(|e| Error::io("creating the accept mutex's lock file", e))?,
+                );
             }
             AcceptMutex::Pthread => lock.mutex = Some(shared_robust_mutex()?),
         }
@@ -110,6 +108,37 @@ impl AcceptLock {
         };
         Ok(ChildLock { lock: self, own })
     }
+}
+
+impl Drop for AcceptLock {
+    fn drop(&mut self) {
+        if let Some(m) = self.mutex.take() {
+            // SAFETY: the mapping was made by `shared_robust_mutex` with this
+            // size and is unmapped once: every `ChildLock` borrows this lock,
+            // so none is left in this process, and the children that shared
+            // it have their own copies of the mapping (a restart drops the
+            // lock only once they have all exited).
+            unsafe {
+                libc::pthread_mutex_destroy(m.as_ptr());
+                let _ = nix::sys::mman::munmap(
+                    m.cast::<std::ffi::c_void>(),
+                    std::mem::size_of::<libc::pthread_mutex_t>(),
+                );
+            }
+        }
+    }
+}
+
+/// A file with no name, for the `fcntl` and `flock` locks: `memfd_create`.
+fn anonymous_file() -> io::Result<File> {
+    // SAFETY: a NUL-terminated name and valid flags; on success the kernel
+    // returns a new descriptor that nothing else owns.
+    let fd = unsafe { libc::memfd_create(c"mpm-accept-mutex".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above: a fresh descriptor, owned here alone.
+    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 /// One child's handle on the [`AcceptLock`].
@@ -150,16 +179,7 @@ impl ChildLock<'_> {
                 }
                 AcceptMutex::Pthread => {
                     let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
-                    let mut until = libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: 0,
-                    };
-                    // SAFETY: clock_gettime fills the timespec we own.
-                    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut until) };
-                    until.tv_sec += 1;
-                    // SAFETY: `m` is an initialised process-shared mutex in
-                    // shared memory that outlives every child.
-                    match unsafe { libc::pthread_mutex_timedlock(m, &until) } {
+                    match timed_lock(m, 1) {
                         0 => Ok(()),
                         libc::ETIMEDOUT => continue,
                         // Its owner died holding it: we own it now; mark it usable.
@@ -368,6 +388,43 @@ fn retry_os(mut f: impl FnMut() -> libc::c_int) -> io::Result<()> {
     }
 }
 
+/// Lock `m`, waiting at most `secs` seconds by the monotonic clock
+/// (`pthread_mutex_clocklock`), so that setting the wall clock back cannot
+/// stretch the wait. Returns the pthread error code (0 when locked).
+fn timed_lock(m: *mut libc::pthread_mutex_t, secs: libc::time_t) -> libc::c_int {
+    #[cfg(target_env = "gnu")]
+    const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
+    // Other C libraries have only the wall-clock `pthread_mutex_timedlock`.
+    #[cfg(not(target_env = "gnu"))]
+    const CLOCK: libc::clockid_t = libc::CLOCK_REALTIME;
+    let mut until = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the timespec we own.
+    unsafe { libc::clock_gettime(CLOCK, &mut until) };
+    until.tv_sec = until.tv_sec.saturating_add(secs);
+    #[cfg(target_env = "gnu")]
+    {
+        extern "C" {
+            // glibc 2.30 and later; not yet in the libc crate.
+            fn pthread_mutex_clocklock(
+                m: *mut libc::pthread_mutex_t,
+                clock: libc::clockid_t,
+                abstime: *const libc::timespec,
+            ) -> libc::c_int;
+        }
+        // SAFETY: `m` is an initialised process-shared mutex in shared
+        // memory that outlives every child; `until` is a valid timespec.
+        unsafe { pthread_mutex_clocklock(m, CLOCK, &until) }
+    }
+    #[cfg(not(target_env = "gnu"))]
+    // SAFETY: as above.
+    unsafe {
+        libc::pthread_mutex_timedlock(m, &until)
+    }
+}
+
 /// A process-shared, robust mutex in anonymous shared memory.
 fn shared_robust_mutex() -> Result<NonNull<libc::pthread_mutex_t>> {
     let len = std::num::NonZeroUsize::new(std::mem::size_of::<libc::pthread_mutex_t>())
@@ -408,4 +465,45 @@ fn shared_robust_mutex() -> Result<NonNull<libc::pthread_mutex_t>> {
         }
     }
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_files_have_no_name_and_lock_across_descriptions() {
+        for kind in [AcceptMutex::Fcntl, AcceptMutex::Flock] {
+            let lock = AcceptLock::create(kind).unwrap();
+            let fd = lock.file.as_ref().unwrap().as_raw_fd();
+            let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+            // A memfd: nothing in any directory to plant a link at.
+            assert!(
+                target
+                    .to_string_lossy()
+                    .starts_with("/memfd:mpm-accept-mutex"),
+                "{kind:?}: {}",
+                target.display()
+            );
+            let child = lock.for_child().unwrap();
+            assert!(child.try_lock().unwrap());
+            child.unlock().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_pthread_lock_is_taken_and_given_back_and_unmapped_when_dropped() {
+        let lock = AcceptLock::create(AcceptMutex::Pthread).unwrap();
+        let child = lock.for_child().unwrap();
+        assert!(child.lock(&|| false).unwrap());
+        // Held: a second try fails at once; the timed wait gives up.
+        assert!(!child.try_lock().unwrap());
+        let m = lock.mutex.unwrap().as_ptr();
+        assert_eq!(timed_lock(m, 0), libc::ETIMEDOUT);
+        child.unlock().unwrap();
+        assert!(child.try_lock().unwrap());
+        child.unlock().unwrap();
+        drop(child);
+        drop(lock);
+    }
 }

@@ -2,13 +2,14 @@
 //! connection and the stop pipe together, so that a stop closes an idle
 //! connection at once.
 
+use std::net::TcpStream;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use mpm_core::blocking::IdlePark;
-use mpm_core::{Lifecycle, STOP_GRACE};
+use mpm_core::blocking::{await_first_request, FirstRequest, IdlePark};
+use mpm_core::{HandOver, Lifecycle, STOP_GRACE};
 
 /// A single-threaded child cannot be woken from a blocking read by another
 /// thread, so an idle keep-alive wait polls the connection together with the
@@ -16,9 +17,15 @@ use mpm_core::{Lifecycle, STOP_GRACE};
 pub(crate) struct KeepAliveWait<'a> {
     pub(crate) lifecycle: &'a Lifecycle,
     pub(crate) timeout: Duration,
+    /// Where a connection goes that has sent nothing when a successor takes over.
+    pub(crate) hand_over: Option<&'a HandOver>,
 }
 
 impl IdlePark for KeepAliveWait<'_> {
+    fn first_request(&mut self, socket: &TcpStream, within: Duration) -> FirstRequest {
+        await_first_request(socket, within, self.lifecycle, self.hand_over)
+    }
+
     fn park(&mut self, fd: RawFd) -> bool {
         if self.lifecycle.is_stopping() {
             return mpm_core::blocking::input_arrives_within(fd, STOP_GRACE);
@@ -30,7 +37,7 @@ impl IdlePark for KeepAliveWait<'_> {
             PollFd::new(conn, PollFlags::POLLIN),
             PollFd::new(self.lifecycle.wake_fd(), PollFlags::POLLIN),
         ];
-        let deadline = Instant::now() + self.timeout;
+        let deadline = mpm_core::deadline(Instant::now(), self.timeout);
         loop {
             // Buffered access-log lines are due within a second even while
             // idle, and this single-threaded child has no flusher thread.

@@ -62,6 +62,7 @@ impl Mpm for Prefork {
         let mut poller = ListenerPoller::new(settings.poller, &listeners, lifecycle.wake_fd())?;
         let mut handler = factory.build();
         let draining = lifecycle.draining_flag();
+        let hand_over = listeners.iter().find_map(Listener::hand_over_channel);
         // Serve: one connection at a time, the process itself the worker.
         lifecycle.set_phase(Phase::Serving);
         let mut served = 0u64;
@@ -83,6 +84,7 @@ impl Mpm for Prefork {
             let mut park = KeepAliveWait {
                 lifecycle,
                 timeout: settings.keepalive_timeout,
+                hand_over,
             };
             serve_blocking(&mut handler, stream, &timeouts, &mut park);
             // No flusher thread here: buffered log lines go out before

@@ -90,8 +90,14 @@ impl ListenerMutex {
             if lifecycle.is_stopping() {
                 return Err(Stopped::Stopping);
             }
-            // Under load a connection is usually queued already: try before polling.
-            if let [only] = self.listeners.as_slice() {
+            // Under load a connection is usually queued already: try before
+            // polling (with one listening socket; the hand-over channel
+            // beside it is taken when polled).
+            let mut sockets = self
+                .listeners
+                .iter()
+                .filter(|l| l.hand_over_channel().is_none());
+            if let (Some(only), None) = (sockets.next(), sockets.next()) {
                 match only.accept() {
                     Ok(c) => return Ok(c),
                     Err(e) => self.on_error(e),

@@ -2,11 +2,14 @@
 //! holds, for a stop that neither waits on idle connections nor touches a
 //! closed descriptor.
 
+use std::net::TcpStream;
 use std::os::fd::RawFd;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use mpm_core::blocking::IdlePark;
+use mpm_core::blocking::{await_first_request, FirstRequest, IdlePark};
+use mpm_core::{HandOver, Lifecycle};
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -77,12 +80,20 @@ impl ConnectionSlots {
         n
     }
 
-    /// The [`IdlePark`] for slot `i`, whose stop test is `stopping`.
-    pub fn parker<'a>(&'a self, i: usize, stopping: &'a dyn Fn() -> bool) -> SlotParker<'a> {
+    /// The [`IdlePark`] for slot `i`, for a server with this lifecycle
+    /// (whose stop it watches) and hand-over channel (where a connection
+    /// that has sent nothing goes when a successor takes over).
+    pub fn parker<'a>(
+        &'a self,
+        i: usize,
+        lifecycle: &'a Lifecycle,
+        hand_over: Option<&'a HandOver>,
+    ) -> SlotParker<'a> {
         SlotParker {
             slots: self,
             index: i,
-            stopping,
+            lifecycle,
+            hand_over,
         }
     }
 }
@@ -91,7 +102,8 @@ impl ConnectionSlots {
 pub struct SlotParker<'a> {
     slots: &'a ConnectionSlots,
     index: usize,
-    stopping: &'a dyn Fn() -> bool,
+    lifecycle: &'a Lifecycle,
+    hand_over: Option<&'a HandOver>,
 }
 
 impl std::fmt::Debug for SlotParker<'_> {
@@ -109,7 +121,14 @@ impl IdlePark for SlotParker<'_> {
         // one that begins later finds the slot idle and shuts it down. A
         // request already sent is answered either way (a shutdown for
         // reading still delivers what had arrived).
-        !(self.stopping)() || mpm_core::blocking::input_arrives_within(fd, mpm_core::STOP_GRACE)
+        !self.lifecycle.is_stopping()
+            || mpm_core::blocking::input_arrives_within(fd, mpm_core::STOP_GRACE)
+    }
+
+    fn first_request(&mut self, socket: &TcpStream, within: Duration) -> FirstRequest {
+        // Polled with the stop pipe, not a blocking read: a stop with a
+        // successor can then hand the connection over.
+        await_first_request(socket, within, self.lifecycle, self.hand_over)
     }
 
     fn unpark(&mut self) {

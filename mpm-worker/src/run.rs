@@ -96,8 +96,12 @@ fn worker_thread<F: HandlerFactory>(shared: &Shared<F>, index: usize, slot: Opti
         s.claim(shared.generation);
     }
     let mut handler: F::Handler = shared.factory.build();
-    let stopping = || shared.lifecycle.is_stopping();
     let draining = shared.lifecycle.draining_flag();
+    let hand_over = shared
+        .accept
+        .listeners()
+        .iter()
+        .find_map(Listener::hand_over_channel);
     loop {
         if let Some(s) = slot {
             s.set_state(WorkerState::Idle);
@@ -125,7 +129,7 @@ fn worker_thread<F: HandlerFactory>(shared: &Shared<F>, index: usize, slot: Opti
                 continue;
             }
         };
-        let mut parker = shared.slots.parker(index, &stopping);
+        let mut parker = shared.slots.parker(index, &shared.lifecycle, hand_over);
         serve(&mut handler, stream, &shared.timeouts, &mut parker);
     }
     if let Some(s) = slot {

@@ -5,13 +5,12 @@ use std::path::PathBuf;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 
 use std::sync::Arc;
 
 use mpm_core::allocator::{self, AllocatorKind};
 use mpm_core::scoreboard::Scoreboard;
-use mpm_core::{Error, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
+use mpm_core::{Error, HandOver, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
 use mpm_http::access_log::AccessLog;
 use mpm_http::HttpFactory;
 use mpm_master::pid_file::PidFile;
@@ -213,6 +212,34 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
     }
 }
 
+/// `serve` or `check` with each of mpm's settings' defaults in its help
+/// (`[default: ...]`): the flags have none of their own, since a flag not
+/// given must leave the file's value alone. A setting the program hides or
+/// removed is skipped.
+fn with_defaults(mut sub: clap::Command) -> clap::Command {
+    for (id, value) in crate::config::defaults() {
+        if !sub.get_arguments().any(|a| a.get_id() == id) {
+            continue;
+        }
+        sub = sub.mut_arg(id, |arg| {
+            let text = |help: Option<&clap::builder::StyledStr>| {
+                format!(
+                    "{} [default: {value}]",
+                    help.map(ToString::to_string).unwrap_or_default()
+                )
+            };
+            let long = arg.get_long_help().map(|h| text(Some(h)));
+            let short = text(arg.get_help());
+            let arg = arg.help(short);
+            match long {
+                Some(long) => arg.long_help(long),
+                None => arg,
+            }
+        });
+    }
+    sub
+}
+
 fn command_line<S: Service>(service: &S) -> i32 {
     let me = service.identity();
     mpm_core::error_log::set_program(&me.name);
@@ -229,7 +256,9 @@ fn command_line<S: Service>(service: &S) -> i32 {
         .version(me.version.to_string())
         .about(about);
     for sub in ["serve", "check"] {
-        command = command.mut_subcommand(sub, |c| shape::<S::Settings>(c, hidden, &heading));
+        command = command.mut_subcommand(sub, |c| {
+            with_defaults(shape::<S::Settings>(c, hidden, &heading))
+        });
     }
     let matches = match command.try_get_matches() {
         Ok(m) => m,
@@ -243,12 +272,12 @@ fn command_line<S: Service>(service: &S) -> i32 {
                 let _ = e.print();
                 return 2;
             }
-            eprintln!("{}: {}", me.name, one_line(&e.to_string()));
+            eprintln!("{}: {}", me.name, one_line(&e));
             return 2;
         }
     };
     let result = Cli::from_arg_matches(&matches)
-        .map_err(|e| Error::config(one_line(&e.to_string())))
+        .map_err(|e| Error::config(one_line(&e)))
         .and_then(|cli| {
             let sub = matches.subcommand().map(|(_, m)| m);
             match cli.command {
@@ -318,8 +347,7 @@ impl<T: Settings> Invocation<T> {
         name: &str,
     ) -> Result<Invocation<T>, Error> {
         let matches = matches.ok_or_else(|| Error::config("no subcommand"))?;
-        let settings =
-            T::from_arg_matches(matches).map_err(|e| Error::config(one_line(&e.to_string())))?;
+        let settings = T::from_arg_matches(matches).map_err(|e| Error::config(one_line(&e)))?;
         let own = T::augment_args(clap::Command::new("settings"));
         let keys: Vec<String> = own
             .get_arguments()
@@ -427,35 +455,60 @@ impl<T: Settings> Invocation<T> {
     }
 }
 
-/// Clap's messages span lines (usage, tips); keep the one that names the
-/// problem, with the valid values and clap's suggestion when it gave them.
-fn one_line(message: &str) -> String {
-    let first = message.lines().next().unwrap_or("invalid arguments").trim();
-    let mut line = first.to_string();
-    if let Some(values) = message.lines().find_map(|l| {
-        l.trim()
-            .strip_prefix("[possible values: ")
-            .and_then(|v| v.strip_suffix(']'))
-    }) {
-        line.push_str(&format!(" (expected {values})"));
+/// Clap's messages span lines (usage, tips); keep one line that names the
+/// problem with its useful part: the missing arguments' names (and the
+/// usage), the valid values, and clap's suggestion, or ours when it has
+/// none ("did you mean").
+fn one_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let message = e.to_string();
+    let mut lines = message.lines();
+    let first = lines.next().unwrap_or("invalid arguments").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let mut line = format!("error: {first}");
+    // "the following required arguments were not provided:" lists them on
+    // the lines below, indented.
+    if first.ends_with(':') {
+        let missing: Vec<&str> = lines
+            .clone()
+            .map(str::trim_end)
+            .take_while(|l| l.starts_with("  "))
+            .map(str::trim)
+            .collect();
+        if !missing.is_empty() {
+            line.push(' ');
+            line.push_str(&missing.join(", "));
+        }
+    }
+    let valid = match e.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(v)) => v.clone(),
+        _ => Vec::new(),
+    };
+    if !valid.is_empty() {
+        line.push_str(&format!(" (expected {})", valid.join(", ")));
     }
     if let Some(tip) = message.lines().find(|l| l.trim_start().starts_with("tip:")) {
         line.push_str(" (");
         line.push_str(tip.trim().trim_start_matches("tip: "));
         line.push(')');
+    } else if let Some(ContextValue::String(bad)) = e.get(ContextKind::InvalidValue) {
+        if let Some(guess) = crate::config::did_you_mean(bad, valid.iter().map(String::as_str)) {
+            line.push_str(&format!(" (did you mean '{guess}'?)"));
+        }
+    }
+    if let Some(usage) = message
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+        .filter(|_| first.contains("not provided"))
+    {
+        line.push_str(&format!(" (usage: {usage})"));
     }
     line
 }
 
 /// A new scoreboard sized for `config`.
 fn scoreboard(config: &Config) -> Result<&'static Scoreboard, Error> {
-    let per_process = match config.mpm {
-        MpmKind::Prefork => 1,
-        MpmKind::Worker => config.threads_per_child,
-        // The listener thread answers requests too: it has a slot of its own.
-        MpmKind::Event => config.threads_per_child + 1,
-    };
-    Scoreboard::create(config.server_limit, per_process)
+    Scoreboard::create(config.server_limit, config.slots_per_process())
 }
 
 fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), Error> {
@@ -489,7 +542,9 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
     // activation), come first; with --reuseport the master only reserves
     // the addresses, and each prefork child listens on a socket of its own.
     let mut ready_report = None;
-    let listeners = if let Some(inherited) = Inherited::from_env()? {
+    let mut hand_over = None;
+    let listeners = if let Some(mut inherited) = Inherited::from_env()? {
+        hand_over = inherited.hand_over.take();
         let (listeners, report) = inherited.into_parts();
         mpm_core::log_notice!(
             "mpm: upgrade: serving on {} listening sockets passed by the old master \
@@ -509,10 +564,17 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
     } else {
         Listener::bind_all(&config.listen, config.backlog)?
     };
+    // How one generation passes the next the connections it holds that have
+    // not sent a byte: shared with the old master after an upgrade.
+    let hand_over = match hand_over {
+        Some(h) => h,
+        None => HandOver::new()?,
+    };
     // Written by the first `run`; removed when `serve` returns.
     let mut pid_file = None;
+    // Mapped once: a restart lays it out again for the new configuration.
+    let scoreboard = scoreboard(&config)?;
     loop {
-        let scoreboard = scoreboard(&config)?;
         let site = (service, &settings, scoreboard, &logs);
         let pid = &mut pid_file;
         let upgrade = Upgrade {
@@ -524,11 +586,12 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
                 args: std::env::args_os().skip(1).collect(),
                 pid_file: config.pid_file.clone(),
                 ready_timeout: config.upgrade_timeout,
+                hand_over: Some(hand_over.raw_fds()),
             },
             // Only the first run reports to the master that started this one.
             report: ready_report.take(),
         };
-        let listeners = (&listeners[..], upgrade);
+        let listeners = (&listeners[..], &hand_over, upgrade);
         let exit = match config.mpm {
             MpmKind::Worker => run(mpm_worker::Worker, &config, site, listeners, pid)?,
             MpmKind::Prefork => run(
@@ -572,13 +635,38 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
                         config.listen
                     );
                 }
-                config = Config {
+                let mut new = Config {
                     listen: config.listen.clone(),
                     backlog: config.backlog,
                     ..new
                 };
+                if !scoreboard.reuse(new.server_limit, new.slots_per_process()) {
+                    mpm_core::log_warn!(
+                        "mpm: restart: the new configuration needs {} × {} scoreboard slots, more \
+                         than the {} made at start; the number of processes and workers grows \
+                         only with a full stop: keeping --mpm {}, --server-limit {}, \
+                         --threads-per-child {} and --max-request-workers {}",
+                        new.server_limit,
+                        new.slots_per_process(),
+                        scoreboard.slots().len(),
+                        config.mpm,
+                        config.server_limit,
+                        config.threads_per_child,
+                        config.max_request_workers
+                    );
+                    new.mpm = config.mpm;
+                    new.server_limit = config.server_limit;
+                    new.threads_per_child = config.threads_per_child;
+                    new.max_request_workers = config.max_request_workers;
+                    let _ = scoreboard.reuse(new.server_limit, new.slots_per_process());
+                }
+                config = new;
             }
-            Err(e) => mpm_core::log_error!("mpm: restart: {e}; keeping the previous configuration"),
+            Err(e) => {
+                mpm_core::log_error!("mpm: restart: {e}; keeping the previous configuration");
+                // The same layout, its slots cleared for the new set.
+                let _ = scoreboard.reuse(config.server_limit, config.slots_per_process());
+            }
         }
     }
 }
@@ -597,7 +685,7 @@ fn run<M: Mpm, S: Service>(
     mpm: M,
     config: &Config,
     (service, own, scoreboard, logs): (&S, &S::Settings, &'static Scoreboard, &Logs),
-    (listeners, upgrade): (&[Listener], Upgrade),
+    (listeners, hand_over, upgrade): (&[Listener], &HandOver, Upgrade),
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
     let fds =
@@ -609,50 +697,39 @@ fn run<M: Mpm, S: Service>(
         );
     }
     let lifecycle = Lifecycle::new()?;
-    let managed = config.server_limit > 1 || mpm.kind() == MpmKind::Prefork;
     let reopen = &|| logs.reopen("graceful restart");
     let upgrading = upgrade.report.is_some();
+    // Every server has a master, as httpd's and nginx's do: it forks the
+    // serving processes (one, with --server-limit 1), replaces any that die,
+    // and turns SIGHUP, SIGUSR1 and SIGUSR2 into restarts and upgrades.
     // Made now, so its signal handlers are in place before the pid file and
     // the `listening on` lines tell anyone the server is up.
-    let manager = if managed {
-        let sizing = match mpm.kind() {
-            MpmKind::Prefork => Sizing::Spare {
-                start: config.start_servers,
-                min_spare: config.min_spare,
-                max_spare: config.max_spare,
-                max: config.server_limit,
-                scoreboard,
-            },
-            _ => Sizing::Fixed(config.server_limit),
-        };
-        let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
-            .on_graceful_restart(reopen)
-            .upgrade_with(upgrade.spec)
-            .drain_first(config.drain_delay, scoreboard);
-        Some(match upgrade.report {
-            Some(report) => manager.report_ready(report.and_then(|| {
-                let _ = sd_notify::notify(
-                    false,
-                    &[
-                        sd_notify::NotifyState::Ready,
-                        sd_notify::NotifyState::MainPid(std::process::id()),
-                    ],
-                );
-            })),
-            None => manager,
-        })
-    } else {
-        None
+    let sizing = match mpm.kind() {
+        MpmKind::Prefork => Sizing::Spare {
+            start: config.start_servers,
+            min_spare: config.min_spare,
+            max_spare: config.max_spare,
+            max: config.server_limit,
+            scoreboard,
+        },
+        _ => Sizing::Fixed(config.server_limit),
     };
-    if !managed {
-        // Before the pid file and the `listening on` lines, so that no
-        // signal sent on the strength of either meets the default action.
-        // One process has no master to restart it: a graceful stop is a
-        // stop, and restarts are refused rather than left to SIGHUP's and
-        // SIGUSR1's default action, which kills without draining.
-        lifecycle.stop_on(&[SIGTERM, SIGINT, SIGWINCH])?;
-        refuse_restarts(logs.clone())?;
-    }
+    let manager = ProcessManager::with_sizing(listeners, sizing, config.graceful_timeout)?
+        .on_graceful_restart(reopen)
+        .upgrade_with(upgrade.spec)
+        .drain_first(config.drain_delay, scoreboard);
+    let manager = match upgrade.report {
+        Some(report) => manager.report_ready(report.and_then(|| {
+            let _ = sd_notify::notify(
+                false,
+                &[
+                    sd_notify::NotifyState::Ready,
+                    sd_notify::NotifyState::MainPid(std::process::id()),
+                ],
+            );
+        })),
+        None => manager,
+    };
     // Before the `listening on` lines, so that whoever waits for them finds it.
     if let (None, Some(path)) = (&*pid_file, &config.pid_file) {
         *pid_file = Some(PidFile::write(path)?);
@@ -673,48 +750,32 @@ fn run<M: Mpm, S: Service>(
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     }
     let settings = config.mpm_settings();
-    let exit = if let Some(manager) = manager {
-        // A single-threaded master forks the serving processes: no thread
-        // may start here before it does.
-        manager.run(&lifecycle, &|mine, child_lifecycle, process| {
-            // The master keeps root (to bind again on restart); children
-            // serve as --user. With --reuseport a prefork child binds a
-            // socket of its own first, and drops right after.
-            let mine = if config.reuseport {
-                let own = mine
-                    .iter()
-                    .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
-                    .collect::<Result<Vec<_>, _>>()?;
-                mpm_master::drop_privileges(config.run_as)?;
-                own
-            } else {
-                mpm_master::drop_privileges(config.run_as)?;
-                mine
-            };
-            let factory = service.factory(config, own, scoreboard, logs.access.as_ref());
-            let slots = scoreboard.process_slots(process);
-            let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
-            mpm_http::access_log::flush_all();
-            served
-        })?
-    } else {
-        // One process: it binds, then serves as --user (no master to keep root).
-        mpm_master::drop_privileges(config.run_as)?;
+    // A single-threaded master forks the serving processes: no thread may
+    // start here before it does.
+    let exit = manager.run(&lifecycle, &|mine, child_lifecycle, process| {
+        // The master keeps root (to bind again on restart); children serve
+        // as --user. With --reuseport a prefork child binds a socket of its
+        // own first, and drops right after.
+        let mut mine = if config.reuseport {
+            let sockets = mine
+                .iter()
+                .map(|l| Listener::bind_reuseport(l.local_addr(), config.backlog))
+                .collect::<Result<Vec<_>, _>>()?;
+            mpm_master::drop_privileges(config.run_as)?;
+            sockets
+        } else {
+            mpm_master::drop_privileges(config.run_as)?;
+            mine
+        };
+        // Connections an older generation hands over arrive here, taken like
+        // any other.
+        mine.push(Listener::hand_over(hand_over.try_clone()?));
         let factory = service.factory(config, own, scoreboard, logs.access.as_ref());
-        let mine = listeners
-            .iter()
-            .map(Listener::try_clone)
-            .collect::<Result<Vec<_>, _>>()?;
-        mpm.run(
-            &settings,
-            mine,
-            factory,
-            &lifecycle,
-            scoreboard.process_slots(0),
-        )?;
+        let slots = scoreboard.process_slots(process);
+        let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
         mpm_http::access_log::flush_all();
-        Exit::Stopped
-    };
+        served
+    })?;
     if exit == Exit::Stopped {
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
         mpm_core::log_notice!("mpm: stopped");
@@ -841,31 +902,4 @@ impl Logs {
             }
         }
     }
-}
-
-/// Log and otherwise ignore SIGHUP, SIGUSR1 and SIGUSR2 in a server of one
-/// process, but for reopening the logs (on SIGHUP and SIGUSR1), which needs
-/// no master.
-fn refuse_restarts(logs: Logs) -> Result<(), Error> {
-    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1, SIGUSR2])
-        .map_err(|e| Error::io("installing signal handlers", e))?;
-    std::thread::Builder::new()
-        .name("mpm-restarts".into())
-        .spawn(move || {
-            for sig in signals.forever() {
-                let name = match sig {
-                    SIGHUP => "SIGHUP",
-                    SIGUSR1 => "SIGUSR1",
-                    _ => "SIGUSR2",
-                };
-                if sig != SIGUSR2 {
-                    logs.reopen(name);
-                }
-                mpm_core::log_warn!(
-                    "mpm: {name} ignored: restarting needs a master process (--server-limit 2 or more)"
-                );
-            }
-        })
-        .map_err(|e| Error::io("starting the signal thread", e))?;
-    Ok(())
 }

@@ -20,6 +20,73 @@ use mpm_http::{
 };
 use mpm_prefork::AcceptMutex;
 
+/// The most serving processes (httpd's hard `ServerLimit` bound).
+pub const MAX_SERVER_LIMIT: usize = 20_000;
+/// The most threads in one process (httpd's hard `ThreadLimit` bound).
+pub const MAX_THREADS_PER_CHILD: usize = 20_000;
+/// The most listening addresses (`--listen 1-65535` would take every port).
+pub const MAX_LISTENERS: usize = 1024;
+/// The longest request line or header field that may be allowed: a head is
+/// then at most eight times that.
+pub const MAX_FIELD_LIMIT: usize = 1 << 20;
+/// The largest request body that may be allowed (httpd's `LimitRequestBody`
+/// bound): bodies are buffered whole.
+pub const MAX_BODY_LIMIT: u64 = i32::MAX as u64;
+/// The largest file kept in memory by the open-file cache (it holds up to
+/// 256 files).
+pub const MAX_FILE_CACHE_SIZE: u64 = 16 << 20;
+
+/// The candidate `given` was most likely meant as, if one is close enough:
+/// the fewest single-letter edits (a swap of two neighbours counts as one),
+/// at most a third of the word's length (and at least two).
+pub(crate) fn did_you_mean<'a>(
+    given: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let given = given.to_ascii_lowercase();
+    let limit = (given.chars().count() / 3).max(2);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(&given, &c.to_ascii_lowercase()), c))
+        .filter(|&(d, _)| d <= limit)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Optimal-string-alignment distance: insertions, deletions, substitutions
+/// and swaps of adjacent characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// `value` if it is at most `max`, else the one-line complaint about `--name`.
+fn at_most<T: PartialOrd + std::fmt::Display>(name: &str, value: T, max: T) -> Result<T> {
+    if value > max {
+        return Err(Error::config(format!("--{name} {value}: at most {max}")));
+    }
+    Ok(value)
+}
+
 /// Look up `--user` and `--group` now, so that a name that does not exist
 /// is a configuration error rather than a failure in every child.
 fn resolve_user(user: Option<&str>, group: Option<&str>) -> Result<Option<(u32, u32)>> {
@@ -88,11 +155,128 @@ where
 {
     let s = String::deserialize(d)?;
     T::from_str(&s, true).map(Some).map_err(|_| {
-        serde::de::Error::custom(format!(
-            "invalid value '{s}' (expected {})",
-            value_names::<T>()
-        ))
+        let names = value_names::<T>();
+        let guess = did_you_mean(&s, names.split(", "))
+            .map(|g| format!(" (did you mean '{g}'?)"))
+            .unwrap_or_default();
+        serde::de::Error::custom(format!("invalid value '{s}' (expected {names}){guess}"))
     })
+}
+
+/// What each setting is when neither the command line nor the file gives
+/// it, as `serve --help` shows it (`[default: ...]`): keyed by the flag's id
+/// (its field name). Every setting has an entry (a test checks), made from
+/// [`Config::default`] where the default is a value.
+pub fn defaults() -> Vec<(&'static str, String)> {
+    let d = Config::default();
+    let secs = |t: Duration| {
+        if t.subsec_millis() == 0 {
+            format!("{}s", t.as_secs())
+        } else {
+            format!("{}ms", t.as_millis())
+        }
+    };
+    let on = |b: bool| if b { "on" } else { "off" }.to_string();
+    fn name<T: clap::ValueEnum>(v: T) -> String {
+        v.to_possible_value()
+            .map_or_else(String::new, |p| p.get_name().to_string())
+    }
+    let listen: Vec<String> = d.listen.iter().map(ToString::to_string).collect();
+    vec![
+        ("mpm", name(d.mpm)),
+        ("listen", listen.join(", ")),
+        ("backlog", d.backlog.to_string()),
+        ("docroot", "none: the embedded welcome site".into()),
+        ("max_request_workers", d.max_request_workers.to_string()),
+        (
+            "server_limit",
+            format!("{}; prefork: max-request-workers", d.server_limit),
+        ),
+        (
+            "threads_per_child",
+            "max-request-workers / server-limit; event: at most 32; prefork: 1".into(),
+        ),
+        (
+            "async_request_worker_factor",
+            d.async_request_worker_factor.to_string(),
+        ),
+        ("keepalive", on(d.keepalive)),
+        ("keepalive_timeout", secs(d.keepalive_timeout)),
+        (
+            "max_keepalive_requests",
+            d.max_keepalive_requests.to_string(),
+        ),
+        ("timeout", secs(d.timeout)),
+        ("request_header_timeout", secs(d.request_header_timeout)),
+        (
+            "request_header_min_rate",
+            d.request_header_min_rate.to_string(),
+        ),
+        (
+            "request_header_max_timeout",
+            "twice --request-header-timeout".into(),
+        ),
+        ("graceful_timeout", secs(d.graceful_timeout)),
+        ("sendfile", on(d.sendfile)),
+        ("request_pool", on(d.request_pool)),
+        ("file_cache_max_size", d.file_cache_max_size.to_string()),
+        ("limit_request_line", d.limit_request_line.to_string()),
+        ("limit_request_fields", d.limit_request_fields.to_string()),
+        (
+            "limit_request_field_size",
+            d.limit_request_field_size.to_string(),
+        ),
+        ("limit_request_body", d.limit_request_body.to_string()),
+        (
+            "status_path",
+            d.status_path.clone().unwrap_or_else(|| "off".into()),
+        ),
+        ("status_remote", on(d.status_remote)),
+        ("pid_file", "none".into()),
+        ("start_servers", d.start_servers.to_string()),
+        ("min_spare", d.min_spare.to_string()),
+        ("max_spare", d.max_spare.to_string()),
+        (
+            "max_connections_per_child",
+            d.max_connections_per_child.to_string(),
+        ),
+        ("accept_mutex", name(d.accept_mutex)),
+        ("poller", name(d.poller)),
+        ("send_lowat", d.send_lowat.to_string()),
+        ("reuseport", on(d.reuseport)),
+        ("user", "none: as started".into()),
+        ("group", "the user's".into()),
+        ("dotfiles", name(d.dotfiles)),
+        ("allocator", "the one the program started with".into()),
+        ("access_log", "none".into()),
+        ("log_format", name(d.log_format)),
+        ("log_write", name(d.log_write)),
+        ("log_buffer", d.log_buffer.to_string()),
+        ("log_level", name(d.log_level)),
+        ("error_log", "stderr".into()),
+        (
+            "upgrade_binary",
+            "the path this server was started from".into(),
+        ),
+        ("drain_delay", secs(d.drain_delay)),
+        ("request_body_timeout", secs(d.request_body_timeout)),
+        ("request_body_min_rate", d.request_body_min_rate.to_string()),
+    ]
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`, ..." (every key,
+/// hundreds of characters) as one short line: the key, the one meant if
+/// one is close, and where the keys are listed.
+fn unknown_key(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (key, rest) = rest.split_once('`')?;
+    let known: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+    let guess = did_you_mean(key, known.iter().copied())
+        .map(|g| format!(" (did you mean `{g}`?)"))
+        .unwrap_or_default();
+    Some(format!(
+        "unknown key `{key}`{guess}; the keys are the flags' names without `--` (mpm serve --help)"
+    ))
 }
 
 /// The valid names of a command-line enum, comma-separated.
@@ -117,7 +301,8 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "MPM", ignore_case = true)]
     #[serde(default, deserialize_with = "value_enum")]
     pub mpm: Option<MpmKind>,
-    /// Address to listen on (IPv4 `127.0.0.1:8080` or IPv6 `[::1]:8080`); repeat for several.
+    /// Address to listen on (IPv4 `127.0.0.1:8080`, IPv6 `[::1]:8080`, or a
+    /// host name for every address it has, `localhost:8080`); repeat for several.
     #[arg(long, value_name = "ADDR")]
     #[serde(default)]
     pub listen: Vec<String>,
@@ -130,11 +315,11 @@ pub struct ConfigLayer {
     /// Most requests served at once (threads, or processes for prefork).
     #[arg(long, value_name = "N")]
     pub max_request_workers: Option<usize>,
-    /// Serving processes (children of a single-threaded master when more than one).
+    /// Serving processes, children of a single-threaded master that replaces
+    /// any that die and turns signals into restarts and upgrades.
     #[arg(long, value_name = "N")]
     pub server_limit: Option<usize>,
-    /// Threads in each process (default: max-request-workers divided among
-    /// the processes; for event, at most 32).
+    /// Threads in each process.
     #[arg(long, value_name = "N")]
     pub threads_per_child: Option<usize>,
     /// Event MPM: connections one process holds, per request worker
@@ -224,7 +409,7 @@ pub struct ConfigLayer {
     /// as started); only when started as root.
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
-    /// Serving processes run with this group (default: the user's).
+    /// Serving processes run with this group.
     #[arg(long, value_name = "NAME")]
     pub group: Option<String>,
     /// Files and directories whose names start with a dot: deny (403, but
@@ -300,8 +485,7 @@ pub struct ConfigLayer {
     /// Send the error log (stderr) to this file; reopened with the access log.
     #[arg(long, value_name = "FILE")]
     pub error_log: Option<PathBuf>,
-    /// The binary SIGUSR2 (`mpm signal upgrade`) starts as the new master
-    /// (default: the path this server was started from).
+    /// The binary SIGUSR2 (`mpm signal upgrade`) starts as the new master.
     #[arg(long, value_name = "PATH")]
     pub upgrade_binary: Option<PathBuf>,
     /// How long the new master of an upgrade may take to be ready before
@@ -310,7 +494,7 @@ pub struct ConfigLayer {
     pub upgrade_timeout: Option<Seconds>,
     /// On SIGTERM or SIGWINCH, serve on this long with the status page
     /// answering 503 (draining), so that a load balancer's health check
-    /// takes the instance out before it stops listening (needs a master).
+    /// takes the instance out before it stops listening.
     #[arg(long, value_name = "DURATION")]
     pub drain_delay: Option<Seconds>,
     /// How long a client may take to send a request body at first; each
@@ -321,6 +505,16 @@ pub struct ConfigLayer {
     /// `--request-body-timeout` (0: the timeout is a fixed bound).
     #[arg(long, value_name = "BYTES")]
     pub request_body_min_rate: Option<u64>,
+    /// Bytes per second a request head must keep arriving at to extend
+    /// `--request-header-timeout` (0: the timeout is a fixed bound), as
+    /// mod_reqtimeout's `header=20-40,MinRate=500`: a trickle is cut off at
+    /// the timeout, a large head arriving at the rate may take longer.
+    #[arg(long, value_name = "BYTES")]
+    pub request_header_min_rate: Option<u64>,
+    /// The most a request head may take however fast it arrives (at least
+    /// `--request-header-timeout`).
+    #[arg(long, value_name = "DURATION")]
+    pub request_header_max_timeout: Option<Seconds>,
 }
 
 impl ConfigLayer {
@@ -343,7 +537,9 @@ impl ConfigLayer {
         let parse = |t: toml::Table| -> Result<ConfigLayer, String> {
             toml::Value::Table(t)
                 .try_into()
-                .map_err(|e: toml::de::Error| e.message().replace('\n', " "))
+                .map_err(|e: toml::de::Error| {
+                    unknown_key(e.message()).unwrap_or_else(|| e.message().replace('\n', " "))
+                })
         };
         parse(table.clone()).map_err(|msg| {
             // A table keeps no positions: find the key at fault, one at a time.
@@ -434,6 +630,12 @@ impl ConfigLayer {
             drain_delay: self.drain_delay.or(lower.drain_delay),
             request_body_timeout: self.request_body_timeout.or(lower.request_body_timeout),
             request_body_min_rate: self.request_body_min_rate.or(lower.request_body_min_rate),
+            request_header_min_rate: self
+                .request_header_min_rate
+                .or(lower.request_header_min_rate),
+            request_header_max_timeout: self
+                .request_header_max_timeout
+                .or(lower.request_header_max_timeout),
         }
     }
 }
@@ -546,6 +748,10 @@ pub struct Config {
     pub request_body_timeout: Duration,
     /// Bytes per second that extend the body timeout by a second (0: none).
     pub request_body_min_rate: u64,
+    /// Bytes per second that extend the header timeout by a second (0: none).
+    pub request_header_min_rate: u64,
+    /// The most the header timeout is extended to.
+    pub request_header_max_timeout: Duration,
 }
 
 impl Default for Config {
@@ -606,13 +812,31 @@ impl Default for Config {
             drain_delay: Duration::ZERO,
             request_body_timeout: h.request_body_timeout,
             request_body_min_rate: h.request_body_min_rate,
+            request_header_min_rate: h.request_header_min_rate,
+            request_header_max_timeout: h.request_header_max_timeout,
         }
+    }
+}
+
+/// Scoreboard slots one process of `mpm` with `threads` workers takes.
+fn slots_per_process(mpm: MpmKind, threads: usize) -> usize {
+    match mpm {
+        MpmKind::Prefork => 1,
+        MpmKind::Worker => threads,
+        // The listener thread answers requests too: it has a slot of its own.
+        MpmKind::Event => threads.saturating_add(1),
     }
 }
 
 /// Each layer's settings, built from the one configuration: nothing below
 /// this crate reads `Config`.
 impl Config {
+    /// Scoreboard slots each serving process takes: one per worker that
+    /// actually starts.
+    pub fn slots_per_process(&self) -> usize {
+        slots_per_process(self.mpm, self.mpm_settings().threads())
+    }
+
     /// What the process model reads.
     pub fn mpm_settings(&self) -> MpmSettings {
         MpmSettings {
@@ -646,6 +870,8 @@ impl Config {
             request_header_timeout: self.request_header_timeout,
             request_body_timeout: self.request_body_timeout,
             request_body_min_rate: self.request_body_min_rate,
+            request_header_min_rate: self.request_header_min_rate,
+            request_header_max_timeout: self.request_header_max_timeout,
             timeout: self.timeout,
             sendfile: self.sendfile,
             request_pool: self.request_pool,
@@ -685,7 +911,17 @@ impl Config {
                 .flatten()
                 .collect()
         };
-        let max_request_workers = layer.max_request_workers.unwrap_or(d.max_request_workers);
+        if listen.len() > MAX_LISTENERS {
+            return Err(Error::config(format!(
+                "--listen: {} addresses; at most {MAX_LISTENERS}",
+                listen.len()
+            )));
+        }
+        let max_request_workers = at_most(
+            "max-request-workers",
+            layer.max_request_workers.unwrap_or(d.max_request_workers),
+            mpm_core::scoreboard::MAX_SLOTS,
+        )?;
         if max_request_workers == 0 {
             return Err(Error::config("--max-request-workers must be at least 1"));
         }
@@ -704,6 +940,7 @@ impl Config {
         if server_limit == 0 {
             return Err(Error::config("--server-limit must be at least 1"));
         }
+        let server_limit = at_most("server-limit", server_limit, MAX_SERVER_LIMIT)?;
         let per_process = max_request_workers.div_ceil(server_limit);
         let threads_per_child = layer.threads_per_child.unwrap_or(match mpm {
             MpmKind::Event => per_process.min(32),
@@ -713,6 +950,11 @@ impl Config {
         if threads_per_child == 0 {
             return Err(Error::config("--threads-per-child must be at least 1"));
         }
+        let threads_per_child = at_most(
+            "threads-per-child",
+            threads_per_child,
+            MAX_THREADS_PER_CHILD,
+        )?;
         let backlog = layer.backlog.unwrap_or(d.backlog);
         if backlog == 0 {
             return Err(Error::config("--backlog must be at least 1"));
@@ -732,6 +974,12 @@ impl Config {
                 "--limit-request-line and --limit-request-field-size must be at least 16 bytes",
             ));
         }
+        at_most("limit-request-line", limit_request_line, MAX_FIELD_LIMIT)?;
+        at_most(
+            "limit-request-field-size",
+            limit_request_field_size,
+            MAX_FIELD_LIMIT,
+        )?;
         let nonzero = |name: &str, v: Option<Seconds>, dflt: Duration| -> Result<Duration> {
             let v = v.map(|s| s.0).unwrap_or(dflt);
             if v.is_zero() {
@@ -780,6 +1028,29 @@ impl Config {
                 "--async-request-worker-factor must be at least 1",
             ));
         }
+        let request_header_timeout = nonzero(
+            "request-header-timeout",
+            layer.request_header_timeout,
+            d.request_header_timeout,
+        )?;
+        // Twice the first allowance unless set, as httpd's 20-40.
+        let request_header_max_timeout = layer
+            .request_header_max_timeout
+            .map_or(request_header_timeout.saturating_mul(2), |s| s.0);
+        if request_header_max_timeout < request_header_timeout {
+            return Err(Error::config(format!(
+                "--request-header-max-timeout {:?} is shorter than --request-header-timeout {:?}",
+                request_header_max_timeout, request_header_timeout
+            )));
+        }
+        let per_process = slots_per_process(mpm, threads_per_child.min(max_request_workers));
+        if mpm_core::scoreboard::Scoreboard::slots_for(server_limit, per_process).is_err() {
+            return Err(Error::config(format!(
+                "--server-limit {server_limit} with {per_process} workers a process: at most {} \
+                 workers in all",
+                mpm_core::scoreboard::MAX_SLOTS
+            )));
+        }
         let error_pages = error_pages(&layer.error_page, docroot.as_deref(), dotfiles)?;
         let expires = CacheRules::parse(&layer.expires).map_err(Error::config)?;
         Ok(Config {
@@ -801,22 +1072,26 @@ impl Config {
                 .max_keepalive_requests
                 .unwrap_or(d.max_keepalive_requests),
             timeout: nonzero("timeout", layer.timeout, d.timeout)?,
-            request_header_timeout: nonzero(
-                "request-header-timeout",
-                layer.request_header_timeout,
-                d.request_header_timeout,
-            )?,
+            request_header_timeout,
             graceful_timeout: layer
                 .graceful_timeout
                 .map(|s| s.0)
                 .unwrap_or(d.graceful_timeout),
             sendfile: layer.sendfile.map(|s| s.0).unwrap_or(d.sendfile),
             request_pool: layer.request_pool.map(|s| s.0).unwrap_or(d.request_pool),
-            file_cache_max_size: layer.file_cache_max_size.unwrap_or(d.file_cache_max_size),
+            file_cache_max_size: at_most(
+                "file-cache-max-size",
+                layer.file_cache_max_size.unwrap_or(d.file_cache_max_size),
+                MAX_FILE_CACHE_SIZE,
+            )?,
             limit_request_line,
             limit_request_fields,
             limit_request_field_size,
-            limit_request_body: layer.limit_request_body.unwrap_or(d.limit_request_body),
+            limit_request_body: at_most(
+                "limit-request-body",
+                layer.limit_request_body.unwrap_or(d.limit_request_body),
+                MAX_BODY_LIMIT,
+            )?,
             status_path: match layer.status_path {
                 None => d.status_path,
                 Some(p) if p == "off" => None,
@@ -890,6 +1165,10 @@ impl Config {
             request_body_min_rate: layer
                 .request_body_min_rate
                 .unwrap_or(d.request_body_min_rate),
+            request_header_min_rate: layer
+                .request_header_min_rate
+                .unwrap_or(d.request_header_min_rate),
+            request_header_max_timeout,
         })
     }
 }
@@ -996,7 +1275,7 @@ pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T
         let line = e
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        let msg = e.message().replace('\n', " ");
+        let msg = unknown_key(e.message()).unwrap_or_else(|| e.message().replace('\n', " "));
         match line {
             Some(l) => format!("line {l}: {msg}"),
             None => msg,
@@ -1018,16 +1297,54 @@ pub(crate) fn line_of(text: &str, key: &str) -> usize {
         .map_or(1, |i| i + 1)
 }
 
-/// Parse a `--listen` value: `HOST:PORT`, `[V6]:PORT`, or a bare port (all IPv4 interfaces).
-pub fn parse_listen(s: &str) -> Result<SocketAddr> {
+/// Parse a `--listen` value: `HOST:PORT`, `[V6]:PORT`, or a bare port (all
+/// IPv4 interfaces). A host name (`localhost:8080`) stands for every address
+/// it resolves to that this machine has, as nginx's `listen` does.
+pub fn parse_listen(s: &str) -> Result<Vec<SocketAddr>> {
     if let Ok(port) = s.parse::<u16>() {
-        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+        return Ok(vec![SocketAddr::from(([0, 0, 0, 0], port))]);
     }
-    s.parse::<SocketAddr>().map_err(|_| {
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(vec![addr]);
+    }
+    let shape = || {
         Error::config(format!(
             "--listen '{s}': not an address (expected HOST:PORT, [IPV6]:PORT or PORT)"
         ))
-    })
+    };
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(shape());
+    };
+    let port: u16 = port.parse().map_err(|_| shape())?;
+    if host.is_empty() || host.contains([':', '[', ']', '/', ' ']) {
+        return Err(shape());
+    }
+    use std::net::ToSocketAddrs;
+    let resolved: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| Error::config(format!("--listen '{s}': cannot resolve {host}: {e}")))?
+        .collect();
+    // Only the addresses this machine has: `localhost` may name ::1 on a
+    // host without IPv6. A socket bound to port 0 and dropped says so.
+    let mut mine: Vec<SocketAddr> = Vec::new();
+    for addr in &resolved {
+        let probe = SocketAddr::new(addr.ip(), 0);
+        if !mine.contains(addr) && std::net::TcpListener::bind(probe).is_ok() {
+            mine.push(*addr);
+        }
+    }
+    if mine.is_empty() {
+        let all: Vec<String> = resolved.iter().map(|a| a.ip().to_string()).collect();
+        return Err(Error::config(format!(
+            "--listen '{s}': {host} resolves to {}, none of them an address of this machine",
+            if all.is_empty() {
+                "nothing".to_string()
+            } else {
+                all.join(", ")
+            }
+        )));
+    }
+    Ok(mine)
 }
 
 /// Parse a `--listen` value that may name a range of ports:
@@ -1054,14 +1371,49 @@ pub fn parse_listen_range(s: &str) -> Result<Vec<SocketAddr>> {
         };
         return (lo..=hi)
             .map(|port| parse_listen(&format!("{host}:{port}")))
-            .collect();
+            .collect::<Result<Vec<_>>>()
+            .map(|all| all.into_iter().flatten().collect());
     }
-    parse_listen(s).map(|a| vec![a])
+    parse_listen(s)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_setting_has_a_default_for_the_help() {
+        use clap::Args;
+        let cmd = ConfigLayer::augment_args(clap::Command::new("t"));
+        let table = defaults();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            assert!(
+                table.iter().any(|(k, _)| *k == id),
+                "--{id} has no entry in config::defaults()"
+            );
+        }
+        assert_eq!(
+            table.len(),
+            cmd.get_arguments().count(),
+            "a stale entry in defaults()"
+        );
+    }
+
+    #[test]
+    fn did_you_mean_finds_the_near_miss_only() {
+        let keys = ["backlog", "listen", "max-request-workers", "timeout"];
+        assert_eq!(did_you_mean("baklog", keys), Some("backlog"));
+        assert_eq!(did_you_mean("lisetn", keys), Some("listen"));
+        assert_eq!(
+            did_you_mean("max-request-worker", keys),
+            Some("max-request-workers")
+        );
+        assert_eq!(did_you_mean("bogus-key", keys), None);
+        let err = ConfigLayer::from_toml("baklog = 3\n").unwrap_err();
+        assert!(err.contains("`baklog` (did you mean `backlog`?)"), "{err}");
+        assert!(err.len() < 160, "{err}");
+    }
 
     #[test]
     fn listen_takes_port_ranges() {
@@ -1178,7 +1530,32 @@ mod tests {
 
     #[test]
     fn listen_accepts_ipv6_and_bare_ports() {
-        assert!(parse_listen("[::1]:80").unwrap().is_ipv6());
-        assert_eq!(parse_listen("8080").unwrap().port(), 8080);
+        assert!(parse_listen("[::1]:80").unwrap()[0].is_ipv6());
+        assert_eq!(parse_listen("8080").unwrap()[0].port(), 8080);
+    }
+
+    #[test]
+    fn listen_resolves_host_names_to_every_address_the_machine_has() {
+        let addrs = parse_listen("localhost:8080").unwrap();
+        assert!(!addrs.is_empty());
+        assert!(
+            addrs
+                .iter()
+                .all(|a| a.ip().is_loopback() && a.port() == 8080),
+            "{addrs:?}"
+        );
+        assert!(
+            addrs.contains(&"127.0.0.1:8080".parse().unwrap()),
+            "{addrs:?}"
+        );
+        assert_eq!(
+            parse_listen_range("localhost:8000-8001").unwrap().len(),
+            2 * addrs.len()
+        );
+        let err = parse_listen("no-such-host.invalid:80")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot resolve no-such-host.invalid"), "{err}");
+        assert!(parse_listen("localhost:http").is_err());
     }
 }

@@ -18,8 +18,10 @@ use crate::config::ConfigLayer;
 pub(crate) enum Action {
     /// SIGTERM: stop, finishing requests in flight within --graceful-timeout.
     Stop,
-    /// SIGHUP: restart.
+    /// SIGHUP: restart, reading the configuration again.
     Restart,
+    /// SIGHUP, as `restart`: what an nginx user types.
+    Reload,
     /// SIGUSR1: graceful restart (new children at once, old ones finish).
     Graceful,
     /// SIGWINCH: graceful stop.
@@ -32,7 +34,7 @@ impl Action {
     fn signal(self) -> Signal {
         match self {
             Action::Stop => Signal::SIGTERM,
-            Action::Restart => Signal::SIGHUP,
+            Action::Restart | Action::Reload => Signal::SIGHUP,
             Action::Graceful => Signal::SIGUSR1,
             Action::GracefulStop => Signal::SIGWINCH,
             Action::Upgrade => Signal::SIGUSR2,
@@ -43,8 +45,8 @@ impl Action {
 /// `mpm signal`'s arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SignalArgs {
-    /// What to do: stop (SIGTERM), restart (SIGHUP), graceful (SIGUSR1),
-    /// graceful-stop (SIGWINCH) or upgrade (SIGUSR2).
+    /// What to do: stop (SIGTERM), restart or reload (SIGHUP), graceful
+    /// (SIGUSR1), graceful-stop (SIGWINCH) or upgrade (SIGUSR2).
     #[arg(value_enum)]
     action: Action,
     /// The pid file the server was started with (`mpm serve --pid-file`).

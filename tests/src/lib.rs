@@ -1022,6 +1022,49 @@ impl RawConn {
     }
 }
 
+/// A client that connects now, then says nothing for `delay` before it
+/// sends its request and reads one response: what a browser's spare
+/// connection, or a slow client, does to a server in the middle of a
+/// restart or an upgrade.
+#[derive(Debug)]
+pub struct SilentClient {
+    /// How long it kept silent.
+    pub delay: Duration,
+    /// When it connected.
+    pub connected: Instant,
+    thread: std::thread::JoinHandle<io::Result<Reply>>,
+}
+
+impl SilentClient {
+    /// Connect to `addr` now; send `request` `delay` later, on a thread.
+    pub fn connect(addr: SocketAddr, request: &'static [u8], delay: Duration) -> SilentClient {
+        let mut conn = RawConn::connect(addr);
+        let connected = Instant::now();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            conn.send(request)?;
+            conn.read_response()
+        });
+        SilentClient {
+            delay,
+            connected,
+            thread,
+        }
+    }
+
+    /// Has it sent its request yet?
+    pub fn has_sent(&self) -> bool {
+        self.connected.elapsed() >= self.delay
+    }
+
+    /// Its response (or why there was none).
+    pub fn reply(self) -> io::Result<Reply> {
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the client thread panicked")))
+    }
+}
+
 /// Send `request` on a new connection and read one response.
 pub fn exchange(addr: SocketAddr, request: &[u8]) -> io::Result<Reply> {
     let mut conn = RawConn::connect(addr);

@@ -324,9 +324,9 @@ fn rotation_by_graceful_restart_loses_no_line(mpm: &str) {
     );
 }
 
-fn rotation_in_a_single_process_reopens_on_sigusr1(mpm: &str) {
-    // worker and event run as one process here: no master, but the logs
-    // are still reopened (prefork has its master anyway).
+fn rotation_with_one_serving_process_loses_no_line(mpm: &str) {
+    // The defaults: one serving process (prefork: its spares) under the
+    // master every server has.
     rotate(mpm, &["--log-buffer", "4096"], libc::SIGUSR1);
 }
 
@@ -368,7 +368,7 @@ mpm_suite!(
     every_write_mode_serves_correct_bytes_and_logs_every_request_to_a_graceful_stop,
     buffered_lines_reach_the_file_within_a_second_when_idle,
     rotation_by_graceful_restart_loses_no_line,
-    rotation_in_a_single_process_reopens_on_sigusr1,
+    rotation_with_one_serving_process_loses_no_line,
     rotation_by_restart_sighup_loses_no_line,
     a_full_disk_keeps_serving_and_is_logged_once,
     notices_show_at_the_error_level_and_lines_carry_level_and_pid,

@@ -63,12 +63,26 @@ fn a_fixed_request_count_is_answered_exactly(mpm: &str) {
     assert_eq!(n(&status, &["total_requests"]), 300);
 }
 
-fn statuses_are_counted_for_a_missing_page(mpm: &str) {
+/// Every answer a 404: counted, and the run says so and exits 1 (a run that
+/// measured only errors must not pass for a benchmark).
+fn a_run_where_no_answer_is_a_success_is_counted_warned_and_exits_1(mpm: &str) {
     let root = docroot();
     let server = Server::start(mpm, Some(root.path()), &[]);
-    let r = bench(&["-n", "40", "-c", "4", &server.url("/missing.html")], 0);
+    let url = server.url("/missing.html");
+    let out = run_mpm(
+        &["bench", "--json", "-n", "40", "-c", "4", &url],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    let r: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(r["status"], serde_json::json!({"404": 40}));
     assert_eq!(n(&r, &["responses"]), 40);
+    assert!(
+        out.stderr.contains("warning: no response was a success")
+            && out.stderr.contains("40 × 404"),
+        "{}",
+        out.stderr
+    );
 }
 
 fn close_opens_a_connection_per_request(mpm: &str) {
@@ -85,22 +99,37 @@ fn close_opens_a_connection_per_request(mpm: &str) {
 
 tests::mpm_suite!(
     a_fixed_request_count_is_answered_exactly,
-    statuses_are_counted_for_a_missing_page,
+    a_run_where_no_answer_is_a_success_is_counted_warned_and_exits_1,
     close_opens_a_connection_per_request,
 );
 
+/// Nothing listening: the run stops as soon as every connection has failed
+/// once (it ran its whole duration and piled up 131,050 connect errors),
+/// with one line that says why, and exit 1.
 #[test]
-fn a_closed_port_gives_connect_errors_and_exit_1() {
+fn a_closed_port_fails_fast_with_one_line_and_exit_1() {
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let r = bench(
-        &["-n", "7", "-c", "3", &format!("http://127.0.0.1:{port}/")],
-        1,
-    );
-    assert_eq!(n(&r, &["errors", "connect"]), 7);
-    assert_eq!(n(&r, &["responses"]), 0);
+    let url = format!("http://127.0.0.1:{port}/");
+    for limit in [&["-d", "60s"][..], &["-n", "1000000"]] {
+        let mut args = vec!["bench", "-c", "3"];
+        args.extend_from_slice(limit);
+        args.push(&url);
+        // Well under the 60 s asked for: it did not run its course.
+        let out = run_mpm(&args, Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(1), "{limit:?}: {}", out.stderr);
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("no connection to 127.0.0.1:")
+                && out.stderr.contains("refused")
+                && out.stderr.contains("is the server up?"),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{}", out.stdout);
+    }
 }
 
 /// A server that answers each connection's first request with `reply(i)`

@@ -64,7 +64,10 @@ fn a_tiny_comparison_writes_a_report_with_charts() {
             "every idle connection was served once"
         );
         assert!(cell["pss_kib"].as_u64().unwrap() > 0);
-        assert_eq!(cell["processes"], 1, "event runs in one process");
+        assert_eq!(
+            cell["processes"], 2,
+            "event runs in one process, under its master"
+        );
         let sample = cell["idle_sample_served"].as_str().unwrap();
         let (served, of) = sample.split_once('/').unwrap();
         assert_eq!(

@@ -233,40 +233,27 @@ fn serving_processes_run_as_the_configured_user(mpm: &str) {
         return;
     }
     let root = docroot();
-    // Under a master (prefork always; the others with --server-limit 2) the
-    // master keeps root and the children drop; a single process drops itself.
-    for extra in [&["--server-limit", "2"][..], &[]] {
+    // Every server has a master: it keeps root (to bind again on restart)
+    // and its children drop, with one serving process or two.
+    for (extra, want) in [(&["--server-limit", "2"][..], 2), (&[][..], 1)] {
         if mpm == "prefork" && extra.is_empty() {
-            continue;
+            continue; // prefork sizes itself with its spares
         }
         let args = [&["--user", "nobody", "--group", "nogroup"][..], extra].concat();
         let server = Server::start(mpm, Some(root.path()), &args);
         assert_eq!(status(&server, "/index.html"), 200);
         // Children fork after the `listening on` line: wait for them.
-        let want = 2; // --server-limit 2
-        let kids = if extra.is_empty() {
-            Vec::new()
-        } else {
-            tests::wait_for_children(server.pid(), want, &[], Duration::from_secs(10))
-                .unwrap_or_else(|| children(server.pid()))
-        };
-        if extra.is_empty() && mpm != "prefork" {
-            assert_eq!(
-                uid(server.pid()),
-                65534,
-                "{mpm}: the single process kept root"
-            );
-        } else {
-            assert_eq!(uid(server.pid()), 0, "{mpm}: the master should keep root");
-            assert!(!kids.is_empty());
-            for k in kids {
-                // A child drops as its first act after fork: give it that moment.
-                let deadline = std::time::Instant::now() + Duration::from_secs(5);
-                while uid(k) != 65534 && std::time::Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                assert_eq!(uid(k), 65534, "{mpm}: child {k} runs as root");
+        let kids = tests::wait_for_children(server.pid(), want, &[], Duration::from_secs(10))
+            .unwrap_or_else(|| children(server.pid()));
+        assert_eq!(uid(server.pid()), 0, "{mpm}: the master should keep root");
+        assert!(!kids.is_empty());
+        for k in kids {
+            // A child drops as its first act after fork: give it that moment.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while uid(k) != 65534 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
             }
+            assert_eq!(uid(k), 65534, "{mpm}: child {k} runs as root");
         }
     }
 }
@@ -294,3 +281,89 @@ tests::mpm_suite!(
     request_smuggling_shapes_are_refused_with_400_and_closed,
     serving_processes_run_as_the_configured_user,
 );
+
+/// The accept mutex's lock file has no name: with `TMPDIR` pointing at a
+/// directory where a local user has planted a link at the old lock path
+/// (`mpm-accept-PID.lock`, planted here for the server's own pid before it
+/// runs), nothing is followed or truncated, and the children hold a `memfd`.
+#[test]
+fn the_accept_mutex_lock_file_has_no_path_to_plant_a_link_at() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let tmp = TempDir::new("lock-tmpdir");
+    let victim = tmp.write("victim.txt", b"precious\n");
+    let root = docroot();
+    for kind in ["fcntl", "flock"] {
+        let prefix = tmp
+            .path()
+            .join("mpm-accept-")
+            .as_os_str()
+            .as_bytes()
+            .to_vec();
+        let target = std::ffi::CString::new(victim.as_os_str().as_bytes()).unwrap();
+        let mut server = Server::start_with(
+            "prefork",
+            Some(root.path()),
+            &["--accept-mutex", kind, "--start-servers", "2"],
+            |cmd| {
+                cmd.env("TMPDIR", tmp.path());
+                // SAFETY: between fork and exec the closure only copies
+                // bytes into a stack buffer and calls getpid and symlink,
+                // which are async-signal-safe; it allocates nothing.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        let mut path = [0u8; 512];
+                        let mut n = prefix.len().min(480);
+                        path[..n].copy_from_slice(&prefix[..n]);
+                        let mut digits = [0u8; 12];
+                        let mut pid = libc::getpid() as u32;
+                        let mut d = 0;
+                        loop {
+                            digits[d] = b'0' + (pid % 10) as u8;
+                            d += 1;
+                            pid /= 10;
+                            if pid == 0 {
+                                break;
+                            }
+                        }
+                        for i in (0..d).rev() {
+                            path[n] = digits[i];
+                            n += 1;
+                        }
+                        path[n..n + 5].copy_from_slice(b".lock");
+                        libc::symlink(target.as_ptr(), path.as_ptr().cast());
+                        Ok(())
+                    });
+                }
+            },
+        );
+        let pid = server.pid();
+        assert!(
+            tmp.path()
+                .join(format!("mpm-accept-{pid}.lock"))
+                .is_symlink(),
+            "the link was not planted"
+        );
+        assert_eq!(status(&server, "/index.html"), 200);
+        let kids = tests::wait_for_children(pid, 2, &[], Duration::from_secs(10))
+            .unwrap_or_else(|| children(pid));
+        let holds_memfd = kids.iter().any(|k| {
+            std::fs::read_dir(format!("/proc/{k}/fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .any(|t| t.to_string_lossy().starts_with("/memfd:mpm-accept-mutex"))
+        });
+        assert!(holds_memfd, "{kind}: no child holds the nameless lock file");
+        assert!(server.stop().success());
+        // Once truncated through the link by the master, which stays root.
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n", "{kind}");
+        assert!(
+            tmp.path()
+                .join(format!("mpm-accept-{pid}.lock"))
+                .is_symlink(),
+            "{kind}: the planted link was touched"
+        );
+    }
+}

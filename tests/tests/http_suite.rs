@@ -785,6 +785,381 @@ fn many_concurrent_clients_all_get_correct_responses(mpm: &str) {
     });
 }
 
+// --- 14. The rest of RFC 9110/9112 for a static origin ------------------------
+
+/// Send `request` on a fresh connection, then an ordinary GET on the same
+/// one: the first reply (to `method`), checked to be framed exactly by the
+/// second being read whole.
+fn exchange_then_get(server: &Server, method: &str, request: &str) -> Reply {
+    let mut conn = server.connect();
+    let mut bytes = request.as_bytes().to_vec();
+    bytes.extend(get("/index.html"));
+    conn.send(&bytes).unwrap();
+    let reply = conn
+        .read_response_to(method)
+        .unwrap_or_else(|e| panic!("{request:?}: {e}"));
+    let next = conn.read_response().unwrap();
+    assert_eq!(next.status, 200, "/index.html after {request:?}");
+    reply
+}
+
+fn preconditions_follow_rfc_9110_order_and_answer_412(mpm: &str) {
+    let root = site::docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    let first = server.get("/hello.txt");
+    let etag = first.header("etag").unwrap().to_string();
+    let lm = first.header("last-modified").unwrap().to_string();
+    let past = "Mon, 01 Jan 2001 00:00:00 GMT";
+    let future = "Fri, 01 Jan 2100 00:00:00 GMT";
+    let weak = format!("W/{etag}");
+    // (method, fields, status): each evaluated in §13.2.2's order.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16);
+    let cases: Vec<Case<'_>> = vec![
+        ("GET", vec![("If-Match", &etag)], 200),
+        ("GET", vec![("If-Match", "\"other\"")], 412),
+        ("GET", vec![("If-Match", "*")], 200),
+        // If-Match compares strongly: a weak tag never matches.
+        ("GET", vec![("If-Match", &weak)], 412),
+        (
+            "GET",
+            vec![("If-Match", "\"other\""), ("If-Match", &etag)],
+            200,
+        ),
+        ("HEAD", vec![("If-Match", "\"other\"")], 412),
+        ("GET", vec![("If-Unmodified-Since", past)], 412),
+        ("GET", vec![("If-Unmodified-Since", &lm)], 200),
+        ("GET", vec![("If-Unmodified-Since", future)], 200),
+        ("GET", vec![("If-Unmodified-Since", "not a date")], 200),
+        // If-Unmodified-Since is ignored when If-Match is present.
+        (
+            "GET",
+            vec![("If-Match", &etag), ("If-Unmodified-Since", past)],
+            200,
+        ),
+        // If-Match is evaluated before If-None-Match.
+        (
+            "GET",
+            vec![("If-Match", "\"other\""), ("If-None-Match", &etag)],
+            412,
+        ),
+        (
+            "GET",
+            vec![("If-Unmodified-Since", past), ("If-None-Match", &etag)],
+            412,
+        ),
+        ("HEAD", vec![("If-None-Match", &etag)], 304),
+        (
+            "GET",
+            vec![("If-Match", &etag), ("If-None-Match", &etag)],
+            304,
+        ),
+        // If-Modified-Since is ignored when If-None-Match is present.
+        (
+            "GET",
+            vec![("If-None-Match", "\"other\""), ("If-Modified-Since", &lm)],
+            200,
+        ),
+        ("GET", vec![("If-Modified-Since", &lm)], 304),
+        // A failed precondition wins over a range.
+        (
+            "GET",
+            vec![("If-Match", "\"other\""), ("Range", "bytes=0-1")],
+            412,
+        ),
+        (
+            "GET",
+            vec![("If-Match", &etag), ("Range", "bytes=0-1")],
+            206,
+        ),
+        // A method the resource refuses answers 405 whatever the
+        // preconditions (§13.2.1: refusals take precedence).
+        ("DELETE", vec![("If-Match", "\"other\"")], 405),
+        ("POST", vec![("If-None-Match", &etag)], 405),
+    ];
+    for (method, fields, status) in cases {
+        let mut request = format!("{method} /hello.txt HTTP/1.1\r\nHost: test\r\n");
+        for (name, value) in &fields {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        let r = exchange_then_get(&server, method, &request);
+        assert_eq!(r.status, status, "{method} with {fields:?}");
+        if status == 200 && method == "GET" {
+            assert_eq!(r.body, HELLO_TXT.as_bytes(), "{method} with {fields:?}");
+        }
+        if status == 412 && method == "GET" {
+            assert!(r.text().contains("412 Precondition Failed"), "{}", r.text());
+        }
+    }
+}
+
+fn a_host_that_is_not_uri_host_and_port_is_400(mpm: &str) {
+    let root = site::docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    for host in [
+        "test:8080",
+        "[::1]:80",
+        "127.0.0.1",
+        "xn--bcher-kva.example",
+    ] {
+        let r = exchange_then_get(
+            &server,
+            "GET",
+            &format!("GET /hello.txt HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        );
+        assert_ok(&r, &format!("with Host: {host}"), HELLO_TXT.as_bytes());
+    }
+    for host in ["a b", "a/b", "user@a", "a:b", "[::1", "a%zz", "a:80:81"] {
+        let request = format!("GET /hello.txt HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        let mut conn = server.connect();
+        conn.send(request.as_bytes()).unwrap();
+        let r = conn.read_response().unwrap();
+        assert_eq!(r.status, 400, "Host: {host}");
+        assert!(conn.closed_by_peer(Duration::from_secs(5)), "Host: {host}");
+    }
+    assert_still_serving(&server);
+}
+
+fn methods_are_case_sensitive_unknown_ones_get_501_known_ones_405(mpm: &str) {
+    let root = site::docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    for (method, status) in [
+        ("get", 501),
+        ("Get", 501),
+        ("BREW", 501),
+        ("PROPFIND", 405),
+        ("PATCH", 405),
+        ("TRACE", 405),
+        ("PUT", 405),
+    ] {
+        let r = exchange_then_get(
+            &server,
+            method,
+            &format!("{method} /hello.txt HTTP/1.1\r\nHost: test\r\n\r\n"),
+        );
+        assert_eq!(r.status, status, "{method}");
+        if status == 405 {
+            assert_eq!(r.header("allow"), Some("GET, HEAD, OPTIONS"), "{method}");
+        } else {
+            assert_eq!(r.header("allow"), None, "{method}");
+        }
+    }
+    // The welcome site and the status page answer the same way.
+    let welcome = Server::start(mpm, None, &[]);
+    for path in ["/", "/server-status"] {
+        let r = exchange_then_get(
+            &welcome,
+            "brew",
+            &format!("brew {path} HTTP/1.1\r\nHost: test\r\n\r\n"),
+        );
+        assert_eq!(r.status, 501, "{path}");
+    }
+}
+
+fn a_higher_http1_minor_version_is_served_as_http11(mpm: &str) {
+    let root = site::docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    let mut conn = server.connect();
+    for _ in 0..2 {
+        // Persistent, as 1.1 is: the second request goes on the same connection.
+        conn.send(b"GET /hello.txt HTTP/1.7\r\nHost: test\r\n\r\n")
+            .unwrap();
+        let r = conn.read_response().unwrap();
+        assert_ok(&r, "/hello.txt as HTTP/1.7", HELLO_TXT.as_bytes());
+        assert_eq!(r.header("connection"), None);
+    }
+    assert_refused(
+        mpm,
+        &[],
+        b"GET /hello.txt HTTP/3.0\r\nHost: test\r\n\r\n",
+        505,
+    );
+}
+
+fn targets_outside_the_four_forms_are_400(mpm: &str) {
+    for request in [
+        &b"GET /hello.txt#top HTTP/1.1\r\nHost: test\r\n\r\n"[..],
+        b"GET * HTTP/1.1\r\nHost: test\r\n\r\n",
+        b"GET hello.txt HTTP/1.1\r\nHost: test\r\n\r\n",
+        b"GET http://user@test/hello.txt HTTP/1.1\r\nHost: test\r\n\r\n",
+        b"CONNECT /hello.txt HTTP/1.1\r\nHost: test\r\n\r\n",
+        b"GET /<x> HTTP/1.1\r\nHost: test\r\n\r\n",
+    ] {
+        assert_refused(mpm, &[], request, 400);
+    }
+}
+
+fn options_asterisk_answers_for_the_server(mpm: &str) {
+    let root = site::docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    let r = exchange_then_get(
+        &server,
+        "OPTIONS",
+        "OPTIONS * HTTP/1.1\r\nHost: test\r\n\r\n",
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(r.header("allow"), Some("GET, HEAD, OPTIONS"));
+    // A method the server knows with a form it may use: 405, not 400.
+    let r = exchange_then_get(
+        &server,
+        "CONNECT",
+        "CONNECT test:443 HTTP/1.1\r\nHost: test:443\r\n\r\n",
+    );
+    assert_eq!(r.status, 405);
+}
+
+/// The parts of a `multipart/byteranges` body: (Content-Range, bytes).
+fn byteranges(reply: &Reply) -> Vec<(String, Vec<u8>)> {
+    let ct = reply.header("content-type").unwrap_or_default();
+    let boundary = ct
+        .strip_prefix("multipart/byteranges; boundary=")
+        .unwrap_or_else(|| panic!("Content-Type {ct:?}"));
+    assert_eq!(
+        reply.header("content-length"),
+        Some(reply.body.len().to_string().as_str()),
+        "Content-Length is the body's"
+    );
+    let delimiter = format!("\r\n--{boundary}");
+    let body = &reply.body[..];
+    let mut parts = Vec::new();
+    let mut at = 0;
+    loop {
+        let rest = &body[at..];
+        assert!(
+            rest.starts_with(delimiter.as_bytes()),
+            "no delimiter at {at}"
+        );
+        let after = &rest[delimiter.len()..];
+        if after == b"--\r\n" {
+            return parts;
+        }
+        let head_end = after.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&after[2..head_end]).into_owned();
+        let range = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Range: "))
+            .unwrap()
+            .to_string();
+        assert!(head.contains("Content-Type: "), "{head}");
+        let (first, last) = range
+            .strip_prefix("bytes ")
+            .and_then(|r| r.split_once('/'))
+            .and_then(|(r, _)| r.split_once('-'))
+            .map(|(a, b)| (a.parse::<usize>().unwrap(), b.parse::<usize>().unwrap()))
+            .unwrap();
+        let data_at = head_end + 4;
+        let data = after[data_at..data_at + (last - first + 1)].to_vec();
+        parts.push((range, data));
+        at += delimiter.len() + data_at + (last - first + 1);
+    }
+}
+
+fn several_ranges_answer_206_multipart_byteranges(mpm: &str) {
+    let root = site::docroot_with_big_files();
+    let hundred = site::hundred();
+    let big = site::big();
+    // From memory (small files are cached), from the file by sendfile, and
+    // by read+write.
+    for flags in [
+        &[][..],
+        &["--file-cache-max-size", "0"],
+        &["--sendfile", "off"],
+    ] {
+        let server = Server::start(mpm, Some(root.path()), flags);
+        let r = server.request(
+            "GET",
+            "/hundred.bin",
+            &[("Range", "bytes=50-59, 0-9,-5")],
+            None,
+        );
+        assert_eq!(r.status, 206, "{flags:?}");
+        assert_eq!(r.header("content-range"), None);
+        let parts = byteranges(&r);
+        let expect = [
+            ("bytes 0-9/100".to_string(), hundred[..10].to_vec()),
+            ("bytes 50-59/100".to_string(), hundred[50..60].to_vec()),
+            ("bytes 95-99/100".to_string(), hundred[95..].to_vec()),
+        ];
+        assert_eq!(parts, expect, "{flags:?}");
+        // Overlapping and adjacent ranges are merged: one part left is a
+        // plain 206.
+        let r = server.request(
+            "GET",
+            "/hundred.bin",
+            &[("Range", "bytes=0-9,5-19,20-29")],
+            None,
+        );
+        assert_eq!(r.status, 206);
+        assert_eq!(r.header("content-range"), Some("bytes 0-29/100"));
+        assert_eq!(r.body, &hundred[..30]);
+        // A large file, two far-apart ranges, pipelined with a plain GET.
+        let mut conn = server.connect();
+        let mut requests =
+            b"GET /big.bin HTTP/1.1\r\nHost: test\r\nRange: bytes=1000000-1099999,7000000-7000009\r\n\r\n"
+                .to_vec();
+        requests.extend(get("/hello.txt"));
+        conn.send(&requests).unwrap();
+        let r = conn.read_response().unwrap();
+        assert_eq!(r.status, 206);
+        let parts = byteranges(&r);
+        assert_eq!(parts.len(), 2);
+        assert!(parts[0].1 == big[1_000_000..1_100_000]);
+        assert!(parts[1].1 == big[7_000_000..7_000_010]);
+        assert_ok(
+            &conn.read_response().unwrap(),
+            "/hello.txt",
+            HELLO_TXT.as_bytes(),
+        );
+        // HEAD ignores Range; more ranges than the bound answer the whole file.
+        let many: Vec<String> = (0..101).map(|i| format!("{0}-{0}", i * 2)).collect();
+        let r = server.request(
+            "GET",
+            "/big.bin",
+            &[("Range", &format!("bytes={}", many.join(",")))],
+            None,
+        );
+        assert_eq!(r.status, 200, "a range attack gets the file once");
+        assert!(r.body == big);
+    }
+}
+
+fn a_file_truncated_after_it_was_served_is_announced_with_its_new_length(mpm: &str) {
+    let root = site::docroot();
+    // Larger than what is kept in memory: its body goes from the descriptor.
+    let content = tests::pattern(64 * 1024, 9);
+    let path = root.write("shrinks.bin", &content);
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    let mut conn = server.connect();
+    conn.send(&get("/shrinks.bin")).unwrap();
+    let r = conn.read_response().unwrap();
+    assert_eq!(r.header("content-length"), Some("65536"));
+    assert!(r.body == content);
+    // Cut in place, within the open-file cache's second: the same process
+    // answers on this connection, from its cached descriptor.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(1000)
+        .unwrap();
+    conn.send(&get("/shrinks.bin")).unwrap();
+    let r = conn.read_response().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-length"),
+        Some("1000"),
+        "the old length was announced"
+    );
+    assert!(r.body == content[..1000]);
+    // And the connection is still in step.
+    conn.send(&get("/hello.txt")).unwrap();
+    assert_ok(
+        &conn.read_response().unwrap(),
+        "/hello.txt",
+        HELLO_TXT.as_bytes(),
+    );
+}
+
 mpm_suite!(
     welcome_site_names_the_mpm_and_has_no_other_pages,
     files_are_served_with_type_validators_date_and_server,
@@ -828,4 +1203,12 @@ mpm_suite!(
     idle_keepalive_connection_is_closed_after_the_keepalive_timeout,
     partial_request_head_times_out_with_408_while_others_are_served,
     many_concurrent_clients_all_get_correct_responses,
+    preconditions_follow_rfc_9110_order_and_answer_412,
+    a_host_that_is_not_uri_host_and_port_is_400,
+    methods_are_case_sensitive_unknown_ones_get_501_known_ones_405,
+    a_higher_http1_minor_version_is_served_as_http11,
+    targets_outside_the_four_forms_are_400,
+    options_asterisk_answers_for_the_server,
+    several_ranges_answer_206_multipart_byteranges,
+    a_file_truncated_after_it_was_served_is_announced_with_its_new_length,
 );

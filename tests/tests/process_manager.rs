@@ -201,10 +201,52 @@ fn sighup_restarts_the_children_on_the_reread_configuration(mpm: &str) {
     assert!(server.stop().success());
 }
 
+/// Shared mappings in a process: the scoreboard, the accept mutex.
+fn shared_mappings(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|perms| perms.ends_with('s'))
+        })
+        .count()
+}
+
+/// Every SIGHUP once mapped a new scoreboard (and, for prefork, a new accept
+/// mutex) and never unmapped the old: the master's mappings grew by one or
+/// two per restart. Now the scoreboard is laid out again and the mutex
+/// unmapped with its lock.
+fn restarts_leave_no_shared_memory_behind(mpm: &str) {
+    let root = docroot();
+    let mut server = start(mpm, &root);
+    // --server-limit 2: two children, prefork too.
+    let want = 2;
+    let mut kids = wait_for_children(server.pid(), want, &[], Duration::from_secs(10)).unwrap();
+    let before = shared_mappings(server.pid());
+    for round in 0..5 {
+        server.signal(libc::SIGHUP);
+        kids = wait_for_children(server.pid(), want, &kids, Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("round {round}: no new set:\n{}", server.stderr_text()));
+        let mut c = RawConn::connect(server.addr());
+        c.send(b"GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        assert_eq!(c.read_response().unwrap().body, PAGE);
+    }
+    assert_eq!(
+        shared_mappings(server.pid()),
+        before,
+        "the master's shared mappings changed over five restarts"
+    );
+    assert!(server.stop().success());
+}
+
 tests::mpm_suite!(
     the_master_is_single_threaded_and_children_serve,
     graceful_restarts_under_load_lose_no_request,
     a_killed_child_is_replaced_and_serving_goes_on,
     sigterm_stops_the_master_and_every_child,
     sighup_restarts_the_children_on_the_reread_configuration,
+    restarts_leave_no_shared_memory_behind,
 );

@@ -130,7 +130,119 @@ fn a_request_answered_during_a_stop_says_connection_close(mpm: &str) {
     assert!(status.success(), "{status}\n{}", server.stderr_text());
 }
 
+const CLOSE_REQUEST: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+
+/// Connections accepted by the old children but silent when `signal` (a
+/// graceful restart, or a restart) comes, and connections opened as it goes
+/// on, send their request after `delays` (all at once): every one is
+/// answered, and the old children exit without waiting for them.
+fn silent_connections_are_handed_to_the_new_generation(
+    mpm: &str,
+    signal: i32,
+    delays: &[Duration],
+) {
+    let root = TempDir::new("reload-silent");
+    root.write("index.html", PAGE);
+    let mut args = if mpm == "prefork" {
+        vec![
+            "--start-servers",
+            "3",
+            "--min-spare",
+            "1",
+            "--max-spare",
+            "8",
+        ]
+    } else {
+        vec!["--server-limit", "2", "--max-request-workers", "16"]
+    };
+    // Long enough that an old child waiting on a silent client would still
+    // be there when the last one sends.
+    args.extend(["--graceful-timeout", "30s"]);
+    let mut server = Server::start(mpm, Some(root.path()), &args);
+    let addr = server.addr();
+    let old = tests::wait_for_children(
+        server.pid(),
+        if mpm == "prefork" { 3 } else { 2 },
+        &[],
+        Duration::from_secs(10),
+    )
+    .unwrap_or_else(|| tests::children(server.pid()));
+    let mut clients: Vec<_> = (0..6)
+        .map(|i| tests::SilentClient::connect(addr, CLOSE_REQUEST, delays[i % delays.len()]))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = std::time::Instant::now();
+    server.signal(signal);
+    // Opened during the hand-over, until every old child has exited.
+    while tests::children(server.pid())
+        .iter()
+        .any(|c| old.contains(c))
+    {
+        clients.push(tests::SilentClient::connect(
+            addr,
+            CLOSE_REQUEST,
+            delays[clients.len() % delays.len()],
+        ));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            signalled.elapsed() < Duration::from_secs(25),
+            "old children {old:?} did not exit:\n{}",
+            server.stderr_text()
+        );
+    }
+    let longest = delays.iter().max().copied().unwrap_or_default();
+    assert!(
+        clients[..6]
+            .iter()
+            .filter(|c| c.delay == longest)
+            .all(|c| !c.has_sent()),
+        "the old children waited {:?}, for the silent clients:\n{}",
+        signalled.elapsed(),
+        server.stderr_text()
+    );
+    for c in clients {
+        let delay = c.delay;
+        let r = c.reply().unwrap_or_else(|e| {
+            panic!(
+                "a client silent for {delay:?} was dropped: {e}\n{}",
+                server.stderr_text()
+            )
+        });
+        assert_eq!((r.status, &r.body[..]), (200, PAGE), "silent for {delay:?}");
+    }
+    let json = server.get("/server-status?json").text();
+    assert!(
+        !json.contains("\"handed_over_connections\":0,"),
+        "nothing was counted as handed over: {json}"
+    );
+    assert!(server.stop().success());
+}
+
+fn silent_connections_around_a_graceful_restart_are_served(mpm: &str) {
+    silent_connections_are_handed_to_the_new_generation(
+        mpm,
+        libc::SIGUSR1,
+        &[
+            Duration::from_millis(100),
+            Duration::from_secs(2),
+            Duration::from_secs(15),
+        ],
+    );
+}
+
+/// A restart (SIGHUP) stops the children the same way: shorter delays,
+/// the mechanism is the graceful restart's.
+fn silent_connections_around_a_restart_are_served(mpm: &str) {
+    silent_connections_are_handed_to_the_new_generation(
+        mpm,
+        libc::SIGHUP,
+        &[Duration::from_millis(100), Duration::from_secs(3)],
+    );
+}
+
 tests::mpm_suite!(
     a_request_sent_as_a_graceful_restart_begins_is_answered,
     a_request_answered_during_a_stop_says_connection_close,
+    silent_connections_around_a_graceful_restart_are_served,
+    silent_connections_around_a_restart_are_served,
 );

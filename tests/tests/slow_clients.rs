@@ -314,6 +314,82 @@ fn five_hundred_slowloris_connections_do_not_keep_a_normal_client_out(mpm: &str)
     assert!(cut > 0, "{mpm}: no slowloris connection was ever cut off");
 }
 
+/// Send `head` in pieces of `piece` bytes every 50 ms, until it is sent or
+/// the server stops taking it; how much was sent.
+fn trickle(conn: &mut RawConn, head: &[u8], piece: usize) -> usize {
+    let mut sent = 0;
+    for chunk in head.chunks(piece) {
+        if conn.send(chunk).is_err() {
+            break;
+        }
+        sent += chunk.len();
+        std::thread::sleep(Duration::from_millis(50));
+        // Stop once the server has answered (or closed).
+        conn.stream().set_nonblocking(true).unwrap();
+        let mut peek = [0u8; 1];
+        let answered = !matches!(
+            conn.stream().peek(&mut peek),
+            Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock
+        );
+        conn.stream().set_nonblocking(false).unwrap();
+        if answered {
+            break;
+        }
+    }
+    sent
+}
+
+/// mod_reqtimeout's `header=1-5,MinRate=1000`: a large head that keeps
+/// arriving at the rate is read past the 1 s allowance, one that would take
+/// longer than the 5 s maximum is cut off there, and a trickle (the test
+/// above) at the allowance.
+fn a_head_arriving_at_the_minimum_rate_may_take_longer_up_to_the_maximum(mpm: &str) {
+    let root = docroot();
+    let flags = [
+        &LONG_TIMEOUT[..],
+        &[
+            "--request-header-timeout",
+            "1s",
+            "--request-header-min-rate",
+            "1000",
+            "--request-header-max-timeout",
+            "5s",
+        ],
+    ]
+    .concat();
+    let server = Server::start(mpm, Some(root.path()), &flags);
+    // 3,000 bytes at 2,000 B/s: 1.5 s, past the first second.
+    let head = format!(
+        "GET /index.html HTTP/1.1\r\nHost: t\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(2950)
+    );
+    let mut fast_enough = server.connect();
+    assert_eq!(trickle(&mut fast_enough, head.as_bytes(), 100), head.len());
+    let r = fast_enough.read_response().unwrap();
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (200, PAGE),
+        "a head at the minimum rate was cut off"
+    );
+    // 20,000 bytes at 2,000 B/s would take 10 s: cut off at the maximum.
+    let mut head = "GET /index.html HTTP/1.1\r\nHost: t\r\n".to_string();
+    for i in 0..40 {
+        head.push_str(&format!("X-Pad-{i}: {}\r\n", "b".repeat(490)));
+    }
+    head.push_str("\r\n");
+    let mut too_long = server.connect();
+    let sent = trickle(&mut too_long, head.as_bytes(), 100);
+    assert!(
+        sent < head.len(),
+        "a 10 s head was read whole past the 5 s maximum"
+    );
+    assert_cut_off(
+        &mut too_long,
+        Duration::from_secs(10),
+        "a head past the maximum",
+    );
+}
+
 tests::mpm_suite!(
     a_stalled_head_is_cut_off_by_the_header_timeout_not_the_read_timeout,
     a_head_trickled_byte_by_byte_is_cut_off_at_the_header_timeout,
@@ -321,4 +397,5 @@ tests::mpm_suite!(
     a_body_at_the_minimum_rate_is_never_cut_off,
     the_requests_per_connection_are_capped,
     five_hundred_slowloris_connections_do_not_keep_a_normal_client_out,
+    a_head_arriving_at_the_minimum_rate_may_take_longer_up_to_the_maximum,
 );

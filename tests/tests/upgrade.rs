@@ -308,10 +308,81 @@ fn an_upgraded_master_tells_systemd_it_is_the_main_process() {
     assert!(new.stop());
 }
 
+/// How long clients opened around a hand-over keep silent before they send
+/// their request: the three run at once.
+const DELAYS: [Duration; 3] = [
+    Duration::from_millis(100),
+    Duration::from_secs(2),
+    Duration::from_secs(15),
+];
+const CLOSE_REQUEST: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+
+/// Connections accepted by the old generation but silent when the upgrade
+/// comes, and connections opened while it goes on, send their request 0.1,
+/// 2 and 15 s after connecting: every one is answered, and the old master
+/// does not wait for them (it used to keep them for the whole graceful
+/// timeout, then close them unanswered).
+fn silent_connections_around_an_upgrade_are_served_and_the_old_master_does_not_wait(mpm: &str) {
+    let root = TempDir::new("upgrade-silent");
+    let pid_file = root.path().join("mpm.pid");
+    // Long enough that an old process waiting on a silent client would
+    // still be there when the 15 s ones send.
+    let mut server = start(mpm, &root, &pid_file, &["--graceful-timeout", "30s"]);
+    let old = server.pid();
+    let addr = server.addr();
+    // Accepted by the old generation before the upgrade begins.
+    let mut early: Vec<_> = (0..6)
+        .map(|i| tests::SilentClient::connect(addr, CLOSE_REQUEST, DELAYS[i % 3]))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = Instant::now();
+    server.signal(libc::SIGUSR2);
+    // And during the hand-over, until the old master is gone.
+    let mut during = Vec::new();
+    while server.is_running() {
+        during.push(tests::SilentClient::connect(
+            addr,
+            CLOSE_REQUEST,
+            DELAYS[during.len() % 3],
+        ));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            signalled.elapsed() < Duration::from_secs(25),
+            "the old master did not exit:\n{}",
+            server.stderr_text()
+        );
+    }
+    let gone_after = signalled.elapsed();
+    assert!(
+        early
+            .iter()
+            .filter(|c| c.delay == DELAYS[2])
+            .all(|c| !c.has_sent()),
+        "the old master ({old}) waited {gone_after:?}, for the silent clients:\n{}",
+        server.stderr_text()
+    );
+    assert!(server.wait_exit(Duration::ZERO).unwrap().success());
+    let new = Adopted(read_pid(&pid_file).expect("the new master's pid"));
+    assert_ne!(new.0, old);
+    early.append(&mut during);
+    for c in early {
+        let delay = c.delay;
+        let r = c.reply().unwrap_or_else(|e| {
+            panic!(
+                "a client silent for {delay:?} was dropped: {e}\n{}",
+                server.stderr_text()
+            )
+        });
+        assert_eq!((r.status, &r.body[..]), (200, PAGE), "silent for {delay:?}");
+    }
+    assert!(new.stop(), "the new master did not stop on SIGTERM");
+}
+
 tests::mpm_suite!(
     an_upgrade_under_load_fails_no_request_and_the_old_master_exits,
     an_upgrade_to_a_binary_that_fails_leaves_the_old_master_serving,
     an_upgrade_whose_new_master_rejects_the_configuration_rolls_back,
+    silent_connections_around_an_upgrade_are_served_and_the_old_master_does_not_wait,
 );
 
 #[test]

@@ -64,6 +64,12 @@ pub struct Progress {
     reference_len: AtomicU64,
     /// Set to end the run early (Ctrl-C); shared with a signal handler.
     pub stop: Arc<AtomicBool>,
+    /// Connections made, and connection attempts that failed: a run in which
+    /// every connection has failed once and none was ever made stops at once.
+    connected: AtomicU64,
+    connect_failures: AtomicU64,
+    /// Why the first connection attempt failed, for the report.
+    first_connect_error: std::sync::OnceLock<String>,
 }
 
 impl Default for Progress {
@@ -80,7 +86,18 @@ impl Progress {
             finished: AtomicU64::new(0),
             reference_len: AtomicU64::new(u64::MAX),
             stop,
+            connected: AtomicU64::new(0),
+            connect_failures: AtomicU64::new(0),
+            first_connect_error: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Did the run end because nothing would take a connection? Then why
+    /// (the first attempt's error).
+    pub fn never_connected(&self) -> Option<&str> {
+        (self.connected.load(Ordering::Relaxed) == 0)
+            .then(|| self.first_connect_error.get().map(String::as_str))
+            .flatten()
     }
 }
 
@@ -215,6 +232,7 @@ impl<'a> Client<'a> {
                 self.begin(i);
             }
             if self.progress.stop.load(Ordering::Relaxed)
+                || self.nothing_connects()
                 || self.deadline.is_some_and(|d| Instant::now() >= d)
                 || (self.pending.is_empty() && self.conns.iter().all(|c| c.phase == Phase::Idle))
             {
@@ -236,6 +254,25 @@ impl<'a> Client<'a> {
             }
         }
         Ok(self.rec)
+    }
+
+    /// Has every connection failed to connect once, and none connected?
+    /// Then nothing listens (a closed port): the run ends at once instead of
+    /// piling up connect errors for its whole duration.
+    fn nothing_connects(&self) -> bool {
+        let p = self.progress;
+        p.connected.load(Ordering::Relaxed) == 0
+            && p.connect_failures.load(Ordering::Relaxed) >= self.load.connections.max(1) as u64
+    }
+
+    /// A connection attempt failed with `e`.
+    fn connect_failed(&mut self, i: usize, e: io::Error) {
+        self.rec.errors.connect += 1;
+        self.progress
+            .connect_failures
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = self.progress.first_connect_error.set(e.to_string());
+        self.finished_then_next(i)
     }
 
     /// Requests in flight longer than the timeout fail.
@@ -296,18 +333,12 @@ impl<'a> Client<'a> {
                 Ok(s)
             }) {
             Ok(s) => s,
-            Err(_) => {
-                self.rec.errors.connect += 1;
-                return self.finished_then_next(i);
-            }
+            Err(e) => return self.connect_failed(i, e),
         };
         let connected = match sock.connect(&addr.into()) {
             Ok(()) => true,
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => false,
-            Err(_) => {
-                self.rec.errors.connect += 1;
-                return self.finished_then_next(i);
-            }
+            Err(e) => return self.connect_failed(i, e),
         };
         let flags = if connected {
             EpollFlags::EPOLLIN
@@ -329,6 +360,7 @@ impl<'a> Client<'a> {
         c.written = 0;
         if connected {
             self.rec.connections += 1;
+            self.progress.connected.fetch_add(1, Ordering::Relaxed);
             self.write(i);
         } else {
             c.phase = Phase::Connecting;
@@ -382,15 +414,18 @@ impl<'a> Client<'a> {
             Phase::Idle => {}
             Phase::Connecting => {
                 let failed = match &self.conns[i].sock {
-                    Some(s) => !matches!(s.take_error(), Ok(None)),
-                    None => true,
+                    Some(s) => match s.take_error() {
+                        Ok(None) => None,
+                        Ok(Some(e)) | Err(e) => Some(e),
+                    },
+                    None => Some(io::Error::from(io::ErrorKind::NotConnected)),
                 };
-                if failed {
-                    self.rec.errors.connect += 1;
+                if let Some(e) = failed {
                     self.close(i);
-                    return self.finished_then_next(i);
+                    return self.connect_failed(i, e);
                 }
                 self.rec.connections += 1;
+                self.progress.connected.fetch_add(1, Ordering::Relaxed);
                 self.write(i);
             }
             Phase::Writing => self.write(i),

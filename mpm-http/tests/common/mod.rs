@@ -27,6 +27,7 @@ pub(crate) fn serve_one<H: HttpHandler + Send + 'static>(
             request: Duration::from_secs(5),
             keepalive: Duration::from_secs(5),
             linger: Duration::from_millis(100),
+            first_request: Duration::from_secs(5),
             inherited: false,
         };
         serve_blocking(
