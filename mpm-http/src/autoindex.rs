@@ -162,8 +162,6 @@ impl Listing {
                 .cmp(&a.kind.is_dir())
                 .then_with(|| name_of(&names, a).cmp(name_of(&names, b)))
         });
-        names.shrink_to_fit();
-        entries.shrink_to_fit();
         Ok(Listing {
             dir,
             rel: rel.to_string(),

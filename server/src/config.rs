@@ -247,6 +247,15 @@ pub fn defaults() -> Vec<(&'static str, String)> {
         ("user", "none: as started".into()),
         ("group", "the user's".into()),
         ("dotfiles", name(d.dotfiles)),
+        ("precompressed", on(d.precompressed)),
+        ("gzip", on(d.gzip.is_some())),
+        ("gzip_types", Gzip::default().types.join(",")),
+        ("gzip_level", Gzip::default().level.to_string()),
+        ("gzip_min_length", Gzip::default().min_length.to_string()),
+        ("autoindex", on(d.autoindex)),
+        ("error_page", "none: the built-in pages".into()),
+        ("expires", "none: no Cache-Control".into()),
+        ("metrics_path", "off".into()),
         ("allocator", "the one the program started with".into()),
         ("access_log", "none".into()),
         ("log_format", name(d.log_format)),
@@ -258,6 +267,7 @@ pub fn defaults() -> Vec<(&'static str, String)> {
             "upgrade_binary",
             "the path this server was started from".into(),
         ),
+        ("upgrade_timeout", secs(d.upgrade_timeout)),
         ("drain_delay", secs(d.drain_delay)),
         ("request_body_timeout", secs(d.request_body_timeout)),
         ("request_body_min_rate", d.request_body_min_rate.to_string()),
@@ -426,13 +436,13 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "on|off")]
     pub gzip: Option<OnOff>,
     /// Media types gzipped on the fly, comma-separated (`text/*`, or `*`
-    /// for all; default: HTML, CSS, JavaScript, JSON, XML, SVG, plain text).
+    /// for all).
     #[arg(long, value_name = "TYPES", value_delimiter = ',')]
     pub gzip_types: Option<Vec<String>>,
-    /// Gzip level, 1 (fastest) to 9 (smallest); default 6.
+    /// Gzip level, 1 (fastest) to 9 (smallest).
     #[arg(long, value_name = "1-9")]
     pub gzip_level: Option<u32>,
-    /// Files smaller than this are not gzipped; default 256.
+    /// Files smaller than this are not gzipped.
     #[arg(long, value_name = "BYTES")]
     pub gzip_min_length: Option<u64>,
     /// List a directory without an index.html, as HTML (JSON with
@@ -451,8 +461,7 @@ pub struct ConfigLayer {
     #[serde(default)]
     pub expires: Vec<String>,
     /// Also answer the status page's counters in Prometheus's text format
-    /// at this path (`off`, the default: only at
-    /// `STATUS-PATH?format=prometheus`).
+    /// at this path (`off`: only at `STATUS-PATH?format=prometheus`).
     #[arg(long, value_name = "PATH")]
     pub metrics_path: Option<String>,
     /// The global allocator: system, mimalloc or locked (the system one
@@ -489,7 +498,7 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "PATH")]
     pub upgrade_binary: Option<PathBuf>,
     /// How long the new master of an upgrade may take to be ready before
-    /// the old one stops it and serves on (default 30s).
+    /// the old one stops it and serves on.
     #[arg(long, value_name = "DURATION")]
     pub upgrade_timeout: Option<Seconds>,
     /// On SIGTERM or SIGWINCH, serve on this long with the status page

@@ -318,6 +318,36 @@ pub fn skip(why: &str) {
     let _ = writeln!(io::stderr().lock(), "skipped: {name}: {why}");
 }
 
+/// A turn on the CPU for a test that loads it (a `compare` run, a load
+/// that measures): at most one such test per core runs at once in a test
+/// process, however many tests run side by side (`.cargo/config.toml` runs
+/// eight), so that they do not starve each other's servers into measuring
+/// nothing. The turn ends when the guard is dropped.
+pub fn cpu_turn() -> CpuTurn {
+    let (lock, freed) = &CPU_TURNS;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut busy = lock.lock().unwrap_or_else(|e| e.into_inner());
+    while *busy >= cores {
+        busy = freed.wait(busy).unwrap_or_else(|e| e.into_inner());
+    }
+    *busy += 1;
+    CpuTurn(())
+}
+
+static CPU_TURNS: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// A test's turn on the CPU ([`cpu_turn`]).
+#[derive(Debug)]
+pub struct CpuTurn(());
+
+impl Drop for CpuTurn {
+    fn drop(&mut self) {
+        let (lock, freed) = &CPU_TURNS;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        freed.notify_one();
+    }
+}
+
 /// A running `mpm serve`, killed when dropped.
 pub struct Server {
     child: Child,

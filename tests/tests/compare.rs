@@ -17,6 +17,7 @@ fn report(dir: &TempDir) -> Value {
 
 #[test]
 fn a_tiny_comparison_writes_a_report_with_charts() {
+    let _turn = tests::cpu_turn();
     let out_dir = TempDir::new("compare");
     let out = out_dir.path().to_str().unwrap();
     let run = run_mpm(
@@ -104,6 +105,7 @@ fn a_tiny_comparison_writes_a_report_with_charts() {
 
 #[test]
 fn the_malloc_experiment_counts_allocations_and_lock_waits() {
+    let _turn = tests::cpu_turn();
     let out_dir = TempDir::new("compare-malloc");
     let examples = mpm_bin()
         .parent()
@@ -146,6 +148,7 @@ fn the_malloc_experiment_counts_allocations_and_lock_waits() {
 
 #[test]
 fn the_sendfile_experiment_measures_both_ways_of_sending() {
+    let _turn = tests::cpu_turn();
     let out_dir = TempDir::new("compare-sendfile");
     let run = run_mpm(
         &[
@@ -194,6 +197,7 @@ fn unknown_experiments_and_scenarios_are_one_line_and_exit_2() {
 
 /// Run `mpm compare` with `args` and a short timing; the report.
 fn run_experiment(label: &str, args: &[&str]) -> Value {
+    let _turn = tests::cpu_turn();
     let out_dir = TempDir::new(label);
     let mut all: Vec<&str> = vec!["compare"];
     all.extend_from_slice(args);
