@@ -36,6 +36,9 @@ enum Kind {
     Docroot,
     /// A log the server appends to.
     Output,
+    /// The error log: a log, but for `serve` never `/dev/full`, where the
+    /// `listening on` line that the runner waits for cannot be written.
+    ErrorLog,
     /// The pid file (written beside itself and renamed: never a device).
     PidFile,
     Binary,
@@ -135,7 +138,7 @@ const SETTINGS: &[(&str, Kind)] = &[
         "log-level",
         Kind::Choice(&["error", "warn", "notice", "info", "debug"]),
     ),
-    ("error-log", Kind::Output),
+    ("error-log", Kind::ErrorLog),
     ("upgrade-binary", Kind::Binary),
     ("upgrade-timeout", Kind::Duration),
     ("drain-delay", Kind::Duration),
@@ -252,7 +255,15 @@ fn value(kind: Kind, wide: bool, places: &Paths) -> BoxedStrategy<String> {
                 String::new(),
             ]),
         ),
-        Kind::Output => mix(
+        Kind::ErrorLog if !wide => mix(
+            pick(vec![places.path("out.log"), places.path("other.out")]),
+            pick(vec![
+                places.path("no-such-dir/x"),
+                places.path(""),
+                String::new(),
+            ]),
+        ),
+        Kind::Output | Kind::ErrorLog => mix(
             pick(vec![
                 places.path("out.log"),
                 places.path("other.out"),
@@ -438,7 +449,9 @@ fn serve(args: &[String], error_log: Option<&Path>) -> Result<(), TestCaseError>
     let started = Instant::now();
     let addr = loop {
         let mut seen = stderr.lock().unwrap().clone();
-        if let Some(log) = error_log {
+        // A regular file only: `/dev/full` reads as zeros without end, and
+        // reading it whole took the test process to the OOM killer.
+        if let Some(log) = error_log.filter(|l| std::fs::metadata(l).is_ok_and(|m| m.is_file())) {
             seen.push_str(&std::fs::read_to_string(log).unwrap_or_default());
         }
         if let Some(addr) = listening(&seen) {
