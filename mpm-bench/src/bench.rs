@@ -25,8 +25,9 @@ pub use summary::Summary;
 
 /// `mpm bench`: run the load, show progress on a terminal, print the summary.
 /// Fails at once (one line, exit 1) when no connection can be made at all;
-/// exit code 1, with a warning, when no answer was a success (2xx or 3xx):
-/// a run that measured only errors ranks nothing.
+/// exit code 1, with a warning, when no answer was a success (a status its
+/// request expects: any 2xx by default): a run that measured only errors
+/// ranks nothing.
 pub fn command(args: &BenchArgs) -> Result<i32, Error> {
     let load = args.load()?;
     let _ = mpm_master::raise_fd_limit();
@@ -45,14 +46,17 @@ pub fn command(args: &BenchArgs) -> Result<i32, Error> {
     } else {
         print!("{}", summary.to_text());
     }
-    if summary.responses > 0 && summary.successes() == 0 {
+    // A success is what its request expects: any 2xx unless --expect or
+    // the workload says otherwise.
+    if summary.responses > 0 && summary.unexpected == summary.responses {
         let statuses: Vec<String> = summary
             .status
             .iter()
             .map(|(code, n)| format!("{n} × {code}"))
             .collect();
         eprintln!(
-            "mpm: warning: no response was a success (2xx or 3xx): {}; check the URL",
+            "mpm: warning: no response was a success (what its request expects: any 2xx \
+             unless --expect or the workload says): {}; check the URL",
             statuses.join(", ")
         );
         return Ok(1);

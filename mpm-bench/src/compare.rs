@@ -1,20 +1,25 @@
 //! `mpm compare`: each chosen MPM × allocator (or an experiment's own
-//! variants) as a separate `mpm serve` child, driven through the same
-//! scenarios by the bench engine, measured by the server's own counters and
-//! /proc, and written up as `report.json`, `report.md` and `index.html` with
-//! SVG charts.
+//! variants) as a separate `serve` child, driven through the same
+//! workloads by the bench engine several times over (interleaved across the
+//! variants), measured by the server's own counters and /proc, every answer
+//! checked, and written up as `report.json`, `report.md` and `index.html`
+//! with SVG charts and a recommendation.
 //!
 //! * [`experiments`] — what is compared: the default `matrix`, `malloc`, …
-//! * [`scenario`] — the loads; [`run`] — the cells, measured;
-//!   [`server_child`] — a server under test, always stopped and reaped.
+//! * [`scenario`] — the loads (built in, or [`Workload`]s: the
+//!   application's own, `--workload` files, `METHOD:/path`); [`run`] — the
+//!   cells, measured; [`server_child`] — a server under test, always
+//!   stopped and reaped.
 //! * [`proc_sample`] — CPU, PSS, RSS, processes, threads from /proc;
-//!   [`perf`] — system calls by `perf stat`, [`strace`] — by name, when present.
-//! * [`report`] — the cells and their columns, JSON and Markdown;
-//!   [`charts`] and [`html`] — the SVG charts and the page.
+//!   [`perf`] — system calls by `perf stat`, [`strace`] — by name, when
+//!   present; [`machine`] — the machine and its load.
+//! * [`report`] — the cells (median, min–max, validity) and their columns,
+//!   JSON and Markdown; [`charts`] and [`html`] — the SVG charts and the page.
 
 pub mod charts;
 pub mod experiments;
 pub mod html;
+pub mod machine;
 pub mod perf;
 pub mod proc_sample;
 pub mod report;
@@ -33,8 +38,10 @@ use mpm_core::allocator::AllocatorKind;
 use mpm_core::Seconds;
 use mpm_core::{Error, MpmKind};
 
+use crate::workload::Workload;
 use experiments::{Experiment, Selection, EXPERIMENTS};
 use report::{terminal_row, Report};
+use scenario::ServerBin;
 
 /// `mpm compare`.
 #[derive(Debug, Clone, clap::Args)]
@@ -49,9 +56,19 @@ pub struct CompareArgs {
     /// Allocators, comma-separated (default: all).
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     pub allocator: Vec<AllocatorKind>,
-    /// Scenarios by name, comma-separated (default: all; `idle` for every idle count).
-    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    /// Scenarios, comma-separated: the experiment's by name (default: all;
+    /// `idle` for every idle count), or a request to measure the program
+    /// with, `METHOD:/path` (`get:/api/users/1`: any 2xx expected, 50
+    /// keep-alive connections).
+    #[arg(long, value_delimiter = ',', value_name = "NAME|METHOD:/PATH,...")]
     pub scenario: Vec<String>,
+    /// Workload files (TOML: a mix of requests with method, path, headers,
+    /// body, weight and expected statuses; connections, keep-alive, slow
+    /// clients), comma-separated or repeated. Workloads (these, the
+    /// `METHOD:/path` scenarios, or else the application's own) replace the
+    /// experiment's scenarios, served by the program as `serve` runs it.
+    #[arg(long, value_delimiter = ',', value_name = "FILE.toml,...")]
+    pub workload: Vec<PathBuf>,
     /// Idle keep-alive connection counts to measure memory at, comma-separated.
     #[arg(
         long,
@@ -63,9 +80,13 @@ pub struct CompareArgs {
     /// Length of each timed run.
     #[arg(long, default_value = "2s")]
     pub duration: Seconds,
-    /// Load before each timed run (counted in the per-request figures, not in req/s).
+    /// Load before each timed run (counted in no figure).
     #[arg(long, default_value = "300ms")]
     pub warmup: Seconds,
+    /// Runs of each cell, interleaved across the variants (A B C A B C):
+    /// the report gives their median and min–max.
+    #[arg(long, default_value_t = 3, value_name = "R")]
+    pub repeat: usize,
     /// Where the report goes.
     #[arg(long, default_value = "target/mpm-report", value_name = "DIR")]
     pub out: PathBuf,
@@ -73,7 +94,14 @@ pub struct CompareArgs {
     /// experiment needs are looked for in `examples/` next to it.
     #[arg(long, value_name = "PATH")]
     pub server_bin: Option<PathBuf>,
+    /// `serve` flags for every server under test, after `--`
+    /// (`-- --docroot /srv/www --threads-per-child 64`).
+    #[arg(last = true, value_name = "SERVE_FLAGS")]
+    pub serve_flags: Vec<String>,
 }
+
+/// The most repetitions `--repeat` takes.
+pub const MAX_REPEAT: usize = 100;
 
 /// A docroot of compare's own, removed when dropped.
 struct Docroot(PathBuf);
@@ -115,8 +143,44 @@ pub(crate) fn scratch_dir() -> PathBuf {
     dir
 }
 
-/// `mpm compare`: run, print a row per cell, write the report.
-pub fn command(args: &CompareArgs) -> Result<i32, Error> {
+/// The workloads of a run: `--workload` files and `METHOD:/path`
+/// scenarios, else the application's own; and the `--scenario` names left.
+fn workloads(args: &CompareArgs, app: &[Workload]) -> Result<(Vec<Workload>, Vec<String>), Error> {
+    let mut given = Vec::new();
+    let mut names = Vec::new();
+    for file in &args.workload {
+        given.push(Workload::from_file(file)?);
+    }
+    for s in &args.scenario {
+        match Workload::from_spec(s) {
+            Some(w) => given.push(w?),
+            None => names.push(s.clone()),
+        }
+    }
+    if given.is_empty() {
+        for w in app {
+            w.validate()
+                .map_err(|e| Error::config(format!("the application's {e}")))?;
+            given.push(w.clone());
+        }
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for w in &given {
+        if seen.contains(&w.name.as_str()) {
+            return Err(Error::config(format!(
+                "two workloads are named '{}': give one a name of its own",
+                w.name
+            )));
+        }
+        seen.push(&w.name);
+    }
+    Ok((given, names))
+}
+
+/// `mpm compare`, with the workloads the application ships (none for the
+/// `mpm` binary): run, print a row per run of each cell, write the report.
+/// Exit code 1 when no cell is valid.
+pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     if args.experiment == "list" {
         for e in EXPERIMENTS {
             println!("{:<10} {}", e.name, e.question);
@@ -137,6 +201,13 @@ pub fn command(args: &CompareArgs) -> Result<i32, Error> {
     if args.idle.contains(&0) {
         return Err(Error::config("--idle: counts above zero"));
     }
+    if args.repeat == 0 || args.repeat > MAX_REPEAT {
+        return Err(Error::config(format!(
+            "--repeat {}: from 1 to {MAX_REPEAT}",
+            args.repeat
+        )));
+    }
+    let (workloads, names) = workloads(args, app)?;
     let selection = Selection {
         mpms: if args.mpm.is_empty() {
             MpmKind::ALL.to_vec()
@@ -150,23 +221,23 @@ pub fn command(args: &CompareArgs) -> Result<i32, Error> {
         },
         idle: args.idle.clone(),
         duration: args.duration.0,
+        workloads,
     };
     let all = (experiment.scenarios)(&selection);
-    if let Some(bad) = args
-        .scenario
+    if let Some(bad) = names
         .iter()
         .find(|name| !all.iter().any(|s| s.matches(name)))
     {
-        let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+        let known: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
         return Err(Error::config(format!(
-            "--scenario: '{bad}' is not a scenario of {} (expected {})",
+            "--scenario: '{bad}' is not a scenario of {} (expected {}, or METHOD:/path)",
             experiment.name,
-            names.join(", ")
+            known.join(", ")
         )));
     }
     let scenarios: Vec<_> = all
         .into_iter()
-        .filter(|s| args.scenario.is_empty() || args.scenario.iter().any(|n| s.matches(n)))
+        .filter(|s| names.is_empty() || names.iter().any(|n| s.matches(n)))
         .collect();
     let variants = (experiment.variants)(&selection);
     if variants.is_empty() {
@@ -180,7 +251,11 @@ pub fn command(args: &CompareArgs) -> Result<i32, Error> {
         None => std::env::current_exe()
             .map_err(|e| Error::io("finding this program to run it as the server", e))?,
     };
-    let docroot = Docroot::create()?;
+    let docroot = if scenarios.iter().any(|s| s.server == ServerBin::Docroot) {
+        Some(Docroot::create()?)
+    } else {
+        None
+    };
     let stop = Arc::new(AtomicBool::new(false));
     // Ctrl-C (or a SIGTERM) ends the current run; the servers are then stopped.
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -189,24 +264,54 @@ pub fn command(args: &CompareArgs) -> Result<i32, Error> {
     }
     let settings = run::Settings {
         bin,
-        docroot: docroot.0.clone(),
+        docroot: docroot.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
         duration: args.duration.0,
         warmup: args.warmup.0,
+        repeat: args.repeat,
         per_syscall: experiment.per_syscall,
+        serve_flags: args.serve_flags.clone(),
         stop,
     };
+    // Each variant's servers start afresh every round: about two seconds each.
+    let starts = {
+        let mut bins: Vec<ServerBin> = Vec::new();
+        for s in &scenarios {
+            if !bins.contains(&s.server) {
+                bins.push(s.server);
+            }
+        }
+        bins.len() as u32
+    };
+    let per_round: Duration = (scenarios
+        .iter()
+        .map(|s| s.estimate(args.duration.0, args.warmup.0))
+        .sum::<Duration>()
+        + Duration::from_secs(2) * starts)
+        * variants.len() as u32;
     eprintln!(
-        "mpm compare: {} — {} variants × {} scenarios, {:.1}s each",
+        "mpm compare: {} — {} variants × {} scenarios × {} runs of {:.1}s, about {:.0} min",
         experiment.name,
         variants.len(),
         scenarios.len(),
-        args.duration.0.as_secs_f64()
+        args.repeat,
+        args.duration.0.as_secs_f64(),
+        ((per_round * args.repeat as u32).as_secs_f64() / 60.0).max(1.0)
     );
     let started = SystemTime::now();
-    let cells = run::run_all(&settings, &variants, &scenarios, |cell| {
+    let watch = machine::Watch::start();
+    let cells = run::run_all(&settings, &variants, &scenarios, |label, cell| {
         let idle = cell.idle_connections.is_some();
-        println!("{}", terminal_row(cell, experiment.columns, idle));
+        println!("{}", terminal_row(label, cell, experiment.columns, idle));
     })?;
+    let (machine, mut warnings) = watch.finish();
+    if args.repeat == 1 {
+        warnings.push(
+            "each cell ran once: there is no spread to tell a difference from noise \
+             (--repeat 3 or more)"
+                .into(),
+        );
+    }
+    let valid_cells = cells.iter().filter(|c| c.valid).count();
     let mut report = Report {
         experiment: experiment.name.to_string(),
         question: experiment.question.to_string(),
@@ -219,9 +324,13 @@ pub fn command(args: &CompareArgs) -> Result<i32, Error> {
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO)
             .as_secs(),
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        machine,
+        repetitions: args.repeat,
         duration_s: args.duration.0.as_secs_f64(),
+        warnings,
         findings: String::new(),
+        recommendations: Vec::new(),
+        valid_cells,
         columns: experiment.columns.to_vec(),
         scenarios: scenarios
             .iter()
@@ -230,12 +339,27 @@ pub fn command(args: &CompareArgs) -> Result<i32, Error> {
         cells,
     };
     report.findings = (experiment.findings)(&report);
+    report.recommendations = experiments::recommend(&report);
     html::write_all(&report, &args.out)?;
     println!("\n{}", report.findings);
+    println!("\nWhich to choose:");
+    for r in &report.recommendations {
+        println!("  {r}");
+    }
+    for w in &report.warnings {
+        eprintln!("mpm compare: warning: {w}");
+    }
     eprintln!(
         "mpm compare: report in {} (index.html, report.md, report.json) after {:.0}s",
         args.out.display(),
         started.elapsed().unwrap_or(Duration::ZERO).as_secs_f64()
     );
+    if valid_cells == 0 {
+        eprintln!(
+            "mpm compare: no valid cell: every one was skipped, or more than 0.1 % of its \
+             answers were unexpected or failed (see the answers column)"
+        );
+        return Ok(1);
+    }
     Ok(0)
 }

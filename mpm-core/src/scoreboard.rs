@@ -107,6 +107,9 @@ pub struct Slot {
     generation: AtomicU32,
     state: AtomicU8,
     line_len: AtomicU8,
+    /// Set when the worker takes turns under an accept (listener) mutex,
+    /// so that its accept waits are figures of this server.
+    accept_mutex: AtomicU8,
     requests: AtomicU64,
     bytes: AtomicU64,
     connections: AtomicU64,
@@ -317,6 +320,7 @@ impl Scoreboard {
             t.handed_over += s.handed_over.load(Ordering::Relaxed);
             t.accept_waits += s.accept_waits.load(Ordering::Relaxed);
             t.accept_wait_ns += s.accept_wait_ns.load(Ordering::Relaxed);
+            t.accept_mutex |= s.accept_mutex.load(Ordering::Relaxed) != 0;
             t.sends += s.sends.load(Ordering::Relaxed);
             t.send_would_block += s.send_would_block.load(Ordering::Relaxed);
             for (sum, n) in t.responses.iter_mut().zip(&s.responses) {
@@ -356,9 +360,14 @@ pub struct Totals {
     pub busy: u64,
     /// Workers holding an idle keep-alive connection.
     pub keepalive: u64,
-    /// Times a worker waited for the accept mutex.
+    /// Do the workers take turns under an accept (listener) mutex? If
+    /// not (event, prefork without one), the two figures below are not
+    /// this server's and are left out.
+    pub accept_mutex: bool,
+    /// Connections accepted after a turn that had to wait while a
+    /// connection was already queued.
     pub accept_waits: u64,
-    /// Nanoseconds spent waiting for the accept mutex.
+    /// Nanoseconds queued connections waited for the turn to be handed over.
     pub accept_wait_ns: u64,
     /// Calls that wrote to a client socket (send, sendfile, writev).
     pub sends: u64,
@@ -424,7 +433,16 @@ impl Slot {
         }
     }
 
-    /// A connection was accepted after waiting `wait_ns` for the accept mutex.
+    /// This worker takes turns under an accept (listener) mutex: its
+    /// accept waits are figures of the server.
+    pub fn mark_accept_mutex(&self) {
+        self.accept_mutex.store(1, Ordering::Relaxed);
+    }
+
+    /// A connection was accepted; `wait_ns` is how long queued connections
+    /// waited for this worker's turn (0: none waited). A model counts only
+    /// time a connection was waiting: a worker blocked on the mutex while
+    /// its holder waits for a connection is not contention.
     pub fn record_accept(&self, wait_ns: u64) {
         self.connections.fetch_add(1, Ordering::Relaxed);
         if wait_ns > 0 {
@@ -497,6 +515,22 @@ impl Slot {
             .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     }
+}
+
+/// Nanoseconds on the system-wide monotonic clock: comparable between the
+/// processes of a server (accept hand-over times are written by one and
+/// read by another).
+pub fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only fills the timespec we own; CLOCK_MONOTONIC
+    // always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
 }
 
 #[cfg(test)]

@@ -15,13 +15,18 @@
 //! | `handed_over_connections` | connections a stopping generation passed to the next before they sent a byte (counted once in `total_connections`) |
 //! | `requests_per_second` | `total_requests` over the uptime |
 //! | `busy_workers`, `idle_workers`, `keepalive_workers` | workers serving a request, waiting for a connection, holding an idle keep-alive connection |
-//! | `accept_waits`, `accept_wait_ms` | times a worker waited for the accept mutex, and how long in all |
+//! | `accept_waits`, `accept_wait_ms` | connections accepted after waiting for the accept (prefork) or listener (worker) mutex to be handed over while they were queued, and the time they waited; only where workers take turns under a mutex (absent under event, and prefork with `--accept-mutex none`) |
 //! | `send_calls`, `send_would_block` | calls that wrote to client sockets (send, sendfile, writev), and those that found the socket full |
-//! | `allocator`, `allocations`, `frees`, `bytes_allocated`, `live_bytes`, `live_bytes_peak` | the global allocator and what went through it; the peak is the sum of each worker's own high-water mark |
-//! | `lock_contended`, `lock_wait_us` | for `--allocator locked`: times its mutex was already held, and the time waited |
+//! | `allocator`, `allocations`, `frees`, `bytes_allocated`, `live_bytes`, `live_bytes_peak` | the global allocator and what went through it; the peak is the sum of each worker's own high-water mark; the counts are absent (and `allocator` is `null`) when the program does not use mpm's allocator |
+//! | `lock_contended`, `lock_wait_us` | for `--allocator locked` only: times its mutex was already held, and the time waited |
 //! | `voluntary_ctxt_switches`, `involuntary_ctxt_switches` | summed from /proc over the serving processes' threads |
-//! | `*_per_request` | the field above over `total_requests` |
 //! | `workers` | one object per slot in use: `slot`, `pid`, `generation`, `state`, `requests`, `bytes`, `connections`, `last_request_age_ms` (`null` before the first request), `request_line` |
+//!
+//! Every figure is a total since the server started: a figure per request is
+//! the difference of two readings divided by the requests between them
+//! (what `mpm compare` does over each timed run), never a total over the
+//! uptime, which would count start-up work as if requests had done it.
+//! A figure that is not this server's is absent, not zero.
 //!
 //! A request is counted once its handler has answered, so a page never
 //! counts the request that asked for it. Graceful restarts keep the
@@ -162,7 +167,7 @@ impl ServerStatus {
         }
     }
 
-    /// What the allocator and the scheduler cost: totals and per request.
+    /// What the allocator and the scheduler cost, as totals ([`costs`]).
     fn render_costs(&self, out: &mut String, snap: &Snapshot) {
         let Costs {
             alloc: a,
@@ -170,27 +175,34 @@ impl ServerStatus {
             involuntary,
             ..
         } = costs(snap);
-        let per = |n: u64| n as f64 / snap.totals.requests.max(1) as f64;
-        let allocator = mpm_core::allocator::active().map_or("unknown", |k| k.name());
+        match mpm_core::allocator::active() {
+            Some(kind) => {
+                let _ = write!(
+                    out,
+                    "\"allocator\":\"{}\",\"allocations\":{},\"frees\":{},\"bytes_allocated\":{},\
+                     \"live_bytes\":{},\"live_bytes_peak\":{},",
+                    kind.name(),
+                    a.allocations,
+                    a.frees,
+                    a.bytes_allocated,
+                    a.bytes_allocated.saturating_sub(a.bytes_freed),
+                    a.live_bytes_peak,
+                );
+                // Only the `locked` allocator has a lock to wait for.
+                if kind == mpm_core::allocator::AllocatorKind::Locked {
+                    let _ = write!(
+                        out,
+                        "\"lock_contended\":{},\"lock_wait_us\":{:.1},",
+                        a.lock_contended,
+                        a.lock_wait_ns as f64 / 1e3,
+                    );
+                }
+            }
+            None => out.push_str("\"allocator\":null,"),
+        }
         let _ = write!(
             out,
-            "\"allocator\":\"{allocator}\",\"allocations\":{},\"allocations_per_request\":{:.2},\
-             \"frees\":{},\"bytes_allocated\":{},\"live_bytes\":{},\"live_bytes_peak\":{},\
-             \"lock_contended\":{},\"lock_contended_per_request\":{:.4},\
-             \"lock_wait_us\":{:.1},\"lock_wait_us_per_request\":{:.4},\
-             \"voluntary_ctxt_switches\":{voluntary},\"involuntary_ctxt_switches\":{involuntary},\
-             \"ctxt_switches_per_request\":{:.4},",
-            a.allocations,
-            per(a.allocations),
-            a.frees,
-            a.bytes_allocated,
-            a.bytes_allocated.saturating_sub(a.bytes_freed),
-            a.live_bytes_peak,
-            a.lock_contended,
-            per(a.lock_contended),
-            a.lock_wait_ns as f64 / 1e3,
-            a.lock_wait_ns as f64 / 1e3 / snap.totals.requests.max(1) as f64,
-            per(voluntary + involuntary),
+            "\"voluntary_ctxt_switches\":{voluntary},\"involuntary_ctxt_switches\":{involuntary},"
         );
     }
 }
@@ -261,10 +273,8 @@ impl ServerStatus {
             out,
             "{{\"uptime_seconds\":{:.3},\"mpm\":\"{}\",\"draining\":{},\"generation\":{},\
              \"total_requests\":{},\"total_bytes\":{},\"total_connections\":{},\
-             \"handed_over_connections\":{},\"requests_per_second\":{:.3},\"busy_workers\":{},\"idle_workers\":{},\
-             \"keepalive_workers\":{},\"accept_waits\":{},\"accept_wait_ms\":{:.3},\
-             \"accept_waits_per_request\":{:.4},\"accept_wait_us_per_request\":{:.3},\
-             \"send_calls\":{},\"send_calls_per_request\":{:.3},\"send_would_block\":{},",
+             \"handed_over_connections\":{},\"requests_per_second\":{:.3},\"busy_workers\":{},\
+             \"idle_workers\":{},\"keepalive_workers\":{},\"send_calls\":{},\"send_would_block\":{},",
             snap.uptime_ms as f64 / 1000.0,
             self.mpm.name(),
             self.scoreboard.is_draining(),
@@ -277,14 +287,17 @@ impl ServerStatus {
             t.busy,
             t.idle,
             t.keepalive,
-            t.accept_waits,
-            t.accept_wait_ns as f64 / 1e6,
-            t.accept_waits as f64 / t.requests.max(1) as f64,
-            t.accept_wait_ns as f64 / 1e3 / t.requests.max(1) as f64,
             t.sends,
-            t.sends as f64 / t.requests.max(1) as f64,
             t.send_would_block,
         );
+        if t.accept_mutex {
+            let _ = write!(
+                out,
+                "\"accept_waits\":{},\"accept_wait_ms\":{:.3},",
+                t.accept_waits,
+                t.accept_wait_ns as f64 / 1e6,
+            );
+        }
         self.render_costs(&mut out, snap);
         out.push_str("\"workers\":[");
         let mut first = true;
@@ -338,9 +351,7 @@ impl ServerStatus {
              <tr><th>Total bytes</th><td>{}</td></tr>\n\
              <tr><th>Total connections</th><td>{}</td></tr>\n\
              <tr><th>Requests per second</th><td>{:.3}</td></tr>\n\
-             <tr><th>Workers</th><td>{} busy, {} idle, {} keep-alive</td></tr>\n\
-             <tr><th>Accept mutex waits</th><td>{} ({:.3} ms)</td></tr>\n\
-             </table>\n",
+             <tr><th>Workers</th><td>{} busy, {} idle, {} keep-alive</td></tr>\n",
             self.mpm.name(),
             if self.scoreboard.is_draining() {
                 " (draining: about to stop)"
@@ -356,10 +367,17 @@ impl ServerStatus {
             t.busy,
             t.idle,
             t.keepalive,
-            t.accept_waits,
-            t.accept_wait_ns as f64 / 1e6,
         );
-        out.push_str("<h2>Scoreboard</h2>\n<pre class=\"scoreboard\">");
+        if t.accept_mutex {
+            let _ = writeln!(
+                out,
+                "<tr><th>Accept mutex waits</th><td>{} connections queued for a hand-over \
+                 ({:.3} ms)</td></tr>",
+                t.accept_waits,
+                t.accept_wait_ns as f64 / 1e6,
+            );
+        }
+        out.push_str("</table>\n<h2>Scoreboard</h2>\n<pre class=\"scoreboard\">");
         for (i, s) in snap.slots.iter().enumerate() {
             // mod_status wraps its key line every 64 slots.
             if i > 0 && i % 64 == 0 {
@@ -504,6 +522,7 @@ mod tests {
         let sb = Scoreboard::create(2, 2).unwrap();
         let busy = &sb.slots()[0];
         busy.claim(3);
+        busy.mark_accept_mutex();
         busy.set_state(WorkerState::Writing);
         busy.record_accept(0);
         busy.record_request(b"GET /a\"b\\c<script>&d HTTP/1.1", 120);
@@ -545,8 +564,6 @@ mod tests {
             "keepalive_workers",
             "accept_waits",
             "accept_wait_ms",
-            "accept_waits_per_request",
-            "accept_wait_us_per_request",
             "send_calls",
             "send_would_block",
             "last_request_age_ms",
@@ -573,6 +590,33 @@ mod tests {
         );
         let pid = std::process::id();
         assert!(text.contains(&format!("\"pid\":{pid},")), "{text}");
+    }
+
+    #[test]
+    fn figures_that_are_not_the_servers_are_absent_not_zero() {
+        // Workers that take no turns (event) and a program without mpm's
+        // allocator: no accept waits, no allocation or lock counts.
+        let sb = Scoreboard::create(1, 1).unwrap();
+        let s = &sb.slots()[0];
+        s.claim(1);
+        s.record_accept(0);
+        s.record_request(b"GET / HTTP/1.1", 1);
+        let status = ServerStatus::new(sb, MpmKind::Event, false);
+        let text = body(&get(&status, "/server-status?json"));
+        for absent in [
+            "accept_wait",
+            "lock_contended",
+            "allocations",
+            "_per_request",
+        ] {
+            assert!(!text.contains(absent), "{absent}: {text}");
+        }
+        assert!(text.contains("\"allocator\":null"), "{text}");
+        let html = body(&get(&status, "/server-status"));
+        assert!(!html.contains("Accept mutex"), "{html}");
+        let with_turns = ServerStatus::new(board(), MpmKind::Worker, false);
+        let html = body(&get(&with_turns, "/server-status"));
+        assert!(html.contains("Accept mutex waits"), "{html}");
     }
 
     #[test]

@@ -12,6 +12,16 @@
 //! file in memory that only descriptors reach. The master stays root, and a
 //! lock file at a path in a shared directory (`/tmp/mpm-accept-PID.lock`, as
 //! it once was) is a path any local user can plant a symbolic link at.
+//!
+//! **What counts as an accept wait.** A child blocked on the mutex while
+//! its holder waits in `poll` for a connection is not contention: nothing
+//! is waiting for it. A wait is counted when a child that had to wait for
+//! the turn finds a connection already queued as it gets it: that
+//! connection waited for the turn to be handed over, and the time counted
+//! is the hand-over's (from the previous holder's release, kept on the
+//! monotonic clock in memory shared by the children, to this one's
+//! acquisition). An idle server counts none; a busy one counts the
+//! hand-overs that kept connections queued.
 
 use std::fs::File;
 use std::io;
@@ -23,7 +33,10 @@ use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
 
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use mpm_core::listener_poller::{ListenerPoller, Woken};
+use mpm_core::scoreboard::monotonic_ns;
 use mpm_core::{Error, Lifecycle, Listener, Result};
 
 /// How prefork children take turns to accept.
@@ -60,6 +73,9 @@ pub struct AcceptLock {
     kind: AcceptMutex,
     file: Option<File>,
     mutex: Option<NonNull<libc::pthread_mutex_t>>,
+    /// When the last holder gave the turn up (monotonic ns), shared by the
+    /// children; `None` without a mutex.
+    released: Option<NonNull<AtomicU64>>,
 }
 
 // SAFETY: the pthread mutex lives in shared memory for the life of the
@@ -75,6 +91,7 @@ impl AcceptLock {
             kind,
             file: None,
             mutex: None,
+            released: None,
         };
         match kind {
             AcceptMutex::None => {}
@@ -89,7 +106,21 @@ impl AcceptLock {
             }
             AcceptMutex::Pthread => lock.mutex = Some(shared_robust_mutex()?),
         }
+        if kind != AcceptMutex::None {
+            lock.released = Some(shared_clock()?);
+        }
         Ok(lock)
+    }
+
+    /// Does a child take turns under this lock (every kind but `none`)?
+    pub fn takes_turns(&self) -> bool {
+        self.kind != AcceptMutex::None
+    }
+
+    fn released(&self) -> Option<&AtomicU64> {
+        // SAFETY: the mapping is made once, never unmapped, and holds one
+        // AtomicU64 (zeroed by the kernel: a valid value).
+        self.released.map(|p| unsafe { p.as_ref() })
     }
 
     /// The kind of lock.
@@ -123,6 +154,16 @@ impl Drop for AcceptLock {
                 let _ = nix::sys::mman::munmap(
                     m.cast::<std::ffi::c_void>(),
                     std::mem::size_of::<libc::pthread_mutex_t>(),
+                );
+            }
+        }
+        if let Some(r) = self.released.take() {
+            // SAFETY: made by `shared_clock` with this size, unmapped once,
+            // for the same reasons as the mutex above.
+            unsafe {
+                let _ = nix::sys::mman::munmap(
+                    r.cast::<std::ffi::c_void>(),
+                    std::mem::size_of::<AtomicU64>(),
                 );
             }
         }
@@ -275,34 +316,68 @@ impl ChildLock<'_> {
 }
 
 /// Take the turn, wait for a connection on any listener (or the stop pipe),
-/// accept it, give the turn back. `None` once stopping.
+/// accept it, give the turn back. `None` once stopping. The duration is
+/// how long a queued connection waited for the turn to reach this child
+/// (zero unless the turn had to be waited for and a connection was queued
+/// when it came; see the module documentation).
 pub(crate) fn accept(
     listeners: &[Listener],
     poller: &mut ListenerPoller,
     lock: &ChildLock<'_>,
     lifecycle: &Lifecycle,
 ) -> Result<Option<(std::net::TcpStream, std::net::SocketAddr, Duration)>> {
-    let asked = Instant::now();
     let stopping = || lifecycle.is_stopping();
-    // Only a turn that had to wait counts as a wait (a contended mutex).
     let free = lock
         .try_lock()
         .map_err(|e| Error::io("taking the accept mutex", e))?;
-    let waited = if free {
-        Duration::ZERO
-    } else {
-        if !lock
+    let asked = (!free).then(monotonic_ns);
+    if !free
+        && !lock
             .lock(&stopping)
             .map_err(|e| Error::io("taking the accept mutex", e))?
-        {
-            return Ok(None);
-        }
-        asked.elapsed()
+    {
+        return Ok(None);
+    }
+    let got = monotonic_ns();
+    // Told to stop while waiting: leave queued connections to the next
+    // generation (accept_locked below returns at once).
+    let queued = match asked {
+        Some(_) if !lifecycle.is_stopping() => accept_queued(listeners, poller),
+        _ => None,
     };
-    let result = accept_locked(listeners, poller, lifecycle);
+    let result = match (queued, asked) {
+        (Some((s, p)), Some(asked)) => {
+            let released = lock
+                .lock
+                .released()
+                .map_or(0, |r| r.load(Ordering::Acquire));
+            let waited = got.saturating_sub(asked.max(released)).max(1);
+            Some((s, p, Duration::from_nanos(waited)))
+        }
+        _ => accept_locked(listeners, poller, lifecycle).map(|(s, p)| (s, p, Duration::ZERO)),
+    };
+    if let Some(r) = lock.lock.released() {
+        r.store(monotonic_ns(), Ordering::Release);
+    }
     lock.unlock()
         .map_err(|e| Error::io("releasing the accept mutex", e))?;
-    Ok(result.map(|(s, p)| (s, p, waited)))
+    Ok(result)
+}
+
+/// A connection already queued on any listener, taken without waiting.
+fn accept_queued(
+    listeners: &[Listener],
+    poller: &mut ListenerPoller,
+) -> Option<(std::net::TcpStream, std::net::SocketAddr)> {
+    if let [only] = listeners {
+        return only.accept().ok();
+    }
+    match poller.wait(Some(Duration::ZERO)) {
+        Ok(Woken::Ready) => poller
+            .ready()
+            .find_map(|i| listeners.get(i).and_then(|l| l.accept().ok())),
+        _ => None,
+    }
 }
 
 fn accept_locked(
@@ -386,6 +461,24 @@ fn retry_os(mut f: impl FnMut() -> libc::c_int) -> io::Result<()> {
             return Err(e);
         }
     }
+}
+
+/// A zeroed `AtomicU64` in anonymous shared memory, seen by every child.
+fn shared_clock() -> Result<NonNull<AtomicU64>> {
+    let len = std::num::NonZeroUsize::new(std::mem::size_of::<AtomicU64>())
+        .ok_or_else(|| Error::config("empty clock"))?;
+    // SAFETY: a fresh shared anonymous mapping, page-aligned and zeroed:
+    // a valid AtomicU64, never unmapped.
+    let mem = unsafe {
+        mmap_anonymous(
+            None,
+            len,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_SHARED,
+        )
+    }
+    .map_err(|e| Error::io("mapping the accept mutex's clock", e.into()))?;
+    Ok(mem.cast::<AtomicU64>())
 }
 
 /// Lock `m`, waiting at most `secs` seconds by the monotonic clock

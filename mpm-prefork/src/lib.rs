@@ -13,8 +13,9 @@
 //! * `keepalive.rs` — idle keep-alive connections: the wait that a stop
 //!   cuts short.
 //!
-//! A child records in its scoreboard slot how long it waited for the accept
-//! mutex, and retires after `--max-connections-per-child` connections.
+//! A child records in its scoreboard slot how long queued connections
+//! waited for its turn to accept (only that: see [`accept`]), and retires
+//! after `--max-connections-per-child` connections.
 
 pub mod accept;
 mod keepalive;

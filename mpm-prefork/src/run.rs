@@ -55,6 +55,9 @@ impl Mpm for Prefork {
         let slot = slots.first();
         if let Some(s) = slot {
             s.claim(lifecycle.generation());
+            if self.lock.takes_turns() {
+                s.mark_accept_mutex();
+            }
         }
         let lock = self.lock.for_child()?;
         interrupt_on_stop_signals();

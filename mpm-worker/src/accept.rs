@@ -1,14 +1,23 @@
 //! The worker model's accept strategy: one thread at a time holds the
 //! listener mutex and waits, in `poll` (or epoll, or select) over every
 //! listener and the stop pipe, for a connection to accept.
+//!
+//! **What counts as an accept wait.** A thread blocked on the mutex while
+//! its holder waits for a connection is not contention: nothing is waiting
+//! for it. A wait is counted when a thread that had to wait for the turn
+//! finds a connection already queued as it gets it: that connection waited
+//! for the turn to be handed over, from the previous holder's release to
+//! this acquisition. An idle server counts none.
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use mpm_core::listener_poller::{ListenerPoller, PollerKind, Woken};
+use mpm_core::scoreboard::monotonic_ns;
 use mpm_core::{Lifecycle, Listener};
 
 /// The listeners and the mutex that lets one thread at a time wait on them,
@@ -19,6 +28,8 @@ pub struct ListenerMutex {
     listeners: Vec<Listener>,
     /// The turn, and the poller that only its holder uses.
     turn: Mutex<ListenerPoller>,
+    /// When the last holder gave the turn up (monotonic ns).
+    released: AtomicU64,
     last_error_log: Mutex<Option<Instant>>,
 }
 
@@ -29,7 +40,9 @@ pub struct Accepted {
     pub socket: TcpStream,
     /// The client's address.
     pub peer: SocketAddr,
-    /// Time spent waiting for the listener mutex.
+    /// How long a queued connection waited for the turn to reach this
+    /// thread (zero unless it had to wait and a connection was queued when
+    /// it came).
     pub waited: Duration,
 }
 
@@ -52,6 +65,7 @@ impl ListenerMutex {
         Ok(ListenerMutex {
             listeners,
             turn: Mutex::new(poller),
+            released: AtomicU64::new(0),
             last_error_log: Mutex::new(None),
         })
     }
@@ -64,27 +78,80 @@ impl ListenerMutex {
     /// Wait for our turn, then for a connection on any listener. Returns
     /// `Err(Stopped)` once the lifecycle is stopping.
     pub fn accept(&self, lifecycle: &Lifecycle) -> Result<Accepted, Stopped> {
-        // Only a turn that had to wait counts as a wait (a contended mutex).
-        let (mut poller, waited) = match self.turn.try_lock() {
-            Some(p) => (p, Duration::ZERO),
+        let (mut poller, asked) = match self.turn.try_lock() {
+            Some(p) => (p, None),
             None => {
-                let asked = Instant::now();
-                let p = self.turn.lock();
-                (p, asked.elapsed())
+                let asked = monotonic_ns();
+                (self.turn.lock(), Some(asked))
             }
         };
-        self.accept_locked(&mut poller, lifecycle)
-            .map(|(socket, peer)| Accepted {
-                socket,
-                peer,
-                waited,
-            })
+        let got = monotonic_ns();
+        // Told to stop while waiting: leave queued connections to the next
+        // generation (accept_locked below returns at once).
+        let queued = match asked {
+            Some(_) if !lifecycle.is_stopping() => self.accept_queued(&mut poller),
+            _ => None,
+        };
+        let result = match (queued, asked) {
+            (Some((socket, peer)), Some(asked)) => {
+                let since = asked.max(self.released.load(Ordering::Acquire));
+                Ok(Accepted {
+                    socket,
+                    peer,
+                    waited: Duration::from_nanos(got.saturating_sub(since).max(1)),
+                })
+            }
+            (_, asked) => self
+                .accept_locked(&mut poller, lifecycle, asked.is_none())
+                .map(|(socket, peer)| Accepted {
+                    socket,
+                    peer,
+                    waited: Duration::ZERO,
+                }),
+        };
+        self.released.store(monotonic_ns(), Ordering::Release);
+        drop(poller);
+        result
     }
 
+    /// A connection already queued on any listener, taken without waiting.
+    fn accept_queued(&self, poller: &mut ListenerPoller) -> Option<(TcpStream, SocketAddr)> {
+        if let Some(only) = self.only_socket() {
+            return match only.accept() {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    self.on_error(e);
+                    None
+                }
+            };
+        }
+        match poller.wait(Some(Duration::ZERO)) {
+            Ok(Woken::Ready) => poller
+                .ready()
+                .find_map(|i| self.listeners.get(i).and_then(|l| l.accept().ok())),
+            _ => None,
+        }
+    }
+
+    /// The listening socket, when there is one (besides a hand-over channel).
+    fn only_socket(&self) -> Option<&Listener> {
+        let mut sockets = self
+            .listeners
+            .iter()
+            .filter(|l| l.hand_over_channel().is_none());
+        match (sockets.next(), sockets.next()) {
+            (Some(only), None) => Some(only),
+            _ => None,
+        }
+    }
+
+    /// Wait for a connection and accept it; `try_first`: try an accept
+    /// before polling (unless [`accept_queued`](Self::accept_queued) just did).
     fn accept_locked(
         &self,
         poller: &mut ListenerPoller,
         lifecycle: &Lifecycle,
+        mut try_first: bool,
     ) -> Result<(TcpStream, SocketAddr), Stopped> {
         loop {
             if lifecycle.is_stopping() {
@@ -93,15 +160,14 @@ impl ListenerMutex {
             // Under load a connection is usually queued already: try before
             // polling (with one listening socket; the hand-over channel
             // beside it is taken when polled).
-            let mut sockets = self
-                .listeners
-                .iter()
-                .filter(|l| l.hand_over_channel().is_none());
-            if let (Some(only), None) = (sockets.next(), sockets.next()) {
-                match only.accept() {
-                    Ok(c) => return Ok(c),
-                    Err(e) => self.on_error(e),
+            if let Some(only) = self.only_socket() {
+                if try_first {
+                    match only.accept() {
+                        Ok(c) => return Ok(c),
+                        Err(e) => self.on_error(e),
+                    }
                 }
+                try_first = true;
             }
             match poller.wait(None) {
                 Ok(Woken::Stop) => return Err(Stopped::Stopping),

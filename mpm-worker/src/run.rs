@@ -94,6 +94,7 @@ impl Mpm for Worker {
 fn worker_thread<F: HandlerFactory>(shared: &Shared<F>, index: usize, slot: Option<&'static Slot>) {
     if let Some(s) = slot {
         s.claim(shared.generation);
+        s.mark_accept_mutex();
     }
     let mut handler: F::Handler = shared.factory.build();
     let draining = shared.lifecycle.draining_flag();

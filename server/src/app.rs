@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use mpm_bench::Workload;
 use mpm_core::Error;
 use mpm_http::{DefaultSite, Dotfiles, HttpHandler, Request, Response, StaticFiles};
 
@@ -87,6 +88,37 @@ pub trait App: Send + Sync + 'static {
     fn describe(&self, config: &Config) -> String {
         let _ = config;
         "the application".to_string()
+    }
+
+    /// The loads `myapp compare` measures this application with when it
+    /// is given none (`--workload FILE`, `--scenario get:/path`): its own
+    /// endpoints, with the statuses each should answer, so that the
+    /// comparison of process models is of *this* code. Each is checked when
+    /// compare starts (a bad one is a one-line error). None by default:
+    /// `myapp compare` then measures compare's own static files.
+    ///
+    /// ```
+    /// use mpm::prelude::*;
+    /// # struct Shop;
+    /// # impl HttpHandler for Shop {
+    /// #     fn handle(&mut self, _: &Request<'_>) -> Response {
+    /// #         Response::new(200)
+    /// #     }
+    /// # }
+    /// # struct MyApp;
+    /// # impl App for MyApp {
+    /// #     type Handler = Shop;
+    /// #     type Settings = NoSettings;
+    /// #     fn handler(&self, _: &Config, _: &NoSettings) -> Shop { Shop }
+    /// fn workloads(&self) -> Vec<Workload> {
+    ///     vec![Workload::new("browse")
+    ///         .request(WorkloadRequest::get("/items/7").weight(9).expect(&[200]))
+    ///         .request(WorkloadRequest::post("/items", r#"{"name":"lamp"}"#).expect(&[201]))]
+    /// }
+    /// # }
+    /// ```
+    fn workloads(&self) -> Vec<Workload> {
+        Vec::new()
     }
 }
 

@@ -120,6 +120,9 @@ trait Service {
     ) -> Self::Factory;
     /// The URL scheme and a few words on what is served, for the log.
     fn describe(&self, config: &Config) -> (&'static str, String);
+    /// The loads `compare` measures it with by default.
+    #[cfg_attr(not(feature = "bench"), allow(dead_code))]
+    fn workloads(&self) -> Vec<mpm_bench::Workload>;
 }
 
 /// An HTTP application, with the status page in front of it.
@@ -154,6 +157,10 @@ impl<A: App> Service for HttpApp<A> {
 
     fn describe(&self, config: &Config) -> (&'static str, String) {
         ("http://", self.app.describe(config))
+    }
+
+    fn workloads(&self) -> Vec<mpm_bench::Workload> {
+        self.app.workloads()
     }
 
     fn factory(
@@ -209,6 +216,10 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
 
     fn describe(&self, _config: &Config) -> (&'static str, String) {
         ("", "a protocol handler".to_string())
+    }
+
+    fn workloads(&self) -> Vec<mpm_bench::Workload> {
+        Vec::new()
     }
 }
 
@@ -293,7 +304,7 @@ fn command_line<S: Service>(service: &S) -> i32 {
                 #[cfg(feature = "bench")]
                 Command::Bench(args) => mpm_bench::bench::command(&args),
                 #[cfg(feature = "bench")]
-                Command::Compare(args) => mpm_bench::compare::command(&args),
+                Command::Compare(args) => mpm_bench::compare::command(&args, &service.workloads()),
             }
         });
     match result {

@@ -9,6 +9,9 @@ mod site;
 pub use app::{App, Identity, NoSettings, Settings, SiteContent, StaticSite, STATIC_SITE_SETTINGS};
 pub use cli::{main, serve_protocol};
 pub use config::{Config, ConfigLayer};
+/// The loads an [`App`] ships for `myapp compare` to measure it with
+/// ([`App::workloads`]), and the format of `--workload` files.
+pub use mpm_bench::{Workload, WorkloadRequest};
 /// The global allocator that makes `--allocator` work: a program installs
 /// it itself, in one line (see the guide above).
 pub use mpm_core::allocator::MpmAllocator;
@@ -21,6 +24,7 @@ pub use mpm_core::Error;
 /// What an embedder uses, in one import: `use mpm::prelude::*;`.
 pub mod prelude {
     pub use crate::{App, Config, ConfigLayer, Identity, NoSettings, Settings};
+    pub use mpm_bench::{Workload, WorkloadRequest};
     pub use mpm_core::shared::{Counters, Shared, ShmSafe, Table, TableError};
     pub use mpm_core::Error;
     #[cfg(feature = "json")]
@@ -33,7 +37,9 @@ pub mod prelude {
 
 /// The layers `mpm` is built from, for what the prelude does not cover: a
 /// protocol of your own on [`mpm_core::ConnectionHandler`], driving a
-/// process model directly, the static site, the status page, the bench.
+/// process model directly, the static site, the status page, the bench
+/// (`mpm_bench`: its workloads always, `bench` and `compare` with the
+/// `bench` feature).
 ///
 /// # Driving a process model directly
 ///
@@ -85,7 +91,6 @@ pub mod prelude {
 /// # Ok(()) }
 /// ```
 pub mod layers {
-    #[cfg(feature = "bench")]
     pub use mpm_bench;
     pub use mpm_core;
     pub use mpm_event;

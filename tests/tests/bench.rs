@@ -83,6 +83,15 @@ fn a_run_where_no_answer_is_a_success_is_counted_warned_and_exits_1(mpm: &str) {
         "{}",
         out.stderr
     );
+    // Not the 2xx a request expects by default...
+    assert_eq!(n(&r, &["unexpected"]), 40);
+    // ...unless it is told to expect it.
+    let r = bench(
+        &["-n", "10", "--expect", "404", &server.url("/missing.html")],
+        0,
+    );
+    assert_eq!(n(&r, &["unexpected"]), 0);
+    assert_eq!(r["by_request"][0]["expect"], "404");
 }
 
 fn close_opens_a_connection_per_request(mpm: &str) {
@@ -102,6 +111,81 @@ tests::mpm_suite!(
     a_run_where_no_answer_is_a_success_is_counted_warned_and_exits_1,
     close_opens_a_connection_per_request,
 );
+
+/// The shop example's workload file (`server/examples/shop.toml`), sent 50
+/// times: the application counts exactly the shares of its weights (30
+/// item reads, 10 searches, 10 POSTs with their 31-byte bodies), each
+/// request carrying the file's header, and nothing else.
+#[test]
+fn a_workload_file_drives_exactly_its_weighted_requests() {
+    let server = Server::start_example("shop", "event", &["--server-limit", "1"]);
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/examples/shop.toml");
+    let r = bench(
+        &["-n", "50", "-c", "4", "--workload", file, &server.url("/")],
+        0,
+    );
+    assert_eq!(n(&r, &["responses"]), 50);
+    assert_eq!(n(&r, &["unexpected"]), 0, "{r}");
+    assert_eq!(n(&r, &["connections"]), 4, "-c wins over the file's 20");
+    let by: Vec<(String, u64)> = r["by_request"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["request"].as_str().unwrap().to_string(),
+                n(q, &["responses"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by,
+        [
+            ("GET /api/items/7".to_string(), 30),
+            ("GET /api/search?q=lamp".to_string(), 10),
+            ("POST /api/items".to_string(), 10)
+        ]
+    );
+    assert_eq!(r["status"], serde_json::json!({"200": 40, "201": 10}));
+    let counts: Value = serde_json::from_str(&server.get("/api/counts").text()).unwrap();
+    assert_eq!(
+        counts,
+        serde_json::json!({"get_item": 30, "post_item": 10, "post_bytes": 310, "search": 10,
+                           "slow": 0, "other": 0, "marked": 50}),
+    );
+}
+
+/// Slow clients send their requests a few bytes at a time with pauses
+/// between: a request of a hundred-odd bytes in 10-byte pieces 20 ms apart
+/// takes well over 100 ms, and is still answered.
+#[test]
+fn slow_clients_send_their_requests_in_pieces() {
+    let root = docroot();
+    let server = Server::start("event", Some(root.path()), &[]);
+    let dir = TempDir::new("bench-slow");
+    let file = dir.write(
+        "slow.toml",
+        b"connections = 2\nslow-clients = 0.5\nslow-pause = \"20ms\"\nslow-bytes = 10\n\
+          [[request]]\npath = \"/index.html\"\n",
+    );
+    let r = bench(
+        &[
+            "-n",
+            "8",
+            "--workload",
+            file.to_str().unwrap(),
+            &server.url("/"),
+        ],
+        0,
+    );
+    assert_eq!(n(&r, &["status", "200"]), 8);
+    // One connection of the two is slow: the slowest requests are its.
+    assert!(n(&r, &["latency_us", "max"]) >= 100_000, "{r}");
+    assert!(
+        n(&r, &["latency_us", "p50"]) < 100_000,
+        "the other is not slow: {r}"
+    );
+}
 
 /// Nothing listening: the run stops as soon as every connection has failed
 /// once (it ran its whole duration and piled up 131,050 connect errors),
@@ -226,7 +310,9 @@ fn json_has_every_documented_field() {
         "connections_opened",
         "latency_us",
         "status",
+        "unexpected",
         "errors",
+        "by_request",
     ] {
         assert!(r.get(key).is_some(), "{key} missing from {r}");
     }

@@ -110,6 +110,26 @@ fn streaming_sends_a_large_body_chunked_and_to_http10_until_close(mpm: &str) {
     assert_eq!(body.lines().count(), 500);
 }
 
+fn shop_answers_its_endpoints_with_the_statuses_its_workloads_expect(mpm: &str) {
+    let server = Server::start_example("shop", mpm, &[]);
+    assert_eq!(
+        get(&server, "/api/items/7"),
+        (200, r#"{"id":7,"name":"oak mirror 7"}"#.into())
+    );
+    assert_eq!(get(&server, "/api/items/5000").0, 404);
+    assert_eq!(get(&server, "/api/search?q=lamp").0, 200);
+    assert_eq!(
+        get(&server, "/api/slow?ms=5"),
+        (200, r#"{"slept_ms":5}"#.into())
+    );
+    let mut c = RawConn::connect(server.addr());
+    c.send(b"POST /api/items HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nlamp")
+        .unwrap();
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.text()), (201, r#"{"created":4}"#.into()));
+    assert_eq!(get(&server, "/nope").0, 404);
+}
+
 fn line_echo_protocol_echoes_lines(mpm: &str) {
     let server = Server::start_example("line_echo", mpm, &[]);
     let mut s = TcpStream::connect(server.addr()).unwrap();
@@ -129,5 +149,6 @@ tests::mpm_suite!(
     json_api_answers_cpu_bound_blocking_and_trivial_endpoints,
     per_worker_state_is_each_workers_own,
     streaming_sends_a_large_body_chunked_and_to_http10_until_close,
+    shop_answers_its_endpoints_with_the_statuses_its_workloads_expect,
     line_echo_protocol_echoes_lines,
 );

@@ -84,19 +84,19 @@ fn every_accept_mutex_serves_a_concurrent_load() {
         );
         let failures = load(server.addr(), 8, 60);
         assert!(failures.is_empty(), "{kind}: {failures:?}");
-        // Twelve children and one turn: most accepts waited for it, and
-        // only those are counted; without a mutex nothing waits.
+        // Twelve children and one turn: connections queue while it is
+        // handed over, and those waits are counted; without a mutex there
+        // is no turn, and no such figure.
         let json = server.get("/server-status?json").text();
         let waits = json
             .split("\"accept_waits\":")
             .nth(1)
             .and_then(|r| r.split(',').next())
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("{json}"));
+            .map(|n| n.parse::<u64>().unwrap_or_else(|e| panic!("{e}: {json}")));
         if kind == "none" {
-            assert_eq!(waits, 0, "{kind}: {json}");
+            assert_eq!(waits, None, "{kind}: {json}");
         } else {
-            assert!(waits > 0, "{kind}: {json}");
+            assert!(waits.is_some_and(|w| w > 0), "{kind}: {json}");
         }
         assert!(server.stop().success(), "{kind}");
     }

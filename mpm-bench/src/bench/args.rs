@@ -1,28 +1,46 @@
-//! `mpm bench`'s command line, and the URL and request it turns into.
+//! `mpm bench`'s command line, and the URL, workload and requests it turns into.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use mpm_core::Error;
 use mpm_core::Seconds;
 
 use super::engine::{Limit, Load};
+use crate::workload::{Workload, WorkloadRequest, DEFAULT_CONNECTIONS};
 
 /// `mpm bench URL`: load an HTTP server, as wrk and ab do.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// The URL to load: `http://HOST[:PORT]/PATH` (http only).
+    /// The URL to load: `http://HOST[:PORT]/PATH` (http only). With
+    /// `--workload`, only the server: `http://HOST[:PORT]/`.
     pub url: String,
-    /// Concurrent connections.
-    #[arg(short = 'c', long, default_value_t = 50)]
-    pub connections: usize,
+    /// Send this workload's request mix (a TOML file: requests with method,
+    /// path, headers, body, weight and expected statuses; connections,
+    /// keep-alive, slow clients) instead of GET URL.
+    #[arg(long, value_name = "FILE.toml")]
+    pub workload: Option<PathBuf>,
+    /// The statuses that count as an answer to GET URL, comma-separated
+    /// (default: any 2xx); others are counted as unexpected.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "STATUS,...",
+        conflicts_with = "workload"
+    )]
+    pub expect: Vec<u16>,
+    /// Concurrent connections [default: 50, or the workload's].
+    #[arg(short = 'c', long)]
+    pub connections: Option<usize>,
     /// Stop after this many requests (answered or failed).
     #[arg(short = 'n', long, conflicts_with = "duration")]
     pub requests: Option<u64>,
     /// Run this long (`10`, `2.5s`, `500ms`); 10s unless -n is given.
     #[arg(short = 'd', long)]
     pub duration: Option<Seconds>,
-    /// A new connection for each request (`Connection: close`), instead of keep-alive.
+    /// A new connection for each request (`Connection: close`), instead of
+    /// keep-alive (whatever the workload says).
     #[arg(long)]
     pub close: bool,
     /// Client threads, each driving its share of the connections from one epoll set.
@@ -31,7 +49,8 @@ pub struct BenchArgs {
     /// How long one request may take before it counts as a timeout.
     #[arg(long, default_value = "10s")]
     pub timeout: Seconds,
-    /// An extra request header, `Name: value`; repeat for several.
+    /// An extra request header, `Name: value`; repeat for several (added to
+    /// every request of a workload).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
     /// Print the result as JSON on standard output.
@@ -85,40 +104,31 @@ impl Target {
             path: path.to_string(),
         })
     }
-
-    /// The request every connection sends.
-    pub fn request(&self, close: bool, headers: &[String]) -> Vec<u8> {
-        let mut r = format!(
-            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: mpm-bench\r\nAccept: */*\r\n",
-            self.path, self.host
-        );
-        for h in headers {
-            r.push_str(h.trim());
-            r.push_str("\r\n");
-        }
-        if close {
-            r.push_str("Connection: close\r\n");
-        }
-        r.push_str("\r\n");
-        r.into_bytes()
-    }
 }
 
 impl BenchArgs {
     /// The load these flags describe, or one line on what is wrong with them.
     pub fn load(&self) -> Result<Load, Error> {
-        if self.connections == 0 {
+        if self.connections == Some(0) {
             return Err(Error::config("-c: at least one connection"));
         }
         if self.threads == 0 {
             return Err(Error::config("-t: at least one thread"));
         }
-        if let Some(h) = self.headers.iter().find(|h| {
-            !h.contains(':') || h.contains('\r') || h.contains('\n') || h.starts_with(':')
-        }) {
-            return Err(Error::config(format!(
-                "-H '{h}': a header is `Name: value` on one line"
-            )));
+        let mut headers = Vec::with_capacity(self.headers.len());
+        for h in &self.headers {
+            match h.split_once(':') {
+                Some((name, value))
+                    if !name.trim().is_empty() && !h.contains('\r') && !h.contains('\n') =>
+                {
+                    headers.push((name.trim().to_string(), value.trim().to_string()))
+                }
+                _ => {
+                    return Err(Error::config(format!(
+                        "-H '{h}': a header is `Name: value` on one line"
+                    )))
+                }
+            }
         }
         let limit = match (self.requests, self.duration) {
             (Some(0), _) => return Err(Error::config("-n: at least one request")),
@@ -133,16 +143,48 @@ impl BenchArgs {
             return Err(Error::config("--timeout: a duration above zero"));
         }
         let target = Target::parse(&self.url)?;
-        Ok(Load {
-            addr: target.addr,
-            url: self.url.clone(),
-            request: target.request(self.close, &self.headers),
-            connections: self.connections,
-            threads: self.threads,
-            limit,
-            keepalive: !self.close,
-            timeout: self.timeout.0,
-        })
+        let mut workload = match &self.workload {
+            Some(file) => {
+                if target.path != "/" {
+                    return Err(Error::config(format!(
+                        "{}: with --workload the URL names the server only \
+                         (http://HOST:PORT/); the paths are the workload's",
+                        self.url
+                    )));
+                }
+                Workload::from_file(file)?
+            }
+            None => {
+                let mut r = WorkloadRequest::get(target.path.clone()).same_length(true);
+                if !self.expect.is_empty() {
+                    r = r.expect(&self.expect);
+                }
+                Workload::new("url")
+                    .connections(DEFAULT_CONNECTIONS)
+                    .request(r)
+            }
+        };
+        for r in &mut workload.requests {
+            r.headers.extend(headers.iter().cloned());
+        }
+        if let Some(c) = self.connections {
+            workload.connections = c;
+        }
+        if self.close {
+            workload.keepalive = false;
+        }
+        workload.validate().map_err(|e| match &self.workload {
+            Some(file) => Error::config(format!("workload {}: {e}", file.display())),
+            None => Error::config(format!("{e}")),
+        })?;
+        let mut load = Load::from_workload(target.addr, &target.host, &workload, limit);
+        load.url = match &self.workload {
+            Some(file) => format!("{} ({})", self.url, file.display()),
+            None => self.url.clone(),
+        };
+        load.threads = self.threads;
+        load.timeout = self.timeout.0;
+        Ok(load)
     }
 }
 
@@ -166,12 +208,24 @@ mod tests {
 
     #[test]
     fn the_request_is_built_once_with_its_headers() {
-        let t = Target::parse("http://127.0.0.1:1/x").expect("valid");
-        let r = String::from_utf8(t.request(true, &["X-A: 1".into()])).expect("ascii");
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let args = Cli::parse_from(["bench", "--close", "-H", "X-A: 1", "http://127.0.0.1:1/x"]);
+        let load = args.bench.load().expect("valid");
+        let r = String::from_utf8(load.requests[0].bytes.clone()).expect("ascii");
         assert_eq!(
             r,
             "GET /x HTTP/1.1\r\nHost: 127.0.0.1:1\r\nUser-Agent: mpm-bench\r\nAccept: */*\r\n\
              X-A: 1\r\nConnection: close\r\n\r\n"
         );
+        assert!(
+            load.requests[0].same_length,
+            "ab's length check for one URL"
+        );
+        assert_eq!((load.connections, load.keepalive), (50, false));
     }
 }

@@ -3,11 +3,17 @@
 //! (connecting → writing → reading → next request), so one core can keep
 //! thousands of connections busy.
 //!
-//! The hot path reuses everything: the request bytes are built once, each
+//! The hot path reuses everything: each request's bytes are built once, each
 //! thread reads into one buffer, each connection's parser keeps its head
-//! buffer; recording a latency is the only work per response besides the
-//! system calls (one `write` and usually one `read` on a keep-alive
-//! connection, plus the `epoll_wait` they share).
+//! buffer; recording a latency and checking the status against what the
+//! request expects are the only work per response besides the system calls
+//! (one `write` and usually one `read` on a keep-alive connection, plus the
+//! `epoll_wait` they share).
+//!
+//! A workload's requests are drawn from one schedule shared by every
+//! connection (the request number modulo its length), so that `-n` sends
+//! each request exactly its share. Slow clients send each request a piece
+//! at a time and wait between pieces on a timer, never in a sleep.
 
 use std::io::{self, Read};
 use std::net::SocketAddr;
@@ -21,6 +27,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::response_parser::{Feed, ResponseParser};
 use super::summary::{Recorder, Summary};
+use crate::workload::{Expect, SlowClients, Workload};
 
 /// When a run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,15 +38,31 @@ pub enum Limit {
     Duration(Duration),
 }
 
+/// One request of a load, ready to send.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// `METHOD /path`, for the report.
+    pub label: String,
+    /// The complete request, sent as is.
+    pub bytes: Vec<u8>,
+    /// The statuses that count as an answer.
+    pub expect: Expect,
+    /// Every 200 must have the first 200's body length.
+    pub same_length: bool,
+}
+
 /// What to load, and how hard.
 #[derive(Debug, Clone)]
 pub struct Load {
     /// The server.
     pub addr: SocketAddr,
-    /// The URL, for the report.
+    /// The URL (or the workload), for the report.
     pub url: String,
-    /// The complete request, sent as is for every request.
-    pub request: Vec<u8>,
+    /// The requests of the mix.
+    pub requests: Vec<Prepared>,
+    /// Indices into `requests`, in the order they are sent (request number
+    /// `k` sends `schedule[k % len]`).
+    pub schedule: Vec<usize>,
     /// Concurrent connections.
     pub connections: usize,
     /// Client threads (each with its own epoll set).
@@ -51,17 +74,52 @@ pub struct Load {
     pub keepalive: bool,
     /// How long one request may take before it counts as a timeout.
     pub timeout: Duration,
+    /// Slow clients: their share of the connections, and how they send.
+    pub slow: SlowClients,
+}
+
+impl Load {
+    /// `workload` against the server at `addr` (whose `Host` is `host`),
+    /// with one client thread and a 10 s timeout; change the rest after.
+    pub fn from_workload(addr: SocketAddr, host: &str, workload: &Workload, limit: Limit) -> Load {
+        Load {
+            addr,
+            url: format!("http://{host} ({})", workload.name),
+            requests: workload
+                .requests
+                .iter()
+                .map(|r| Prepared {
+                    label: r.label(),
+                    bytes: r.to_bytes(host, !workload.keepalive),
+                    expect: r.expect.clone(),
+                    same_length: r.same_length,
+                })
+                .collect(),
+            schedule: workload.schedule(),
+            connections: workload.connections,
+            threads: 1,
+            limit,
+            keepalive: workload.keepalive,
+            timeout: Duration::from_secs(10),
+            slow: workload.slow,
+        }
+    }
+
+    /// Is connection `i` (of all threads') a slow client?
+    fn is_slow(&self, i: usize) -> bool {
+        let slow = (self.slow.share * self.connections as f64).round() as usize;
+        let n = self.connections.max(1);
+        slow > 0 && (i + 1) * slow / n > i * slow / n
+    }
 }
 
 /// Shared between the client threads and whoever watches them.
 #[derive(Debug)]
 pub struct Progress {
-    /// Requests begun (the `-n` budget is taken from here).
+    /// Requests begun under `-n` (the budget is taken from here).
     issued: AtomicU64,
     /// Requests finished, answered or not.
     pub finished: AtomicU64,
-    /// Body length of the first 200 response, `u64::MAX` until then.
-    reference_len: AtomicU64,
     /// Set to end the run early (Ctrl-C); shared with a signal handler.
     pub stop: Arc<AtomicBool>,
     /// Connections made, and connection attempts that failed: a run in which
@@ -84,7 +142,6 @@ impl Progress {
         Progress {
             issued: AtomicU64::new(0),
             finished: AtomicU64::new(0),
-            reference_len: AtomicU64::new(u64::MAX),
             stop,
             connected: AtomicU64::new(0),
             connect_failures: AtomicU64::new(0),
@@ -103,7 +160,17 @@ impl Progress {
 
 /// Run `load` to its limit; `progress` is updated as it goes.
 pub fn run(load: &Load, progress: &Progress) -> io::Result<Summary> {
+    if load.requests.is_empty() || load.schedule.is_empty() {
+        return Err(io::Error::other("a load needs at least one request"));
+    }
     let threads = load.threads.clamp(1, load.connections.max(1));
+    // Body length of each request's first 200, `u64::MAX` until then.
+    let reference: Vec<AtomicU64> = load
+        .requests
+        .iter()
+        .map(|_| AtomicU64::new(u64::MAX))
+        .collect();
+    let reference = &reference;
     let start = Instant::now();
     let deadline = match load.limit {
         Limit::Duration(d) => Some(start + d),
@@ -115,10 +182,16 @@ pub fn run(load: &Load, progress: &Progress) -> io::Result<Summary> {
                 // Spread the connections: the first threads take one more.
                 let share =
                     load.connections / threads + usize::from(t < load.connections % threads);
+                // The global number of this thread's first connection.
+                let first = (0..t)
+                    .map(|u| {
+                        load.connections / threads + usize::from(u < load.connections % threads)
+                    })
+                    .sum::<usize>();
                 std::thread::Builder::new()
                     .name(format!("bench-{t}"))
                     .spawn_scoped(scope, move || {
-                        Client::new(load, progress, deadline, share)?.run()
+                        Client::new(load, progress, reference, deadline, (first, share))?.run()
                     })
             })
             .collect();
@@ -136,15 +209,21 @@ pub fn run(load: &Load, progress: &Progress) -> io::Result<Summary> {
         Some(d) => d.min(Instant::now()) - start,
         None => start.elapsed(),
     };
-    let mut all = Recorder::default();
+    let mut all = Recorder::new(load.requests.len());
     for r in results {
         all.merge(&r?);
     }
+    let labels: Vec<(String, String)> = load
+        .requests
+        .iter()
+        .map(|r| (r.label.clone(), r.expect.to_string()))
+        .collect();
     Ok(Summary::new(
         &load.url,
         (load.connections, threads, load.keepalive),
         elapsed,
         &all,
+        &labels,
     ))
 }
 
@@ -154,6 +233,8 @@ enum Phase {
     Idle,
     Connecting,
     Writing,
+    /// A slow client between two pieces of its request.
+    Pausing,
     Reading,
     /// The response is complete and the server closes: wait for its FIN, so
     /// that TIME_WAIT lands on the server's side, not on the client's ports.
@@ -170,13 +251,31 @@ struct Conn {
     /// Requests answered on this socket: a keep-alive connection the server
     /// closed while idle is retried once, not counted as an error.
     served: u64,
-    /// Interest registered with epoll: `true` for writable.
-    want_write: bool,
+    /// Interest registered with epoll.
+    want: Want,
+    /// The request in flight: an index into the load's requests.
+    req: usize,
+    /// A slow client: sends its requests a piece at a time.
+    slow: bool,
+    /// A slow client's next piece is due then.
+    next_piece: Option<Instant>,
+}
+
+/// What a connection waits for from epoll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Read,
+    Write,
+    /// Nothing: a slow client waiting on its timer (a level-triggered
+    /// writable socket would otherwise wake the loop without end).
+    Nothing,
 }
 
 struct Client<'a> {
     load: &'a Load,
     progress: &'a Progress,
+    /// Each request's first 200 body length, shared by the threads.
+    reference: &'a [AtomicU64],
     deadline: Option<Instant>,
     epoll: Epoll,
     conns: Vec<Conn>,
@@ -185,36 +284,48 @@ struct Client<'a> {
     /// Connections whose next request starts on the next turn of the loop
     /// (after a failure: a loop, not recursion, however many fail at once).
     pending: Vec<usize>,
+    /// The slow clients among the connections.
+    slow: Vec<usize>,
+    /// Requests begun by this thread (under a duration limit).
+    issued_here: u64,
 }
 
 impl<'a> Client<'a> {
     fn new(
         load: &'a Load,
         progress: &'a Progress,
+        reference: &'a [AtomicU64],
         deadline: Option<Instant>,
-        share: usize,
+        (first, share): (usize, usize),
     ) -> io::Result<Client<'a>> {
         let now = Instant::now();
-        let conns = (0..share)
-            .map(|_| Conn {
+        let conns: Vec<Conn> = (0..share)
+            .map(|j| Conn {
                 sock: None,
                 phase: Phase::Idle,
                 written: 0,
                 started: now,
                 parser: ResponseParser::default(),
                 served: 0,
-                want_write: false,
+                want: Want::Read,
+                req: 0,
+                slow: load.is_slow(first + j),
+                next_piece: None,
             })
             .collect();
+        let slow = (0..share).filter(|&j| conns[j].slow).collect();
         Ok(Client {
             load,
             progress,
+            reference,
             deadline,
             epoll: Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?,
             conns,
             buf: vec![0; 16 * 1024],
-            rec: Recorder::default(),
+            rec: Recorder::new(load.requests.len()),
             pending: Vec::with_capacity(share),
+            slow,
+            issued_here: 0,
         })
     }
 
@@ -238,7 +349,14 @@ impl<'a> Client<'a> {
             {
                 break;
             }
-            let wait = if self.pending.is_empty() { 50u16 } else { 0 };
+            let wait = if self.pending.is_empty() {
+                self.next_timer().map_or(50u16, |due| {
+                    let ms = due.saturating_duration_since(Instant::now()).as_millis();
+                    ms.min(50) as u16
+                })
+            } else {
+                0
+            };
             let n = match self.epoll.wait(&mut events, wait) {
                 Ok(n) => n,
                 Err(nix::errno::Errno::EINTR) => 0,
@@ -248,12 +366,34 @@ impl<'a> Client<'a> {
                 self.ready(ev.data() as usize);
             }
             let now = Instant::now();
+            self.send_due_pieces(now);
             if now - last_scan >= Duration::from_millis(50) {
                 last_scan = now;
                 self.expire(now);
             }
         }
         Ok(self.rec)
+    }
+
+    /// When the next slow client's piece is due.
+    fn next_timer(&self) -> Option<Instant> {
+        self.slow
+            .iter()
+            .filter_map(|&i| self.conns[i].next_piece)
+            .min()
+    }
+
+    /// Slow clients whose pause is over send their next piece.
+    fn send_due_pieces(&mut self, now: Instant) {
+        for k in 0..self.slow.len() {
+            let i = self.slow[k];
+            if self.conns[i].phase == Phase::Pausing
+                && self.conns[i].next_piece.is_some_and(|t| t <= now)
+            {
+                self.conns[i].next_piece = None;
+                self.write(i);
+            }
+        }
     }
 
     /// Has every connection failed to connect once, and none connected?
@@ -292,24 +432,37 @@ impl<'a> Client<'a> {
         }
     }
 
-    /// May another request start?
-    fn take_budget(&self) -> bool {
+    /// May another request start? Its number, if so: shared by the threads
+    /// under `-n` (so that the shares are exact), this thread's own under a
+    /// duration (no cache line every thread writes on every request).
+    fn take_budget(&mut self) -> Option<u64> {
         if self.progress.stop.load(Ordering::Relaxed) {
-            return false;
+            return None;
         }
         match self.load.limit {
-            Limit::Requests(n) => self.progress.issued.fetch_add(1, Ordering::Relaxed) < n,
-            Limit::Duration(_) => self.deadline.is_none_or(|d| Instant::now() < d),
+            Limit::Requests(n) => {
+                let k = self.progress.issued.fetch_add(1, Ordering::Relaxed);
+                (k < n).then_some(k)
+            }
+            Limit::Duration(_) => {
+                if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                    return None;
+                }
+                self.issued_here += 1;
+                Some(self.issued_here - 1)
+            }
         }
     }
 
     /// Start the next request on connection `i`, if the run goes on.
     fn begin(&mut self, i: usize) {
-        if !self.take_budget() {
+        let Some(k) = self.take_budget() else {
             self.close(i);
             self.conns[i].phase = Phase::Idle;
             return;
-        }
+        };
+        let schedule = &self.load.schedule;
+        self.conns[i].req = schedule[(k % schedule.len() as u64) as usize];
         self.conns[i].started = Instant::now();
         self.conns[i].parser.reset();
         self.send_or_connect(i);
@@ -356,7 +509,7 @@ impl<'a> Client<'a> {
         let c = &mut self.conns[i];
         c.sock = Some(sock);
         c.served = 0;
-        c.want_write = !connected;
+        c.want = if connected { Want::Read } else { Want::Write };
         c.written = 0;
         if connected {
             self.rec.connections += 1;
@@ -367,16 +520,16 @@ impl<'a> Client<'a> {
         }
     }
 
-    fn interest(&mut self, i: usize, write: bool) {
+    fn interest(&mut self, i: usize, want: Want) {
         let c = &mut self.conns[i];
-        if c.want_write == write {
+        if c.want == want {
             return;
         }
-        c.want_write = write;
-        let flags = if write {
-            EpollFlags::EPOLLOUT
-        } else {
-            EpollFlags::EPOLLIN
+        c.want = want;
+        let flags = match want {
+            Want::Write => EpollFlags::EPOLLOUT,
+            Want::Read => EpollFlags::EPOLLIN,
+            Want::Nothing => EpollFlags::empty(),
         };
         if let Some(s) = &c.sock {
             let mut ev = EpollEvent::new(flags, i as u64);
@@ -385,22 +538,34 @@ impl<'a> Client<'a> {
     }
 
     fn write(&mut self, i: usize) {
-        let req = &self.load.request;
+        let req = &self.load.requests[self.conns[i].req].bytes;
+        let piece = self.load.slow.bytes.max(1);
         loop {
             let c = &mut self.conns[i];
             let Some(sock) = &c.sock else { return };
-            match sock.send(&req[c.written..]) {
+            let end = if c.slow {
+                (c.written + piece).min(req.len())
+            } else {
+                req.len()
+            };
+            match sock.send(&req[c.written..end]) {
                 Ok(n) => {
                     c.written += n;
                     if c.written == req.len() {
                         c.phase = Phase::Reading;
-                        self.interest(i, false);
+                        self.interest(i, Want::Read);
+                        return;
+                    }
+                    if c.slow && c.written == end {
+                        c.phase = Phase::Pausing;
+                        c.next_piece = Some(Instant::now() + self.load.slow.pause);
+                        self.interest(i, Want::Nothing);
                         return;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     c.phase = Phase::Writing;
-                    self.interest(i, true);
+                    self.interest(i, Want::Write);
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -429,6 +594,14 @@ impl<'a> Client<'a> {
                 self.write(i);
             }
             Phase::Writing => self.write(i),
+            // Only an error or a hang-up is reported while pausing: the
+            // server answered early (400, 408) or closed.
+            Phase::Pausing => {
+                self.conns[i].next_piece = None;
+                self.conns[i].phase = Phase::Reading;
+                self.interest(i, Want::Read);
+                self.read(i);
+            }
             Phase::Reading => self.read(i),
             Phase::Draining => {
                 let c = &mut self.conns[i];
@@ -493,8 +666,10 @@ impl<'a> Client<'a> {
 
     fn complete(&mut self, i: usize, status: u16, body_len: u64, close: bool) {
         let latency = self.conns[i].started.elapsed();
-        if status == 200 {
-            let reference = match self.progress.reference_len.compare_exchange(
+        let r = self.conns[i].req;
+        let request = &self.load.requests[r];
+        if status == 200 && request.same_length {
+            let reference = match self.reference[r].compare_exchange(
                 u64::MAX,
                 body_len,
                 Ordering::Relaxed,
@@ -505,12 +680,14 @@ impl<'a> Client<'a> {
             };
             if reference != body_len {
                 self.rec.errors.length += 1;
+                self.rec.failed(r);
                 self.progress.finished.fetch_add(1, Ordering::Relaxed);
                 self.conns[i].served += 1;
                 return self.after_response(i, close);
             }
         }
-        self.rec.response(status, body_len, latency);
+        let expected = request.expect.accepts(status);
+        self.rec.response(r, status, body_len, latency, expected);
         self.progress.finished.fetch_add(1, Ordering::Relaxed);
         self.conns[i].served += 1;
         self.after_response(i, close);
@@ -549,6 +726,7 @@ impl<'a> Client<'a> {
     }
 
     fn finished_then_next(&mut self, i: usize) {
+        self.rec.failed(self.conns[i].req);
         self.progress.finished.fetch_add(1, Ordering::Relaxed);
         self.conns[i].phase = Phase::Idle;
         self.pending.push(i);
@@ -558,7 +736,8 @@ impl<'a> Client<'a> {
         let c = &mut self.conns[i];
         // Closing the descriptor removes it from the epoll set.
         c.sock = None;
-        c.want_write = false;
+        c.want = Want::Read;
+        c.next_piece = None;
         c.phase = Phase::Idle;
     }
 }

@@ -1,5 +1,6 @@
 //! What a load run measured: latencies in an HDR histogram, status counts,
-//! errors by kind, and the totals; printed like wrk, or as JSON.
+//! answers their request did not expect, errors by kind, per request of the
+//! mix and in total; printed like wrk, or as JSON.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -55,6 +56,14 @@ pub struct Latency {
     pub mean: f64,
 }
 
+/// What one request of the mix got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    responses: u64,
+    unexpected: u64,
+    errors: u64,
+}
+
 /// One thread's (or the merged) record of a run.
 #[derive(Debug, Clone)]
 pub struct Recorder {
@@ -64,10 +73,15 @@ pub struct Recorder {
     pub(crate) errors: ErrorCounts,
     pub(crate) body_bytes: u64,
     pub(crate) connections: u64,
+    /// Responses whose status their request did not expect.
+    pub(crate) unexpected: u64,
+    /// Per request of the mix.
+    pub(crate) per_request: Vec<Tally>,
 }
 
-impl Default for Recorder {
-    fn default() -> Self {
+impl Recorder {
+    /// For a mix of `requests` requests.
+    pub(crate) fn new(requests: usize) -> Recorder {
         Recorder {
             // Three significant figures, one microsecond to an hour, allocated
             // once: no resizing on the hot path.
@@ -77,12 +91,20 @@ impl Default for Recorder {
             errors: ErrorCounts::default(),
             body_bytes: 0,
             connections: 0,
+            unexpected: 0,
+            per_request: vec![Tally::default(); requests],
         }
     }
-}
 
-impl Recorder {
-    pub(crate) fn response(&mut self, status: u16, body: u64, latency: Duration) {
+    /// Request `r` of the mix got a complete response.
+    pub(crate) fn response(
+        &mut self,
+        r: usize,
+        status: u16,
+        body: u64,
+        latency: Duration,
+        expected: bool,
+    ) {
         let us = (latency.as_micros() as u64).max(1);
         // `record` grows the histogram as needed (saturating_record would
         // clamp to its current top instead).
@@ -92,6 +114,18 @@ impl Recorder {
         // Statuses are few: the map allocates only for a new code.
         *self.statuses.entry(status).or_insert(0) += 1;
         self.body_bytes += body;
+        if let Some(t) = self.per_request.get_mut(r) {
+            t.responses += 1;
+            t.unexpected += u64::from(!expected);
+        }
+        self.unexpected += u64::from(!expected);
+    }
+
+    /// Request `r` of the mix failed (its kind is counted in `errors`).
+    pub(crate) fn failed(&mut self, r: usize) {
+        if let Some(t) = self.per_request.get_mut(r) {
+            t.errors += 1;
+        }
     }
 
     pub(crate) fn merge(&mut self, other: &Recorder) {
@@ -102,7 +136,32 @@ impl Recorder {
         self.errors.add(&other.errors);
         self.body_bytes += other.body_bytes;
         self.connections += other.connections;
+        self.unexpected += other.unexpected;
+        if self.per_request.len() < other.per_request.len() {
+            self.per_request
+                .resize(other.per_request.len(), Tally::default());
+        }
+        for (mine, theirs) in self.per_request.iter_mut().zip(&other.per_request) {
+            mine.responses += theirs.responses;
+            mine.unexpected += theirs.unexpected;
+            mine.errors += theirs.errors;
+        }
     }
+}
+
+/// What one request of the mix got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RequestSummary {
+    /// `METHOD /path`.
+    pub request: String,
+    /// The statuses it expects (`2xx`, or a list).
+    pub expect: String,
+    /// Complete responses.
+    pub responses: u64,
+    /// Of those, with a status it did not expect.
+    pub unexpected: u64,
+    /// Sent and not answered (any kind of error).
+    pub errors: u64,
 }
 
 /// The result of one run.
@@ -131,8 +190,13 @@ pub struct Summary {
     pub latency_us: Latency,
     /// Responses by status code.
     pub status: BTreeMap<u16, u64>,
+    /// Responses whose status their request did not expect (by default
+    /// anything but 2xx).
+    pub unexpected: u64,
     /// Requests that got no valid response, by kind.
     pub errors: ErrorCounts,
+    /// Per request of the mix, in the order they were given.
+    pub by_request: Vec<RequestSummary>,
 }
 
 impl Summary {
@@ -141,6 +205,7 @@ impl Summary {
         (connections, threads, keepalive): (usize, usize, bool),
         elapsed: Duration,
         r: &Recorder,
+        labels: &[(String, String)],
     ) -> Summary {
         let h = &r.histogram;
         let responses = h.len();
@@ -169,17 +234,20 @@ impl Summary {
             connections_opened: r.connections,
             latency_us: latency,
             status: r.statuses.clone(),
+            unexpected: r.unexpected,
             errors: r.errors,
+            by_request: labels
+                .iter()
+                .zip(&r.per_request)
+                .map(|((request, expect), t)| RequestSummary {
+                    request: request.clone(),
+                    expect: expect.clone(),
+                    responses: t.responses,
+                    unexpected: t.unexpected,
+                    errors: t.errors,
+                })
+                .collect(),
         }
-    }
-
-    /// Responses with a 2xx or 3xx status.
-    pub fn successes(&self) -> u64 {
-        self.status
-            .iter()
-            .filter(|(s, _)| (200..400).contains(*s))
-            .map(|(_, n)| n)
-            .sum()
     }
 
     /// As JSON (one object).
@@ -237,6 +305,25 @@ impl Summary {
                 statuses.join(", ")
             }
         );
+        let expects: Vec<&str> = self.by_request.iter().map(|r| r.expect.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "  unexpected: {}{}",
+            self.unexpected,
+            match expects.as_slice() {
+                [one] => format!(" (expected {one})"),
+                _ => String::new(),
+            }
+        );
+        if self.by_request.len() > 1 {
+            for r in &self.by_request {
+                let _ = writeln!(
+                    s,
+                    "    {}: {} responses, {} unexpected (expected {}), {} errors",
+                    r.request, r.responses, r.unexpected, r.expect, r.errors
+                );
+            }
+        }
         let e = &self.errors;
         let _ = writeln!(
             s,

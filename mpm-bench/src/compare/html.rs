@@ -7,14 +7,34 @@ use std::path::Path;
 
 use mpm_core::Error;
 
-use super::charts;
-use super::report::Report;
+use super::charts::{self, Bar, Point, Series};
+use super::report::{Cell, Metrics, Report};
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+/// What a bar or a line shows for a cell that has no figure.
+fn note(c: &Cell) -> Option<String> {
+    if let Some(why) = &c.skipped {
+        return Some(format!(
+            "skipped: {}",
+            why.chars().take(40).collect::<String>()
+        ));
+    }
+    c.invalid.as_ref().map(|_| {
+        let mut parts = Vec::new();
+        if c.unexpected > 0 || c.errors == 0 {
+            parts.push(format!("{} unexpected", c.unexpected));
+        }
+        if c.errors > 0 {
+            parts.push(format!("{} failed", c.errors));
+        }
+        format!("invalid: {}", parts.join(", "))
+    })
 }
 
 /// The charts for a report: file name, caption, SVG.
@@ -24,72 +44,114 @@ pub fn charts(report: &Report) -> Result<Vec<(String, String, String)>, Error> {
     let loads: Vec<&(String, String)> = report
         .scenarios
         .iter()
-        .filter(|(n, _)| !n.starts_with("idle-"))
+        .filter(|(n, _)| !report.is_idle(n))
         .collect();
+    let mut files: Vec<String> = Vec::new();
     for (name, title) in &loads {
-        let bars: Vec<(String, f64)> = report
+        let bars: Vec<Bar> = report
             .scenario_cells(name)
-            .filter_map(|c| Some((c.variant.clone(), c.requests_per_s?)))
+            .map(|c| Bar {
+                label: c.variant.clone(),
+                value: c
+                    .valid
+                    .then(|| c.spread(|m| m.requests_per_s))
+                    .flatten()
+                    .map(|s| (s.median, s.min, s.max)),
+                note: note(c),
+            })
             .collect();
         if bars.is_empty() {
             continue;
         }
         let caption = format!("req/s: {title}");
+        let mut file = format!("reqs-{}.svg", file_name(name));
+        if files.contains(&file) {
+            file = format!("reqs-{}-{}.svg", file_name(name), files.len());
+        }
+        files.push(file.clone());
         out.push((
-            format!("reqs-{name}.svg"),
+            file,
             caption.clone(),
-            charts::bars(&caption, "requests per second", &bars).map_err(fail)?,
+            charts::bars(&caption, "requests per second (median, min–max)", &bars).map_err(fail)?,
         ));
     }
     // Memory against connection count, one line per variant.
-    let idle: Vec<_> = report
-        .cells
-        .iter()
-        .filter(|c| c.skipped.is_none())
-        .filter_map(|c| {
-            Some((
-                c.variant.clone(),
-                c.idle_connections? as f64,
-                c.pss_kib? as f64 / 1024.0,
-            ))
-        })
-        .collect();
-    if !idle.is_empty() {
-        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-        for (v, x, y) in idle {
-            match series.iter_mut().find(|s| s.0 == v) {
-                Some(s) => s.1.push((x, y)),
-                None => series.push((v, vec![(x, y)])),
+    let mut series: Vec<Series> = Vec::new();
+    for c in report.cells.iter().filter(|c| c.idle_connections.is_some()) {
+        let i = match series.iter().position(|s| s.name == c.variant) {
+            Some(i) => i,
+            None => {
+                series.push(Series {
+                    name: c.variant.clone(),
+                    points: Vec::new(),
+                    note: None,
+                });
+                series.len() - 1
             }
+        };
+        let s = &mut series[i];
+        match (c.valid, c.spread(|m| m.pss_kib), c.idle_connections) {
+            (true, Some(p), Some(n)) => s.points.push(Point {
+                x: n as f64,
+                y: p.median / 1024.0,
+                lo: p.min / 1024.0,
+                hi: p.max / 1024.0,
+            }),
+            _ => s.note = note(c).map(|n| format!("idle-{}: {n}", c.idle_connections.unwrap_or(0))),
         }
-        for s in &mut series {
-            s.1.sort_by(|a, b| a.0.total_cmp(&b.0));
-        }
+    }
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
+    }
+    if !series.is_empty() {
         out.push((
             "memory.svg".into(),
             "PSS of the server's process tree against idle keep-alive connections".into(),
             charts::lines(
                 "memory: PSS against idle connections",
-                ("idle keep-alive connections", "PSS MiB (whole tree)"),
+                (
+                    "idle keep-alive connections",
+                    "PSS MiB, whole tree (median, min–max)",
+                ),
                 &series,
                 None,
             )
             .map_err(fail)?,
         ));
     }
-    // Latency percentiles of the first load scenario.
-    if let Some((name, title)) = loads.first() {
-        let series: Vec<(String, Vec<(f64, f64)>)> = report
+    // Latency percentiles of the first load scenario with a valid cell.
+    let first = loads
+        .iter()
+        .find(|(n, _)| report.scenario_cells(n).any(|c| c.valid))
+        .or(loads.first());
+    if let Some((name, title)) = first {
+        let series: Vec<Series> = report
             .scenario_cells(name)
-            .filter_map(|c| {
-                let ps = [c.p50_us?, c.p90_us?, c.p99_us?, c.p99_9_us?];
-                Some((
-                    c.variant.clone(),
-                    ps.iter()
+            .map(|c| {
+                let metrics: [fn(&Metrics) -> Option<f64>; 4] =
+                    [|m| m.p50_us, |m| m.p90_us, |m| m.p99_us, |m| m.p99_9_us];
+                let points = if c.valid {
+                    metrics
+                        .iter()
                         .enumerate()
-                        .map(|(i, us)| (i as f64, *us as f64 / 1000.0))
-                        .collect(),
-                ))
+                        .filter_map(|(i, f)| {
+                            let s = c.spread(*f)?;
+                            Some(Point {
+                                x: i as f64,
+                                y: s.median / 1000.0,
+                                lo: s.min / 1000.0,
+                                hi: s.max / 1000.0,
+                            })
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                Series {
+                    name: c.variant.clone(),
+                    points,
+                    note: note(c),
+                }
             })
             .collect();
         if !series.is_empty() {
@@ -99,7 +161,7 @@ pub fn charts(report: &Report) -> Result<Vec<(String, String, String)>, Error> {
                 caption.clone(),
                 charts::lines(
                     &caption,
-                    ("percentile", "latency ms"),
+                    ("percentile", "latency ms (median, min–max)"),
                     &series,
                     Some(&["p50", "p90", "p99", "p99.9"]),
                 )
@@ -108,6 +170,18 @@ pub fn charts(report: &Report) -> Result<Vec<(String, String, String)>, Error> {
         }
     }
     Ok(out)
+}
+
+fn file_name(scenario: &str) -> String {
+    let mut out = String::with_capacity(scenario.len());
+    for c in scenario.chars() {
+        if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
 }
 
 /// Write `report.json`, `report.md`, the charts and `index.html` into `dir`.
@@ -133,16 +207,23 @@ fn page(report: &Report, charts: &[(String, String, String)]) -> String {
          body{{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}}\
          table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
          td:first-child,th:first-child{{text-align:left}}img{{max-width:100%;display:block;margin:1em 0}}\
+         .invalid{{color:#b00}}.warning{{background:#fff3cd;padding:.5em}}\
          </style></head><body>\n<h1>mpm compare: {name}</h1>\n\
-         <p><b>Question.</b> {q}</p>\n<p><b>Setup.</b> {s}</p>\n<p><code>{cmd}</code> on {cpus} CPUs, \
-         {d:.1} s per timed run.</p>\n<h2>What the numbers say</h2>\n<p>{f}</p>\n",
+         <p><b>Question.</b> {q}</p>\n<p><b>Setup.</b> {s}</p>\n<p><b>Method.</b> {method}</p>\n\
+         <p><b>Machine.</b> {machine}</p>\n",
         name = esc(&report.experiment),
         q = esc(&report.question),
         s = esc(&report.setup),
-        cmd = esc(&report.command),
-        cpus = report.cpus,
-        d = report.duration_s,
-        f = esc(&report.findings),
+        method = esc(&report.method()),
+        machine = esc(&report.machine.describe()),
+    );
+    for w in &report.warnings {
+        let _ = writeln!(h, "<p class=\"warning\"><b>Warning.</b> {}</p>", esc(w));
+    }
+    let _ = writeln!(
+        h,
+        "<h2>What the numbers say</h2>\n<p>{}</p>",
+        esc(&report.findings)
     );
     h.push_str("<h2>Charts</h2>\n");
     for (file, caption, _) in charts {
@@ -155,7 +236,7 @@ fn page(report: &Report, charts: &[(String, String, String)]) -> String {
     }
     h.push_str("<h2>Tables</h2>\n");
     for (name, title) in &report.scenarios {
-        let cols = report.columns_for(name.starts_with("idle-"));
+        let cols = report.columns_for(report.is_idle(name));
         let _ = write!(
             h,
             "<h3>{} (<code>{}</code>)</h3>\n<table><tr><th>variant</th>",
@@ -179,7 +260,12 @@ fn page(report: &Report, charts: &[(String, String, String)]) -> String {
                 }
                 None => {
                     for c in &cols {
-                        let _ = write!(h, "<td>{}</td>", esc(&c.value(cell)));
+                        let v = c.value(cell);
+                        if v.starts_with("INVALID") {
+                            let _ = write!(h, "<td class=\"invalid\">{}</td>", esc(&v));
+                        } else {
+                            let _ = write!(h, "<td>{}</td>", esc(&v));
+                        }
                     }
                 }
             }
@@ -187,6 +273,11 @@ fn page(report: &Report, charts: &[(String, String, String)]) -> String {
         }
         h.push_str("</table>\n");
     }
+    h.push_str("<h2>Which to choose</h2>\n<ul>\n");
+    for r in &report.recommendations {
+        let _ = writeln!(h, "<li>{}</li>", esc(r));
+    }
+    h.push_str("</ul>\n");
     h.push_str("<p>Also: <a href=\"report.json\">report.json</a>, <a href=\"report.md\">report.md</a>.</p>\n</body></html>\n");
     h
 }

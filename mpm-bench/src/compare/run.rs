@@ -1,20 +1,27 @@
-//! Runs the cells: for each variant, a server child per program its
-//! scenarios need; each scenario measured by the bench engine, the server's
-//! own counters and /proc; the server stopped before the next variant.
+//! Runs the cells: each round starts, for every variant in turn, a fresh
+//! server child per program its scenarios need, measures each scenario once
+//! (idle ones first, against the fresh server's memory), and stops it; R
+//! rounds interleave the variants (A B C A B C), so that a machine that
+//! drifts — another program starting, a CPU warming — affects all of them.
+//!
+//! Every per-request figure is a difference of the server's counters over
+//! the timed run (status page and /proc read just before and just after
+//! it; the warm-up is outside the window), divided by the requests the
+//! server answered in it.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mpm_core::Error;
 
 use super::experiments::Variant;
 use super::perf::SyscallCount;
-use super::proc_sample;
-use super::report::Cell;
+use super::proc_sample::{self, Sample};
+use super::report::{Cell, Metrics, Run};
 use super::scenario::{Load, Scenario, ServerBin};
 use super::server_child::ServerChild;
 use super::strace::SyscallTable;
@@ -26,96 +33,138 @@ use crate::bench::{engine, Limit, Progress};
 pub struct Settings {
     /// The `mpm`-based program to serve with (`--server-bin`).
     pub bin: PathBuf,
-    /// The document root served.
+    /// The document root the built-in scenarios are served from.
     pub docroot: PathBuf,
     /// Each timed run.
     pub duration: Duration,
-    /// Load before each timed run, not counted in req/s or latency.
+    /// Load before each timed run, not counted in any figure.
     pub warmup: Duration,
+    /// Runs of each cell.
+    pub repeat: usize,
     /// Count system calls by name with strace.
     pub per_syscall: bool,
+    /// `serve` flags given after `--`, for every server.
+    pub serve_flags: Vec<String>,
     /// Set on Ctrl-C: finish nothing more, stop the servers.
     pub stop: Arc<AtomicBool>,
 }
 
-/// Measure every variant under every scenario; `on_cell` sees each cell as
-/// it is done.
+/// Measure every variant under every scenario, `settings.repeat` times
+/// over; `on_run` sees each cell after each of its runs, with a label
+/// (`run 2/3`). The cells come variant by variant, scenarios in order.
 pub fn run_all(
     settings: &Settings,
     variants: &[Variant],
     scenarios: &[Scenario],
-    mut on_cell: impl FnMut(&Cell),
+    mut on_run: impl FnMut(&str, &Cell),
 ) -> Result<Vec<Cell>, Error> {
-    let mut cells = Vec::new();
-    for variant in variants {
-        // One server per program, in the order scenarios first need it.
-        let mut bins: Vec<ServerBin> = Vec::new();
-        for s in scenarios {
-            if !bins.contains(&s.server) {
-                bins.push(s.server);
-            }
+    let mut cells: Vec<Cell> = variants
+        .iter()
+        .flat_map(|v| {
+            scenarios.iter().map(move |s| {
+                Cell::new(
+                    (&v.label, &v.mpm.to_string(), &v.allocator.to_string()),
+                    &s.name,
+                    s.idle_connections(),
+                )
+            })
+        })
+        .collect();
+    // One server per program, in the order scenarios first need it.
+    let mut bins: Vec<ServerBin> = Vec::new();
+    for s in scenarios {
+        if !bins.contains(&s.server) {
+            bins.push(s.server);
         }
-        for bin in bins {
-            let mine: Vec<&Scenario> = scenarios.iter().filter(|s| s.server == bin).collect();
-            let blank = |s: &Scenario| Cell {
-                variant: variant.label.clone(),
-                mpm: variant.mpm.to_string(),
-                allocator: variant.allocator.to_string(),
-                scenario: s.name.clone(),
-                idle_connections: s.idle_connections(),
-                ..Cell::default()
-            };
-            let (path, mut args) = match bin {
-                ServerBin::This => (
-                    settings.bin.clone(),
-                    vec![
-                        "--docroot".to_string(),
-                        settings.docroot.display().to_string(),
-                    ],
-                ),
-                ServerBin::Example(name) => (example_path(&settings.bin, name), Vec::new()),
-            };
-            if !path.is_file() {
-                for s in mine {
-                    let mut c = blank(s);
-                    c.skipped = Some(format!(
-                        "{} is not built (cargo build --release -p mpm --examples)",
-                        path.display()
-                    ));
-                    on_cell(&c);
-                    cells.push(c);
+    }
+    let repeat = settings.repeat.max(1);
+    for round in 0..repeat {
+        let label = format!("run {}/{repeat}", round + 1);
+        for (vi, variant) in variants.iter().enumerate() {
+            for &bin in &bins {
+                // Idle scenarios first: their baseline is the fresh server.
+                let mut mine: Vec<usize> = (0..scenarios.len())
+                    .filter(|&i| scenarios[i].server == bin)
+                    .collect();
+                mine.sort_by_key(|&i| scenarios[i].idle_connections().is_none());
+                let index = |si: usize| vi * scenarios.len() + si;
+                if mine.iter().all(|&si| cells[index(si)].skipped.is_some()) {
+                    continue;
                 }
-                continue;
+                let (path, mut args) = match bin {
+                    ServerBin::Docroot => (
+                        settings.bin.clone(),
+                        vec![
+                            "--docroot".to_string(),
+                            settings.docroot.display().to_string(),
+                        ],
+                    ),
+                    ServerBin::Program => (settings.bin.clone(), Vec::new()),
+                    ServerBin::Example(name) => (example_path(&settings.bin, name), Vec::new()),
+                };
+                if !path.is_file() {
+                    for &si in &mine {
+                        let c = &mut cells[index(si)];
+                        c.skip(format!(
+                            "{} is not built (cargo build --release -p mpm --examples)",
+                            path.display()
+                        ));
+                        on_run(&label, c);
+                    }
+                    continue;
+                }
+                args.extend([
+                    "--mpm".into(),
+                    variant.mpm.to_string(),
+                    "--allocator".into(),
+                    variant.allocator.to_string(),
+                ]);
+                args.extend(variant.flags.iter().cloned());
+                // The counters are read from the status page: where compare
+                // expects it, whatever the program's own default.
+                args.extend(["--status-path".into(), "/server-status".into()]);
+                args.extend(settings.serve_flags.iter().cloned());
+                let server = match ServerChild::start(&path, &args) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        // This variant cannot run here (an allocator the
+                        // program lacks, a flag it refuses): say so, go on.
+                        let text = e.to_string();
+                        let why = match text.split_once("did not start: ") {
+                            Some((_, last)) => format!("the server did not start: {last}"),
+                            None => text,
+                        };
+                        for &si in &mine {
+                            let c = &mut cells[index(si)];
+                            c.skip(why.clone());
+                            on_run(&label, c);
+                        }
+                        continue;
+                    }
+                };
+                let mut baseline = None;
+                for &si in &mine {
+                    if settings.stop.load(Ordering::Relaxed) {
+                        return Err(Error::config("interrupted; the servers were stopped"));
+                    }
+                    let s = &scenarios[si];
+                    let run = match s.load {
+                        Load::Requests => measure_load(settings, &server, s)?,
+                        Load::Idle { connections } => {
+                            measure_idle(&server, s, connections, &mut baseline)
+                        }
+                        Load::SlowReader {
+                            transfers,
+                            chunk,
+                            pause_us,
+                        } => measure_slow_reader(&server, s, transfers, chunk, pause_us)?,
+                    };
+                    let c = &mut cells[index(si)];
+                    c.add(run);
+                    on_run(&label, c);
+                }
+                server.stop()?;
             }
-            args.extend([
-                "--mpm".into(),
-                variant.mpm.to_string(),
-                "--allocator".into(),
-                variant.allocator.to_string(),
-            ]);
-            args.extend(variant.flags.iter().cloned());
-            let server = ServerChild::start(&path, &args)?;
-            for s in mine {
-                if settings.stop.load(Ordering::Relaxed) {
-                    return Err(Error::config("interrupted; the servers were stopped"));
-                }
-                let mut c = blank(s);
-                match s.load {
-                    Load::Requests {
-                        connections,
-                        keepalive,
-                    } => measure_load(settings, &server, s, connections, keepalive, &mut c)?,
-                    Load::Idle { connections } => measure_idle(&server, s, connections, &mut c)?,
-                    Load::SlowReader {
-                        transfers,
-                        chunk,
-                        pause_us,
-                    } => measure_slow_reader(&server, s, transfers, chunk, pause_us, &mut c)?,
-                }
-                on_cell(&c);
-                cells.push(c);
-            }
-            server.stop()?;
         }
     }
     Ok(cells)
@@ -134,8 +183,9 @@ fn field(v: &serde_json::Value, name: &str) -> Option<f64> {
 }
 
 /// The requests served between two status pages (the second status request
-/// is counted in `after`, the first is not), and a function giving any
-/// counter's growth over that window per request.
+/// is not counted in `after`, the first is), and a function giving any
+/// counter's growth over that window per request: `None` when the page
+/// does not report it (a figure that is not this model's or allocator's).
 fn per_request<'a>(
     before: &'a serde_json::Value,
     after: &'a serde_json::Value,
@@ -151,58 +201,40 @@ fn per_request<'a>(
     (requests, per)
 }
 
-/// The server's own per-request counts of writes and context switches.
-fn server_costs(cell: &mut Cell, per: &impl Fn(&str) -> Option<f64>) {
-    cell.sends_per_req = per("send_calls");
-    cell.send_waits_per_req = per("send_would_block");
-    cell.ctx_switches_per_req = match (
+/// The server's own per-request counts over the window.
+fn server_costs(m: &mut Metrics, per: &impl Fn(&str) -> Option<f64>) {
+    m.sends_per_req = per("send_calls");
+    m.send_waits_per_req = per("send_would_block");
+    m.ctx_switches_per_req = match (
         per("voluntary_ctxt_switches"),
         per("involuntary_ctxt_switches"),
     ) {
         (Some(a), Some(b)) => Some(a + b),
         _ => None,
     };
+    m.allocations_per_req = per("allocations");
+    m.lock_waits_per_req = per("lock_contended");
+    m.lock_wait_us_per_req = per("lock_wait_us");
+    m.accept_waits_per_req = per("accept_waits");
+    m.accept_wait_us_per_req = per("accept_wait_ms").map(|ms| ms * 1000.0);
+}
+
+fn cpu_per_request(before: &Sample, after: &Sample, requests: f64) -> Option<f64> {
+    Some(after.cpu_us.saturating_sub(before.cpu_us) as f64 / requests)
 }
 
 fn measure_load(
     settings: &Settings,
     server: &ServerChild,
     scenario: &Scenario,
-    connections: usize,
-    keepalive: bool,
-    cell: &mut Cell,
-) -> Result<(), Error> {
-    let target = crate::bench::args::Target {
-        host: server.addr.to_string(),
-        addr: server.addr,
-        path: scenario.path.to_string(),
-    };
-    let mut load = engine::Load {
-        addr: server.addr,
-        url: format!("http://{}{}", server.addr, scenario.path),
-        request: target.request(!keepalive, &[]),
-        connections,
-        threads: 1,
-        limit: Limit::Duration(settings.warmup),
-        keepalive,
-        timeout: Duration::from_secs(10),
-    };
-    let pid = server.pid();
-    // The counters' window covers the warm-up too: perf needs a moment to
-    // attach, and every per-request figure is over the same requests.
-    let tree = proc_sample::tree(pid);
-    let strace = if settings.per_syscall {
-        SyscallTable::start(&tree)
-    } else {
-        None
-    };
-    let before = server.status()?;
-    // perf refuses a pid that is gone: a process manager may have just
-    // replaced a child, so try again with the tree as it is now.
-    let perf = SyscallCount::start(&tree)
-        .or_else(|| SyscallCount::start(&proc_sample::tree(pid)))
-        .or_else(|| SyscallCount::start(&proc_sample::tree(pid)));
-    let proc_before = proc_sample::sample(pid);
+) -> Result<Run, Error> {
+    let host = server.addr.to_string();
+    let mut load = engine::Load::from_workload(
+        server.addr,
+        &host,
+        &scenario.workload,
+        Limit::Duration(settings.warmup),
+    );
     let run = |load: &engine::Load| {
         engine::run(load, &Progress::new(Arc::clone(&settings.stop)))
             .map_err(|e| Error::io("running the load", e))
@@ -210,41 +242,64 @@ fn measure_load(
     if !settings.warmup.is_zero() {
         run(&load)?;
     }
+    // The window: tracers attached first (they wait until they are), then
+    // the counters read just before and just after the timed run.
+    let pid = server.pid();
+    let tree = proc_sample::tree(pid);
+    let strace = if settings.per_syscall {
+        SyscallTable::start(&tree)
+    } else {
+        None
+    };
+    // perf refuses a pid that is gone: a process manager may have just
+    // replaced a child, so try again with the tree as it is now.
+    let perf = SyscallCount::start(&tree)
+        .or_else(|| SyscallCount::start(&proc_sample::tree(pid)))
+        .or_else(|| SyscallCount::start(&proc_sample::tree(pid)));
+    let before = server.status()?;
+    let proc_before = proc_sample::sample(pid);
     load.limit = Limit::Duration(settings.duration);
     let summary = run(&load)?;
     let proc_after = proc_sample::sample(pid);
-    let syscalls = perf.and_then(SyscallCount::finish);
     let after = server.status()?;
+    let syscalls = perf.and_then(SyscallCount::finish);
     let by_name = strace.and_then(SyscallTable::finish);
     let (requests, per) = per_request(&before, &after);
-    cell.responses = summary.responses;
-    cell.errors = summary.errors.total();
-    cell.non_200 = summary
-        .status
-        .iter()
-        .filter(|(s, _)| **s != 200)
-        .map(|(_, n)| n)
-        .sum();
-    cell.requests_per_s = Some(summary.requests_per_s);
-    let l = summary.latency_us;
+    let mut m = Metrics {
+        requests_per_s: Some(summary.requests_per_s),
+        cpu_us_per_req: cpu_per_request(&proc_before, &proc_after, requests),
+        syscalls_per_req: syscalls.map(|n| n as f64 / requests),
+        pss_kib: Some(proc_after.pss_kib as f64),
+        ..Metrics::default()
+    };
     if summary.responses > 0 {
-        (cell.p50_us, cell.p90_us, cell.p99_us, cell.p99_9_us) =
-            (Some(l.p50), Some(l.p90), Some(l.p99), Some(l.p99_9));
+        let l = summary.latency_us;
+        m.p50_us = Some(l.p50 as f64);
+        m.p90_us = Some(l.p90 as f64);
+        m.p99_us = Some(l.p99 as f64);
+        m.p99_9_us = Some(l.p99_9 as f64);
     }
-    cell.cpu_us_per_req =
-        Some(proc_after.cpu_us.saturating_sub(proc_before.cpu_us) as f64 / requests);
-    server_costs(cell, &per);
-    cell.syscalls_per_req = syscalls.map(|n| n as f64 / requests);
-    cell.allocations_per_req = per("allocations");
-    cell.lock_waits_per_req = per("lock_contended");
-    cell.lock_wait_us_per_req = per("lock_wait_us");
-    cell.pss_kib = Some(proc_after.pss_kib);
-    cell.syscalls_by_name = by_name.map(|rows| {
-        rows.into_iter()
-            .map(|(name, n)| (name, n as f64 / requests))
-            .collect()
-    });
-    Ok(())
+    server_costs(&mut m, &per);
+    Ok(Run {
+        metrics: m,
+        responses: summary.responses,
+        errors: summary.errors.total(),
+        unexpected: summary.unexpected,
+        statuses: summary.status,
+        syscalls_by_name: by_name.map(|rows| {
+            rows.into_iter()
+                .map(|(name, n)| (name, n as f64 / requests))
+                .collect()
+        }),
+        idle_sample: None,
+    })
+}
+
+/// The status code of a response head, if it has one.
+fn status_of(head: &[u8]) -> Option<u16> {
+    let line = head.split(|&b| b == b'\n').next()?;
+    let code = line.split(|&b| b == b' ').nth(1)?;
+    std::str::from_utf8(code).ok()?.trim().parse().ok()
 }
 
 /// Fetch the scenario's file `transfers` times, one connection each,
@@ -256,60 +311,56 @@ fn measure_slow_reader(
     transfers: usize,
     chunk: usize,
     pause_us: u64,
-    cell: &mut Cell,
-) -> Result<(), Error> {
+) -> Result<Run, Error> {
     let pid = server.pid();
-    let request = crate::bench::args::Target {
-        host: server.addr.to_string(),
-        addr: server.addr,
-        path: scenario.path.to_string(),
-    }
-    .request(true, &[]);
+    let first = scenario.first_request();
+    let request = first.to_bytes(&server.addr.to_string(), true);
     let before = server.status()?;
     let proc_before = proc_sample::sample(pid);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let mut buf = vec![0u8; chunk.max(1)];
-    let (mut ok, mut failed) = (0u64, 0u64);
+    let mut run = Run::default();
     let mut latencies = Vec::with_capacity(transfers);
     for _ in 0..transfers {
-        let t = std::time::Instant::now();
-        let fetched = (|| -> std::io::Result<usize> {
+        let t = Instant::now();
+        let fetched = (|| -> std::io::Result<Option<u16>> {
             let mut c = TcpStream::connect_timeout(&server.addr, Duration::from_secs(5))?;
             c.set_read_timeout(Some(Duration::from_secs(30)))?;
             c.write_all(&request)?;
-            let (mut total, mut status_ok) = (0, false);
+            let mut status = None;
             loop {
                 let n = c.read(&mut buf)?;
                 if n == 0 {
-                    return Ok(if status_ok { total } else { 0 });
+                    return Ok(status);
                 }
-                if total == 0 {
-                    status_ok = buf[..n].starts_with(b"HTTP/1.1 200");
+                if status.is_none() {
+                    status = status_of(&buf[..n]);
                 }
-                total += n;
                 std::thread::sleep(Duration::from_micros(pause_us));
             }
         })();
         match fetched {
-            Ok(n) if n > 0 => ok += 1,
-            _ => failed += 1,
+            Ok(Some(status)) => {
+                run.responses += 1;
+                *run.statuses.entry(status).or_insert(0) += 1;
+                run.unexpected += u64::from(!first.expect.accepts(status));
+            }
+            _ => run.errors += 1,
         }
-        latencies.push(t.elapsed().as_micros() as u64);
+        latencies.push(t.elapsed().as_micros() as f64);
     }
     let elapsed = started.elapsed().as_secs_f64();
     let proc_after = proc_sample::sample(pid);
     let after = server.status()?;
     let (requests, per) = per_request(&before, &after);
-    latencies.sort_unstable();
-    cell.responses = ok;
-    cell.errors = failed;
-    cell.requests_per_s = Some(ok as f64 / elapsed.max(1e-9));
-    cell.p50_us = latencies.get(latencies.len() / 2).copied();
-    cell.p99_us = latencies.get(latencies.len() * 99 / 100).copied();
-    cell.cpu_us_per_req =
-        Some(proc_after.cpu_us.saturating_sub(proc_before.cpu_us) as f64 / requests);
-    server_costs(cell, &per);
-    Ok(())
+    latencies.sort_by(f64::total_cmp);
+    let m = &mut run.metrics;
+    m.requests_per_s = Some(run.responses as f64 / elapsed.max(1e-9));
+    m.p50_us = latencies.get(latencies.len() / 2).copied();
+    m.p99_us = latencies.get(latencies.len() * 99 / 100).copied();
+    m.cpu_us_per_req = cpu_per_request(&proc_before, &proc_after, requests);
+    server_costs(m, &per);
+    Ok(run)
 }
 
 /// One request on an open connection, blocking: its status.
@@ -330,24 +381,26 @@ fn exchange(conn: &mut TcpStream, request: &[u8], parser: &mut ResponseParser) -
     }
 }
 
+/// Hold `connections` idle keep-alive connections and read the tree's
+/// memory. The baseline is the server's tree before its first idle
+/// scenario (idle scenarios run first on a fresh server, so it is the
+/// server as it starts, with the processes it will hold them with): the
+/// figure per connection is what they add to it, first use of a process
+/// included.
 fn measure_idle(
     server: &ServerChild,
     scenario: &Scenario,
     connections: usize,
-    cell: &mut Cell,
-) -> Result<(), Error> {
+    baseline: &mut Option<Sample>,
+) -> Run {
     let _ = mpm_master::raise_fd_limit();
     let pid = server.pid();
-    let base = proc_sample::sample(pid);
-    let request = crate::bench::args::Target {
-        host: server.addr.to_string(),
-        addr: server.addr,
-        path: scenario.path.to_string(),
-    }
-    .request(false, &[]);
+    let base = *baseline.get_or_insert_with(|| proc_sample::sample(pid));
+    let first = scenario.first_request();
+    let request = first.to_bytes(&server.addr.to_string(), false);
     let mut parser = ResponseParser::default();
     let mut held = Vec::with_capacity(connections);
-    let mut failed = 0u64;
+    let mut run = Run::default();
     for _ in 0..connections {
         let conn = TcpStream::connect_timeout(&server.addr, Duration::from_secs(5)).and_then(|c| {
             c.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -355,46 +408,61 @@ fn measure_idle(
         });
         match conn {
             Ok(mut c) => match exchange(&mut c, &request, &mut parser) {
-                Some(200) => held.push(c),
-                _ => failed += 1,
+                Some(status) => {
+                    run.responses += 1;
+                    *run.statuses.entry(status).or_insert(0) += 1;
+                    if first.expect.accepts(status) {
+                        held.push(c);
+                    } else {
+                        run.unexpected += 1;
+                    }
+                }
+                None => run.errors += 1,
             },
-            Err(_) => failed += 1,
+            Err(_) => run.errors += 1,
         }
     }
     // Let every process settle (parked connections, freed buffers).
     std::thread::sleep(Duration::from_millis(300));
     let s = proc_sample::sample(pid);
     // A sample spread over the connections, oldest to newest, is served again.
-    let picks: Vec<usize> = if held.is_empty() {
-        Vec::new()
-    } else {
-        let k = held.len().min(10);
-        (0..k)
-            .map(|i| {
-                if k == 1 {
-                    0
-                } else {
-                    i * (held.len() - 1) / (k - 1)
-                }
-            })
-            .collect()
-    };
+    let k = held.len().min(10);
+    let picks: Vec<usize> = (0..k)
+        .map(|i| {
+            if k == 1 {
+                0
+            } else {
+                i * (held.len() - 1) / (k - 1)
+            }
+        })
+        .collect();
     let served = picks
         .iter()
         .filter(|&&i| {
             held.get_mut(i)
                 .and_then(|c| exchange(c, &request, &mut parser))
-                == Some(200)
+                .is_some_and(|status| first.expect.accepts(status))
         })
         .count();
-    cell.errors = failed;
-    cell.pss_kib = Some(s.pss_kib);
-    cell.rss_kib = Some(s.rss_kib);
-    cell.processes = Some(s.processes);
-    cell.threads = Some(s.threads);
-    cell.pss_per_conn_kib =
-        Some(s.pss_kib.saturating_sub(base.pss_kib) as f64 / connections.max(1) as f64);
-    cell.idle_sample_served = Some(format!("{served}/{}", picks.len()));
-    cell.responses = held.len() as u64;
-    Ok(())
+    // A held connection no longer served is an answer gone missing.
+    run.unexpected += (picks.len() - served) as u64;
+    run.idle_sample = Some((served, picks.len()));
+    let m = &mut run.metrics;
+    m.pss_kib = Some(s.pss_kib as f64);
+    m.rss_kib = Some(s.rss_kib as f64);
+    m.processes = Some(s.processes as f64);
+    m.threads = Some(s.threads as f64);
+    m.baseline_pss_kib = Some(base.pss_kib as f64);
+    m.baseline_processes = Some(base.processes as f64);
+    m.pss_per_conn_kib = Some((s.pss_kib as f64 - base.pss_kib as f64) / connections.max(1) as f64);
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_status_line_gives_its_code() {
+        assert_eq!(super::status_of(b"HTTP/1.1 404 Not Found\r\n"), Some(404));
+        assert_eq!(super::status_of(b"garbage"), None);
+    }
 }

@@ -14,11 +14,14 @@
 //! | `mpm_responses_total{class}` | counter | responses by status class, `1xx` to `5xx`, the HTTP layer's own (400, 408, ...) included |
 //! | `mpm_response_bytes_total` | counter | response body bytes |
 //! | `mpm_connections_total` | counter | connections accepted |
-//! | `mpm_accept_waits_total`, `mpm_accept_wait_seconds_total` | counter | accepts that waited for the accept (prefork) or listener (worker) mutex, and the time waited |
+//! | `mpm_accept_waits_total`, `mpm_accept_wait_seconds_total` | counter | accepts after a turn at the accept (prefork) or listener (worker) mutex that a queued connection waited for, and the time it waited; only where workers take turns under a mutex |
 //! | `mpm_sends_total`, `mpm_sends_would_block_total` | counter | writes to client sockets, and those that found the socket full |
-//! | `mpm_allocations_total`, `mpm_frees_total`, `mpm_allocated_bytes_total` | counter | what went through the global allocator |
+//! | `mpm_allocations_total`, `mpm_frees_total`, `mpm_allocated_bytes_total` | counter | what went through the global allocator, when it is mpm's |
 //! | `mpm_live_bytes`, `mpm_live_bytes_peak` | gauge | bytes allocated and not freed; the sum of each worker's high-water mark |
-//! | `mpm_allocator_lock_contended_total`, `mpm_allocator_lock_wait_seconds_total` | counter | `--allocator locked`: times its mutex was held, and the time waited |
+//! | `mpm_allocator_lock_contended_total`, `mpm_allocator_lock_wait_seconds_total` | counter | `--allocator locked` only: times its mutex was held, and the time waited |
+//!
+//! As on the JSON page, a figure that does not apply to the server is
+//! absent rather than zero.
 //! | `mpm_context_switches_total{kind}` | counter | `voluntary` and `involuntary`, summed from /proc over the serving processes' threads |
 //!
 //! Counters count since the server started, over every process and
@@ -152,17 +155,12 @@ impl ServerStatus {
         for (class, n) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().zip(t.responses) {
             e.sample("mpm_responses_total", &[("class", class)], n);
         }
-        let counters: [(&str, &str, u64); 8] = [
+        let counters: [(&str, &str, u64); 4] = [
             ("mpm_response_bytes_total", "Response body bytes.", t.bytes),
             (
                 "mpm_connections_total",
                 "Connections accepted.",
                 t.connections,
-            ),
-            (
-                "mpm_accept_waits_total",
-                "Accepts that waited for the accept or listener mutex.",
-                t.accept_waits,
             ),
             (
                 "mpm_sends_total",
@@ -174,55 +172,76 @@ impl ServerStatus {
                 "Writes to client sockets that found the socket full.",
                 t.send_would_block,
             ),
-            (
-                "mpm_allocations_total",
-                "Allocations through the global allocator.",
-                a.allocations,
-            ),
-            (
-                "mpm_frees_total",
-                "Frees through the global allocator.",
-                a.frees,
-            ),
-            (
-                "mpm_allocated_bytes_total",
-                "Bytes allocated through the global allocator.",
-                a.bytes_allocated,
-            ),
         ];
         for (name, help, value) in counters {
             e.single(name, "counter", help, value);
         }
-        e.single(
-            "mpm_accept_wait_seconds_total",
-            "counter",
-            "Time spent waiting for the accept or listener mutex.",
-            t.accept_wait_ns as f64 / 1e9,
-        );
-        e.single(
-            "mpm_live_bytes",
-            "gauge",
-            "Bytes allocated and not yet freed.",
-            a.bytes_allocated.saturating_sub(a.bytes_freed),
-        );
-        e.single(
-            "mpm_live_bytes_peak",
-            "gauge",
-            "The sum of each worker's high-water mark of live bytes.",
-            a.live_bytes_peak,
-        );
-        e.single(
-            "mpm_allocator_lock_contended_total",
-            "counter",
-            "Times the locked allocator's mutex was already held.",
-            a.lock_contended,
-        );
-        e.single(
-            "mpm_allocator_lock_wait_seconds_total",
-            "counter",
-            "Time spent waiting for the locked allocator's mutex.",
-            a.lock_wait_ns as f64 / 1e9,
-        );
+        // A figure that does not apply to this server is absent, not zero:
+        // accept waits where workers take turns under a mutex, allocator
+        // figures where the allocator is mpm's, lock waits for `locked`.
+        if t.accept_mutex {
+            e.single(
+                "mpm_accept_waits_total",
+                "counter",
+                "Accepts after a turn at the accept or listener mutex that a queued connection \
+                 waited for.",
+                t.accept_waits,
+            );
+            e.single(
+                "mpm_accept_wait_seconds_total",
+                "counter",
+                "Time queued connections waited for the turn at the mutex.",
+                t.accept_wait_ns as f64 / 1e9,
+            );
+        }
+        if let Some(kind) = mpm_core::allocator::active() {
+            let counters: [(&str, &str, u64); 3] = [
+                (
+                    "mpm_allocations_total",
+                    "Allocations through the global allocator.",
+                    a.allocations,
+                ),
+                (
+                    "mpm_frees_total",
+                    "Frees through the global allocator.",
+                    a.frees,
+                ),
+                (
+                    "mpm_allocated_bytes_total",
+                    "Bytes allocated through the global allocator.",
+                    a.bytes_allocated,
+                ),
+            ];
+            for (name, help, value) in counters {
+                e.single(name, "counter", help, value);
+            }
+            e.single(
+                "mpm_live_bytes",
+                "gauge",
+                "Bytes allocated and not yet freed.",
+                a.bytes_allocated.saturating_sub(a.bytes_freed),
+            );
+            e.single(
+                "mpm_live_bytes_peak",
+                "gauge",
+                "The sum of each worker's high-water mark of live bytes.",
+                a.live_bytes_peak,
+            );
+            if kind == mpm_core::allocator::AllocatorKind::Locked {
+                e.single(
+                    "mpm_allocator_lock_contended_total",
+                    "counter",
+                    "Times the locked allocator's mutex was already held.",
+                    a.lock_contended,
+                );
+                e.single(
+                    "mpm_allocator_lock_wait_seconds_total",
+                    "counter",
+                    "Time spent waiting for the locked allocator's mutex.",
+                    a.lock_wait_ns as f64 / 1e9,
+                );
+            }
+        }
         e.family(
             "mpm_context_switches_total",
             "counter",

@@ -3,7 +3,7 @@
 //! 10–20 % faster than gathering them with writev; buffered logs write far
 //! less often.
 
-use super::{cell, first_allocator, Experiment, Selection, Variant};
+use super::{cell, change, first_allocator, Experiment, Selection, Variant};
 use crate::compare::report::{Column, Report};
 use crate::compare::scenario::{Scenario, PAGE};
 
@@ -66,7 +66,10 @@ fn variants(sel: &Selection) -> Vec<Variant> {
     out
 }
 
-fn scenarios(_: &Selection) -> Vec<Scenario> {
+fn scenarios(sel: &Selection) -> Vec<Scenario> {
+    if let Some(given) = super::given_workloads(sel) {
+        return given;
+    }
     vec![
         Scenario::keepalive(
             "keepalive",
@@ -90,23 +93,30 @@ fn findings(report: &Report) -> String {
     for mpm in mpms {
         for scenario in ["keepalive", "close"] {
             let get = |setup: &str| cell(report, &label(mpm, setup), scenario);
-            let Some(base) = get("no log").and_then(|c| c.cpu_us_per_req) else {
+            let Some(none) = get("no log") else {
                 continue;
             };
+            let Some(base) = none.median.cpu_us_per_req else {
+                continue;
+            };
+            let cpu = |m: &crate::compare::report::Metrics| m.cpu_us_per_req;
             let parts: Vec<String> = SETUPS[1..]
                 .iter()
                 .filter_map(|(name, _)| {
                     let c = get(name)?;
+                    let more = match change(c, none, cpu)? {
+                        s if s.starts_with("no") => "no difference".to_string(),
+                        _ => format!("+{:.2} µs", c.median.cpu_us_per_req? - base),
+                    };
                     Some(format!(
-                        "{name} +{:.2} µs ({:.0} req/s)",
-                        c.cpu_us_per_req? - base,
-                        c.requests_per_s?
+                        "{name} {more} ({:.0} req/s)",
+                        c.median.requests_per_s?
                     ))
                 })
                 .collect();
             if let (Some(w), Some(c)) = (
-                get("writev").and_then(|c| c.cpu_us_per_req),
-                get("copy").and_then(|c| c.cpu_us_per_req),
+                get("writev").and_then(|c| c.median.cpu_us_per_req),
+                get("copy").and_then(|c| c.median.cpu_us_per_req),
             ) {
                 out.push(format!(
                     "{mpm}, {scenario}: CPU a request without a log {base:.2} µs; {}. Copy's log \

@@ -51,7 +51,10 @@ fn variants(sel: &Selection) -> Vec<Variant> {
     out
 }
 
-fn scenarios(_: &Selection) -> Vec<Scenario> {
+fn scenarios(sel: &Selection) -> Vec<Scenario> {
+    if let Some(given) = super::given_workloads(sel) {
+        return given;
+    }
     vec![
         Scenario::slow_reader(
             "1mib-slow",
@@ -86,12 +89,12 @@ fn findings(report: &Report) -> String {
             out.push(format!(
                 "{mpm}, {scenario}: {} write calls and {} full-socket returns a transfer without \
                  a mark, {} and {} with 32 KiB; context switches {} → {}.",
-                f(off.sends_per_req),
-                f(off.send_waits_per_req),
-                f(on.sends_per_req),
-                f(on.send_waits_per_req),
-                f(off.ctx_switches_per_req),
-                f(on.ctx_switches_per_req),
+                f(off.median.sends_per_req),
+                f(off.median.send_waits_per_req),
+                f(on.median.sends_per_req),
+                f(on.median.send_waits_per_req),
+                f(off.median.ctx_switches_per_req),
+                f(on.median.ctx_switches_per_req),
             ));
         }
     }

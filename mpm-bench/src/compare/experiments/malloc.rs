@@ -1,7 +1,7 @@
 //! Why was threaded Apache 2.0 slower than prefork? Its malloc took a
 //! process-wide lock. (Replaces `scripts/malloc_experiment.py`.)
 
-use super::{cell, mpm_by_allocator, Experiment, Selection, Variant};
+use super::{cell, mpm_by_allocator, share_of, Experiment, Selection, Variant};
 use crate::compare::report::{Column, Report};
 use crate::compare::scenario::{Scenario, ServerBin, PAGE};
 use mpm_core::allocator::AllocatorKind;
@@ -44,7 +44,10 @@ fn variants(sel: &Selection) -> Vec<Variant> {
     })
 }
 
-fn scenarios(_: &Selection) -> Vec<Scenario> {
+fn scenarios(sel: &Selection) -> Vec<Scenario> {
+    if let Some(given) = super::given_workloads(sel) {
+        return given;
+    }
     vec![
         Scenario::keepalive(
             "page",
@@ -70,42 +73,40 @@ fn findings(report: &Report) -> String {
         m.dedup();
         m
     };
-    for scenario in ["alloc", "page"] {
+    let names: Vec<&str> = report.scenarios.iter().map(|(n, _)| n.as_str()).collect();
+    for scenario in names {
         for mpm in &mpms {
             let get = |a: &str| cell(report, &format!("{mpm}/{a}"), scenario);
             let Some(system) = get("system") else {
                 continue;
             };
-            let Some(base) = system.requests_per_s.filter(|r| *r > 0.0) else {
-                continue;
-            };
+            let rps = |m: &crate::compare::report::Metrics| m.requests_per_s;
             let mut parts = Vec::new();
             if let Some(l) = get("locked") {
-                parts.push(format!(
-                    "locked {:.0} % of system's req/s ({:.2} contended waits, {:.1} µs waited a request)",
-                    100.0 * l.requests_per_s.unwrap_or(0.0) / base,
-                    l.lock_waits_per_req.unwrap_or(0.0),
-                    l.lock_wait_us_per_req.unwrap_or(0.0)
-                ));
+                if let Some(share) = share_of(l, system, rps) {
+                    parts.push(format!(
+                        "locked {share} system's req/s ({:.2} contended waits, {:.1} µs waited a \
+                         request)",
+                        l.median.lock_waits_per_req.unwrap_or(0.0),
+                        l.median.lock_wait_us_per_req.unwrap_or(0.0)
+                    ));
+                }
             }
             if let Some(m) = get("mimalloc") {
-                let pss = match (m.pss_kib, system.pss_kib) {
-                    (Some(a), Some(b)) => format!(
-                        ", PSS {:.1} MiB against {:.1}",
-                        a as f64 / 1024.0,
-                        b as f64 / 1024.0
-                    ),
+                let pss = match (m.median.pss_kib, system.median.pss_kib) {
+                    (Some(a), Some(b)) => {
+                        format!(", PSS {:.1} MiB against {:.1}", a / 1024.0, b / 1024.0)
+                    }
                     _ => String::new(),
                 };
-                parts.push(format!(
-                    "mimalloc {:.0} %{pss}",
-                    100.0 * m.requests_per_s.unwrap_or(0.0) / base
-                ));
+                if let Some(share) = share_of(m, system, rps) {
+                    parts.push(format!("mimalloc {share} system's req/s{pss}"));
+                }
             }
             if !parts.is_empty() {
                 out.push(format!(
                     "{mpm}, {scenario} ({:.0} allocations a request): {}.",
-                    system.allocations_per_req.unwrap_or(0.0),
+                    system.median.allocations_per_req.unwrap_or(0.0),
                     parts.join("; ")
                 ));
             }

@@ -1,7 +1,12 @@
 //! The default comparison: every MPM × allocator under a small keep-alive
-//! page, a connection per request, a 1 MiB file, and idle connections.
+//! page, a connection per request, a 1 MiB file, and idle connections; or,
+//! given workloads (an application's own, `--workload`, `METHOD:/path`),
+//! under those and idle connections that each sent the first one's first
+//! request.
 
-use super::{fastest_per_scenario, mpm_by_allocator, Experiment, Selection, Variant};
+use super::{
+    fastest_per_scenario, least_cpu_per_scenario, mpm_by_allocator, Experiment, Selection, Variant,
+};
 use crate::compare::report::{Column, Report};
 use crate::compare::scenario::{Scenario, FILE, PAGE};
 use mpm_core::allocator::AllocatorKind;
@@ -12,12 +17,14 @@ pub(super) const MATRIX: Experiment = Experiment {
     name: "matrix",
     question: "What does each process model cost, with each allocator: throughput, latency, \
                CPU, system calls and allocations per request, and memory per idle connection?",
-    setup: "Each MPM × allocator serves compare's docroot (a 1456-byte page, a 1 MiB file) as \
-            its own `mpm serve` child, with max-request-workers raised above the largest idle \
-            count (prefork forks that many children at start, so its memory for idle connections is \
-            paid before they arrive: compare PSS totals, not the increase per connection). The bench engine drives each load after \
-            a warm-up; per-request figures come from the server's /server-status?json counters \
-            and /proc over its whole process tree, system calls from perf when present.",
+    setup: "Each MPM × allocator serves compare's docroot (a 1456-byte page, a 1 MiB file), or \
+            the program's own endpoints when workloads are given, as its own `serve` child, with \
+            max-request-workers raised above the largest idle count (prefork forks that many \
+            children at start, all kept). The bench engine drives each load after a warm-up; \
+            per-request figures are differences of the server's /server-status?json counters and \
+            of /proc over its whole process tree across the timed run, system calls from perf \
+            when present. Idle connections are measured first on each fresh server, against its \
+            memory before them with the same processes: PSS per connection is what they add.",
     variants,
     scenarios,
     columns: &[
@@ -28,6 +35,7 @@ pub(super) const MATRIX: Experiment = Experiment {
         Column::SyscallsPerReq,
         Column::AllocsPerReq,
         Column::LockWaitsPerReq,
+        Column::AcceptWaitUsPerReq,
         Column::PssMib,
         Column::PssPerConnKib,
         Column::RssMib,
@@ -54,6 +62,16 @@ fn variants(sel: &Selection) -> Vec<Variant> {
 }
 
 fn scenarios(sel: &Selection) -> Vec<Scenario> {
+    if let Some(first) = sel.workloads.first() {
+        let mut s: Vec<Scenario> = sel
+            .workloads
+            .iter()
+            .cloned()
+            .map(Scenario::workload)
+            .collect();
+        s.extend(sel.idle.iter().map(|&n| Scenario::idle_after(first, n)));
+        return s;
+    }
     let mut s = vec![
         Scenario::keepalive(
             "keepalive",
@@ -75,33 +93,10 @@ fn scenarios(sel: &Selection) -> Vec<Scenario> {
 
 fn findings(report: &Report) -> String {
     let mut text = fastest_per_scenario(report);
-    // Memory: per idle connection at the largest count, per variant.
-    if let Some((name, _)) = report
-        .scenarios
-        .iter()
-        .filter(|(n, _)| n.starts_with("idle-"))
-        .max_by_key(|(n, _)| n.trim_start_matches("idle-").parse::<usize>().unwrap_or(0))
-    {
-        // The whole tree's PSS, not the increase per connection: prefork
-        // forks its children up front, so its memory is there before any
-        // connection arrives.
-        let mut per: Vec<(&str, f64)> = report
-            .scenario_cells(name)
-            .filter_map(|c| Some((c.variant.as_str(), c.pss_kib? as f64 / 1024.0)))
-            .collect();
-        per.sort_by(|a, b| a.1.total_cmp(&b.1));
-        if let (Some(lo), Some(hi)) = (per.first(), per.last()) {
-            text.push_str(&format!(
-                " Holding {} idle connections, {} needs the least memory ({:.1} MiB PSS over its \
-                 processes), {} the most ({:.1} MiB, {:.0}×).",
-                name.trim_start_matches("idle-"),
-                lo.0,
-                lo.1,
-                hi.0,
-                hi.1,
-                hi.1 / lo.1.max(0.01)
-            ));
-        }
+    let cpu = least_cpu_per_scenario(report);
+    if !cpu.is_empty() {
+        text.push(' ');
+        text.push_str(&cpu);
     }
     if text.is_empty() {
         "Too few variants measured to compare.".into()

@@ -2,7 +2,7 @@
 //! measurement found the poll-based `ap_poll` 1.3 % slower at one listener
 //! and 6.7 % slower at a hundred.
 
-use super::{cell, first_allocator, Experiment, Selection, Variant};
+use super::{cell, change, first_allocator, Experiment, Selection, Variant};
 use crate::compare::report::{Column, Report};
 use crate::compare::scenario::{Scenario, PAGE};
 use mpm_core::listener_poller::PollerKind;
@@ -63,7 +63,10 @@ fn label(mpm: MpmKind, ports: usize, poller: PollerKind) -> String {
     )
 }
 
-fn scenarios(_: &Selection) -> Vec<Scenario> {
+fn scenarios(sel: &Selection) -> Vec<Scenario> {
+    if let Some(given) = super::given_workloads(sel) {
+        return given;
+    }
     vec![
         Scenario::close(
             "close-1",
@@ -85,17 +88,18 @@ fn findings(report: &Report) -> String {
     for mpm in [MpmKind::Prefork, MpmKind::Worker] {
         for ports in PORTS {
             for scenario in ["close-1", "close-20"] {
-                let rate = |p: PollerKind| {
-                    cell(report, &label(mpm, ports, p), scenario).and_then(|c| c.requests_per_s)
-                };
-                let Some(epoll) = rate(PollerKind::Epoll).filter(|r| *r > 0.0) else {
+                let get = |p: PollerKind| cell(report, &label(mpm, ports, p), scenario);
+                let Some(base) = get(PollerKind::Epoll) else {
                     continue;
                 };
+                let epoll = base.median.requests_per_s.unwrap_or(0.0);
                 let others: Vec<String> = [PollerKind::Poll, PollerKind::Select]
                     .into_iter()
                     .filter_map(|p| {
-                        let r = rate(p)?;
-                        Some(format!("{p} {:+.1} %", 100.0 * (r / epoll - 1.0)))
+                        Some(format!(
+                            "{p} {}",
+                            change(get(p)?, base, |m| m.requests_per_s)?
+                        ))
                     })
                     .collect();
                 if !others.is_empty() {
@@ -111,8 +115,8 @@ fn findings(report: &Report) -> String {
         "Select prefork or worker (--mpm) to run this experiment.".into()
     } else {
         out.push(
-            "Differences within a few per cent are inside this machine's run-to-run noise; \
-             run with a longer --duration to narrow them."
+            "A difference inside the runs' spread is reported as none; more --repeat or a \
+             longer --duration narrows the spread."
                 .into(),
         );
         out.join(" ")

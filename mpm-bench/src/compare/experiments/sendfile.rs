@@ -1,7 +1,7 @@
 //! Is `sendfile(2)` worth it? The same files sent with sendfile and with
 //! read+write (httpd's `EnableSendfile`, nginx's `sendfile`).
 
-use super::{cell, first_allocator, Experiment, Selection, Variant};
+use super::{cell, first_allocator, share_of, Experiment, Selection, Variant};
 use crate::compare::report::{Column, Report};
 use crate::compare::scenario::{Scenario, FILE, PAGE};
 
@@ -44,7 +44,10 @@ fn variants(sel: &Selection) -> Vec<Variant> {
     out
 }
 
-fn scenarios(_: &Selection) -> Vec<Scenario> {
+fn scenarios(sel: &Selection) -> Vec<Scenario> {
+    if let Some(given) = super::given_workloads(sel) {
+        return given;
+    }
     vec![
         Scenario::close(
             "page-close-1",
@@ -95,14 +98,19 @@ fn findings(report: &Report) -> String {
             .filter_map(|mpm| {
                 let on = cell(report, &format!("{mpm} sendfile on"), name)?;
                 let off = cell(report, &format!("{mpm} sendfile off"), name)?;
-                let (r_on, r_off) = (on.requests_per_s?, off.requests_per_s?);
-                let cpu = match (on.cpu_us_per_req, off.cpu_us_per_req) {
-                    (Some(a), Some(b)) if a > 0.0 => format!(", {:.2}× the CPU per request", b / a),
-                    _ => String::new(),
+                let rps = share_of(off, on, |m| m.requests_per_s)?;
+                let cpu = match share_of(off, on, |m| m.cpu_us_per_req) {
+                    Some(s) if s.starts_with("no") => ", the same CPU per request".to_string(),
+                    Some(_) => match (on.median.cpu_us_per_req, off.median.cpu_us_per_req) {
+                        (Some(a), Some(b)) if a > 0.0 => {
+                            format!(", {:.2}× the CPU per request", b / a)
+                        }
+                        _ => String::new(),
+                    },
+                    None => String::new(),
                 };
                 Some(format!(
-                    "{mpm} without sendfile {:.0} % of the req/s with it{cpu}",
-                    100.0 * r_off / r_on.max(1e-9)
+                    "{mpm} without sendfile {rps} the req/s with it{cpu}"
                 ))
             })
             .collect();

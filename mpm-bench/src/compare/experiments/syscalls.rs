@@ -40,7 +40,10 @@ fn variants(sel: &Selection) -> Vec<Variant> {
     })
 }
 
-fn scenarios(_: &Selection) -> Vec<Scenario> {
+fn scenarios(sel: &Selection) -> Vec<Scenario> {
+    if let Some(given) = super::given_workloads(sel) {
+        return given;
+    }
     vec![
         Scenario::keepalive(
             "keepalive",
