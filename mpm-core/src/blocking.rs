@@ -9,6 +9,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use crate::connection_handler::{ConnectionHandler, Interest, Wait};
 use crate::hand_over::HandOver;
 use crate::lifecycle::Lifecycle;
+use crate::panics::{catch, Panic};
 use crate::scoreboard::WorkerState;
 use crate::settings::MpmSettings;
 use crate::stream::Stream;
@@ -38,7 +39,7 @@ impl Timeouts {
         Timeouts {
             request: settings.timeout,
             keepalive: settings.keepalive_timeout,
-            linger: Duration::from_secs(2),
+            linger: crate::stream::LINGER_TIME,
             first_request: settings.request_timeout,
             inherited: false,
         }
@@ -201,6 +202,10 @@ impl IdlePark for NoPark {
 /// Serve one connection to completion with blocking I/O: call the handler's
 /// steps as its [`Interest`] asks, with the matching socket timeout, until it
 /// closes. Returns the number of steps taken.
+///
+/// A panic in a step is caught ([`crate::panics::catch`]) and logged in one
+/// line; the connection is closed, `park` is told so
+/// ([`IdlePark::closing`]), and the caller serves on.
 pub fn serve_blocking<H: ConnectionHandler>(
     handler: &mut H,
     mut stream: Stream,
@@ -214,8 +219,15 @@ pub fn serve_blocking<H: ConnectionHandler>(
         park.closing();
         return steps;
     }
-    let mut conn = handler.connected(&stream);
-    if handler.can_hand_over(&conn) {
+    let mut conn = match catch(|| handler.connected(&stream)) {
+        Ok(conn) => conn,
+        Err(p) => {
+            log_panic("connected", &p, &stream);
+            park.closing();
+            return steps;
+        }
+    };
+    if catch(|| handler.can_hand_over(&conn)).unwrap_or(false) {
         stream.set_state(WorkerState::Reading);
         if park.first_request(stream.socket(), timeouts.first_request) == FirstRequest::HandedOver {
             if let Some(slot) = stream.score_slot() {
@@ -226,10 +238,16 @@ pub fn serve_blocking<H: ConnectionHandler>(
         }
     }
     let mut interest = Interest::Read(Wait::Request);
+    let mut last_read;
     loop {
         steps += 1;
-        interest = match interest {
+        // More to do at once: `readable` resumes it.
+        if interest == Interest::Yield {
+            interest = Interest::Read(Wait::Request);
+        }
+        let next = match interest {
             Interest::Read(wait) => {
+                last_read = true;
                 let limit = match wait {
                     Wait::Request => timeouts.request,
                     Wait::KeepAlive => timeouts.keepalive,
@@ -249,14 +267,17 @@ pub fn serve_blocking<H: ConnectionHandler>(
                         park.closing();
                         return steps;
                     }
-                    let next = handler.readable(&mut conn, &mut stream);
+                    let next = catch(|| handler.readable(&mut conn, &mut stream));
                     park.unpark();
                     next
                 } else {
-                    handler.readable(&mut conn, &mut stream)
+                    catch(|| handler.readable(&mut conn, &mut stream))
                 }
             }
-            Interest::Write => handler.writable(&mut conn, &mut stream),
+            Interest::Write => {
+                last_read = false;
+                catch(|| handler.writable(&mut conn, &mut stream))
+            }
             Interest::Close => {
                 park.closing();
                 return steps;
@@ -267,12 +288,100 @@ pub fn serve_blocking<H: ConnectionHandler>(
                 stream.linger_close(timeouts.linger);
                 return steps;
             }
+            Interest::Yield => unreachable!("made a read above"),
+        };
+        interest = match next {
+            Ok(next) => next,
+            Err(p) => {
+                log_panic(if last_read { "readable" } else { "writable" }, &p, &stream);
+                park.closing();
+                return steps;
+            }
         };
         // On a blocking socket, WouldBlock means SO_RCVTIMEO/SO_SNDTIMEO expired.
         if stream.take_would_block() {
-            handler.timed_out(&mut conn, &mut stream);
+            if let Err(p) = catch(|| handler.timed_out(&mut conn, &mut stream)) {
+                log_panic("timed_out", &p, &stream);
+            }
             park.closing();
             return steps;
+        }
+    }
+}
+
+/// The one error-log line for a panic in a step: which step, the panic,
+/// and whose connection was closed for it.
+pub fn log_panic(step: &str, panic: &Panic, stream: &Stream) {
+    crate::log_error!(
+        "mpm: connection handler panicked in {step}: {panic}; closed the connection from {}",
+        stream.peer_addr()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    /// Panics in whichever step its connection asks for.
+    struct Fragile;
+
+    impl ConnectionHandler for Fragile {
+        type Conn = ();
+        fn connected(&mut self, _: &Stream) {}
+        fn readable(&mut self, _: &mut (), _: &mut Stream) -> Interest {
+            panic!("readable fell over")
+        }
+        fn writable(&mut self, _: &mut (), _: &mut Stream) -> Interest {
+            Interest::Close
+        }
+    }
+
+    #[derive(Default)]
+    struct Recorder {
+        parked: Vec<RawFd>,
+        unparked: usize,
+        closing: usize,
+    }
+
+    impl IdlePark for Recorder {
+        fn park(&mut self, fd: RawFd) -> bool {
+            self.parked.push(fd);
+            true
+        }
+        fn unpark(&mut self) {
+            self.unparked += 1;
+        }
+        fn closing(&mut self) {
+            self.closing += 1;
+        }
+    }
+
+    #[test]
+    fn a_panicking_step_still_closes_its_bookkeeping_and_returns() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client.write_all(b"x").unwrap();
+        let (socket, peer) = listener.accept().unwrap();
+        let stream = Stream::new(socket, peer, true, Arc::new(AtomicBool::new(false))).unwrap();
+        let mut park = Recorder::default();
+        let timeouts = Timeouts::from_settings(&MpmSettings::default());
+        // Returns (does not unwind) and tells the park the descriptor goes.
+        let steps = serve_blocking(&mut Fragile, stream, &timeouts, &mut park);
+        assert_eq!(steps, 1);
+        assert_eq!(park.closing, 1);
+        // The socket was closed: end-of-file, or a reset for the unread byte.
+        let mut buf = [0u8; 1];
+        use std::io::Read;
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        match client.read(&mut buf) {
+            Ok(n) => assert_eq!(n, 0),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
         }
     }
 }

@@ -20,6 +20,14 @@ pub enum Interest {
     /// not make the kernel reset the connection before the peer has read the
     /// last response.
     Linger,
+    /// The step stopped early with more to do now (its budget for one turn
+    /// of an event loop is spent, or what comes next may block): call
+    /// [`readable`](ConnectionHandler::readable) again, which resumes
+    /// whatever is unfinished (output still queued first). A blocking MPM
+    /// calls it at once; an event loop first serves its other connections,
+    /// then decides again through [`prefetch`](ConnectionHandler::prefetch)
+    /// whether it runs on the loop or on a worker.
+    Yield,
 }
 
 /// What a read-ahead on an event loop found; see [`ConnectionHandler::prefetch`].
@@ -64,6 +72,22 @@ pub enum Wait {
 ///   [`std::io::ErrorKind::WouldBlock`] as "return and wait".
 /// * When a wait times out, the MPM calls [`timed_out`](Self::timed_out) (a
 ///   last chance to tell the peer) and closes.
+/// * **The loop's rule.** When [`Stream::on_event_loop`] is true the step runs
+///   on an event loop, the one thread every parked connection of the process
+///   waits on, and must not block: no disk read of data that is not in the
+///   page cache, no lock held long, no handler that may sleep. The loop
+///   asks before each step ([`prefetch`](Self::prefetch) for a unit of work,
+///   [`writes_without_blocking`](Self::writes_without_blocking) for output);
+///   a step that finds its *next* unit (a pipelined request, say) may block
+///   returns [`Interest::Yield`] instead of doing it, and the loop asks
+///   again. A step on the loop also writes at most a bounded amount of a
+///   large body (the HTTP layer's `--sendfile-max-chunk`) and then yields,
+///   so that one fast download never keeps the others waiting; the loop
+///   resumes it on its next turn, so it is never starved either.
+/// * **Panics.** A panic in any step is caught by the MPM
+///   ([`panics::catch`](crate::panics::catch)), logged in one line, and
+///   costs that connection only: it is closed, and its worker, slot and
+///   in-flight count are returned.
 /// * A handler instance belongs to one thread (it is built per thread or per
 ///   process by a [`HandlerFactory`]), but a connection's state may move
 ///   between threads between steps, so it must be `Send`.

@@ -58,6 +58,147 @@
 //! value, linked through a table indexed by connection, so entering, leaving
 //! and expiring are O(1).
 //!
+//! ## Nothing slow ever runs on a loop
+//!
+//! A loop holds every parked connection of its process, so anything it
+//! waits for, every one of them waits for. The rule, in the
+//! [`ConnectionHandler`](crate::ConnectionHandler) contract and kept by the
+//! layers, has four parts:
+//!
+//! * **Every request is asked.** The inline decision is made per unit of
+//!   work, pipelined ones included: a step on the loop
+//!   ([`Stream::on_event_loop`](crate::Stream::on_event_loop)) that finds its
+//!   next request may block sends what it has and returns
+//!   [`Interest::Yield`](crate::Interest::Yield); the loop asks
+//!   [`prefetch`](crate::ConnectionHandler::prefetch) again on its next turn,
+//!   which hands it to a worker. (Before, a fast request pipelined ahead of
+//!   a 3-second one ran both on the loop, and every other client of the
+//!   process waited the three seconds.)
+//! * **A body has a budget per turn.** A large body written from the loop
+//!   goes at most `--sendfile-max-chunk` (512 KiB) per turn, as nginx's
+//!   `sendfile_max_chunk`; then the step yields, the loop serves what else
+//!   is ready, and resumes it on the next turn: a fast downloader gets a
+//!   turn like everyone else, never all of them, and is never starved.
+//!   Connections with more to do are kept on a list stepped once per turn,
+//!   after the poll, so the same holds for a client flooding pipelined
+//!   requests.
+//! * **The disk is read only from the page cache.** `sendfile` and `pread`
+//!   on the loop run only when the range is cached (`cachestat(2)`, or
+//!   `preadv2(RWF_NOWAIT)` probes before Linux 6.5; reads use `RWF_NOWAIT`
+//!   themselves); otherwise a worker does them. `mincore(2)` cannot answer
+//!   this: it reports every page of a file the caller may not write as
+//!   resident.
+//! * **A lingering close ends.** Every model closes a lingering connection
+//!   [`LINGER_TIME`](crate::LINGER_TIME) after it began and after
+//!   [`LINGER_BYTES`](crate::LINGER_BYTES) read, however the peer trickles;
+//!   on the loop its timeout is queued once and never pushed back.
+//!
+//! ## A panic costs one connection
+//!
+//! Every step a model runs (on a worker, on the loop, and in the blocking
+//! driver of prefork and worker) is wrapped in
+//! [`panics::catch`](crate::panics::catch): the connection is closed, its
+//! slab slot, in-flight count and idle-park entry are returned, and the
+//! worker goes on. Before, a worker thread that unwound out of the event
+//! pool never returned its connection, so as many panics as workers stopped
+//! accepting for good, and the worker MPM's connection table kept the dead
+//! connection's descriptor number for the stop to shut down (by then,
+//! perhaps, another connection's). While `catch` runs, the panic hook only
+//! records the message and place, so each panic is one error-log line
+//! (`connection handler panicked in readable: 'why' at file:line; closed
+//! the connection from ADDR`, or the HTTP layer's `handler panicked on GET
+//! /x: ...; answered 500`), never a backtrace per panic.
+//!
+//! ## A loop per core, sharing one accept queue
+//!
+//! `--server-limit auto`, the event default, starts one serving process
+//! per CPU the server may use (its affinity mask and cgroup CPU quota, as
+//! `std::thread::available_parallelism` reads them), like nginx's
+//! `worker_processes auto`; `--cpu-affinity auto` pins process N to the Nth
+//! of those CPUs. A process, not a thread, per loop: nothing but the
+//! listening sockets and the scoreboard is shared, a crash costs one loop,
+//! and the master already knows how to replace, restart and upgrade
+//! processes.
+//!
+//! The worker MPM keeps one process by default (`auto` is there for it):
+//! its threads already run on every core, and a second process adds a
+//! second waiter on the listeners and a second listener mutex for nothing;
+//! in a run here a second process cost more CPU per request (17.7 against
+//! 22.3 µs keep-alive, 72.9 against 80.0 µs for a connection per request,
+//! `scripts/event_scaling.py scaling --mpm worker`, on a loaded machine).
+//!
+//! The processes share each listening socket, registered with
+//! `EPOLLEXCLUSIVE`, rather than each binding a `SO_REUSEPORT` socket of
+//! its own. One accept queue means no connection is ever stranded: a
+//! process that stops (graceful restart, upgrade, crash) leaves what is
+//! queued to its siblings and successors, where a `SO_REUSEPORT` socket
+//! resets the connections queued on it when it closes (unless the host sets
+//! `net.ipv4.tcp_migrate_req`, Linux 5.14+); a process at its connection cap
+//! takes its socket out of its epoll set and its siblings take the load,
+//! where a reuseport socket keeps receiving its hash share; and systemd's
+//! and an upgrading master's inherited sockets work as they are.
+//! `EPOLLEXCLUSIVE` makes a new connection wake one sleeping process
+//! instead of all (measured: 1.25 loop wake-ups per connection against
+//! 2.85 without it, two processes, connections arriving one at a time).
+//!
+//! What a shared queue does not do by itself is spread a burst: the process
+//! awake when fifty keep-alive connections arrive took 46 of them and kept
+//! them. Two things even it out. A process that shares its sockets accepts
+//! one connection per wake-up (nginx's `multi_accept off`), so a sibling
+//! woken meanwhile gets the next. And a [`ConnectionLedger`](crate::ConnectionLedger)
+//! in shared memory holds how many connections each process has: one that
+//! holds more than the fewest a sibling still accepting holds, by more than
+//! two and an eighth, stops accepting until they even out (measured: 25/26
+//! for that burst, 1.00-1.02 max/min for a connection per request). The
+//! process holding the fewest may always accept, and one paused for balance
+//! looks again within 5 ms (nothing else would wake it when its siblings
+//! catch up), so some process always takes the queue; a seat
+//! whose process died unannounced is forgotten (`kill(pid, 0)`) before
+//! anyone waits on it; and since an exclusive wake-up is lost if the
+//! process woken stops accepting before it takes the connection, an idle
+//! loop looks at its sockets once per idle wait (a second at most).
+//! `--reuseport on` is there for those who prefer the kernel's hash spread
+//! and accept its cost (`scripts/event_scaling.py balance` measures both).
+//!
+//! ## What cores still share, and 64 of them
+//!
+//! Here there are two cores; the design is for sixteen to sixty-four.
+//! Per request, a loop touches only its own process's memory: its epoll
+//! set, its slab, its timeout queues, its handler (each worker thread's
+//! handler has its own open-file table, filled from a sharded shared one
+//! once a second per file), and its own scoreboard slot, which is aligned
+//! and padded to 128 bytes so no two workers' counters share a line or an
+//! adjacent-line prefetch pair. What cores do share:
+//!
+//! * **The accept queue** of each listening socket: one lock in the kernel,
+//!   taken once per connection (not per request), by whichever process is
+//!   woken. At 64 processes a connection-per-request load of several
+//!   hundred thousand a second would contend there; that load is where
+//!   `--reuseport on` (64 queues) pays for its drop-on-exit.
+//! * **The ledger**: each process writes its own 128-byte line when its
+//!   connection count changes and reads its siblings' (64 lines) only when
+//!   it decides whether to accept: per connection, not per request.
+//! * **A hot file's reference counts**: the `Arc`s of its descriptor and of
+//!   its in-memory body are shared by the threads of one process (a loop
+//!   and its workers), so per process, not per machine; per-thread copies
+//!   of the metadata keep the rest thread-private.
+//! * **The access log**, when on: one `O_APPEND` file, one `write` per
+//!   line or per buffer.
+//! * **The hand-over socket** a stopping generation passes silent
+//!   connections through: registered with `EPOLLEXCLUSIVE` like the
+//!   listeners, used only around restarts.
+//!
+//! Locks that remain are per process, so with a loop per core they are
+//! taken by one core (and its workers, when a request is handed off): the
+//! HTTP layer's pool of idle connections' buffers, the shards of the shared
+//! open-file table (touched once a second per file and thread), and a
+//! worker's own access-log buffer (shared with the flusher thread alone).
+//!
+//! A loop that hands work to its pool uses a channel and an eventfd of its
+//! process; the pool is sized per process (`--max-request-workers` divided
+//! among the processes), so 64 processes of 4 worker threads hold 256
+//! requests that may block, as one of 256 would.
+//!
 //! ## The scoreboard is taken over, never outgrown
 //!
 //! Every counter in a [`Slot`](crate::scoreboard::Slot) only ever adds. After

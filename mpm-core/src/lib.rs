@@ -24,6 +24,8 @@
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`WorkerThreads`] — a threaded model's workers, started and stopped together.
+//! * [`ConnectionLedger`] — how many connections each process sharing a
+//!   listening socket holds, so that they spread evenly.
 //! * [`Drain`] — the one way every model stops, with one grace period
 //!   ([`STOP_GRACE`]).
 //! * [`scoreboard`] — one slot per worker in shared memory: states,
@@ -38,6 +40,8 @@
 //!   [`local_time`], the time stamps it and the access log write.
 //! * [`Seconds`] — durations as flags and files write them, bounded; and
 //!   [`deadline`], the one way a deadline is computed from a setting.
+//! * [`panics`] — a panic in a step caught and logged in one line, costing
+//!   that connection only.
 //!
 //! The [`ConnectionHandler`] documentation has a runnable line protocol;
 //! [`design`] explains why the pieces are shaped as they are.
@@ -54,11 +58,13 @@ mod duration;
 mod error;
 pub mod error_log;
 mod hand_over;
+mod ledger;
 mod lifecycle;
 mod listener;
 pub mod listener_poller;
 pub mod local_time;
 mod mpm;
+pub mod panics;
 pub mod scoreboard;
 mod settings;
 pub mod shared;
@@ -70,9 +76,10 @@ pub use drain::{Drain, STOP_GRACE};
 pub use duration::{deadline, Seconds};
 pub use error::{Error, Result};
 pub use hand_over::HandOver;
+pub use ledger::{ConnectionLedger, LedgerSeat};
 pub use lifecycle::{signal_name, Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use settings::MpmSettings;
-pub use stream::Stream;
+pub use stream::{Stream, LINGER_BYTES, LINGER_TIME};
 pub use worker_threads::WorkerThreads;

@@ -99,7 +99,9 @@ impl WorkerState {
     }
 }
 
-/// One worker's slot.
+/// One worker's slot, aligned (and so padded) to 128 bytes: slots of
+/// processes and threads on different cores never share a cache line (nor
+/// the pair of lines an adjacent-line prefetcher fetches together).
 #[derive(Debug)]
 #[repr(C, align(128))]
 pub struct Slot {
@@ -558,6 +560,18 @@ mod tests {
         assert_eq!((t.requests, t.bytes, t.busy, t.idle), (2, 150, 1, 1));
         assert_eq!(t.responses, [0, 1, 0, 1, 1]);
         assert_eq!(s.request_line(), "GET /b HTTP/1.1");
+    }
+
+    #[test]
+    fn slots_never_share_a_cache_line() {
+        // 128 bytes: two 64-byte lines, as adjacent-line prefetchers pair
+        // them; a slot's counters are written by its own worker alone.
+        assert_eq!(std::mem::align_of::<Slot>(), 128);
+        assert_eq!(std::mem::size_of::<Slot>() % 128, 0);
+        let sb = Scoreboard::create(2, 2).unwrap();
+        for s in sb.slots() {
+            assert_eq!(s as *const Slot as usize % 128, 0);
+        }
     }
 
     #[test]

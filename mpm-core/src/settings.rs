@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::ledger::LedgerSeat;
 use crate::listener::Listener;
 use crate::listener_poller::PollerKind;
 
@@ -35,6 +36,19 @@ pub struct MpmSettings {
     pub send_lowat: u32,
     /// Prefork: connections a child serves before it is replaced (0: never).
     pub max_connections_per_child: u64,
+    /// Event: register listening sockets shared with sibling processes with
+    /// `EPOLLEXCLUSIVE`, so that a new connection wakes one idle process
+    /// rather than every one (`--epoll-exclusive`; off only to measure the
+    /// difference).
+    pub epoll_exclusive: bool,
+    /// Each serving process listens on sockets of its own (`SO_REUSEPORT`,
+    /// `--reuseport`): the kernel spreads connections over them, and none
+    /// is shared with a sibling.
+    pub reuseport: bool,
+    /// Event: this process's seat in the ledger of connections held by the
+    /// processes sharing the listening sockets, which spreads them evenly
+    /// (`None`: one process, or sockets of its own).
+    pub ledger: Option<LedgerSeat>,
 }
 
 impl Default for MpmSettings {
@@ -50,6 +64,9 @@ impl Default for MpmSettings {
             poller: PollerKind::Epoll,
             send_lowat: 0,
             max_connections_per_child: 0,
+            epoll_exclusive: true,
+            reuseport: false,
+            ledger: None,
         }
     }
 }

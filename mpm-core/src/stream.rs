@@ -27,7 +27,15 @@ pub struct Stream {
     draining: Arc<AtomicBool>,
     read_timeout: Option<Duration>,
     slot: Option<&'static Slot>,
+    on_loop: bool,
 }
+
+/// The longest a lingering close lasts, in all: every model closes a
+/// lingering connection this long after it began, however the peer trickles.
+pub const LINGER_TIME: Duration = Duration::from_secs(2);
+
+/// The most bytes a lingering close reads and discards before it closes.
+pub const LINGER_BYTES: usize = 256 * 1024;
 
 impl Stream {
     /// Wrap an accepted socket. `blocking` says which mode the MPM put it in;
@@ -51,6 +59,7 @@ impl Stream {
             draining,
             read_timeout: None,
             slot: None,
+            on_loop: false,
         })
     }
 
@@ -71,6 +80,7 @@ impl Stream {
             draining,
             read_timeout: None,
             slot: None,
+            on_loop: false,
         }
     }
 
@@ -93,6 +103,19 @@ impl Stream {
     /// progress and then close (HTTP answers with `Connection: close`).
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Is the step in progress running on an event loop? Then it must keep
+    /// the loop's rule (see [`ConnectionHandler`](crate::ConnectionHandler)):
+    /// nothing that may block, large bodies within a per-turn budget.
+    pub fn on_event_loop(&self) -> bool {
+        self.on_loop
+    }
+
+    /// Say whether the next step runs on an event loop: the event MPM does,
+    /// before each step, whichever thread runs it.
+    pub fn set_on_event_loop(&mut self, on: bool) {
+        self.on_loop = on;
     }
 
     /// The scoreboard slot of the worker driving this connection now.
@@ -284,7 +307,8 @@ impl Stream {
 
     /// Close after a lingering drain: shut down our side for writing, then
     /// read and discard whatever the peer still sends until it closes, `max`
-    /// elapses, or a bounded amount was read. Keeps unread input from turning
+    /// elapses (in all, however the peer trickles), or [`LINGER_BYTES`] were
+    /// read. Keeps unread input from turning
     /// into a reset that would destroy the response the peer has not read yet.
     pub fn linger_close(mut self, max: Duration) {
         if self.socket.shutdown(Shutdown::Write).is_err() {
@@ -293,7 +317,7 @@ impl Stream {
         let deadline = Instant::now() + max;
         let _ = self.socket.set_nonblocking(false);
         let mut scratch = [0u8; 4096];
-        let mut budget: usize = 256 * 1024;
+        let mut budget: usize = LINGER_BYTES;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || budget == 0 {

@@ -1,7 +1,17 @@
-//! The event model's accept strategy: the loop accepts, non-blocking, in
-//! batches, while a worker is free and the connection cap allows; otherwise
-//! it takes the listeners out of its epoll set (httpd's "listeners
-//! disabled") and leaves connections in the backlog.
+//! The event model's accept strategy: the loop accepts, non-blocking, while
+//! a worker is free and the connection cap allows; otherwise it takes the
+//! listeners out of its epoll set (httpd's "listeners disabled") and leaves
+//! connections in the backlog, for a sibling process or for later.
+//!
+//! Sibling processes share each listening socket (one accept queue, so no
+//! connection is lost when a process exits) and register it with
+//! `EPOLLEXCLUSIVE`: a new connection wakes one process that sleeps in
+//! `epoll_wait`, not all of them. Such a process accepts one connection per
+//! wake-up, so that a burst spreads over the processes that are idle; one
+//! that owns its listeners alone accepts in batches. A process that holds
+//! more connections than the sibling holding fewest (by a slack) stops
+//! accepting until they even out ([`mpm_core::ConnectionLedger`]): a burst
+//! of keep-alive connections would otherwise stay with whoever was awake.
 
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
@@ -10,18 +20,19 @@ use std::time::Duration;
 
 use nix::sys::epoll::{EpollEvent, EpollFlags};
 
+use mpm_core::blocking::log_panic;
+use mpm_core::panics::catch;
 use mpm_core::{ConnectionHandler, Error, Result, Stream, Wait};
 
 use crate::event_loop::{EventLoop, Parked, Slot, LISTENER};
 use crate::timeout_queues::TimeoutKind;
 use crate::worker_pool::Conn;
 
-/// Connections accepted per listener event before serving the others.
-const ACCEPT_BATCH: usize = 64;
-
 impl<H: ConnectionHandler> EventLoop<H> {
-    pub(crate) fn accept(&mut self, index: usize) {
-        for _ in 0..ACCEPT_BATCH {
+    /// Accept from listener `index`; `woken`: a listener event asked for it
+    /// (an accept that finds nothing then counts as an empty wake-up).
+    pub(crate) fn accept(&mut self, index: usize, woken: bool) {
+        for n in 0..self.accept_batch {
             // The flag, not only the deadline: a stop signal handled in the
             // same wait as the listener's readiness must not take one more.
             if self.slots.len() >= self.max_conns
@@ -41,7 +52,15 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     }
                     let stream =
                         Stream::accepted_nonblocking(socket, peer, Arc::clone(&self.draining));
-                    let state = self.handler.connected(&stream);
+                    let handler = &mut self.handler;
+                    let state = match catch(|| handler.connected(&stream)) {
+                        Ok(state) => state,
+                        Err(p) => {
+                            self.stats.panics += 1;
+                            log_panic("connected", &p, &stream);
+                            continue;
+                        }
+                    };
                     let t = self.slots.insert(Slot::Busy {
                         readable: false,
                         writable: false,
@@ -61,14 +80,20 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     // Registering reports data already there, so no read is needed now.
                     self.park(
                         t,
-                        Box::new(Conn { stream, state }),
+                        Box::new(Conn::new(stream, state)),
                         Parked::Read(Wait::Request),
                         TimeoutKind::Request,
                     );
                 }
                 Err(e) => {
                     match e.kind() {
-                        ErrorKind::WouldBlock | ErrorKind::Interrupted => return,
+                        ErrorKind::WouldBlock => {
+                            if woken && n == 0 {
+                                self.stats.empty_wakeups += 1;
+                            }
+                            return;
+                        }
+                        ErrorKind::Interrupted => return,
                         ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset => continue,
                         _ => {}
                     }
@@ -94,18 +119,49 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     /// Accept only while a worker is free, the connection cap allows, no
-    /// descriptor shortage pause is running, and the server is not stopping.
+    /// descriptor shortage pause is running, the server is not stopping,
+    /// and (with siblings sharing the listeners) this process holds no more
+    /// connections than its share.
     pub(crate) fn update_listening(&mut self) {
         if self.accept_paused_until.is_some_and(|t| self.now >= t) {
             self.accept_paused_until = None;
         }
-        let want = self.stop_deadline.is_none()
+        let able = self.stop_deadline.is_none()
             && self.accept_paused_until.is_none()
             && self.in_flight < self.threads
             && self.slots.len() < self.max_conns;
+        let mut balanced = true;
+        if let Some(seat) = self.ledger {
+            let open = self.slots.len();
+            // Written only when it changes: siblings read this line.
+            if self.published != Some((open, able)) {
+                seat.publish(open, able);
+                self.published = Some((open, able));
+            }
+            balanced = !able || seat.may_accept(open);
+            if !balanced
+                && self
+                    .ledger_checked
+                    .is_none_or(|t| self.now.duration_since(t) >= Duration::from_secs(1))
+            {
+                // Perhaps the sibling holding fewer died without saying so.
+                seat.forget_the_dead();
+                self.ledger_checked = Some(self.now);
+                balanced = seat.may_accept(open);
+            }
+        }
+        let want = able && balanced;
+        // Paused for balance, this process looks again soon: a sibling
+        // that held fewer may have caught up (or paused) meanwhile, and
+        // nothing else would wake this one to take its turn.
+        self.balance_paused = able && !balanced;
         if want != self.listening {
             if !want {
-                self.stats.listener_pauses += 1;
+                if able {
+                    self.stats.balance_pauses += 1;
+                } else {
+                    self.stats.listener_pauses += 1;
+                }
             }
             let _ = self.set_listening(want);
         }
@@ -115,13 +171,29 @@ impl<H: ConnectionHandler> EventLoop<H> {
         if on == self.listening {
             return Ok(());
         }
-        for (i, l) in self.listeners.iter().enumerate() {
-            let fd = l.as_fd();
+        for i in 0..self.listeners.len() {
+            let fd = self.listeners[i].as_fd();
             let r = if on {
-                self.epoll.add(
-                    fd,
-                    EpollEvent::new(EpollFlags::EPOLLIN, LISTENER + i as u64),
-                )
+                let token = LISTENER + i as u64;
+                let exclusive = EpollFlags::EPOLLIN | EpollFlags::EPOLLEXCLUSIVE;
+                match self.exclusive {
+                    true => match self.epoll.add(fd, EpollEvent::new(exclusive, token)) {
+                        // Before Linux 4.5: every process wakes, as before.
+                        Err(nix::errno::Errno::EINVAL) => {
+                            self.exclusive = false;
+                            mpm_core::log_info!(
+                                "mpm: EPOLLEXCLUSIVE refused by this kernel; every idle \
+                                 process wakes for a new connection"
+                            );
+                            self.epoll
+                                .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token))
+                        }
+                        r => r,
+                    },
+                    false => self
+                        .epoll
+                        .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token)),
+                }
             } else {
                 self.epoll.delete(fd)
             };

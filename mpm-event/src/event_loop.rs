@@ -14,11 +14,12 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use slab::Slab;
 
 use mpm_core::{
-    ConnectionHandler, Drain, Error, Interest, Lifecycle, Listener, MpmSettings, Prefetch, Result,
-    Wait,
+    ConnectionHandler, Drain, Error, Interest, LedgerSeat, Lifecycle, Listener, MpmSettings,
+    Prefetch, Result, Wait, LINGER_BYTES, LINGER_TIME,
 };
 
-use mpm_core::blocking::has_pending_input;
+use mpm_core::blocking::{has_pending_input, log_panic};
+use mpm_core::panics::catch;
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 
 use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
@@ -60,6 +61,22 @@ pub struct LoopStats {
     /// Times accepting was paused because every worker was busy or the
     /// connection cap was reached ("listeners disabled").
     pub listener_pauses: u64,
+    /// Times `epoll_wait` returned with a listening socket ready: with
+    /// sibling processes sharing the sockets, the wake-ups new connections
+    /// cost this process.
+    pub listener_wakeups: u64,
+    /// Of those, the ones that found nothing to accept (a sibling had taken
+    /// the connection): the wasted wake-ups `EPOLLEXCLUSIVE` avoids.
+    pub empty_wakeups: u64,
+    /// Steps that yielded the loop with more to do (a body's per-turn budget
+    /// spent, or a pipelined request that may block next), resumed a turn
+    /// later.
+    pub yields: u64,
+    /// Panics caught in handler steps run on the loop.
+    pub panics: u64,
+    /// Times accepting was paused because this process held more
+    /// connections than a sibling sharing its listeners.
+    pub balance_pauses: u64,
 }
 
 /// The event loop of one process.
@@ -70,6 +87,20 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) timeouts: TimeoutQueues,
     pub(crate) listeners: Vec<Listener>,
     pub(crate) listening: bool,
+    /// Are the listeners registered with `EPOLLEXCLUSIVE`?
+    pub(crate) exclusive: bool,
+    /// Do sibling processes wait on the same listening sockets?
+    pub(crate) shared: bool,
+    /// Connections accepted per listener event before serving the others.
+    pub(crate) accept_batch: usize,
+    /// Where the processes sharing the listeners say how many connections
+    /// each holds, and the last state published there.
+    pub(crate) ledger: Option<LedgerSeat>,
+    pub(crate) published: Option<(usize, bool)>,
+    /// When the seats of siblings that died were last looked for.
+    pub(crate) ledger_checked: Option<Instant>,
+    /// Not accepting only because a sibling holds fewer connections.
+    pub(crate) balance_paused: bool,
     pub(crate) jobs: Option<Sender<Job<H::Conn>>>,
     pub(crate) returns: Arc<Returns<H::Conn>>,
     pub(crate) in_flight: usize,
@@ -84,12 +115,31 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) accept_paused_until: Option<Instant>,
     pub(crate) last_accept_error_log: Option<Instant>,
     pub(crate) now: Instant,
+    /// Connections to step again in this turn (an edge seen while busy, a
+    /// lingering close to start draining).
     pub(crate) again: Vec<usize>,
+    /// Connections to step again on the next turn, after the others had
+    /// theirs: those that yielded, and those with more input unread.
+    pub(crate) resume: Vec<usize>,
+    resuming: Vec<usize>,
     /// Connections workers gave back, taken from `returns` each turn.
     pub(crate) returned: Vec<Done<H::Conn>>,
     pub(crate) stats: LoopStats,
     pub(crate) slot: Option<&'static ScoreSlot>,
 }
+
+/// How soon a process that stopped accepting for balance looks at the
+/// ledger again.
+const BALANCE_RECHECK: Duration = Duration::from_millis(5);
+
+/// Connections accepted per listener event by a process that owns its
+/// listeners: nobody else could take them.
+const ACCEPT_BATCH: usize = 64;
+
+/// The same, when sibling processes share the listeners: one, as nginx's
+/// `multi_accept off`, so that a burst of connections spreads over the
+/// processes the exclusive wake-ups wake instead of landing on the first.
+const SHARED_ACCEPT_BATCH: usize = 1;
 
 impl<H: ConnectionHandler> EventLoop<H> {
     /// A loop over these listeners, handing work to the pool's workers and
@@ -126,6 +176,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 EpollEvent::new(EpollFlags::EPOLLIN, RETURNS),
             )
             .map_err(|e| io("registering the return eventfd", e))?;
+        // Sockets of its own (SO_REUSEPORT) are no sibling's.
+        let shared = !lifecycle.owns_listeners() && !settings.reuseport;
+        if let Some(seat) = settings.ledger.filter(|_| shared) {
+            seat.claim();
+        }
         let mut this = EventLoop {
             epoll,
             handler,
@@ -137,10 +192,21 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 settings.request_timeout,
                 settings.keepalive_timeout,
                 settings.timeout,
-                Duration::from_secs(2),
+                LINGER_TIME,
             ),
             listeners,
             listening: false,
+            exclusive: settings.epoll_exclusive,
+            shared,
+            accept_batch: if shared {
+                SHARED_ACCEPT_BATCH
+            } else {
+                ACCEPT_BATCH
+            },
+            ledger: settings.ledger.filter(|_| shared),
+            published: None,
+            ledger_checked: None,
+            balance_paused: false,
             jobs: Some(jobs),
             returns,
             in_flight: 0,
@@ -157,6 +223,8 @@ impl<H: ConnectionHandler> EventLoop<H> {
             last_accept_error_log: None,
             now: Instant::now(),
             again: Vec::new(),
+            resume: Vec::new(),
+            resuming: Vec::new(),
             returned: Vec::new(),
             stats: LoopStats::default(),
             slot,
@@ -201,11 +269,17 @@ impl<H: ConnectionHandler> EventLoop<H> {
             }
             self.update_listening();
 
-            let timeout = self.wait_timeout();
-            let timeout = if timeout.is_zero() || !self.returns.may_sleep() {
+            // Connections with more to do now: poll without sleeping, serve
+            // whatever else is ready, then give them their next turn.
+            let timeout = if !self.resume.is_empty() {
                 PollTimeout::ZERO
             } else {
-                PollTimeout::from(timeout.as_millis().clamp(1, 1000) as u16)
+                let timeout = self.wait_timeout();
+                if timeout.is_zero() || !self.returns.may_sleep() {
+                    PollTimeout::ZERO
+                } else {
+                    PollTimeout::from(timeout.as_millis().clamp(1, 1000) as u16)
+                }
             };
             let n = match self.epoll.wait(&mut events, timeout) {
                 Ok(n) => n,
@@ -217,13 +291,37 @@ impl<H: ConnectionHandler> EventLoop<H> {
             };
             self.returns.woke();
             self.now = Instant::now();
+            let mut listener_ready = false;
             for ev in &events[..n] {
+                listener_ready |= (LISTENER..RETURNS).contains(&ev.data());
                 self.on_event(ev.data(), ev.events());
             }
+            if listener_ready {
+                self.stats.listener_wakeups += 1;
+            } else if n == 0 && self.listening && self.shared && self.exclusive {
+                // An exclusive wake-up goes to one sleeping process; if that
+                // one stopped accepting before it took the connection (it
+                // reached its cap, or is stopping), nobody else was told.
+                // Idle, look for such a connection: it waits at most one
+                // idle wait (a second), never indefinitely.
+                for i in 0..self.listeners.len() {
+                    self.accept(i, false);
+                }
+            }
+            self.run_again();
+            std::mem::swap(&mut self.resume, &mut self.resuming);
+            let mut resuming = std::mem::take(&mut self.resuming);
+            for t in resuming.drain(..) {
+                self.step(t);
+            }
+            self.resuming = resuming;
             self.run_again();
             self.expire();
         }
         self.jobs = None; // workers see the channel close and exit
+        if let Some(seat) = self.ledger {
+            seat.release();
+        }
         if let Some(s) = self.slot {
             s.release();
         }
@@ -247,6 +345,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
     fn wait_timeout(&self) -> Duration {
         let mut until = self.now + Duration::from_secs(1);
+        if self.balance_paused {
+            until = self.now + BALANCE_RECHECK;
+        }
         if let Some(d) = self.timeouts.next_deadline() {
             until = until.min(d);
         }
@@ -266,7 +367,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         match token {
             STOP => {} // noticed at the top of the loop
             RETURNS => self.returns.clear_wake(),
-            t if t >= LISTENER => self.accept((t - LISTENER) as usize),
+            t if t >= LISTENER => self.accept((t - LISTENER) as usize, true),
             t => {
                 let t = t as usize;
                 let readable = flags.intersects(
@@ -302,16 +403,19 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
     /// Act on a parked connection whose wait is over.
     fn step(&mut self, t: usize) {
+        let wait = match self.slots.get(t) {
+            Some(Slot::Parked { wait, .. }) => *wait,
+            _ => return,
+        };
+        // Its wait is over: out of the timeout queue until it parks again.
+        // A lingering close keeps its one deadline however often it reads.
+        if wait != Parked::Linger {
+            self.timeouts.remove(t);
+        }
         let Some(slot) = self.slots.get_mut(t) else {
             return;
         };
-        let wait = match slot {
-            Slot::Parked { wait, .. } => *wait,
-            Slot::Busy { .. } => return,
-        };
-        // Its wait is over: out of the timeout queue until it parks again.
-        self.timeouts.remove(t);
-        let Slot::Parked { mut conn, .. } = std::mem::replace(
+        let Slot::Parked { conn, .. } = std::mem::replace(
             slot,
             Slot::Busy {
                 readable: false,
@@ -321,35 +425,87 @@ impl<H: ConnectionHandler> EventLoop<H> {
             return;
         };
         match wait {
-            Parked::Read(_) => match self.handler.prefetch(&mut conn.state, &mut conn.stream) {
-                Prefetch::Wait(next) => self.apply(t, conn, next),
-                Prefetch::Ready => self.dispatch(t, conn, Step::Read),
-                Prefetch::ReadyInline => {
-                    self.stats.inline_steps += 1;
-                    conn.stream.set_score_slot(self.slot);
-                    let next = self.handler.readable(&mut conn.state, &mut conn.stream);
-                    conn.stream.take_would_block();
-                    conn.stream.set_state(WorkerState::Idle);
-                    self.apply(t, conn, next);
-                }
-            },
-            Parked::Write => {
-                if self.handler.writes_without_blocking(&conn.state) {
-                    let next = self.handler.writable(&mut conn.state, &mut conn.stream);
-                    conn.stream.take_would_block();
-                    self.apply(t, conn, next);
-                } else {
-                    self.dispatch(t, conn, Step::Write);
-                }
-            }
+            Parked::Read(_) => self.read_step(t, conn),
+            Parked::Write => self.write_step(t, conn),
             Parked::Linger => self.linger_drain(t, conn),
         }
     }
 
+    /// Input arrived: read ahead, then answer on the loop what cannot block,
+    /// and hand the rest to a worker.
+    fn read_step(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>) {
+        conn.stream.set_on_event_loop(true);
+        let Some(found) = self.guarded(&mut conn, "prefetch", |h, c| {
+            h.prefetch(&mut c.state, &mut c.stream)
+        }) else {
+            return self.close(t);
+        };
+        match found {
+            Prefetch::Wait(next) => self.apply(t, conn, next),
+            Prefetch::Ready => self.dispatch(t, conn, Step::Read),
+            Prefetch::ReadyInline => {
+                self.stats.inline_steps += 1;
+                conn.stream.set_score_slot(self.slot);
+                let next = self.guarded(&mut conn, "readable", |h, c| {
+                    h.readable(&mut c.state, &mut c.stream)
+                });
+                conn.stream.set_state(WorkerState::Idle);
+                match next {
+                    Some(next) => self.apply(t, conn, next),
+                    None => self.close(t),
+                }
+            }
+        }
+    }
+
+    /// The socket can take more: write on the loop what needs nothing else
+    /// (within the handler's per-turn budget), or hand it to a worker.
+    fn write_step(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>) {
+        let Some(inline) = self.guarded(&mut conn, "writes_without_blocking", |h, c| {
+            h.writes_without_blocking(&c.state)
+        }) else {
+            return self.close(t);
+        };
+        if !inline {
+            return self.dispatch(t, conn, Step::Write);
+        }
+        conn.stream.set_on_event_loop(true);
+        conn.stream.set_score_slot(self.slot);
+        match self.guarded(&mut conn, "writable", |h, c| {
+            h.writable(&mut c.state, &mut c.stream)
+        }) {
+            Some(next) => self.apply(t, conn, next),
+            None => self.close(t),
+        }
+    }
+
+    /// Run one handler step on the loop, catching a panic: `None` if it
+    /// panicked (logged in one line; the caller closes the connection).
+    fn guarded<R>(
+        &mut self,
+        conn: &mut Conn<H::Conn>,
+        step: &str,
+        f: impl FnOnce(&mut H, &mut Conn<H::Conn>) -> R,
+    ) -> Option<R> {
+        let handler = &mut self.handler;
+        let ran = catch(|| f(handler, conn));
+        // WouldBlock on this non-blocking socket is not a timeout.
+        conn.stream.take_would_block();
+        match ran {
+            Ok(r) => Some(r),
+            Err(p) => {
+                self.stats.panics += 1;
+                log_panic(step, &p, &conn.stream);
+                None
+            }
+        }
+    }
+
     /// Hand a connection with a whole request to a worker.
-    fn dispatch(&mut self, t: usize, conn: Box<Conn<H::Conn>>, step: Step) {
+    fn dispatch(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, step: Step) {
         self.stats.handoffs += 1;
         self.in_flight += 1;
+        conn.stream.set_on_event_loop(false);
         if let Some(jobs) = &self.jobs {
             if jobs
                 .send(Job {
@@ -385,8 +541,13 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     self.close(t);
                     return;
                 }
-                if wait == Wait::KeepAlive {
-                    self.handler.parked(&mut conn.state);
+                if wait == Wait::KeepAlive
+                    && self
+                        .guarded(&mut conn, "parked", |h, c| h.parked(&mut c.state))
+                        .is_none()
+                {
+                    self.close(t);
+                    return;
                 }
                 let more = seen_readable || !conn.stream.drained();
                 let kind = match wait {
@@ -394,15 +555,24 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     Wait::KeepAlive => TimeoutKind::KeepAlive,
                 };
                 self.park(t, conn, Parked::Read(wait), kind);
+                // Edge-triggered: input left unread gets no new edge. Read it
+                // on the next turn, after the others had theirs.
                 if more {
-                    self.again.push(t);
+                    self.resume.push(t);
                 }
             }
             Interest::Write => {
                 self.park(t, conn, Parked::Write, TimeoutKind::Write);
                 if seen_writable {
-                    self.again.push(t);
+                    self.resume.push(t);
                 }
+            }
+            Interest::Yield => {
+                // `readable` again next turn, through `prefetch`, which
+                // decides where it runs (output still queued included).
+                self.stats.yields += 1;
+                self.park(t, conn, Parked::Read(Wait::Request), TimeoutKind::Request);
+                self.resume.push(t);
             }
             Interest::Close => {
                 self.close(t);
@@ -412,6 +582,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     self.close(t);
                     return;
                 }
+                conn.linger_left = LINGER_BYTES;
                 self.park(t, conn, Parked::Linger, TimeoutKind::Linger);
                 self.again.push(t); // drain what is already there
             }
@@ -447,16 +618,25 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
     }
 
-    /// Lingering close: read and discard until the peer closes; each time
-    /// something arrives the two-second linger starts again.
+    /// Lingering close: read and discard until the peer closes, for at most
+    /// [`LINGER_TIME`] from its start (the timeout queued when it began is
+    /// never pushed back) and [`LINGER_BYTES`] in all, as the blocking
+    /// models' lingering close.
     fn linger_drain(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>) {
-        let mut scratch = [0u8; 2048];
-        for _ in 0..64 {
-            match conn.stream.read(&mut scratch) {
+        let mut scratch = [0u8; 4096];
+        while conn.linger_left > 0 {
+            let want = scratch.len().min(conn.linger_left);
+            match conn.stream.read(&mut scratch[..want]) {
                 Ok(0) => break,
-                Ok(_) => {}
+                Ok(n) => conn.linger_left -= n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    self.park(t, conn, Parked::Linger, TimeoutKind::Linger);
+                    // Still in its queue, with its first deadline.
+                    if let Some(slot) = self.slots.get_mut(t) {
+                        *slot = Slot::Parked {
+                            conn,
+                            wait: Parked::Linger,
+                        };
+                    }
                     return;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -478,7 +658,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             self.timeouts.remove(t);
             if let Some(Slot::Parked { mut conn, .. }) = self.slots.try_remove(t) {
                 if kind != TimeoutKind::Linger {
-                    self.handler.timed_out(&mut conn.state, &mut conn.stream);
+                    let _ = self.guarded(&mut conn, "timed_out", |h, c| {
+                        h.timed_out(&mut c.state, &mut c.stream)
+                    });
                 }
             }
         }

@@ -4,18 +4,22 @@
 //! over the listening sockets and every connection that is waiting (idle
 //! keep-alive, the rest of a request, room to write, a lingering close), and a
 //! pool of worker threads runs handlers. An idle connection costs memory, not
-//! a thread.
+//! a thread. By default (`--server-limit auto`) there is such a process per
+//! CPU the server may use, sharing the listening sockets.
 //!
 //! * [`Event`] (`run.rs`) — the [`Mpm`](mpm_core::Mpm): setup → spawn →
 //!   serve → drain.
-//! * `accept.rs` — the accept strategy: non-blocking accepts in batches,
-//!   paused while every worker is busy or the connection cap is reached.
+//! * `accept.rs` — the accept strategy: non-blocking accepts, paused while
+//!   every worker is busy, the connection cap is reached, or (with siblings
+//!   sharing the listeners, registered `EPOLLEXCLUSIVE`) this process holds
+//!   more than its share of connections ([`mpm_core::ConnectionLedger`]).
 //! * `keepalive.rs` — idle keep-alive connections, parked without a thread,
 //!   and how a stop closes them.
 //! * [`event_loop`] — the listener thread: reads and parses request heads
 //!   without blocking ([`ConnectionHandler::prefetch`](mpm_core::ConnectionHandler::prefetch)),
 //!   hands a worker only a whole request, finishes large writes itself on
-//!   `EPOLLOUT`, drains lingering closes.
+//!   `EPOLLOUT`, drains lingering closes, and steps connections that yielded
+//!   once per turn, after the others.
 //! * [`worker_pool`] — the workers, and the channel and eventfd by which
 //!   connections come back to the loop.
 //! * [`timeout_queues`] — keep-alive, request, write and linger timeouts, each
@@ -24,7 +28,10 @@
 //! A request whose answer cannot block (a cached static file, an error page)
 //! is answered on the listener thread itself: a keep-alive request then costs
 //! no thread switch at all. Everything else goes to a worker, so a handler may
-//! block as it likes.
+//! block as it likes. Nothing slow runs on the loop: each pipelined request is
+//! asked, a body goes a budget per turn and only from the page cache, and a
+//! panic in any step (on the loop or a worker) closes that connection alone
+//! (see `mpm_core::design`).
 
 mod accept;
 pub mod event_loop;

@@ -85,12 +85,19 @@ impl Mpm for Event {
         let stats = event_loop.run(settings.graceful_timeout);
         mpm_core::log_notice!(
             "mpm: event process {} accepted {} connections; {} requests answered on the \
-             listener, {} handed to workers; accepting paused {} times",
+             listener, {} handed to workers; accepting paused {} times (and {} for balance); \
+             woken {} times by a listener, {} of them for nothing; {} yields; {} panics caught \
+             on the loop",
             std::process::id(),
             stats.accepted,
             stats.inline_steps,
             stats.handoffs,
-            stats.listener_pauses
+            stats.listener_pauses,
+            stats.balance_pauses,
+            stats.listener_wakeups,
+            stats.empty_wakeups,
+            stats.yields,
+            stats.panics
         );
         // The job channel is closed: idle workers exit at once. One stuck in a
         // handler past the graceful timeout is left behind rather than waited on.

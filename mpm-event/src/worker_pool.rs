@@ -8,6 +8,8 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
+use mpm_core::blocking::log_panic;
+use mpm_core::panics::catch;
 use mpm_core::scoreboard::{Slot, WorkerState};
 use mpm_core::{ConnectionHandler, Interest, Stream};
 
@@ -17,6 +19,19 @@ pub struct Conn<C> {
     pub stream: Stream,
     /// The handler's per-connection state.
     pub state: C,
+    /// Lingering close: bytes it may still read and discard.
+    pub(crate) linger_left: usize,
+}
+
+impl<C> Conn<C> {
+    /// A connection just accepted.
+    pub fn new(stream: Stream, state: C) -> Self {
+        Conn {
+            stream,
+            state,
+            linger_left: mpm_core::LINGER_BYTES,
+        }
+    }
 }
 
 /// Which step a worker runs.
@@ -120,7 +135,9 @@ pub struct PoolHandle<C> {
     pub threads: usize,
 }
 
-/// Run jobs until the job channel closes.
+/// Run jobs until the job channel closes. A panic in a step is caught and
+/// logged in one line; the connection goes back to the loop to be closed,
+/// so its slot and the in-flight count are returned and the worker serves on.
 pub fn worker_loop<H: ConnectionHandler>(
     mut handler: H,
     jobs: Receiver<Job<H::Conn>>,
@@ -130,9 +147,22 @@ pub fn worker_loop<H: ConnectionHandler>(
     for mut job in jobs {
         let conn = &mut job.conn;
         conn.stream.set_score_slot(slot);
-        let interest = match job.step {
+        conn.stream.set_on_event_loop(false);
+        let step = job.step;
+        let ran = catch(|| match step {
             Step::Read => handler.readable(&mut conn.state, &mut conn.stream),
             Step::Write => handler.writable(&mut conn.state, &mut conn.stream),
+        });
+        let interest = match ran {
+            Ok(interest) => interest,
+            Err(p) => {
+                let name = match step {
+                    Step::Read => "readable",
+                    Step::Write => "writable",
+                };
+                log_panic(name, &p, &conn.stream);
+                Interest::Close
+            }
         };
         // WouldBlock on this non-blocking socket is not a timeout.
         conn.stream.take_would_block();

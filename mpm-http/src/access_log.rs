@@ -350,6 +350,11 @@ impl Record {
         self.sent += n as u64;
     }
 
+    /// `n` bytes of the response were written in all, head included.
+    pub(crate) fn set_sent(&mut self, n: usize) {
+        self.sent = n as u64;
+    }
+
     /// Body bytes sent: `body` more than the head (for [`Writer::write`]
     /// callers that send the response themselves).
     pub fn set_body_sent(&mut self, body: u64) {

@@ -2,6 +2,7 @@
 //! blocking and non-blocking sockets alike. Turning bytes into requests is
 //! in `reading.rs`, turning responses into bytes in `writing.rs`.
 
+use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use crate::access_log::{Record, Writer};
 use crate::buffer_pool::BufferPool;
 use crate::chunked;
 use crate::head::{self, Framing, Parsed, SLOTS};
+use crate::page_cache;
 use crate::reading::Received;
 use crate::request::{Headers, Request};
 use crate::request_pool::PoolArena;
@@ -71,6 +73,15 @@ pub(crate) enum Pending {
     },
 }
 
+/// A response gathered into `out` behind others, whose access-log line is
+/// written once its bytes are sent.
+pub(crate) struct Gathered {
+    pub(crate) record: Record,
+    /// Where it lies in `out`.
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
 /// Per-connection HTTP state.
 pub struct HttpConn {
     pub(crate) buf: Vec<u8>,
@@ -78,8 +89,24 @@ pub struct HttpConn {
     pub(crate) start: usize,
     /// End of the bytes received.
     pub(crate) filled: usize,
+    /// Responses queued to be sent: several, when pipelined requests are
+    /// answered together.
     pub(crate) out: Vec<u8>,
     pub(crate) out_pos: usize,
+    /// Where in `out` the response of `log` begins.
+    pub(crate) resp_start: usize,
+    /// Earlier responses in `out`, waiting for their bytes to go out.
+    pub(crate) gathered: VecDeque<Gathered>,
+    /// Access-log records to reuse, so that gathering allocates nothing.
+    pub(crate) spare_records: Vec<Record>,
+    /// The event loop's prefetch found the buffered request answerable
+    /// without blocking, and the loop runs it now: no need to ask again.
+    pub(crate) approved: bool,
+    /// A step on the loop stopped before something that may block (a
+    /// request, or a body not in the page cache): the next prefetch sends
+    /// the connection to a worker without asking again, so that two answers
+    /// that disagree cannot keep it yielding on the loop.
+    pub(crate) for_a_worker: bool,
     pub(crate) pending: Option<Pending>,
     /// What follows the pending body of a [`Body::Parts`](crate::Body::Parts).
     pub(crate) parts: std::collections::VecDeque<crate::response::Part>,
@@ -115,6 +142,11 @@ impl std::fmt::Debug for HttpConn {
 }
 
 impl HttpConn {
+    /// Is output queued that has not been sent (bytes, or a body)?
+    pub(crate) fn has_output(&self) -> bool {
+        self.out_pos < self.out.len() || self.pending.is_some() || !self.parts.is_empty()
+    }
+
     pub(crate) fn wait(&self) -> Wait {
         if self.start < self.filled || self.served == 0 {
             Wait::Request
@@ -158,6 +190,9 @@ pub(crate) struct Started {
 pub(crate) enum Flush {
     Done,
     Blocked,
+    /// On an event loop: the per-turn budget is spent, or the rest is not in
+    /// the page cache; resume later (perhaps on a worker).
+    Yield,
     Failed,
 }
 
@@ -170,7 +205,23 @@ pub(crate) enum Step {
     Interim,
     /// More bytes are needed.
     Incomplete,
+    /// A whole request is buffered, but answering it may block and the
+    /// [`Gate`] said not to: nothing was consumed.
+    Deferred,
 }
+
+/// Which requests a step may answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Any.
+    Any,
+    /// Only those the handler answers without blocking: on an event loop,
+    /// and behind gathered responses, which must not wait on a slow one.
+    NonBlocking,
+}
+
+/// Most bytes of pipelined responses gathered for one write.
+pub(crate) const GATHER_MAX: usize = 64 * 1024;
 
 impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     type Conn = HttpConn;
@@ -186,6 +237,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             filled: 0,
             out: Vec::new(),
             out_pos: 0,
+            resp_start: 0,
+            gathered: VecDeque::new(),
+            spare_records: Vec::new(),
+            approved: false,
+            for_a_worker: false,
             pending: None,
             parts: std::collections::VecDeque::new(),
             after: After::KeepAlive,
@@ -207,33 +263,84 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn readable(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        // Output still queued (a step that yielded): finish it first.
+        if c.has_output() {
+            return self.writable(c, s);
+        }
         let mut did_read = false;
         loop {
             if c.start < c.filled {
-                match self.step(c, s) {
-                    Step::Responded => match self.flush(c, s) {
-                        Flush::Done => match c.after {
-                            After::KeepAlive => {
-                                if c.start < c.filled {
-                                    continue; // a pipelined request is waiting
+                // On the loop every request is asked whether it may block
+                // (the first one already was, by prefetch); behind gathered
+                // responses too, which must not wait for a slow one.
+                let approved = std::mem::take(&mut c.approved);
+                let gate = if (s.on_event_loop() && !approved) || c.has_output() {
+                    Gate::NonBlocking
+                } else {
+                    Gate::Any
+                };
+                match self.step(c, s, gate) {
+                    Step::Responded => {
+                        // Pipelined requests answered together go out in one write.
+                        if c.after == After::KeepAlive
+                            && c.pending.is_none()
+                            && c.parts.is_empty()
+                            && c.start < c.filled
+                            && c.out.len() - c.out_pos < GATHER_MAX
+                        {
+                            continue;
+                        }
+                        match self.flush(c, s) {
+                            Flush::Done => match c.after {
+                                After::KeepAlive => {
+                                    if c.start < c.filled {
+                                        continue; // a pipelined request is waiting
+                                    }
+                                    return Interest::Read(Wait::KeepAlive);
                                 }
-                                return Interest::Read(Wait::KeepAlive);
+                                After::Close => return Interest::Close,
+                                After::Linger => return Interest::Linger,
+                            },
+                            Flush::Blocked => return Interest::Write,
+                            Flush::Yield => return Interest::Yield,
+                            Flush::Failed => return Interest::Close,
+                        }
+                    }
+                    Step::Deferred => {
+                        // What is gathered goes out before anything that may block.
+                        if let Some(stop) = self.flush_first(c, s) {
+                            return stop;
+                        }
+                        if s.on_event_loop() {
+                            // Back to the loop, which hands it to a worker.
+                            c.for_a_worker = true;
+                            return Interest::Yield;
+                        }
+                        continue; // now with nothing gathered: any request
+                    }
+                    Step::Incomplete => {
+                        if c.has_output() {
+                            // Before waiting for more input; then once more,
+                            // for a `100 Continue` that had to wait its turn.
+                            if let Some(stop) = self.flush_first(c, s) {
+                                return stop;
                             }
-                            After::Close => return Interest::Close,
-                            After::Linger => return Interest::Linger,
-                        },
-                        Flush::Blocked => return Interest::Write,
-                        Flush::Failed => return Interest::Close,
-                    },
+                            continue;
+                        }
+                    }
                     Step::Interim => match self.write_queued(c, s) {
                         Flush::Done => {}
                         Flush::Blocked => {
                             c.interim = true;
                             return Interest::Write;
                         }
+                        // In memory: nothing to yield for, but it would resume.
+                        Flush::Yield => {
+                            c.interim = true;
+                            return Interest::Yield;
+                        }
                         Flush::Failed => return Interest::Close,
                     },
-                    Step::Incomplete => {}
                 }
             }
             if did_read {
@@ -287,6 +394,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                     Interest::Read(c.wait())
                 }
                 Flush::Blocked => Interest::Write,
+                Flush::Yield => Interest::Yield,
                 Flush::Failed => Interest::Close,
             };
         }
@@ -298,26 +406,45 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 After::Linger => Interest::Linger,
             },
             Flush::Blocked => Interest::Write,
+            Flush::Yield => Interest::Yield,
             Flush::Failed => Interest::Close,
         }
     }
 
     fn prefetch(&mut self, c: &mut HttpConn, s: &mut Stream) -> Prefetch {
+        c.approved = false;
+        if std::mem::take(&mut c.for_a_worker) {
+            return Prefetch::Ready;
+        }
+        // A response still going out (it yielded its turn): the question is
+        // whether the rest can be written without blocking. Not reading
+        // now: a peer that shut its side down still gets all of it.
+        if c.has_output() {
+            return if self.writes_without_blocking(c) {
+                Prefetch::ReadyInline
+            } else {
+                Prefetch::Ready
+            };
+        }
         c.make_room();
+        let mut closed = false;
         if c.filled < c.buf.len() {
             match s.read(&mut c.buf[c.filled..]) {
-                Ok(0) => return Prefetch::Wait(Interest::Close),
+                Ok(0) if c.start == c.filled => return Prefetch::Wait(Interest::Close),
+                // Closed after pipelining: answer what was whole, then close.
+                Ok(0) => closed = true,
                 Ok(n) => c.filled += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => return Prefetch::Wait(Interest::Close),
             }
-        } else {
-            return Prefetch::Ready; // a large head or body: the worker grows the buffer
         }
         if c.start == c.filled {
             return Prefetch::Wait(Interest::Read(c.wait()));
         }
+        // A full buffer may still hold whole requests (pipelined ones);
+        // only a head or body larger than it needs a worker to grow it.
+        let full = c.filled == c.buf.len();
         let limits = self.settings.limits;
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let data = &c.buf[c.start..c.filled];
@@ -328,6 +455,8 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 c.buf[c.start + at] = b'1';
                 return Prefetch::Ready;
             }
+            Parsed::Partial if closed => return Prefetch::Wait(Interest::Close),
+            Parsed::Partial if full => return Prefetch::Ready,
             Parsed::Partial => {
                 if Instant::now()
                     >= self.deadline(&mut c.started, Received::Head(data.len() as u64))
@@ -363,8 +492,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             ),
         };
         if !complete {
-            if head.expect_continue && !c.continue_sent {
-                return Prefetch::Ready; // readable() sends 100 Continue
+            if closed {
+                return Prefetch::Wait(Interest::Close);
+            }
+            if full || (head.expect_continue && !c.continue_sent) {
+                return Prefetch::Ready; // readable() grows the buffer, or sends 100 Continue
             }
             let received = (data.len() - head.len) as u64;
             if Instant::now() >= self.deadline(&mut c.started, Received::Body(received)) {
@@ -373,6 +505,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             return Prefetch::Wait(Interest::Read(Wait::Request));
         }
         if self.handler.answers_without_blocking(&req) {
+            c.approved = true;
             Prefetch::ReadyInline
         } else {
             Prefetch::Ready
@@ -381,25 +514,38 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
 
     /// Nothing read, nothing written: the socket is the whole connection.
     fn can_hand_over(&self, c: &HttpConn) -> bool {
-        c.served == 0 && c.start == c.filled && c.out_pos >= c.out.len() && c.pending.is_none()
+        c.served == 0 && c.start == c.filled && !c.has_output()
     }
 
+    /// In-memory output always; a file body when the next stretch of it
+    /// (up to `--sendfile-max-chunk`) is in the page cache; a streamed body
+    /// never (its reader may block).
     fn writes_without_blocking(&self, c: &HttpConn) -> bool {
-        !matches!(c.pending, Some(Pending::Stream { .. }))
+        match &c.pending {
+            None => true,
+            Some(Pending::Stream { .. }) => false,
+            Some(Pending::File { file, offset, end }) => {
+                let next = (*end - *offset).min(self.settings.sendfile_max_chunk);
+                page_cache::resident(file, *offset, next)
+            }
+        }
     }
 
     fn parked(&mut self, c: &mut HttpConn) {
-        if c.start == c.filled && c.pending.is_none() && c.out_pos >= c.out.len() {
+        if c.start == c.filled && !c.has_output() {
             c.start = 0;
             c.filled = 0;
             c.pool.put_read(std::mem::take(&mut c.buf));
             c.pool.put_write(std::mem::take(&mut c.out));
             c.chunk_body = Vec::new();
+            c.gathered = VecDeque::new();
+            c.spare_records = Vec::new();
         }
     }
 
     fn timed_out(&mut self, c: &mut HttpConn, s: &mut Stream) {
-        // A response cut short by the timeout is logged with what was sent.
+        // Responses cut short by the timeout are logged with what was sent.
+        self.finish_gathered(c, s);
         self.log_done(c, s, true);
         // Mid-request with nothing being written: tell the client why we close.
         if c.start < c.filled && c.out_pos >= c.out.len() && c.pending.is_none() {
@@ -409,6 +555,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             }
             c.out.clear();
             c.out_pos = 0;
+            c.resp_start = 0;
             // The built-in page (or the configured one), as every 408.
             let page = crate::Response::error(408).into_parts();
             self.queue(c, page, false, false, crate::Version::Http11);

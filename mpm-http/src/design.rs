@@ -3,7 +3,7 @@
 //! Why the HTTP layer is shaped the way it is. Nothing here is code; the
 //! notes on the contract it runs on are `mpm_core::design`.
 //!
-//! ## Responses are written whole
+//! ## Responses are written whole, pipelined ones together
 //!
 //! The HTTP layer serialises the head (and any in-memory body) into one
 //! buffer per connection, reused across requests, and writes it with one
@@ -14,6 +14,44 @@
 //! the kernel in the same call that opens, and kept in a small open-file
 //! cache for a second, so a hot file costs no `open`, `stat` or `close`:
 //! a keep-alive request for a small page is `read`, `send`, `sendfile`.
+//!
+//! When several requests arrive together (TechEmpower's plaintext test
+//! pipelines sixteen per write), their responses are appended to the same
+//! buffer and sent with one `send`, under every model, up to 64 KiB, and
+//! only while each next request is one the handler answers without blocking
+//! ([`HttpHandler::answers_without_blocking`](crate::HttpHandler::answers_without_blocking)):
+//! what is gathered goes out before a request that may block is run, so a
+//! fast answer never waits behind a slow one. A response with a file or
+//! streamed body ends the gathering (its head goes first, then the body).
+//! Each response keeps its own access-log line, written once its bytes are
+//! sent, with the bytes that went out. The bytes on the wire are those the
+//! same requests get one at a time.
+//!
+//! ## On an event loop, a body goes a budget at a time, from memory only
+//!
+//! A step on the loop sends at most `--sendfile-max-chunk` of a file body
+//! (512 KiB by default), then returns `Interest::Yield`: the loop serves its
+//! other connections and comes back next turn. It sends (or, with
+//! `--sendfile off`, reads) a stretch of the file only if that stretch is in
+//! the page cache, asked of `cachestat(2)` or probed with
+//! `preadv2(RWF_NOWAIT)` (`page_cache.rs`); otherwise it yields and the loop
+//! hands the connection to a worker, which may wait on the disk. A streamed
+//! body (its reader may block) is never pulled on the loop. Off the loop
+//! none of this applies, but each `sendfile` still asks for at most the
+//! chunk.
+//!
+//! ## Each worker has its own open-file table
+//!
+//! The cache of open files is two-level: each `StaticFiles` clone (one per
+//! worker thread, and one for the event loop) has a table of its own, read
+//! with no lock, and fills it from a table every clone of the process
+//! shares, split into 16 shards each behind its own lock. A hit on a hot
+//! file touches nothing another thread writes but the reference counts of
+//! its descriptor and body; the shared table is read when a worker's entry
+//! is missing or a second old, and written when a file is opened. The event
+//! loop asks the shared table whether a file is open before answering it
+//! inline, so a file opened by a worker is answered by the loop from then
+//! on.
 //!
 //! ## Scratch lives in the request pool; the common path needs none
 //!

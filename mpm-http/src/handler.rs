@@ -9,7 +9,8 @@ use crate::response::Response;
 /// worker and event) by the function given to
 /// [`HttpFactory::new`](crate::HttpFactory::new), so it may keep mutable
 /// state of its own without locks. It may block (on a file, a database): the
-/// MPM's workers absorb it. A panic answers 500 for that request only.
+/// MPM's workers absorb it. A panic answers 500 for that request only, and is
+/// one error-log line.
 ///
 /// # Example
 ///
@@ -63,7 +64,12 @@ pub trait HttpHandler {
     /// Can [`handle`](Self::handle) answer this request without blocking
     /// (no disk wait, no network call, no lock held long)? The event MPM then
     /// answers it on its event loop, saving the two thread switches of a
-    /// hand-off to a worker. The default, no, is always safe.
+    /// hand-off to a worker. It is asked of every request, each pipelined one
+    /// too, and answers to pipelined requests it says yes to go out together
+    /// in one write, under every MPM (what is gathered is sent before a
+    /// request it says no to is run). The default, no, is always safe. It
+    /// runs on the event loop: it must itself be quick, and a panic in it
+    /// counts as no.
     fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
         let _ = request;
         false

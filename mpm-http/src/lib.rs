@@ -74,6 +74,7 @@ mod head;
 mod json;
 pub mod log_format;
 pub mod mime;
+mod page_cache;
 mod reading;
 mod request;
 mod request_pool;
@@ -104,5 +105,5 @@ pub use response::{
     is_known_method, reason_phrase, Body, FileBody, HeaderError, HeaderText, Part, Response,
 };
 pub use router::{IntoResponse, Rejection, Router, Routes};
-pub use settings::HttpSettings;
+pub use settings::{HttpSettings, DEFAULT_SENDFILE_MAX_CHUNK};
 pub use static_files::{Dotfiles, StaticFiles, DEFAULT_IN_MEMORY};

@@ -3,15 +3,15 @@
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
+use mpm_core::panics::catch;
 use mpm_core::scoreboard::WorkerState;
 use mpm_core::{Interest, Stream};
 
 use crate::body::{self, BodySource, BodyStream, Timing};
 use crate::chunked::{self, ChunkError};
-use crate::connection::{After, Flush, HttpConn, HttpService, Started, Step};
+use crate::connection::{After, Flush, Gate, HttpConn, HttpService, Started, Step};
 use crate::head::{self, Framing, Head, Parsed, SLOTS};
 use crate::request::{Headers, Request, Version};
 use crate::response::Response;
@@ -37,9 +37,11 @@ fn earned(received: u64, rate: u64) -> Duration {
 }
 
 impl<H: HttpHandler> HttpService<H> {
-    /// Parse one request from the buffer; if it is complete, run the handler
-    /// and queue the response.
-    pub(crate) fn step(&mut self, c: &mut HttpConn, s: &mut Stream) -> Step {
+    /// Parse one request from the buffer; if it is complete and `gate`
+    /// allows, run the handler and queue the response (behind any already
+    /// queued).
+    pub(crate) fn step(&mut self, c: &mut HttpConn, s: &mut Stream, gate: Gate) -> Step {
+        self.begin_response(c);
         let limits = self.settings.limits;
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let data = &c.buf[c.start..c.filled];
@@ -47,7 +49,7 @@ impl<H: HttpHandler> HttpService<H> {
             Parsed::NewerMinor(at) => {
                 // Served as HTTP/1.1 (RFC 9110 §2.5): parse it as one.
                 c.buf[c.start + at] = b'1';
-                return self.step(c, s);
+                return self.step(c, s, gate);
             }
             Parsed::Partial => {
                 c.deadline = Some(self.deadline(&mut c.started, Received::Head(data.len() as u64)));
@@ -95,9 +97,15 @@ impl<H: HttpHandler> HttpService<H> {
         let Some((body_start, body_end, consumed)) = body_range else {
             let received = (data.len() - head.len) as u64;
             c.deadline = Some(self.deadline(&mut c.started, Received::Body(received)));
-            if head.expect_continue && !c.continue_sent && head.version == Version::Http11 {
-                // Queued and written like any response, so that a partial
-                // write is finished before anything else goes out.
+            // Queued and written like any response, so that a partial write
+            // is finished before anything else goes out; and not ahead of
+            // responses still queued: the caller sends those first and asks
+            // again.
+            if head.expect_continue
+                && !c.continue_sent
+                && head.version == Version::Http11
+                && !c.has_output()
+            {
                 c.continue_sent = true;
                 if c.out.capacity() == 0 {
                     c.out = c.pool.write_buffer();
@@ -123,6 +131,12 @@ impl<H: HttpHandler> HttpService<H> {
                 || c.served + 1 < self.settings.max_keepalive_requests);
         let is_head = head.method == "HEAD";
         let version = head.version;
+        // A body read as it arrives reads the socket (and may answer `100
+        // Continue` itself): never on the loop, never behind gathered answers.
+        if gate == Gate::NonBlocking && (streamed || !self.answers_without_blocking(&head, body, s))
+        {
+            return Step::Deferred;
+        }
         s.set_state(WorkerState::Writing);
         let (mut response, mut consumed, mut keep, mut outcome) = (None, consumed, keep, None);
         if streamed {
@@ -176,8 +190,6 @@ impl<H: HttpHandler> HttpService<H> {
             slot.record_request(&data[..line_end], response.body.len().unwrap_or(0));
             slot.record_status(response.status);
         }
-        c.out.clear();
-        c.out_pos = 0;
         let keep = self.queue(c, response, is_head, keep, version);
         c.served += 1;
         c.started = Started::default();
@@ -244,6 +256,24 @@ impl<H: HttpHandler> HttpService<H> {
         }
     }
 
+    /// Does the user's handler answer this request without blocking? A
+    /// panic in it counts as no (a worker then runs the request, and the
+    /// handler's panic there answers 500).
+    fn answers_without_blocking(&self, head: &Head<'_, '_>, body: &[u8], s: &Stream) -> bool {
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version: head.version,
+            headers: Headers::Parsed(head.headers),
+            body,
+            stream: None,
+            params: &[],
+            peer: s.peer_addr(),
+            pool: self.arena.pool(),
+        };
+        catch(|| self.handler.answers_without_blocking(&req)).unwrap_or(false)
+    }
+
     /// Does the handler read this request's body as it arrives?
     fn streams_body(&self, head: &Head<'_, '_>, s: &Stream) -> bool {
         let req = Request {
@@ -257,10 +287,11 @@ impl<H: HttpHandler> HttpService<H> {
             peer: s.peer_addr(),
             pool: self.arena.pool(),
         };
-        self.handler.streams_body(&req)
+        catch(|| self.handler.streams_body(&req)).unwrap_or(false)
     }
 
-    /// Run the user's handler; a panic becomes a 500 for this request only.
+    /// Run the user's handler; a panic becomes a 500 for this request only,
+    /// and one error-log line.
     pub(crate) fn call(
         &mut self,
         head: &Head<'_, '_>,
@@ -280,14 +311,14 @@ impl<H: HttpHandler> HttpService<H> {
             pool: self.arena.pool(),
         };
         let handler = &mut self.handler;
-        let answer = catch_unwind(AssertUnwindSafe(|| handler.handle(&req)));
+        let answer = catch(|| handler.handle(&req));
         // The response owns all it holds: the request's scratch can go.
         self.arena.reset();
         match answer {
             Ok(r) => r,
-            Err(_) => {
+            Err(p) => {
                 mpm_core::log_error!(
-                    "mpm: handler panicked on {} {}; answered 500",
+                    "mpm: handler panicked on {} {}: {p}; answered 500",
                     head.method,
                     head.target
                 );
@@ -296,8 +327,18 @@ impl<H: HttpHandler> HttpService<H> {
         }
     }
 
-    /// Queue an error response, drop what was received, and close lingering.
+    /// Queue an error response (behind any already queued), drop what was
+    /// received, and close lingering.
     pub(crate) fn reject(&mut self, c: &mut HttpConn, s: &mut Stream, status: u16) -> Interest {
+        if c.pending.is_some() || !c.parts.is_empty() {
+            // A body still going out cannot be followed: the error replaces it.
+            self.finish_gathered(c, s);
+            c.out.clear();
+            c.out_pos = 0;
+            c.pending = None;
+            c.parts.clear();
+        }
+        self.begin_response(c);
         self.log_start(
             &mut c.log,
             &c.buf[c.start..c.filled.max(c.start)],
@@ -307,10 +348,6 @@ impl<H: HttpHandler> HttpService<H> {
         if let Some(slot) = s.score_slot() {
             slot.record_status(status);
         }
-        c.out.clear();
-        c.out_pos = 0;
-        c.pending = None;
-        c.parts.clear();
         let r = Response::error(status).into_parts();
         self.queue(c, r, false, false, Version::Http11);
         c.start = 0;
@@ -321,6 +358,7 @@ impl<H: HttpHandler> HttpService<H> {
         match self.flush(c, s) {
             Flush::Done => Interest::Linger,
             Flush::Blocked => Interest::Write,
+            Flush::Yield => Interest::Yield,
             Flush::Failed => Interest::Close,
         }
     }

@@ -42,6 +42,10 @@ pub struct HttpSettings {
     pub timeout: Duration,
     /// File bodies by `sendfile(2)` (or read+write).
     pub sendfile: bool,
+    /// Most bytes of a file body one `sendfile` asks for, and the most an
+    /// event loop sends of it per turn before serving its other connections
+    /// (nginx's `sendfile_max_chunk`); 0: no limit.
+    pub sendfile_max_chunk: u64,
     /// A per-worker arena for each request's scratch.
     pub request_pool: bool,
     /// The `Server` field of every response a handler does not give its
@@ -51,6 +55,9 @@ pub struct HttpSettings {
     /// Pages that replace the built-in error pages, by status.
     pub error_pages: ErrorPages,
 }
+
+/// The default for [`HttpSettings::sendfile_max_chunk`]: 512 KiB.
+pub const DEFAULT_SENDFILE_MAX_CHUNK: u64 = 512 * 1024;
 
 impl Default for HttpSettings {
     fn default() -> Self {
@@ -70,6 +77,7 @@ impl Default for HttpSettings {
             request_body_min_rate: 500,
             timeout: Duration::from_secs(60),
             sendfile: true,
+            sendfile_max_chunk: DEFAULT_SENDFILE_MAX_CHUNK,
             request_pool: true,
             server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
             error_pages: ErrorPages::new(),
@@ -92,6 +100,8 @@ pub(crate) struct ServiceSettings {
     /// The longest a single read may wait (`--timeout`).
     pub(crate) timeout: Duration,
     pub(crate) sendfile: bool,
+    /// `sendfile_max_chunk`, with "no limit" as the largest value.
+    pub(crate) sendfile_max_chunk: u64,
     pub(crate) request_pool: bool,
     pub(crate) server: String,
     pub(crate) error_pages: ErrorPages,
@@ -118,6 +128,10 @@ impl ServiceSettings {
             request_body_min_rate: settings.request_body_min_rate,
             timeout: settings.timeout,
             sendfile: settings.sendfile,
+            sendfile_max_chunk: match settings.sendfile_max_chunk {
+                0 => u64::MAX,
+                n => n,
+            },
             request_pool: settings.request_pool,
             server: settings.server.clone(),
             error_pages: settings.error_pages.clone(),

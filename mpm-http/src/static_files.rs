@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::fs::File;
+use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
@@ -64,7 +65,12 @@ pub enum Dotfiles {
 /// does: a hit costs no `open` or `close`, and the body still goes out by
 /// `sendfile` from the shared descriptor; one `fstat` checks that its size
 /// is still the one announced (a file truncated in place is answered with
-/// its new length). A file replaced on disk is seen within that time.
+/// its new length). A file replaced on disk is seen within that time. Each
+/// clone (each worker thread) keeps its own table, read with no lock; a
+/// miss there looks in a table the clones share, split into shards each
+/// behind its own lock, and only a miss there too opens the file. A hot
+/// file therefore costs no lock and writes no cache line another core
+/// reads, but for the reference counts of its descriptor and in-memory body.
 ///
 /// Files no larger than [`in_memory_up_to`](Self::in_memory_up_to) (16 KiB
 /// unless set) are also read into the cache, and their bodies written with
@@ -72,17 +78,82 @@ pub enum Dotfiles {
 /// files: for a small page that halves the system calls of a keep-alive
 /// request. Larger files, and ranges, go by `sendfile`.
 ///
-/// Cheap to clone: clones share the open root directory and the cache.
-#[derive(Debug, Clone)]
+/// Cheap to clone: clones share the open root directory and the shared
+/// table; each starts with an empty table of its own.
+#[derive(Debug)]
 pub struct StaticFiles {
     root: Arc<OwnedFd>,
-    cache: Arc<RwLock<HashMap<Box<str>, Arc<OpenFile>>>>,
+    /// This worker's entries: a copy of each, so that a hit touches
+    /// nothing another thread writes.
+    local: HashMap<Box<str>, Arc<OpenFile>>,
+    /// Every worker's entries.
+    shared: Arc<SharedCache>,
     in_memory: u64,
     dotfiles: bool,
     precompressed: bool,
     gzip: Option<Arc<Gzip>>,
     autoindex: bool,
     expires: Arc<CacheRules>,
+}
+
+impl Clone for StaticFiles {
+    fn clone(&self) -> Self {
+        StaticFiles {
+            root: Arc::clone(&self.root),
+            local: HashMap::new(),
+            shared: Arc::clone(&self.shared),
+            in_memory: self.in_memory,
+            dotfiles: self.dotfiles,
+            precompressed: self.precompressed,
+            gzip: self.gzip.clone(),
+            autoindex: self.autoindex,
+            expires: Arc::clone(&self.expires),
+        }
+    }
+}
+
+/// Shards of the shared table: workers refreshing different files take
+/// different locks.
+const SHARDS: usize = 16;
+
+/// The open files every worker of a process has looked up.
+#[derive(Debug, Default)]
+struct SharedCache {
+    shards: [RwLock<HashMap<Box<str>, Arc<OpenFile>>>; SHARDS],
+    hasher: RandomState,
+}
+
+impl SharedCache {
+    fn shard(&self, path: &str) -> &RwLock<HashMap<Box<str>, Arc<OpenFile>>> {
+        let i = self.hasher.hash_one(path) as usize % SHARDS;
+        &self.shards[i]
+    }
+
+    /// The fresh entry for `path`, if any.
+    fn get(&self, path: &str) -> Option<Arc<OpenFile>> {
+        self.shard(path)
+            .read()
+            .get(path)
+            .filter(|f| f.is_fresh())
+            .cloned()
+    }
+
+    /// The entry for `path`, fresh or not.
+    fn entry(&self, path: &str) -> Option<Arc<OpenFile>> {
+        self.shard(path).read().get(path).cloned()
+    }
+
+    fn insert(&self, path: &str, file: Arc<OpenFile>) {
+        let mut shard = self.shard(path).write();
+        if let Some(entry) = shard.get_mut(path) {
+            *entry = file;
+            return;
+        }
+        if shard.len() >= CACHE_ENTRIES / SHARDS {
+            shard.clear();
+        }
+        shard.insert(path.into(), file);
+    }
 }
 
 /// The default for [`StaticFiles::in_memory_up_to`].
@@ -92,7 +163,8 @@ pub const DEFAULT_IN_MEMORY: u64 = 16 * 1024;
 /// and checked again.
 pub(crate) const CACHE_VALID: Duration = Duration::from_secs(1);
 
-/// The most files kept open by the cache; when full it starts again empty.
+/// The most files kept open by a worker's table (and by the shared one);
+/// when full it starts again empty.
 const CACHE_ENTRIES: usize = 256;
 
 /// A regular file ready to serve, with its validators formatted once.
@@ -114,7 +186,7 @@ struct OpenFile {
     gzip: bool,
     /// The file gzipped whole, once, when it is kept in memory (`None`
     /// inside when that saved nothing).
-    gzipped: OnceLock<Option<Arc<[u8]>>>,
+    gzipped: Arc<OnceLock<Option<Arc<[u8]>>>>,
     /// The validator of the gzipped file: the file's, marked.
     gzip_etag: Arc<str>,
     /// `Cache-Control` by the expires rules.
@@ -163,10 +235,37 @@ impl OpenFile {
             && !is_range_request(req)
             && (self.contents.is_none() || self.gzipped.get().is_none())
     }
+
+    fn is_fresh(&self) -> bool {
+        self.opened.elapsed() < CACHE_VALID
+    }
+
+    /// A worker's own copy: the descriptors, the bodies and the compressed
+    /// body (compressed once, by whichever worker needs it first) are
+    /// shared; the rest (and the count of references to it) is the worker's.
+    fn worker_copy(&self) -> OpenFile {
+        OpenFile {
+            file: Arc::clone(&self.file),
+            len: self.len,
+            contents: self.contents.clone(),
+            mtime: self.mtime,
+            etag: Arc::from(&*self.etag),
+            last_modified: Arc::from(&*self.last_modified),
+            content_type: self.content_type,
+            opened: self.opened,
+            br: self.br.clone(),
+            gz: self.gz.clone(),
+            gzip: self.gzip,
+            gzipped: Arc::clone(&self.gzipped),
+            gzip_etag: Arc::from(&*self.gzip_etag),
+            cache_control: self.cache_control.as_deref().map(Arc::from),
+            stamp: self.stamp,
+        }
+    }
 }
 
 /// A precompressed sibling of a file (`style.css.gz` beside `style.css`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Sibling {
     file: Arc<File>,
     len: u64,
@@ -206,7 +305,8 @@ impl StaticFiles {
         }
         Ok(StaticFiles {
             root: Arc::new(OwnedFd::from(file)),
-            cache: Arc::new(RwLock::new(HashMap::new())),
+            local: HashMap::new(),
+            shared: Arc::default(),
             in_memory: DEFAULT_IN_MEMORY,
             dotfiles: false,
             precompressed: false,
@@ -281,32 +381,53 @@ impl StaticFiles {
         self
     }
 
-    /// The file a request path names, from the cache when fresh.
+    /// The file a request path names: from this worker's table when fresh,
+    /// else from the shared one, else opened (and put in both).
     // The error is the response itself, fields inline; it is built on the
     // slow path only, where one move costs nothing next to open(2).
     #[allow(clippy::result_large_err)]
-    fn lookup(&self, req: &Request<'_>) -> std::result::Result<Arc<OpenFile>, Response> {
+    fn lookup(&mut self, req: &Request<'_>) -> std::result::Result<Arc<OpenFile>, Response> {
         let raw = req.path();
-        let stale = match self.cache.read().get(raw) {
-            Some(hit) if hit.opened.elapsed() < CACHE_VALID && hit.unchanged() => {
-                return Ok(Arc::clone(hit))
+        if let Some(hit) = self.local.get(raw) {
+            if hit.is_fresh() && hit.unchanged() {
+                return Ok(Arc::clone(hit));
             }
-            other => other.cloned(),
+        }
+        let found = match self.shared.get(raw).filter(|f| f.unchanged()) {
+            Some(found) => found,
+            None => {
+                let stale = self.shared.entry(raw);
+                let mut opened = self.resolve(raw, Some(req), req.pool())?;
+                // Unchanged since it was cached: its compressed body still holds.
+                if let Some(old) = stale.filter(|old| old.etag == opened.etag) {
+                    opened.gzipped = Arc::clone(&old.gzipped);
+                }
+                let found = Arc::new(opened);
+                self.shared.insert(raw, Arc::clone(&found));
+                found
+            }
         };
-        let found = Arc::new(self.resolve(raw, Some(req), req.pool())?);
-        // Unchanged since it was cached: its compressed body still holds.
-        if let Some(gzipped) = stale
-            .filter(|old| old.etag == found.etag)
-            .and_then(|old| old.gzipped.get().cloned())
-        {
-            let _ = found.gzipped.set(gzipped);
+        match self.local.get_mut(raw) {
+            Some(slot) => {
+                // The same file as our stale copy (size and time unchanged):
+                // trust the copy for another second, at no allocation.
+                match Arc::get_mut(slot) {
+                    Some(mine) if mine.stamp == found.stamp && mine.etag == found.etag => {
+                        mine.opened = found.opened
+                    }
+                    _ => *slot = Arc::new(found.worker_copy()),
+                }
+                Ok(Arc::clone(slot))
+            }
+            None => {
+                if self.local.len() >= CACHE_ENTRIES {
+                    self.local.clear();
+                }
+                let mine = Arc::new(found.worker_copy());
+                self.local.insert(raw.into(), Arc::clone(&mine));
+                Ok(mine)
+            }
         }
-        let mut cache = self.cache.write();
-        if cache.len() >= CACHE_ENTRIES {
-            cache.clear();
-        }
-        cache.insert(raw.into(), Arc::clone(&found));
-        Ok(found)
     }
 
     /// Map a request path to an open regular file, or the response to
@@ -399,7 +520,7 @@ impl StaticFiles {
             br: sibling(Coding::Br),
             gz: sibling(Coding::Gzip),
             gzip,
-            gzipped: OnceLock::new(),
+            gzipped: Arc::default(),
             cache_control: self.expires.cache_control(served, content_type),
             stamp: stamp(&meta),
         })
@@ -594,10 +715,15 @@ impl HttpHandler for StaticFiles {
         if !matches!(req.method(), "GET" | "HEAD") {
             return true;
         }
-        self.cache
-            .read()
-            .get(req.path())
-            .is_some_and(|f| f.opened.elapsed() < CACHE_VALID && !f.compresses_now(req))
+        let path = req.path();
+        // This worker's table first, with no lock; then the shared one.
+        match self.local.get(path).filter(|f| f.is_fresh()) {
+            Some(f) => !f.compresses_now(req),
+            None => self
+                .shared
+                .get(path)
+                .is_some_and(|f| !f.compresses_now(req)),
+        }
     }
 }
 
@@ -1154,6 +1280,28 @@ mod tests {
         assert!(strong_match("*", "\"b\""));
         assert!(!strong_match("W/\"b\"", "\"b\""));
         assert!(!strong_match("\"c\"", "\"b\""));
+    }
+
+    #[test]
+    fn each_worker_keeps_its_own_table_and_finds_the_others_files_shared() {
+        let dir = std::env::temp_dir().join(format!("mpm-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.txt"), b"aaa").unwrap();
+        let files = StaticFiles::new(&dir).unwrap();
+        let (mut one, mut two) = (files.clone(), files.clone());
+        let req = Request::for_test("GET", "/a.txt", crate::Version::Http11, &[], b"");
+        assert!(!two.answers_without_blocking(&req), "nothing opened yet");
+        assert_eq!(one.handle(&req).status(), 200);
+        assert_eq!(one.local.len(), 1);
+        // The other worker has not served it, but the shared table knows it.
+        assert!(two.local.is_empty());
+        assert!(two.answers_without_blocking(&req));
+        assert_eq!(two.handle(&req).status(), 200);
+        // Its own copy, not the first worker's.
+        let (a, b) = (&one.local["/a.txt"], &two.local["/a.txt"]);
+        assert!(!Arc::ptr_eq(a, b));
+        assert!(Arc::ptr_eq(&a.file, &b.file), "one descriptor for both");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -5,11 +5,12 @@
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::fs::FileExt;
 
-use mpm_core::Stream;
+use mpm_core::{Interest, Stream};
 
 use crate::access_log::Record;
-use crate::connection::{After, Flush, HttpConn, HttpService, Pending};
+use crate::connection::{After, Flush, Gathered, HttpConn, HttpService, Pending};
 use crate::date;
+use crate::page_cache;
 use crate::request::Version;
 use crate::response::{reason_phrase, Body, Part, Parts};
 use crate::HttpHandler;
@@ -58,7 +59,7 @@ impl<H: HttpHandler> HttpService<H> {
             (true, Version::Http10) => c.out.extend_from_slice(b"Connection: keep-alive\r\n\r\n"),
             (true, Version::Http11) => c.out.extend_from_slice(b"\r\n"),
         }
-        c.log.set_head_len(c.out.len());
+        c.log.set_head_len(c.out.len() - c.resp_start);
         c.pending = None;
         c.parts.clear();
         if no_body {
@@ -143,14 +144,84 @@ impl<H: HttpHandler> HttpService<H> {
         }
     }
 
-    /// Write the queued response; once it is done (or failed), log it.
+    /// A response is about to be queued: behind what `out` still holds
+    /// (pipelined responses gathered for one write), whose last log line is
+    /// then kept aside until its bytes are sent; or at the start of an
+    /// empty buffer.
+    pub(crate) fn begin_response(&self, c: &mut HttpConn) {
+        if !c.has_output() {
+            c.out.clear();
+            c.out_pos = 0;
+        } else if c.log.is_active() {
+            let spare = c.spare_records.pop().unwrap_or_default();
+            let record = std::mem::replace(&mut c.log, spare);
+            c.gathered.push_back(Gathered {
+                record,
+                start: c.resp_start,
+                end: c.out.len(),
+            });
+        }
+        c.resp_start = c.out.len();
+    }
+
+    /// Write the queued responses; once they are done (or failed), log them.
     pub(crate) fn flush(&mut self, c: &mut HttpConn, s: &mut Stream) -> Flush {
         let flushed = self.write_queued(c, s);
-        if !matches!(flushed, Flush::Blocked) {
-            let ends = !matches!(flushed, Flush::Done) || c.after != After::KeepAlive;
-            self.log_done(c, s, ends);
+        match flushed {
+            Flush::Blocked | Flush::Yield => {}
+            Flush::Done => {
+                let ends = c.after != After::KeepAlive;
+                self.log_done(c, s, ends);
+            }
+            Flush::Failed => {
+                self.finish_gathered(c, s);
+                self.log_done(c, s, true);
+            }
         }
         flushed
+    }
+
+    /// Send what is queued before doing anything else: `None` once it is
+    /// all sent, or what to wait for if it could not be.
+    pub(crate) fn flush_first(&mut self, c: &mut HttpConn, s: &mut Stream) -> Option<Interest> {
+        if !c.has_output() {
+            return None;
+        }
+        match self.flush(c, s) {
+            Flush::Done => None,
+            Flush::Blocked => Some(Interest::Write),
+            Flush::Yield => Some(Interest::Yield),
+            Flush::Failed => Some(Interest::Close),
+        }
+    }
+
+    /// `n` bytes of `out` from `out_pos` were sent: the gathered responses
+    /// they complete are logged, and the rest counts for the current one.
+    fn account(&mut self, c: &mut HttpConn, s: &Stream, n: usize) {
+        let (from, to) = (c.out_pos, c.out_pos + n);
+        while c.gathered.front().is_some_and(|g| g.end <= to) {
+            if let Some(mut g) = c.gathered.pop_front() {
+                g.record.set_sent(g.end - g.start);
+                if let Some(log) = &mut self.log {
+                    log.write(&mut g.record, s.peer_addr().ip(), false);
+                }
+                c.spare_records.push(g.record);
+            }
+        }
+        c.log.add_sent(to.saturating_sub(from.max(c.resp_start)));
+    }
+
+    /// The connection failed or timed out with gathered responses unsent:
+    /// log each with the bytes of it that did go out.
+    pub(crate) fn finish_gathered(&mut self, c: &mut HttpConn, s: &Stream) {
+        while let Some(mut g) = c.gathered.pop_front() {
+            let sent = c.out_pos.clamp(g.start, g.end) - g.start;
+            g.record.set_sent(sent);
+            if let Some(log) = &mut self.log {
+                log.write(&mut g.record, s.peer_addr().ip(), false);
+            }
+            c.spare_records.push(g.record);
+        }
     }
 
     /// Start the access-log line of the response being queued: the request
@@ -191,17 +262,27 @@ impl<H: HttpHandler> HttpService<H> {
         }
     }
 
-    /// Write the queued head and bytes, then any file or stream body, until
+    /// Write the queued heads and bytes, then any file or stream body, until
     /// done or the socket would block.
+    ///
+    /// On an event loop a body is sent only from the page cache (else
+    /// [`Flush::Yield`], and a worker sends it), never from a stream, and at
+    /// most `--sendfile-max-chunk` bytes of it per call (then
+    /// [`Flush::Yield`]: the loop serves the others and resumes this one).
+    /// Elsewhere each `sendfile` asks for at most that much.
     pub(crate) fn write_queued(&mut self, c: &mut HttpConn, s: &mut Stream) -> Flush {
+        let on_loop = s.on_event_loop();
+        let chunk = self.settings.sendfile_max_chunk;
+        // File bytes this call may still send (on the loop).
+        let mut budget = chunk;
         loop {
             while c.out_pos < c.out.len() {
                 let more = c.pending.is_some();
                 match s.send(&c.out[c.out_pos..], more) {
                     Ok(0) => return Flush::Failed,
                     Ok(n) => {
+                        self.account(c, s, n);
                         c.out_pos += n;
-                        c.log.add_sent(n);
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => return Flush::Blocked,
                     Err(_) => return Flush::Failed,
@@ -209,6 +290,7 @@ impl<H: HttpHandler> HttpService<H> {
             }
             c.out.clear();
             c.out_pos = 0;
+            c.resp_start = 0;
             if c.pending.is_none() && !c.parts.is_empty() {
                 self.next_part(c);
                 continue;
@@ -219,10 +301,24 @@ impl<H: HttpHandler> HttpService<H> {
             match pending {
                 Pending::File { file, offset, end } if self.settings.sendfile => {
                     while *offset < *end {
-                        let want = (*end - *offset).min(1 << 30) as usize;
-                        match s.sendfile(file, offset, want) {
+                        let mut want = (*end - *offset).min(chunk).min(1 << 30);
+                        if on_loop {
+                            if budget == 0 {
+                                return Flush::Yield;
+                            }
+                            want = want.min(budget);
+                            // sendfile reads the disk itself when it must.
+                            if !page_cache::resident(file, *offset, want) {
+                                c.for_a_worker = true;
+                                return Flush::Yield;
+                            }
+                        }
+                        match s.sendfile(file, offset, want as usize) {
                             Ok(0) => return Flush::Failed, // the file shrank
-                            Ok(n) => c.log.add_sent(n),
+                            Ok(n) => {
+                                c.log.add_sent(n);
+                                budget = budget.saturating_sub(n as u64);
+                            }
                             Err(e) if e.kind() == ErrorKind::WouldBlock => return Flush::Blocked,
                             Err(_) => return Flush::Failed,
                         }
@@ -235,17 +331,43 @@ impl<H: HttpHandler> HttpService<H> {
                         c.pending = None;
                         continue;
                     }
-                    let want = ((*end - *offset) as usize).min(COPY_CHUNK);
+                    let mut want = ((*end - *offset) as usize).min(COPY_CHUNK);
+                    if on_loop {
+                        if budget == 0 {
+                            return Flush::Yield;
+                        }
+                        want = want.min(usize::try_from(budget).unwrap_or(usize::MAX));
+                    }
                     c.out.resize(want, 0);
-                    match read_full_at(file, &mut c.out, *offset) {
-                        Ok(n) if n == want => *offset += n as u64,
-                        _ => return Flush::Failed,
+                    let read = if on_loop {
+                        page_cache::read_cached_at(file, &mut c.out, *offset)
+                    } else {
+                        read_full_at(file, &mut c.out, *offset).map(Some)
+                    };
+                    match read {
+                        // Not in the page cache: a worker reads it.
+                        Ok(None) => {
+                            c.out.clear();
+                            c.for_a_worker = true;
+                            return Flush::Yield;
+                        }
+                        Ok(Some(n)) if n > 0 && (n == want || on_loop) => {
+                            c.out.truncate(n);
+                            *offset += n as u64;
+                            budget = budget.saturating_sub(n as u64);
+                        }
+                        _ => return Flush::Failed, // the file shrank, or the read failed
                     }
                     // The last chunk goes without MSG_MORE: corked, it would
                     // wait for the kernel's 200 ms timer before leaving.
                     if *offset >= *end {
                         c.pending = None;
                     }
+                }
+                Pending::Stream { .. } if on_loop => {
+                    // The reader may block: a worker pulls it.
+                    c.for_a_worker = true;
+                    return Flush::Yield;
                 }
                 Pending::Stream { reader, chunked } => {
                     let header = if *chunked { 10 } else { 0 };

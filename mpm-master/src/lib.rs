@@ -8,10 +8,13 @@
 //!   [`Sizing`] says how many it keeps; `signals.rs` turns signals into flags.
 //! * [`upgrade`] — hand the listening sockets to a new binary (SIGUSR2)
 //!   without dropping a connection, with rollback.
+//! * [`cpus`] — the CPUs the server may use: how many processes
+//!   `--server-limit auto` starts, and pinning them (`--cpu-affinity auto`).
 //! * [`drop_privileges`] — serve as `--user`/`--group` after binding as root.
 //! * [`raise_fd_limit`] — lift the soft descriptor limit for many connections.
 //! * [`pid_file`] — the pid file `mpm signal` reads.
 
+pub mod cpus;
 pub mod design;
 mod fd_limit;
 pub mod pid_file;

@@ -129,6 +129,7 @@ pub const STATIC_SITE_SETTINGS: &[&str] = &[
     "dotfiles",
     "file-cache-max-size",
     "sendfile",
+    "sendfile-max-chunk",
     "precompressed",
     "gzip",
     "gzip-types",

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use mpm_core::allocator::{self, AllocatorKind};
 use mpm_core::scoreboard::Scoreboard;
-use mpm_core::{Error, HandOver, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind};
+use mpm_core::{
+    ConnectionLedger, Error, HandOver, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind,
+};
 use mpm_http::access_log::AccessLog;
 use mpm_http::HttpFactory;
 use mpm_master::pid_file::PidFile;
@@ -19,7 +21,7 @@ use mpm_master::{Exit, ProcessManager, Sizing};
 use mpm_prefork::AcceptMutex;
 
 use crate::app::{App, Identity, NoSettings, Settings, STATIC_SITE_SETTINGS};
-use crate::config::{Config, ConfigLayer};
+use crate::config::{Config, ConfigLayer, CpuAffinity};
 use crate::signal_command::SignalArgs;
 use crate::site::{Site, StatusRoute};
 
@@ -585,6 +587,8 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
     let mut pid_file = None;
     // Mapped once: a restart lays it out again for the new configuration.
     let scoreboard = scoreboard(&config)?;
+    // As many seats as there could be processes: a restart may change them.
+    let ledger = Some(ConnectionLedger::create(scoreboard.slots().len())?);
     loop {
         let site = (service, &settings, scoreboard, &logs);
         let pid = &mut pid_file;
@@ -602,7 +606,7 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
             // Only the first run reports to the master that started this one.
             report: ready_report.take(),
         };
-        let listeners = (&listeners[..], &hand_over, upgrade);
+        let listeners = (&listeners[..], &hand_over, ledger, upgrade);
         let exit = match config.mpm {
             MpmKind::Worker => run(mpm_worker::Worker, &config, site, listeners, pid)?,
             MpmKind::Prefork => run(
@@ -696,7 +700,12 @@ fn run<M: Mpm, S: Service>(
     mpm: M,
     config: &Config,
     (service, own, scoreboard, logs): (&S, &S::Settings, &'static Scoreboard, &Logs),
-    (listeners, hand_over, upgrade): (&[Listener], &HandOver, Upgrade),
+    (listeners, hand_over, ledger, upgrade): (
+        &[Listener],
+        &HandOver,
+        Option<ConnectionLedger>,
+        Upgrade,
+    ),
     pid_file: &mut Option<PidFile>,
 ) -> Result<Exit, Error> {
     let fds =
@@ -745,6 +754,7 @@ fn run<M: Mpm, S: Service>(
     if let (None, Some(path)) = (&*pid_file, &config.pid_file) {
         *pid_file = Some(PidFile::write(path)?);
     }
+    mpm_core::log_notice!("mpm: {} MPM: {}", mpm.kind(), describe_processes(config));
     let (scheme, what) = service.describe(config);
     let allocator = mpm_core::allocator::active().map_or("program's own", |k| k.name());
     for l in listeners {
@@ -761,12 +771,19 @@ fn run<M: Mpm, S: Service>(
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     }
     let settings = config.mpm_settings();
+    // Event processes sharing the listeners keep a ledger of the
+    // connections each holds (mapped once, before any fork), to spread
+    // them evenly.
+    let ledger = ledger
+        .filter(|_| mpm.kind() == MpmKind::Event && !config.reuseport && config.server_limit > 1);
     // A single-threaded master forks the serving processes: no thread may
     // start here before it does.
     let exit = manager.run(&lifecycle, &|mine, child_lifecycle, process| {
+        // Before any thread starts: they all inherit the mask.
+        pin(config, process)?;
         // The master keeps root (to bind again on restart); children serve
-        // as --user. With --reuseport a prefork child binds a socket of its
-        // own first, and drops right after.
+        // as --user. With --reuseport a child (prefork, event) binds a
+        // socket of its own first, and drops right after.
         let mut mine = if config.reuseport {
             let sockets = mine
                 .iter()
@@ -783,6 +800,10 @@ fn run<M: Mpm, S: Service>(
         mine.push(Listener::hand_over(hand_over.try_clone()?));
         let factory = service.factory(config, own, scoreboard, logs.access.as_ref());
         let slots = scoreboard.process_slots(process);
+        let settings = mpm_core::MpmSettings {
+            ledger: ledger.and_then(|l| l.seat(process, config.server_limit)),
+            ..settings.clone()
+        };
         let served = mpm.run(&settings, mine, factory, child_lifecycle, slots);
         mpm_http::access_log::flush_all();
         served
@@ -792,6 +813,45 @@ fn run<M: Mpm, S: Service>(
         mpm_core::log_notice!("mpm: stopped");
     }
     Ok(exit)
+}
+
+/// The start-up line's account of the serving processes: how many, and why.
+fn describe_processes(config: &Config) -> String {
+    let n = config.server_limit;
+    let count = if config.mpm == MpmKind::Prefork {
+        format!(
+            "{} serving processes at start, up to {n}, under a master (--start-servers, \
+             --server-limit)",
+            config.start_servers.min(n)
+        )
+    } else {
+        let why = if config.server_limit_auto {
+            format!(
+                "--server-limit auto: one per CPU this server may use, {n} by its affinity \
+                 mask and CPU quota"
+            )
+        } else {
+            format!("--server-limit {n}")
+        };
+        let processes = if n == 1 { "process" } else { "processes" };
+        format!("{n} serving {processes} under a master ({why})")
+    };
+    match config.cpu_affinity {
+        CpuAffinity::Auto => format!("{count}; each pinned to one CPU (--cpu-affinity auto)"),
+        CpuAffinity::Off => count,
+    }
+}
+
+/// Pin serving process `process` to its CPU, if `--cpu-affinity auto`.
+fn pin(config: &Config, process: usize) -> Result<(), Error> {
+    if config.cpu_affinity == CpuAffinity::Auto {
+        let cpu = mpm_master::cpus::pin_to_cpu(process)?;
+        mpm_core::log_info!(
+            "mpm: serving process {} (number {process}) runs on CPU {cpu}",
+            std::process::id()
+        );
+    }
+    Ok(())
 }
 
 /// Listening sockets passed by systemd (`LISTEN_FDS`, from fd 3 on), if any.

@@ -145,6 +145,61 @@ impl<'de> Deserialize<'de> for OnOff {
     }
 }
 
+/// `--server-limit`: a number of serving processes, or `auto`, one per CPU
+/// the server may run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerLimit {
+    /// One serving process per CPU this process may use: its affinity mask
+    /// and cgroup CPU quota, as `std::thread::available_parallelism` reads
+    /// them (nginx's `worker_processes auto`).
+    Auto,
+    /// This many.
+    Count(usize),
+}
+
+impl FromStr for ServerLimit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(ServerLimit::Auto);
+        }
+        s.parse()
+            .map(ServerLimit::Count)
+            .map_err(|_| format!("'{s}' is not a number of processes or auto"))
+    }
+}
+
+impl<'de> Deserialize<'de> for ServerLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => usize::try_from(n)
+                .map(ServerLimit::Count)
+                .map_err(|_| serde::de::Error::custom(format!("{n} processes is too many"))),
+            Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `--cpu-affinity`: whether each serving process is pinned to a CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[value(rename_all = "lower")]
+pub enum CpuAffinity {
+    /// Serving process N runs on the Nth CPU this server may use (in turn,
+    /// when there are more processes than CPUs), as nginx's
+    /// `worker_cpu_affinity auto`.
+    Auto,
+    /// The scheduler places every process (and thread) where it likes.
+    #[default]
+    Off,
+}
+
 /// The one way a file's value becomes one of the command line's enums: by
 /// the names `clap::ValueEnum` gives the flag (case-insensitive, aliases
 /// included), with the valid names in the error, as on the command line.
@@ -190,8 +245,12 @@ pub fn defaults() -> Vec<(&'static str, String)> {
         ("max_request_workers", d.max_request_workers.to_string()),
         (
             "server_limit",
-            format!("{}; prefork: max-request-workers", d.server_limit),
+            format!(
+                "event: auto (one per CPU); worker: {}; prefork: max-request-workers",
+                d.server_limit
+            ),
         ),
+        ("cpu_affinity", name(d.cpu_affinity)),
         (
             "threads_per_child",
             "max-request-workers / server-limit; event: at most 32; prefork: 1".into(),
@@ -218,6 +277,8 @@ pub fn defaults() -> Vec<(&'static str, String)> {
         ),
         ("graceful_timeout", secs(d.graceful_timeout)),
         ("sendfile", on(d.sendfile)),
+        ("sendfile_max_chunk", d.sendfile_max_chunk.to_string()),
+        ("epoll_exclusive", on(d.epoll_exclusive)),
         ("request_pool", on(d.request_pool)),
         ("file_cache_max_size", d.file_cache_max_size.to_string()),
         ("limit_request_line", d.limit_request_line.to_string()),
@@ -326,9 +387,14 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "N")]
     pub max_request_workers: Option<usize>,
     /// Serving processes, children of a single-threaded master that replaces
-    /// any that die and turns signals into restarts and upgrades.
-    #[arg(long, value_name = "N")]
-    pub server_limit: Option<usize>,
+    /// any that die and turns signals into restarts and upgrades; auto: one
+    /// per CPU the server may use.
+    #[arg(long, value_name = "N|auto")]
+    pub server_limit: Option<ServerLimit>,
+    /// Pin each serving process to one CPU (auto) or not (off).
+    #[arg(long, value_name = "auto|off", ignore_case = true)]
+    #[serde(default, deserialize_with = "value_enum")]
+    pub cpu_affinity: Option<CpuAffinity>,
     /// Threads in each process.
     #[arg(long, value_name = "N")]
     pub threads_per_child: Option<usize>,
@@ -357,6 +423,14 @@ pub struct ConfigLayer {
     /// Send file bodies with sendfile(2) (on) or read+write (off).
     #[arg(long, value_name = "on|off")]
     pub sendfile: Option<OnOff>,
+    /// Most bytes of a file body per sendfile call, and per turn of an
+    /// event loop before it serves its other connections (0: no limit).
+    #[arg(long, value_name = "BYTES")]
+    pub sendfile_max_chunk: Option<u64>,
+    /// Event: register shared listening sockets with EPOLLEXCLUSIVE, so a
+    /// new connection wakes one process (on), or every idle one (off).
+    #[arg(long, value_name = "on|off")]
+    pub epoll_exclusive: Option<OnOff>,
     /// Per-request arena for scratch that dies with the request (httpd's
     /// request pool): on, or off to take each object from the allocator.
     #[arg(long, value_name = "on|off")]
@@ -411,8 +485,8 @@ pub struct ConfigLayer {
     /// on Linux, where SO_SNDLOWAT cannot be set); 0 leaves the kernel's.
     #[arg(long, value_name = "BYTES")]
     pub send_lowat: Option<u32>,
-    /// Prefork: give each child a listening socket of its own (SO_REUSEPORT)
-    /// instead of an accept mutex: on or off.
+    /// Prefork and event: give each serving process a listening socket of
+    /// its own (SO_REUSEPORT) instead of sharing one: on or off.
     #[arg(long, value_name = "on|off")]
     pub reuseport: Option<OnOff>,
     /// Serving processes run as this user (the master, which binds, stays
@@ -575,6 +649,7 @@ impl ConfigLayer {
             docroot: self.docroot.or(lower.docroot),
             max_request_workers: self.max_request_workers.or(lower.max_request_workers),
             server_limit: self.server_limit.or(lower.server_limit),
+            cpu_affinity: self.cpu_affinity.or(lower.cpu_affinity),
             threads_per_child: self.threads_per_child.or(lower.threads_per_child),
             async_request_worker_factor: self
                 .async_request_worker_factor
@@ -586,6 +661,8 @@ impl ConfigLayer {
             request_header_timeout: self.request_header_timeout.or(lower.request_header_timeout),
             graceful_timeout: self.graceful_timeout.or(lower.graceful_timeout),
             sendfile: self.sendfile.or(lower.sendfile),
+            sendfile_max_chunk: self.sendfile_max_chunk.or(lower.sendfile_max_chunk),
+            epoll_exclusive: self.epoll_exclusive.or(lower.epoll_exclusive),
             request_pool: self.request_pool.or(lower.request_pool),
             file_cache_max_size: self.file_cache_max_size.or(lower.file_cache_max_size),
             limit_request_line: self.limit_request_line.or(lower.limit_request_line),
@@ -664,6 +741,10 @@ pub struct Config {
     pub max_request_workers: usize,
     /// Serving processes; more than one runs under the process manager.
     pub server_limit: usize,
+    /// Was `server_limit` chosen by `--server-limit auto` (one per CPU)?
+    pub server_limit_auto: bool,
+    /// Whether each serving process is pinned to one CPU.
+    pub cpu_affinity: CpuAffinity,
     /// Threads per worker process.
     pub threads_per_child: usize,
     /// Event MPM: connections held per request worker.
@@ -682,6 +763,10 @@ pub struct Config {
     pub graceful_timeout: Duration,
     /// sendfile(2) for file bodies, or read+write.
     pub sendfile: bool,
+    /// Most bytes of a file body per sendfile, and per event-loop turn (0: no limit).
+    pub sendfile_max_chunk: u64,
+    /// Event: shared listeners registered with EPOLLEXCLUSIVE.
+    pub epoll_exclusive: bool,
     /// A per-worker arena for each request's scratch, reset after it.
     pub request_pool: bool,
     /// Files up to this size are served from memory.
@@ -714,7 +799,7 @@ pub struct Config {
     pub poller: PollerKind,
     /// TCP_NOTSENT_LOWAT for client sockets; 0 for the kernel's default.
     pub send_lowat: u32,
-    /// Prefork: a SO_REUSEPORT listening socket per child.
+    /// Prefork and event: a SO_REUSEPORT listening socket per serving process.
     pub reuseport: bool,
     /// Serving processes drop to this user and group (uid, gid), when root.
     pub run_as: Option<(u32, u32)>,
@@ -775,6 +860,8 @@ impl Default for Config {
             docroot: None,
             max_request_workers: m.max_request_workers,
             server_limit: 1,
+            server_limit_auto: false,
+            cpu_affinity: CpuAffinity::Off,
             threads_per_child: m.threads_per_child,
             async_request_worker_factor: m.async_request_worker_factor,
             keepalive: h.keepalive,
@@ -784,6 +871,8 @@ impl Default for Config {
             request_header_timeout: h.request_header_timeout,
             graceful_timeout: m.graceful_timeout,
             sendfile: h.sendfile,
+            sendfile_max_chunk: h.sendfile_max_chunk,
+            epoll_exclusive: m.epoll_exclusive,
             request_pool: h.request_pool,
             file_cache_max_size: DEFAULT_IN_MEMORY,
             limit_request_line: h.limit_request_line,
@@ -864,6 +953,10 @@ impl Config {
             poller: self.poller,
             send_lowat: self.send_lowat,
             max_connections_per_child: self.max_connections_per_child,
+            epoll_exclusive: self.epoll_exclusive,
+            reuseport: self.reuseport,
+            // Made by whoever forks the processes that share it.
+            ledger: None,
         }
     }
 
@@ -883,6 +976,7 @@ impl Config {
             request_header_max_timeout: self.request_header_max_timeout,
             timeout: self.timeout,
             sendfile: self.sendfile,
+            sendfile_max_chunk: self.sendfile_max_chunk,
             request_pool: self.request_pool,
             error_pages: self.error_pages.clone(),
             ..HttpSettings::default()
@@ -941,15 +1035,27 @@ impl Config {
                 "--poller {poller} applies to prefork and worker; the event MPM's loop is epoll"
             )));
         }
-        // Prefork serves a connection per process: its limit is the worker count.
-        let server_limit = layer.server_limit.unwrap_or(match mpm {
-            MpmKind::Prefork => max_request_workers,
-            _ => d.server_limit,
+        // Prefork serves a connection per process: its limit is the worker
+        // count. Event runs a loop per CPU.
+        let limit = layer.server_limit.unwrap_or(match mpm {
+            MpmKind::Prefork => ServerLimit::Count(max_request_workers),
+            MpmKind::Event => ServerLimit::Auto,
+            MpmKind::Worker => ServerLimit::Count(d.server_limit),
         });
-        if server_limit == 0 {
-            return Err(Error::config("--server-limit must be at least 1"));
-        }
-        let server_limit = at_most("server-limit", server_limit, MAX_SERVER_LIMIT)?;
+        let server_limit = match limit {
+            ServerLimit::Auto if mpm == MpmKind::Prefork => {
+                return Err(Error::config(
+                    "--server-limit auto is for worker and event; prefork forks up to \
+                     --max-request-workers children",
+                ))
+            }
+            // A quota or mask can say more CPUs than processes are allowed.
+            ServerLimit::Auto => mpm_master::cpus::usable_cpus().min(MAX_SERVER_LIMIT),
+            ServerLimit::Count(0) => {
+                return Err(Error::config("--server-limit must be at least 1 (or auto)"))
+            }
+            ServerLimit::Count(n) => at_most("server-limit", n, MAX_SERVER_LIMIT)?,
+        };
         let per_process = max_request_workers.div_ceil(server_limit);
         let threads_per_child = layer.threads_per_child.unwrap_or(match mpm {
             MpmKind::Event => per_process.min(32),
@@ -1026,8 +1132,8 @@ impl Config {
             .unwrap_or(d.start_servers)
             .clamp(1, max_request_workers);
         let reuseport = layer.reuseport.map(|r| r.0).unwrap_or(d.reuseport);
-        if reuseport && mpm != MpmKind::Prefork {
-            return Err(Error::config("--reuseport is for --mpm prefork"));
+        if reuseport && mpm == MpmKind::Worker {
+            return Err(Error::config("--reuseport is for --mpm prefork and event"));
         }
         let async_request_worker_factor = layer
             .async_request_worker_factor
@@ -1037,6 +1143,7 @@ impl Config {
                 "--async-request-worker-factor must be at least 1",
             ));
         }
+        let sendfile_max_chunk = layer.sendfile_max_chunk.unwrap_or(d.sendfile_max_chunk);
         let request_header_timeout = nonzero(
             "request-header-timeout",
             layer.request_header_timeout,
@@ -1065,6 +1172,13 @@ impl Config {
         Ok(Config {
             mpm,
             server_limit,
+            server_limit_auto: limit == ServerLimit::Auto,
+            cpu_affinity: layer.cpu_affinity.unwrap_or(d.cpu_affinity),
+            sendfile_max_chunk,
+            epoll_exclusive: layer
+                .epoll_exclusive
+                .map(|e| e.0)
+                .unwrap_or(d.epoll_exclusive),
             async_request_worker_factor,
             listen,
             backlog,

@@ -56,6 +56,8 @@ fn ten_thousand_idle_keepalive_connections_are_held_by_fewer_than_64_threads() {
         "event",
         Some(root.path()),
         &[
+            "--server-limit",
+            "1",
             "--max-request-workers",
             "4000",
             "--keepalive-timeout",
@@ -102,8 +104,13 @@ fn a_slow_reader_of_a_large_file_holds_no_worker() {
     let root = docroot();
     let big = tests::pattern(16 << 20, 7);
     root.write("big.bin", &big);
-    // One worker: if the slow download held it, nothing else could be served.
-    let server = Server::start("event", Some(root.path()), &["--threads-per-child", "1"]);
+    // One process, one worker: if the slow download held it, nothing else
+    // could be served.
+    let server = Server::start(
+        "event",
+        Some(root.path()),
+        &["--server-limit", "1", "--threads-per-child", "1"],
+    );
     let mut slow = RawConn::connect(server.addr());
     slow.set_recv_buffer(64 * 1024);
     slow.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -151,7 +158,14 @@ fn slowloris_clients_are_cut_off_and_hold_no_worker() {
     let server = Server::start(
         "event",
         Some(root.path()),
-        &["--threads-per-child", "1", "--request-header-timeout", "1s"],
+        &[
+            "--server-limit",
+            "1",
+            "--threads-per-child",
+            "1",
+            "--request-header-timeout",
+            "1s",
+        ],
     );
     // Ten clients trickle a request head a byte at a time.
     let head = b"GET /index.html HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
@@ -199,11 +213,14 @@ fn slowloris_clients_are_cut_off_and_hold_no_worker() {
 #[test]
 fn the_connection_cap_leaves_further_clients_in_the_backlog_until_one_closes() {
     let root = docroot();
-    // Two workers, two connections per worker: four connections at most.
+    // One process, two workers, two connections per worker: four
+    // connections at most.
     let server = Server::start(
         "event",
         Some(root.path()),
         &[
+            "--server-limit",
+            "1",
             "--max-request-workers",
             "2",
             "--async-request-worker-factor",

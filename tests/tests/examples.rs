@@ -145,7 +145,46 @@ fn line_echo_protocol_echoes_lines(mpm: &str) {
     assert_eq!(line, "second\n");
 }
 
+fn techempower_answers_plaintext_and_json_by_the_rules_pipelined_too(mpm: &str) {
+    let server = Server::start_example("techempower", mpm, &[]);
+    let mut c = RawConn::connect(server.addr());
+    for (path, body, kind) in [
+        ("/plaintext", "Hello, World!", "text/plain"),
+        (
+            "/json",
+            r#"{"message":"Hello, World!"}"#,
+            "application/json",
+        ),
+    ] {
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!((r.status, r.text().as_str()), (200, body), "{path}");
+        assert_eq!(r.header("content-type"), Some(kind), "{path}");
+        assert_eq!(
+            r.header("content-length"),
+            Some(body.len().to_string().as_str())
+        );
+        assert!(r.header("server").is_some_and(|s| !s.is_empty()));
+        assert!(r.header("date").is_some_and(|d| d.ends_with(" GMT")));
+    }
+    // TechEmpower's pipelined plaintext: 16 requests in one write, 16
+    // answers in order on the same connection.
+    let one = "GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n";
+    c.send(one.repeat(16).as_bytes()).unwrap();
+    for i in 0..16 {
+        let r = c.read_response().unwrap();
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "Hello, World!"),
+            "#{i}"
+        );
+    }
+    assert_eq!(get(&server, "/nope").0, 404);
+}
+
 tests::mpm_suite!(
+    techempower_answers_plaintext_and_json_by_the_rules_pipelined_too,
     json_api_answers_cpu_bound_blocking_and_trivial_endpoints,
     per_worker_state_is_each_workers_own,
     streaming_sends_a_large_body_chunked_and_to_http10_until_close,

@@ -235,8 +235,11 @@ fn serving_processes_run_as_the_configured_user(mpm: &str) {
     let root = docroot();
     // Every server has a master: it keeps root (to bind again on restart)
     // and its children drop, with one serving process or two.
-    for (extra, want) in [(&["--server-limit", "2"][..], 2), (&[][..], 1)] {
-        if mpm == "prefork" && extra.is_empty() {
+    for (extra, want) in [
+        (&["--server-limit", "2"][..], 2),
+        (&["--server-limit", "1"][..], 1),
+    ] {
+        if mpm == "prefork" && want == 1 {
             continue; // prefork sizes itself with its spares
         }
         let args = [&["--user", "nobody", "--group", "nogroup"][..], extra].concat();

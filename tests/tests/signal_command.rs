@@ -115,7 +115,12 @@ fn reload_restart_and_graceful_work_on_a_server_started_with_the_defaults(mpm: &
     let run = TempDir::new("run");
     let pid_file = pid_file_in(&run);
     let mut server = start(mpm, &root, &pid_file, &[]);
-    let want = if mpm == "prefork" { 8 } else { 1 };
+    // prefork's spares; event's loop per CPU; worker's one process.
+    let want = match mpm {
+        "prefork" => 8,
+        "event" => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        _ => 1,
+    };
     let mut before = wait_for_children(server.pid(), want, &[], Duration::from_secs(10))
         .unwrap_or_else(|| panic!("no children:\n{}", server.stderr_text()));
     for action in ["reload", "restart", "graceful"] {
