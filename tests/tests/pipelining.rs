@@ -77,9 +77,18 @@ fn with_server(mpm: &str, root: &Path, client: impl FnOnce(SocketAddr, &'static 
     });
     std::thread::scope(|scope| {
         let server = scope.spawn(|| run(mpm, &settings, listeners, factory, &lifecycle, slots));
+        // Stopped however the client ends: a failed assertion must fail
+        // the test, not leave the scope waiting for a server still serving.
+        struct StopOnDrop<'a>(&'a Lifecycle);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.stop();
+            }
+        }
+        let _stop = StopOnDrop(&lifecycle);
         assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(10)));
         client(addr, scoreboard);
-        lifecycle.stop();
+        drop(_stop);
         server.join().unwrap();
     });
 }
