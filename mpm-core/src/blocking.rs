@@ -369,9 +369,11 @@ mod tests {
         let stream = Stream::new(socket, peer, true, Arc::new(AtomicBool::new(false))).unwrap();
         let mut park = Recorder::default();
         let timeouts = Timeouts::from_settings(&MpmSettings::default());
+        let logged = crate::error_log::expect("'readable fell over'");
         // Returns (does not unwind) and tells the park the descriptor goes.
         let steps = serve_blocking(&mut Fragile, stream, &timeouts, &mut park);
         assert_eq!(steps, 1);
+        assert_eq!(logged.count(), 1, "the panic is one line");
         assert_eq!(park.closing, 1);
         // The socket was closed: end-of-file, or a reset for the unread byte.
         let mut buf = [0u8; 1];

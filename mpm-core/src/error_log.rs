@@ -14,9 +14,11 @@ use std::fmt;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 
@@ -122,9 +124,84 @@ pub fn write(level: LogLevel, message: fmt::Arguments<'_>) {
         level.name(),
         std::process::id()
     );
+    if EXPECTING.load(Ordering::Relaxed) > 0 && kept(&line) {
+        return;
+    }
     // One write(2) for the whole line, so that processes never interleave
     // inside it; a full or closed stderr loses the line and nothing else.
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// Patterns of lines expected by [`expect`] guards alive now, with the
+/// lines each kept.
+static EXPECTED: Mutex<Vec<(u64, &'static str, Vec<String>)>> = Mutex::new(Vec::new());
+/// How many guards are alive: a message pays one relaxed load when none is.
+static EXPECTING: AtomicUsize = AtomicUsize::new(0);
+static NEXT_GUARD: AtomicU64 = AtomicU64::new(0);
+
+/// Keep `line` for the first guard whose pattern it contains.
+fn kept(line: &str) -> bool {
+    // Bounded: in a child forked while another thread held the lock, the
+    // line is written rather than waited on for ever.
+    let Some(mut guards) = EXPECTED.try_lock_for(Duration::from_millis(100)) else {
+        return false;
+    };
+    match guards.iter_mut().find(|(_, p, _)| line.contains(p)) {
+        Some((_, _, lines)) => {
+            lines.push(line.trim_end().to_string());
+            true
+        }
+        None => false,
+    }
+}
+
+/// Lines this process logs that contain `pattern` are kept by the guard
+/// (and not written) while it lives: for code that provokes a line on
+/// purpose, a test above all, and then asserts it, so that expected errors
+/// do not scroll past looking like failures. Other lines are written as
+/// ever.
+///
+/// ```
+/// let panics = mpm_core::error_log::expect("handler panicked");
+/// mpm_core::log_error!("mpm: handler panicked on GET /boom; answered 500");
+/// assert_eq!(panics.count(), 1);
+/// assert!(panics.lines()[0].ends_with("mpm: handler panicked on GET /boom; answered 500"));
+/// ```
+pub fn expect(pattern: &'static str) -> Expected {
+    let id = NEXT_GUARD.fetch_add(1, Ordering::Relaxed);
+    EXPECTED.lock().push((id, pattern, Vec::new()));
+    EXPECTING.fetch_add(1, Ordering::Relaxed);
+    Expected { id }
+}
+
+/// The guard [`expect`] returns: the lines it kept.
+#[derive(Debug)]
+pub struct Expected {
+    id: u64,
+}
+
+impl Expected {
+    /// The lines kept so far, as they would have been written.
+    pub fn lines(&self) -> Vec<String> {
+        EXPECTED
+            .lock()
+            .iter()
+            .find(|(id, _, _)| *id == self.id)
+            .map(|(_, _, lines)| lines.clone())
+            .unwrap_or_default()
+    }
+
+    /// How many lines were kept.
+    pub fn count(&self) -> usize {
+        self.lines().len()
+    }
+}
+
+impl Drop for Expected {
+    fn drop(&mut self) {
+        EXPECTED.lock().retain(|(id, _, _)| *id != self.id);
+        EXPECTING.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// `Mon Nov 30 20:32:29.123456 2026`, httpd's error-log time stamp, now.

@@ -120,6 +120,8 @@ pub struct Slot {
     accept_wait_ns: AtomicU64,
     sends: AtomicU64,
     send_would_block: AtomicU64,
+    /// Responses by status class: 1xx to 5xx.
+    responses: [AtomicU64; 5],
     /// Connections passed to the next generation unanswered (counted again
     /// by the slot that takes them).
     handed_over: AtomicU64,
@@ -323,6 +325,9 @@ impl Scoreboard {
             t.accept_mutex |= s.accept_mutex.load(Ordering::Relaxed) != 0;
             t.sends += s.sends.load(Ordering::Relaxed);
             t.send_would_block += s.send_would_block.load(Ordering::Relaxed);
+            for (sum, n) in t.responses.iter_mut().zip(&s.responses) {
+                *sum += n.load(Ordering::Relaxed);
+            }
             match s.state() {
                 WorkerState::Dead => {}
                 WorkerState::Idle => t.idle += 1,
@@ -371,6 +376,10 @@ pub struct Totals {
     /// Of those, the ones that found the socket full (`EAGAIN`): each is a
     /// wait for the socket to drain, a wake-up later.
     pub send_would_block: u64,
+    /// Responses by status class, `[1xx, 2xx, 3xx, 4xx, 5xx]`: the
+    /// handlers' and the HTTP layer's own (a 400 for a malformed request, a
+    /// 408), which `requests` does not count.
+    pub responses: [u64; 5],
 }
 
 impl Slot {
@@ -413,6 +422,16 @@ impl Slot {
                 dst.store(b, Ordering::Relaxed);
             }
             self.line_len.store(n as u8, Ordering::Relaxed);
+        }
+    }
+
+    /// A response with this status was answered (any class; 1xx to 5xx
+    /// are counted apart, others not at all).
+    pub fn record_status(&self, status: u16) {
+        if let Some(class) = (status / 100).checked_sub(1) {
+            if let Some(n) = self.responses.get(usize::from(class)) {
+                n.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -532,8 +551,14 @@ mod tests {
         s.record_request(b"GET /b HTTP/1.1", 50);
         sb.slots()[0].claim(1);
         sb.slots()[0].set_state(WorkerState::Idle);
+        s.record_status(200);
+        s.record_status(404);
+        s.record_status(503);
+        s.record_status(99);
+        s.record_status(600);
         let t = sb.totals();
         assert_eq!((t.requests, t.bytes, t.busy, t.idle), (2, 150, 1, 1));
+        assert_eq!(t.responses, [0, 1, 0, 1, 1]);
         assert_eq!(s.request_line(), "GET /b HTTP/1.1");
     }
 

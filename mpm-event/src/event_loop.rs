@@ -722,10 +722,12 @@ mod tests {
         let rc = unsafe { libc::dup2(null.as_raw_fd(), event_loop.epoll.0.as_raw_fd()) };
         assert!(rc >= 0);
         // Before, the error read as "no events" forever and this never returned.
+        let logged = mpm_core::error_log::expect("epoll_wait failed: EINVAL");
         let _ = event_loop.run(Duration::from_millis(100));
         assert!(
             lifecycle.is_stopping(),
             "the failure did not stop the process"
         );
+        assert_eq!(logged.count(), 1, "the failure is logged once");
     }
 }

@@ -655,6 +655,9 @@ mod tests {
     #[test]
     fn a_failing_log_counts_dropped_lines_until_a_write_works_again() {
         let _turn = WRITES.lock();
+        // One line when writing starts failing, one when it works again.
+        let failing = mpm_core::error_log::expect("access log /dev/full: No space left");
+        let recovered = mpm_core::error_log::expect("is written again; 3 lines were lost");
         let path = temp("recovers");
         let full = AccessLog::open_path(
             Path::new("/dev/full"),
@@ -678,6 +681,7 @@ mod tests {
         w_ok.write(&mut r, client, true);
         assert_eq!(full.health.failing.load(Ordering::Relaxed), 0);
         assert_eq!(full.health.dropped.load(Ordering::Relaxed), 0);
+        assert_eq!((failing.count(), recovered.count()), (1, 1));
         let _ = std::fs::remove_file(&path);
     }
 

@@ -550,12 +550,18 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         // Mid-request with nothing being written: tell the client why we close.
         if c.start < c.filled && c.out_pos >= c.out.len() && c.pending.is_none() {
             self.log_start(&mut c.log, &c.buf[c.start..c.filled], None, 408);
+            if let Some(slot) = s.score_slot() {
+                slot.record_status(408);
+            }
             c.out.clear();
             c.out_pos = 0;
             c.resp_start = 0;
-            self.write_head(c, &crate::writing::Head::bare(408), Some(0), false);
-            c.out.extend_from_slice(b"Connection: close\r\n\r\n");
-            let _ = s.send(&c.out, false);
+            // The built-in page (or the configured one), as every 408.
+            let page = crate::Response::error(408).into_parts();
+            self.queue(c, page, false, false, crate::Version::Http11);
+            if let Ok(n) = s.send(&c.out, false) {
+                c.log.add_sent(n);
+            }
             self.log_done(c, s, true);
         }
     }

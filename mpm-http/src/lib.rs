@@ -23,8 +23,13 @@
 //!
 //! **What `mpm serve` runs on it**
 //! * [`StaticFiles`] — a document root, with the open-file cache, and
-//!   [`mime`] types; [`DefaultSite`] — the embedded welcome page.
-//! * [`server_status`] — the status page (httpd's `mod_status`).
+//!   [`mime`] types; content codings ([`Gzip`] on the fly, precompressed
+//!   siblings), directory listings (`autoindex.rs`), and [`CacheRules`] for
+//!   `Cache-Control`; [`DefaultSite`] — the embedded welcome page.
+//! * [`ErrorPages`] — pages of the site's that replace the built-in error
+//!   pages, status kept.
+//! * [`server_status`] — the status page (httpd's `mod_status`), also in
+//!   Prometheus's text format.
 //! * [`access_log`] — the access log, in the formats of [`log_format`].
 //! * [`Error`] — this crate's one error type.
 //!
@@ -48,14 +53,18 @@
 #![warn(missing_docs)]
 
 pub mod access_log;
+mod autoindex;
 mod body;
 mod buffer_pool;
 mod chunked;
+mod compression;
 mod connection;
 mod date;
 mod default_site;
 pub mod design;
 mod error;
+mod error_pages;
+mod expires;
 mod factory;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -78,9 +87,13 @@ mod writing;
 
 /// The allocator trait and collections a [`RequestPool`] plugs into.
 pub use allocator_api2;
+pub use autoindex::MAX_ENTRIES as MAX_LISTED_ENTRIES;
+pub use compression::{Gzip, DEFAULT_GZIP_TYPES};
 pub use connection::{HttpConn, HttpService};
 pub use default_site::{About, DefaultSite};
 pub use error::{Error, Result};
+pub use error_pages::{ErrorPage, ErrorPages};
+pub use expires::{CacheRules, MaxAge};
 pub use factory::HttpFactory;
 pub use handler::HttpHandler;
 pub use head::MAX_REQUEST_FIELDS;

@@ -188,6 +188,7 @@ impl<H: HttpHandler> HttpService<H> {
         if let Some(slot) = s.score_slot() {
             let line_end = data.iter().position(|&b| b == b'\r').unwrap_or(0);
             slot.record_request(&data[..line_end], response.body.len().unwrap_or(0));
+            slot.record_status(response.status);
         }
         let keep = self.queue(c, response, is_head, keep, version);
         c.served += 1;
@@ -344,6 +345,9 @@ impl<H: HttpHandler> HttpService<H> {
             None,
             status,
         );
+        if let Some(slot) = s.score_slot() {
+            slot.record_status(status);
+        }
         let r = Response::error(status).into_parts();
         self.queue(c, r, false, false, Version::Http11);
         c.start = 0;

@@ -101,6 +101,9 @@ pub struct Response {
     body: Body,
     close: bool,
     has_server: bool,
+    /// The body is the built-in error page (`Response::error`), which a
+    /// configured error page replaces.
+    stock: bool,
 }
 
 /// Why a header field was refused by [`Response::try_header`].
@@ -321,6 +324,7 @@ impl Response {
             body: Body::Empty,
             close: false,
             has_server: false,
+            stock: false,
         }
     }
 
@@ -341,9 +345,11 @@ impl Response {
             Some(cell) => Arc::clone(cell.get_or_init(|| page(status))),
             None => page(status),
         };
-        Response::new(status)
+        let mut r = Response::new(status)
             .header("Content-Type", "text/html; charset=utf-8")
-            .body(body)
+            .body(body);
+        r.stock = true;
+        r
     }
 
     /// The answer to a method this resource does not allow: 405 with
@@ -463,6 +469,7 @@ impl Response {
     /// Set the body.
     pub fn body(mut self, body: impl Into<Body>) -> Response {
         self.body = body.into();
+        self.stock = false;
         self
     }
 
@@ -488,6 +495,11 @@ impl Response {
         &self.body
     }
 
+    /// The body, taken out (to read a streamed one in a test).
+    pub fn into_body(self) -> Body {
+        self.body
+    }
+
     pub(crate) fn into_parts(self) -> Parts {
         Parts {
             status: self.status,
@@ -496,6 +508,7 @@ impl Response {
             body: self.body,
             close: self.close,
             has_server: self.has_server,
+            stock: self.stock,
         }
     }
 }
@@ -534,6 +547,8 @@ pub(crate) struct Parts {
     pub(crate) body: Body,
     pub(crate) close: bool,
     pub(crate) has_server: bool,
+    /// The built-in error page's body (see `ErrorPages`).
+    pub(crate) stock: bool,
 }
 
 /// The reason phrase registered for a status code ("Not Found" for 404),

@@ -33,6 +33,9 @@
 //! counts the request that asked for it. Graceful restarts keep the
 //! scoreboard; `mpm serve` makes a new one on a full restart (SIGHUP).
 //!
+//! `/server-status?format=prometheus` answers the same counters in
+//! Prometheus's text format ([`prometheus`] lists them).
+//!
 //! Only loopback clients are answered unless the page is made remote
 //! (`--status-remote on`): request lines name other clients' URLs.
 
@@ -43,6 +46,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::{HttpHandler, Request, Response};
 use mpm_core::scoreboard::{Scoreboard, Slot, WorkerState};
 use mpm_core::MpmKind;
+
+pub mod prometheus;
 
 /// Counters a layer below HTTP (TLS) shows on the page: read at each
 /// request, as (name, value) pairs.
@@ -98,16 +103,16 @@ impl ServerStatus {
 
     /// Answer one request for the page: 403 to a client that may not see
     /// it, 405 for methods other than `GET` and `HEAD`, else the page (JSON
-    /// when the query contains `json`).
+    /// when the query contains `json`, Prometheus's text format with
+    /// `format=prometheus`).
     pub fn handle(&self, req: &Request<'_>) -> Response {
-        if !self.remote && !is_loopback(req.peer_addr().ip()) {
-            return Response::error(403).header("Cache-Control", "no-store");
-        }
-        if !matches!(req.method(), "GET" | "HEAD") {
-            return Response::method_not_allowed(req.method(), "GET, HEAD")
-                .header("Cache-Control", "no-store");
+        if let Some(refused) = self.refuse(req) {
+            return refused;
         }
         let snap = self.snapshot();
+        if req.query_param("format").as_deref() == Some("prometheus") {
+            return self.prometheus(&snap);
+        }
         let json = req.query().is_some_and(|q| q.contains("json"));
         // A server about to stop fails health checks, so that a load
         // balancer sends it nothing new before it stops listening.
@@ -126,6 +131,41 @@ impl ServerStatus {
             // A snapshot is stale at once: no cache may keep it.
             .header("Cache-Control", "no-store")
             .body(body)
+    }
+
+    /// Answer a request for the metrics alone (the metrics path): the
+    /// counters in Prometheus's text format, to the same clients as the
+    /// page.
+    pub fn metrics(&self, req: &Request<'_>) -> Response {
+        if let Some(refused) = self.refuse(req) {
+            return refused;
+        }
+        self.prometheus(&self.snapshot())
+    }
+
+    /// 403 for a client that may not see the page, 405 for a method other
+    /// than `GET` and `HEAD`.
+    fn refuse(&self, req: &Request<'_>) -> Option<Response> {
+        if !self.remote && !is_loopback(req.peer_addr().ip()) {
+            return Some(Response::error(403).header("Cache-Control", "no-store"));
+        }
+        if !matches!(req.method(), "GET" | "HEAD") {
+            return Some(
+                Response::method_not_allowed(req.method(), "GET, HEAD")
+                    .header("Cache-Control", "no-store"),
+            );
+        }
+        None
+    }
+
+    /// The counters for Prometheus. Always 200, draining included (the
+    /// `mpm_draining` gauge says so): a scrape keeps its data while a load
+    /// balancer's health check on the page fails.
+    fn prometheus(&self, snap: &Snapshot) -> Response {
+        Response::new(200)
+            .header("Content-Type", prometheus::CONTENT_TYPE)
+            .header("Cache-Control", "no-store")
+            .body(self.render_prometheus(snap))
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -150,46 +190,14 @@ impl ServerStatus {
         }
     }
 
-    /// What the allocator and the scheduler cost, as totals.
-    /// Allocation counters are every slot's (all processes) plus this
-    /// process's threads without a slot; context switches are summed from
-    /// /proc over the processes holding slots.
+    /// What the allocator and the scheduler cost, as totals ([`costs`]).
     fn render_costs(&self, out: &mut String, snap: &Snapshot) {
-        let mut a = mpm_core::allocator::AllocTotals::default();
-        for s in snap.slots {
-            s.alloc_counters().add_to(&mut a);
-        }
-        mpm_core::allocator::unslotted().add_to(&mut a);
-        let mut pids: Vec<i32> = snap
-            .slots
-            .iter()
-            .filter(|s| s.state() != WorkerState::Dead)
-            .map(Slot::pid)
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
-        let (mut voluntary, mut involuntary) = (0u64, 0u64);
-        // Each thread counts its own switches: sum the tasks of each process.
-        let tasks = pids.into_iter().flat_map(|pid| {
-            std::fs::read_dir(format!("/proc/{pid}/task"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|task| task.path().join("status"))
-        });
-        for status in tasks {
-            let Ok(text) = std::fs::read_to_string(status) else {
-                continue;
-            };
-            for line in text.lines() {
-                let value = |l: &str| l.split_whitespace().nth(1).and_then(|v| v.parse().ok());
-                if line.starts_with("voluntary_ctxt_switches:") {
-                    voluntary += value(line).unwrap_or(0);
-                } else if line.starts_with("nonvoluntary_ctxt_switches:") {
-                    involuntary += value(line).unwrap_or(0);
-                }
-            }
-        }
+        let Costs {
+            alloc: a,
+            voluntary,
+            involuntary,
+            ..
+        } = costs(snap);
         match mpm_core::allocator::active() {
             Some(kind) => {
                 let _ = write!(
@@ -220,7 +228,66 @@ impl ServerStatus {
             "\"voluntary_ctxt_switches\":{voluntary},\"involuntary_ctxt_switches\":{involuntary},"
         );
     }
+}
 
+/// What the allocator and the scheduler cost, over the serving processes.
+struct Costs {
+    alloc: mpm_core::allocator::AllocTotals,
+    voluntary: u64,
+    involuntary: u64,
+    /// Processes holding slots.
+    processes: usize,
+}
+
+/// Allocation counters are every slot's (all processes) plus this
+/// process's threads without a slot; context switches are summed from
+/// /proc over the processes holding slots.
+fn costs(snap: &Snapshot) -> Costs {
+    let mut a = mpm_core::allocator::AllocTotals::default();
+    for s in snap.slots {
+        s.alloc_counters().add_to(&mut a);
+    }
+    mpm_core::allocator::unslotted().add_to(&mut a);
+    let mut pids: Vec<i32> = snap
+        .slots
+        .iter()
+        .filter(|s| s.state() != WorkerState::Dead)
+        .map(Slot::pid)
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    let processes = pids.len();
+    let (mut voluntary, mut involuntary) = (0u64, 0u64);
+    // Each thread counts its own switches: sum the tasks of each process.
+    let tasks = pids.into_iter().flat_map(|pid| {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|task| task.path().join("status"))
+    });
+    for status in tasks {
+        let Ok(text) = std::fs::read_to_string(status) else {
+            continue;
+        };
+        for line in text.lines() {
+            let value = |l: &str| l.split_whitespace().nth(1).and_then(|v| v.parse().ok());
+            if line.starts_with("voluntary_ctxt_switches:") {
+                voluntary += value(line).unwrap_or(0);
+            } else if line.starts_with("nonvoluntary_ctxt_switches:") {
+                involuntary += value(line).unwrap_or(0);
+            }
+        }
+    }
+    Costs {
+        alloc: a,
+        voluntary,
+        involuntary,
+        processes,
+    }
+}
+
+impl ServerStatus {
     fn render_json(&self, snap: &Snapshot) -> String {
         let t = &snap.totals;
         let mut out = String::with_capacity(256 + 200 * snap.slots.len());
@@ -443,7 +510,7 @@ fn last_request_age_ms(slot: &Slot, now_ms: u64) -> Option<u64> {
 }
 
 /// Append `s` as the inside of a JSON string.
-fn json_escape_into(out: &mut String, s: &str) {
+pub(crate) fn json_escape_into(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -461,7 +528,7 @@ fn json_escape_into(out: &mut String, s: &str) {
 }
 
 /// Append `s` as HTML text.
-fn html_escape_into(out: &mut String, s: &str) {
+pub(crate) fn html_escape_into(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '<' => out.push_str("&lt;"),
@@ -674,6 +741,87 @@ mod tests {
             &[],
             b""
         )));
+    }
+
+    #[test]
+    fn a_layers_counters_are_prometheus_counters_too() {
+        let status = ServerStatus::new(board(), MpmKind::Event, false).with_section(
+            "tls",
+            std::sync::Arc::new(|| vec![("handshakes_full", 3), ("failed_timeout", 1)]),
+        );
+        let text = body(&get(&status, "/server-status?format=prometheus"));
+        assert!(
+            text.contains(
+                "# TYPE mpm_tls_handshakes_full_total counter\nmpm_tls_handshakes_full_total 3\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("mpm_tls_failed_timeout_total 1\n"), "{text}");
+        assert!(
+            text.contains("# HELP mpm_tls_failed_timeout_total "),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn prometheus_format_has_help_and_type_for_every_sample() {
+        let sb = board();
+        sb.slots()[0].record_status(200);
+        sb.slots()[1].record_status(404);
+        let status = ServerStatus::new(sb, MpmKind::Prefork, false);
+        let r = get(&status, "/server-status?format=prometheus");
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            r.header_value("content-type"),
+            Some("text/plain; version=0.0.4; charset=utf-8")
+        );
+        let text = body(&r);
+        let mut typed = std::collections::HashSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(matches!(kind, "gauge" | "counter"), "{line}");
+                assert!(text.contains(&format!("# HELP {name} ")), "{name}");
+                assert!(typed.insert(name.to_string()), "{name} typed twice");
+            } else if !line.starts_with('#') {
+                let name = line.split(['{', ' ']).next().unwrap();
+                assert!(typed.contains(name), "{name} has no TYPE before it");
+            }
+        }
+        assert!(text.contains("mpm_info{mpm=\"prefork\","), "{text}");
+        assert!(text.contains("mpm_requests_total 1\n"), "{text}");
+        assert!(
+            text.contains("mpm_responses_total{class=\"2xx\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mpm_responses_total{class=\"4xx\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("mpm_workers{state=\"busy\"} 1\n"), "{text}");
+        // The metrics path answers the same, to the same clients.
+        let m = status.metrics(&Request::for_test(
+            "GET",
+            "/metrics",
+            Version::Http11,
+            &[],
+            b"",
+        ));
+        assert!(body(&m).starts_with("# HELP mpm_info"));
+        let far = status.metrics(
+            &Request::for_test("GET", "/metrics", Version::Http11, &[], b"")
+                .with_peer("192.0.2.7:5000".parse().unwrap()),
+        );
+        assert_eq!(far.status(), 403);
+        // Draining: the page fails health checks, the scrape still works.
+        sb.set_draining();
+        assert_eq!(
+            get(&status, "/server-status?format=prometheus").status(),
+            200
+        );
+        assert!(
+            body(&get(&status, "/server-status?format=prometheus")).contains("mpm_draining 1\n")
+        );
     }
 
     #[test]

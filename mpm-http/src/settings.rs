@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::access_log::AccessLog;
 use crate::buffer_pool::BufferPool;
+use crate::error_pages::ErrorPages;
 use crate::head::Limits;
 
 /// How the HTTP layer treats every connection.
@@ -51,6 +52,8 @@ pub struct HttpSettings {
     /// own (empty: none). The `mpm` crate sets it from the application's
     /// identity.
     pub server: String,
+    /// Pages that replace the built-in error pages, by status.
+    pub error_pages: ErrorPages,
 }
 
 /// The default for [`HttpSettings::sendfile_max_chunk`]: 512 KiB.
@@ -77,6 +80,7 @@ impl Default for HttpSettings {
             sendfile_max_chunk: DEFAULT_SENDFILE_MAX_CHUNK,
             request_pool: true,
             server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
+            error_pages: ErrorPages::new(),
         }
     }
 }
@@ -100,6 +104,7 @@ pub(crate) struct ServiceSettings {
     pub(crate) sendfile_max_chunk: u64,
     pub(crate) request_pool: bool,
     pub(crate) server: String,
+    pub(crate) error_pages: ErrorPages,
     pub(crate) buffers: Arc<BufferPool>,
     pub(crate) access_log: Option<Arc<AccessLog>>,
 }
@@ -129,6 +134,7 @@ impl ServiceSettings {
             },
             request_pool: settings.request_pool,
             server: settings.server.clone(),
+            error_pages: settings.error_pages.clone(),
             buffers: Arc::default(),
             access_log: None,
         }

@@ -1,5 +1,5 @@
 //! Serving a directory: confinement, index files, validators, conditional
-//! and range requests.
+//! and range requests, content codings, listings and caching headers.
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -9,13 +9,16 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::RwLock;
 
 use crate::allocator_api2::vec::Vec as PoolVec;
+use crate::autoindex::{self, Listing};
+use crate::compression::{Accepted, Coding, FileReader, Gzip};
 use crate::error::{Error, Result};
+use crate::expires::CacheRules;
 use crate::mime;
 use crate::response::{Body, Part};
 use crate::{FileBody, HttpHandler, Request, RequestPool, Response};
@@ -41,7 +44,8 @@ pub enum Dotfiles {
 ///   `/`, or resolves through a symbolic link to outside the root is refused.
 ///   The kernel enforces the last with `openat2(RESOLVE_BENEATH)`.
 /// * A directory is answered by its `index.html`, after a 301 that adds the
-///   trailing slash; there are no directory listings.
+///   trailing slash; without one, by a listing if
+///   [`autoindex`](Self::autoindex) is on (else 403).
 /// * `ETag` and `Last-Modified` on every file; the preconditions of RFC 9110
 ///   §13 in the order of §13.2.2: `If-Match` (strong comparison) and
 ///   `If-Unmodified-Since` answer 412, `If-None-Match` and
@@ -50,6 +54,12 @@ pub enum Dotfiles {
 ///   merged where they overlap or touch, and more than 100 the whole file.
 /// * `GET` and `HEAD` only: 405 with `Allow` for other methods HTTP defines,
 ///   501 for those it does not (`OPTIONS` and `OPTIONS *` answer 204).
+/// * Off unless asked for: precompressed siblings
+///   ([`precompressed`](Self::precompressed)), gzip on the fly
+///   ([`gzip`](Self::gzip)), `Cache-Control` by extension or type
+///   ([`expires`](Self::expires)). A response that depends on
+///   `Accept-Encoding` says so with `Vary`, and each coding has an `ETag` of
+///   its own, which the preconditions and `If-Range` compare with.
 ///
 /// Open files are cached for one second, as nginx's `open_file_cache`
 /// does: a hit costs no `open` or `close`, and the body still goes out by
@@ -80,6 +90,10 @@ pub struct StaticFiles {
     shared: Arc<SharedCache>,
     in_memory: u64,
     dotfiles: bool,
+    precompressed: bool,
+    gzip: Option<Arc<Gzip>>,
+    autoindex: bool,
+    expires: Arc<CacheRules>,
 }
 
 impl Clone for StaticFiles {
@@ -90,6 +104,10 @@ impl Clone for StaticFiles {
             shared: Arc::clone(&self.shared),
             in_memory: self.in_memory,
             dotfiles: self.dotfiles,
+            precompressed: self.precompressed,
+            gzip: self.gzip.clone(),
+            autoindex: self.autoindex,
+            expires: Arc::clone(&self.expires),
         }
     }
 }
@@ -118,6 +136,11 @@ impl SharedCache {
             .get(path)
             .filter(|f| f.is_fresh())
             .cloned()
+    }
+
+    /// The entry for `path`, fresh or not.
+    fn entry(&self, path: &str) -> Option<Arc<OpenFile>> {
+        self.shard(path).read().get(path).cloned()
     }
 
     fn insert(&self, path: &str, file: Arc<OpenFile>) {
@@ -156,6 +179,18 @@ struct OpenFile {
     last_modified: Arc<str>,
     content_type: &'static str,
     opened: Instant,
+    /// `FILE.br` and `FILE.gz`, when precompressed siblings are served.
+    br: Option<Sibling>,
+    gz: Option<Sibling>,
+    /// Gzip on the fly applies to this file.
+    gzip: bool,
+    /// The file gzipped whole, once, when it is kept in memory (`None`
+    /// inside when that saved nothing).
+    gzipped: Arc<OnceLock<Option<Arc<[u8]>>>>,
+    /// The validator of the gzipped file: the file's, marked.
+    gzip_etag: Arc<str>,
+    /// `Cache-Control` by the expires rules.
+    cache_control: Option<Arc<str>>,
     /// Size and modification time when opened: checked on a cache hit of a
     /// body sent from the descriptor.
     stamp: (u64, i64, i64),
@@ -177,12 +212,37 @@ fn stamp(meta: &std::fs::Metadata) -> (u64, i64, i64) {
 }
 
 impl OpenFile {
+    /// Does the answer depend on `Accept-Encoding`?
+    fn varies(&self) -> bool {
+        self.gzip || self.br.is_some() || self.gz.is_some()
+    }
+
+    /// The coding to answer `req` with.
+    fn coding(&self, req: &Request<'_>) -> Coding {
+        if !self.varies() {
+            return Coding::Identity;
+        }
+        Accepted::parse(req.header_str("accept-encoding"))
+            .choose(self.br.is_some(), self.gz.is_some() || self.gzip)
+    }
+
+    /// Would answering `req` compress this file now (on the fly, not from
+    /// a sibling nor from the cached compressed body)?
+    fn compresses_now(&self, req: &Request<'_>) -> bool {
+        self.gzip
+            && self.gz.is_none()
+            && self.coding(req) == Coding::Gzip
+            && !is_range_request(req)
+            && (self.contents.is_none() || self.gzipped.get().is_none())
+    }
+
     fn is_fresh(&self) -> bool {
         self.opened.elapsed() < CACHE_VALID
     }
 
-    /// A worker's own copy: the descriptor and the body are shared, the
-    /// rest (and the count of references to it) is the worker's.
+    /// A worker's own copy: the descriptors, the bodies and the compressed
+    /// body (compressed once, by whichever worker needs it first) are
+    /// shared; the rest (and the count of references to it) is the worker's.
     fn worker_copy(&self) -> OpenFile {
         OpenFile {
             file: Arc::clone(&self.file),
@@ -193,9 +253,40 @@ impl OpenFile {
             last_modified: Arc::from(&*self.last_modified),
             content_type: self.content_type,
             opened: self.opened,
+            br: self.br.clone(),
+            gz: self.gz.clone(),
+            gzip: self.gzip,
+            gzipped: Arc::clone(&self.gzipped),
+            gzip_etag: Arc::from(&*self.gzip_etag),
+            cache_control: self.cache_control.as_deref().map(Arc::from),
             stamp: self.stamp,
         }
     }
+}
+
+/// A precompressed sibling of a file (`style.css.gz` beside `style.css`).
+#[derive(Debug, Clone)]
+struct Sibling {
+    file: Arc<File>,
+    len: u64,
+    contents: Option<Arc<[u8]>>,
+    etag: Arc<str>,
+}
+
+/// The bytes a response is made of: the file in one coding.
+struct Representation<'f> {
+    coding: Coding,
+    etag: &'f Arc<str>,
+    body: Source<'f>,
+}
+
+enum Source<'f> {
+    /// A file on disk, the original or a sibling: ranges can be cut from it.
+    File(OnDisk<'f>),
+    /// The file gzipped whole, from the cache.
+    Gzipped(Arc<[u8]>),
+    /// The file gzipped as it is sent.
+    GzipStream,
 }
 
 impl StaticFiles {
@@ -218,7 +309,62 @@ impl StaticFiles {
             shared: Arc::default(),
             in_memory: DEFAULT_IN_MEMORY,
             dotfiles: false,
+            precompressed: false,
+            gzip: None,
+            autoindex: false,
+            expires: Arc::default(),
         })
+    }
+
+    /// Serve `FILE.br` or `FILE.gz` in place of `FILE` to a client that
+    /// accepts that coding (nginx's `brotli_static` and `gzip_static`),
+    /// with `Content-Encoding`, the file's type, and a validator of the
+    /// sibling's own. A sibling older than the file is stale and not used.
+    /// Off by default.
+    pub fn precompressed(mut self, on: bool) -> StaticFiles {
+        self.precompressed = on;
+        self
+    }
+
+    /// Gzip files on the fly for clients that accept it (see [`Gzip`]);
+    /// `None` (the default) for never. A precompressed `.gz` sibling, when
+    /// served, comes first.
+    pub fn gzip(mut self, gzip: Option<Gzip>) -> StaticFiles {
+        self.gzip = gzip.map(Arc::new);
+        self
+    }
+
+    /// List a directory that has no `index.html`, as HTML or, with
+    /// `?format=json`, JSON: names escaped, directories first then by name,
+    /// with size and modification time. Names hidden by the dotfiles
+    /// setting, and symbolic links that leave the root, are not listed.
+    /// Off by default: such a directory answers 403.
+    pub fn autoindex(mut self, on: bool) -> StaticFiles {
+        self.autoindex = on;
+        self
+    }
+
+    /// `Cache-Control` for files, by extension or media type (nginx's
+    /// `expires`), on their 200, 206 and 304 answers.
+    pub fn expires(mut self, rules: CacheRules) -> StaticFiles {
+        self.expires = Arc::new(rules);
+        self
+    }
+
+    /// Read a whole file by its URL path, as it would be served (the same
+    /// confinement and dotfiles rules): its bytes and type, or the status
+    /// a request for it would get. For pages kept in memory, such as error
+    /// pages; at most `max` bytes (413 beyond).
+    pub fn read(&self, path: &str, max: u64) -> std::result::Result<(Vec<u8>, &'static str), u16> {
+        let f = self
+            .resolve(path, None, RequestPool::heap())
+            .map_err(|r| r.status())?;
+        if f.len > max {
+            return Err(413);
+        }
+        let mut buf = vec![0; f.len as usize];
+        read_exact_at(&f.file, &mut buf).map_err(|_| 500u16)?;
+        Ok((buf, f.content_type))
     }
 
     /// Serve names that start with a dot (`.env`, `.git/`)? Off by default:
@@ -240,12 +386,8 @@ impl StaticFiles {
     // The error is the response itself, fields inline; it is built on the
     // slow path only, where one move costs nothing next to open(2).
     #[allow(clippy::result_large_err)]
-    fn lookup(
-        &mut self,
-        raw: &str,
-        query: Option<&str>,
-        pool: RequestPool<'_>,
-    ) -> std::result::Result<Arc<OpenFile>, Response> {
+    fn lookup(&mut self, req: &Request<'_>) -> std::result::Result<Arc<OpenFile>, Response> {
+        let raw = req.path();
         if let Some(hit) = self.local.get(raw) {
             if hit.is_fresh() && hit.unchanged() {
                 return Ok(Arc::clone(hit));
@@ -254,7 +396,13 @@ impl StaticFiles {
         let found = match self.shared.get(raw).filter(|f| f.unchanged()) {
             Some(found) => found,
             None => {
-                let found = Arc::new(self.resolve(raw, query, pool)?);
+                let stale = self.shared.entry(raw);
+                let mut opened = self.resolve(raw, Some(req), req.pool())?;
+                // Unchanged since it was cached: its compressed body still holds.
+                if let Some(old) = stale.filter(|old| old.etag == opened.etag) {
+                    opened.gzipped = Arc::clone(&old.gzipped);
+                }
+                let found = Arc::new(opened);
                 self.shared.insert(raw, Arc::clone(&found));
                 found
             }
@@ -282,14 +430,16 @@ impl StaticFiles {
         }
     }
 
-    /// Map a request path to an open regular file, or the error response.
+    /// Map a request path to an open regular file, or the response to
+    /// answer instead (an error, a redirect, a listing of `req`'s directory).
     #[allow(clippy::result_large_err)]
     fn resolve(
         &self,
         raw: &str,
-        query: Option<&str>,
+        req: Option<&Request<'_>>,
         pool: RequestPool<'_>,
     ) -> std::result::Result<OpenFile, Response> {
+        let query = req.and_then(|r| r.query());
         let rel = clean_path_in(raw, pool).map_err(Response::error)?;
         let rel = std::str::from_utf8(&rel).map_err(|_| Response::error(404))?;
         if !self.dotfiles
@@ -303,7 +453,9 @@ impl StaticFiles {
             .open(rel, pool)
             .map_err(|e| Response::error(open_status(&e)))?;
         let meta = file.metadata().map_err(|_| Response::error(500))?;
-        let (file, meta, content_type) = if meta.is_dir() {
+        // The file served and its path: the index, for a directory.
+        let mut index = PoolVec::new_in(pool);
+        let (file, meta, served) = if meta.is_dir() {
             if !raw.ends_with('/') {
                 let mut to = format!("{raw}/");
                 if let Some(q) = query {
@@ -312,48 +464,134 @@ impl StaticFiles {
                 }
                 return Err(Response::error(301).header("Location", to));
             }
-            let mut index = PoolVec::with_capacity_in(rel.len() + 11, pool);
+            index.reserve(rel.len() + 11);
             if !rel.is_empty() {
                 index.extend_from_slice(rel.as_bytes());
                 index.push(b'/');
             }
             index.extend_from_slice(b"index.html");
             let index = std::str::from_utf8(&index).map_err(|_| Response::error(404))?;
-            let file = self.open(index, pool).map_err(|e| match e.kind() {
-                // A directory without an index: no listings.
-                io::ErrorKind::NotFound => Response::error(403),
+            let dir = file;
+            let file = self.open(index, pool).map_err(|e| match (e.kind(), req) {
+                // A directory without an index: its listing, or nothing.
+                (io::ErrorKind::NotFound, Some(req)) if self.autoindex => {
+                    self.listing(dir, rel, req)
+                }
+                (io::ErrorKind::NotFound, _) => Response::error(403),
                 _ => Response::error(open_status(&e)),
             })?;
             let meta = file.metadata().map_err(|_| Response::error(500))?;
-            (file, meta, mime::content_type(index))
+            (file, meta, index)
         } else {
-            (file, meta, mime::content_type(rel))
+            (file, meta, rel)
         };
+        let content_type = mime::content_type(served);
         if !meta.is_file() {
             return Err(Response::error(403));
         }
         let mtime = modified(&meta);
         let len = meta.len();
-        let contents = if len > 0 && len <= self.in_memory {
-            let mut buf = vec![0; len as usize];
-            match read_exact_at(&file, &mut buf) {
-                Ok(()) => Some(Arc::from(buf)),
-                Err(_) => None, // changed under us: serve it from the descriptor
+        let contents = self.keep(&file, len);
+        let etag = etag(&meta);
+        let gzip = self
+            .gzip
+            .as_ref()
+            .is_some_and(|g| g.applies_to(content_type, len));
+        let sibling = |coding: Coding| {
+            if !self.precompressed {
+                return None;
             }
-        } else {
-            None
+            self.sibling(served, coding, mtime, pool)
         };
         Ok(OpenFile {
             file: Arc::new(file),
             len,
             contents,
             mtime,
-            etag: etag(&meta).into(),
+            gzip_etag: if gzip {
+                marked(&etag, Coding::Gzip).into()
+            } else {
+                Arc::from("")
+            },
+            etag: etag.into(),
             last_modified: httpdate::fmt_http_date(mtime).into(),
             content_type,
             opened: Instant::now(),
+            br: sibling(Coding::Br),
+            gz: sibling(Coding::Gzip),
+            gzip,
+            gzipped: Arc::default(),
+            cache_control: self.expires.cache_control(served, content_type),
             stamp: stamp(&meta),
         })
+    }
+
+    /// The whole file, if it is small enough to keep in memory.
+    fn keep(&self, file: &File, len: u64) -> Option<Arc<[u8]>> {
+        if len == 0 || len > self.in_memory {
+            return None;
+        }
+        let mut buf = vec![0; len as usize];
+        match read_exact_at(file, &mut buf) {
+            Ok(()) => Some(Arc::from(buf)),
+            Err(_) => None, // changed under us: serve it from the descriptor
+        }
+    }
+
+    /// `served.br` or `served.gz`, if it is a regular file no older than
+    /// `served` (one older is stale: left from a previous version).
+    fn sibling(
+        &self,
+        served: &str,
+        coding: Coding,
+        mtime: SystemTime,
+        pool: RequestPool<'_>,
+    ) -> Option<Sibling> {
+        let mut name = PoolVec::with_capacity_in(served.len() + 3, pool);
+        name.extend_from_slice(served.as_bytes());
+        name.push(b'.');
+        name.extend_from_slice(coding.suffix().as_bytes());
+        let file = self.open(std::str::from_utf8(&name).ok()?, pool).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || modified(&meta) < mtime {
+            return None;
+        }
+        let len = meta.len();
+        Some(Sibling {
+            contents: self.keep(&file, len),
+            file: Arc::new(file),
+            len,
+            etag: marked(&etag(&meta), coding).into(),
+        })
+    }
+
+    /// The listing of directory `rel`, open as `dir`, answering `req`.
+    fn listing(&self, dir: File, rel: &str, req: &Request<'_>) -> Response {
+        let format = autoindex::Format::of_query(req.query_param("format").as_deref());
+        let listing = match Listing::read(dir, rel, Arc::clone(&self.root), self.dotfiles, format) {
+            Ok(l) => l,
+            Err(e) => return Response::error(open_status(&e)),
+        };
+        let content_type = format.content_type();
+        let mut body: Box<dyn io::Read + Send> = Box::new(listing.into_reader());
+        let mut response = Response::new(200).header("Content-Type", content_type);
+        if let Some(gzip) = self
+            .gzip
+            .as_ref()
+            .filter(|g| crate::compression::type_listed(&g.types, content_type))
+        {
+            response = response.header("Vary", "Accept-Encoding");
+            if Accepted::parse(req.header_str("accept-encoding")).choose(false, true)
+                == Coding::Gzip
+            {
+                body = gzip.stream(body);
+                response = response.header("Content-Encoding", "gzip");
+            }
+        }
+        // A listing changes with the directory: caches revalidate it.
+        response
+            .header("Cache-Control", "no-cache")
+            .body(Body::Stream(body))
     }
 
     /// Open `rel` beneath the root; its NUL-terminated copy for the
@@ -383,8 +621,28 @@ const RESOLVE_BENEATH: u64 = 0x08;
 /// Open `path` relative to `dir`, refusing any resolution (`..` or a symbolic
 /// link) that leaves `dir`.
 fn open_beneath(dir: i32, path: &CStr) -> io::Result<File> {
+    open_beneath_as(
+        dir,
+        path,
+        libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
+    )
+}
+
+/// The metadata of `rel` (a path relative to `dir`, no leading slash),
+/// resolved as [`open_beneath`] would: an error if it leaves `dir`.
+pub(crate) fn stat_beneath(dir: i32, rel: &str) -> io::Result<std::fs::Metadata> {
+    let mut c = Vec::with_capacity(rel.len() + 1);
+    c.extend_from_slice(rel.as_bytes());
+    c.push(0);
+    let c =
+        CStr::from_bytes_with_nul(&c).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // O_PATH: nothing is opened for reading (no FIFO waits, no device opens).
+    open_beneath_as(dir, c, libc::O_PATH)?.metadata()
+}
+
+fn open_beneath_as(dir: i32, path: &CStr, flags: i32) -> io::Result<File> {
     let how = OpenHow {
-        flags: (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64,
+        flags: (flags | libc::O_CLOEXEC) as u64,
         mode: 0,
         resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
     };
@@ -402,7 +660,7 @@ fn open_beneath(dir: i32, path: &CStr) -> io::Result<File> {
     if fd < 0 {
         let err = io::Error::last_os_error();
         if err.raw_os_error() == Some(libc::ENOSYS) {
-            return open_beneath_fallback(dir, path);
+            return open_beneath_fallback(dir, path, flags);
         }
         return Err(err);
     }
@@ -412,7 +670,8 @@ fn open_beneath(dir: i32, path: &CStr) -> io::Result<File> {
 
 /// For kernels before 5.6: open, then check that the file's real path is
 /// still under the root's.
-fn open_beneath_fallback(dir: i32, path: &CStr) -> io::Result<File> {
+fn open_beneath_fallback(dir: i32, path: &CStr, flags: i32) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
     let root = std::fs::read_link(format!("/proc/self/fd/{dir}"))?;
     let rel = path
         .to_str()
@@ -421,7 +680,10 @@ fn open_beneath_fallback(dir: i32, path: &CStr) -> io::Result<File> {
     if !full.starts_with(&root) {
         return Err(io::Error::from_raw_os_error(libc::EXDEV));
     }
-    File::open(full)
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags & !libc::O_ACCMODE)
+        .open(full)
 }
 
 /// What a static file allows.
@@ -440,21 +702,28 @@ impl HttpHandler for StaticFiles {
         if !raw.starts_with('/') {
             return Response::error(400);
         }
-        match self.lookup(raw, req.query(), req.pool()) {
-            Ok(file) => serve_file(req, &file),
+        match self.lookup(req) {
+            Ok(file) => self.serve(req, &file),
             Err(response) => response,
         }
     }
 
-    /// A file in the open-file cache is answered without opening anything
-    /// (an event loop sends its body only from the page cache); so are
-    /// refusals. This worker's table first, with no lock; then the shared one.
+    /// A file in the open-file cache is answered without touching the disk
+    /// (its body goes out by sendfile from the page cache); so are refusals.
+    /// Not one that would be compressed now: that is work for a worker.
     fn answers_without_blocking(&self, req: &Request<'_>) -> bool {
         if !matches!(req.method(), "GET" | "HEAD") {
             return true;
         }
         let path = req.path();
-        self.local.get(path).is_some_and(|f| f.is_fresh()) || self.shared.get(path).is_some()
+        // This worker's table first, with no lock; then the shared one.
+        match self.local.get(path).filter(|f| f.is_fresh()) {
+            Some(f) => !f.compresses_now(req),
+            None => self
+                .shared
+                .get(path)
+                .is_some_and(|f| !f.compresses_now(req)),
+        }
     }
 }
 
@@ -545,99 +814,192 @@ fn etag(meta: &std::fs::Metadata) -> String {
     format!("\"{:x}-{:x}\"", meta.len(), nanos)
 }
 
+/// A validator marked with a coding: `"abc"` becomes `"abc-gz"`, so that
+/// each coding of a file has a validator of its own.
+fn marked(etag: &str, coding: Coding) -> String {
+    let bare = etag.trim_end_matches('"');
+    format!("{bare}-{}\"", coding.suffix())
+}
+
+fn is_range_request(req: &Request<'_>) -> bool {
+    req.method() == "GET" && req.header_str("range").is_some()
+}
+
 fn modified(meta: &std::fs::Metadata) -> SystemTime {
     // Whole seconds: HTTP dates have no finer resolution.
     UNIX_EPOCH + Duration::from_secs(meta.mtime().max(0) as u64)
 }
 
-fn serve_file(req: &Request<'_>, f: &OpenFile) -> Response {
-    let len = f.len;
-    let base = |status: u16| {
-        Response::new(status)
-            .header("ETag", &f.etag)
-            .header("Last-Modified", &f.last_modified)
-    };
-    if let Some(status) = preconditions(req, f) {
-        return match status {
-            304 => base(304),
-            _ => Response::error(status),
+/// A file's bytes in one coding, on disk: the file itself or a sibling.
+/// Ranges are cut from these.
+#[derive(Clone, Copy)]
+struct OnDisk<'f> {
+    file: &'f Arc<File>,
+    len: u64,
+    contents: Option<&'f Arc<[u8]>>,
+}
+
+impl StaticFiles {
+    /// The file in the coding the request accepts best: the file itself, a
+    /// sibling, or gzipped (kept, or as it is sent). A range request never
+    /// gets an on-the-fly body: ranges are cut from the uncompressed file.
+    fn representation<'f>(&self, f: &'f OpenFile, req: &Request<'_>) -> Representation<'f> {
+        let identity = Representation {
+            coding: Coding::Identity,
+            etag: &f.etag,
+            body: Source::File(OnDisk {
+                file: &f.file,
+                len: f.len,
+                contents: f.contents.as_ref(),
+            }),
         };
+        let sibling = |coding, s: &'f Sibling| Representation {
+            coding,
+            etag: &s.etag,
+            body: Source::File(OnDisk {
+                file: &s.file,
+                len: s.len,
+                contents: s.contents.as_ref(),
+            }),
+        };
+        match (f.coding(req), &self.gzip) {
+            (Coding::Br, _) => f.br.as_ref().map_or(identity, |s| sibling(Coding::Br, s)),
+            (Coding::Gzip, _) if f.gz.is_some() => {
+                f.gz.as_ref().map_or(identity, |s| sibling(Coding::Gzip, s))
+            }
+            (Coding::Gzip, Some(gzip)) if !is_range_request(req) => match &f.contents {
+                Some(bytes) => match f.gzipped.get_or_init(|| gzip.compress(bytes)) {
+                    Some(gz) => Representation {
+                        coding: Coding::Gzip,
+                        etag: &f.gzip_etag,
+                        body: Source::Gzipped(Arc::clone(gz)),
+                    },
+                    None => identity, // compressing saved nothing
+                },
+                None => Representation {
+                    coding: Coding::Gzip,
+                    etag: &f.gzip_etag,
+                    body: Source::GzipStream,
+                },
+            },
+            _ => identity,
+        }
     }
 
-    let mut ranges = None;
-    if req.method() == "GET" {
-        if let Some(spec) = req.header_str("range") {
-            // RFC 9110 §13.1.5: a strong comparison with the ETag, or the
-            // exact Last-Modified date.
-            let if_range_ok = match req.header_str("if-range") {
-                None => true,
-                Some(v) if v.starts_with('"') => v == &*f.etag,
-                Some(v) => httpdate::parse_http_date(v).is_ok_and(|d| d == f.mtime),
-            };
-            if if_range_ok {
-                match parse_ranges(spec, len) {
-                    RangeSpec::Ignore => {}
-                    RangeSpec::Unsatisfiable => {
-                        return Response::error(416)
-                            .header("Content-Range", format!("bytes */{len}"));
-                    }
-                    RangeSpec::Ranges(r) => ranges = Some(r),
-                }
+    fn serve(&self, req: &Request<'_>, f: &OpenFile) -> Response {
+        let rep = self.representation(f, req);
+        let base = |status: u16| {
+            let mut r = Response::new(status)
+                .header("ETag", rep.etag)
+                .header("Last-Modified", &f.last_modified);
+            if f.varies() {
+                r = r.header("Vary", "Accept-Encoding");
             }
+            if let Some(cc) = &f.cache_control {
+                r = r.header("Cache-Control", cc);
+            }
+            r
+        };
+        let encoded = |r: Response| match rep.coding.token() {
+            Some(token) => r.header("Content-Encoding", token),
+            None => r,
+        };
+        if let Some(status) = preconditions(req, rep.etag, f.mtime) {
+            return match status {
+                304 => base(304),
+                _ => Response::error(status),
+            };
         }
+
+        let response = match rep.body {
+            Source::File(bytes) => {
+                let len = bytes.len;
+                let mut ranges = None;
+                if let Some(spec) = req.header_str("range").filter(|_| req.method() == "GET") {
+                    // RFC 9110 §13.1.5: a strong comparison with the ETag, or
+                    // the exact Last-Modified date.
+                    let if_range_ok = match req.header_str("if-range") {
+                        None => true,
+                        Some(v) if v.starts_with('"') => v == &**rep.etag,
+                        Some(v) => httpdate::parse_http_date(v).is_ok_and(|d| d == f.mtime),
+                    };
+                    if if_range_ok {
+                        match parse_ranges(spec, len) {
+                            RangeSpec::Ignore => {}
+                            RangeSpec::Unsatisfiable => {
+                                return Response::error(416)
+                                    .header("Content-Range", format!("bytes */{len}"));
+                            }
+                            RangeSpec::Ranges(r) => ranges = Some(r),
+                        }
+                    }
+                }
+                let file = Arc::clone(bytes.file);
+                let r = match ranges.as_deref() {
+                    Some(&[(start, end)]) => base(206)
+                        .header("Content-Range", format!("bytes {start}-{end}/{len}"))
+                        .body(FileBody {
+                            file,
+                            offset: start,
+                            len: end - start + 1,
+                        }),
+                    Some(several) => {
+                        let boundary = boundary();
+                        let parts = byteranges(several, bytes, f.content_type, &boundary);
+                        return encoded(
+                            base(206)
+                                .header(
+                                    "Content-Type",
+                                    format!("multipart/byteranges; boundary={boundary}"),
+                                )
+                                .header("Accept-Ranges", "bytes")
+                                .body(Body::Parts(parts)),
+                        );
+                    }
+                    None => match bytes.contents {
+                        Some(kept) => base(200).body(Arc::clone(kept)),
+                        None => base(200).body(FileBody::whole(file, len)),
+                    },
+                };
+                r.header("Accept-Ranges", "bytes")
+            }
+            Source::Gzipped(bytes) => base(200).body(bytes),
+            Source::GzipStream => {
+                let body: Box<dyn io::Read + Send> = match (&self.gzip, req.method()) {
+                    (Some(gzip), "GET") => gzip.stream(FileReader::new(Arc::clone(&f.file), f.len)),
+                    // HEAD: no body is sent, so none is compressed.
+                    _ => Box::new(io::empty()),
+                };
+                base(200).body(Body::Stream(body))
+            }
+        };
+        encoded(response.header("Content-Type", f.content_type))
     }
-    let response = match ranges.as_deref() {
-        Some(&[(start, end)]) => base(206)
-            .header("Content-Range", format!("bytes {start}-{end}/{len}"))
-            .body(FileBody {
-                file: Arc::clone(&f.file),
-                offset: start,
-                len: end - start + 1,
-            }),
-        Some(several) => {
-            let boundary = boundary();
-            let parts = byteranges(several, f, &boundary);
-            return base(206)
-                .header(
-                    "Content-Type",
-                    format!("multipart/byteranges; boundary={boundary}"),
-                )
-                .header("Accept-Ranges", "bytes")
-                .body(Body::Parts(parts));
-        }
-        None => match &f.contents {
-            Some(bytes) => base(200).body(Arc::clone(bytes)),
-            None => base(200).body(FileBody::whole(Arc::clone(&f.file), len)),
-        },
-    };
-    response
-        .header("Content-Type", f.content_type)
-        .header("Accept-Ranges", "bytes")
 }
 
 /// RFC 9110 §13.2.2: evaluate the preconditions of a `GET` or `HEAD` in
 /// order; the status to answer instead of the file (412 or 304), if any.
 /// (Other methods never get here: a resource that refuses a method answers
 /// 405 first, and §13.2.1 has a refusal take precedence over preconditions.)
-fn preconditions(req: &Request<'_>, f: &OpenFile) -> Option<u16> {
+fn preconditions(req: &Request<'_>, etag: &str, mtime: SystemTime) -> Option<u16> {
     // 1 and 2: If-Match, or else If-Unmodified-Since.
     if let Some(list) = field_list(req, "if-match") {
-        if !strong_match(&list, &f.etag) {
+        if !strong_match(&list, etag) {
             return Some(412);
         }
     } else if let Some(date) = req.header_str("if-unmodified-since") {
         // An invalid date is ignored (§13.1.4).
-        if httpdate::parse_http_date(date).is_ok_and(|since| f.mtime > since) {
+        if httpdate::parse_http_date(date).is_ok_and(|since| mtime > since) {
             return Some(412);
         }
     }
     // 3 and 4: If-None-Match, or else If-Modified-Since.
     if let Some(list) = field_list(req, "if-none-match") {
-        if etag_matches(&list, &f.etag) {
+        if etag_matches(&list, etag) {
             return Some(304);
         }
     } else if let Some(date) = req.header_str("if-modified-since") {
-        if httpdate::parse_http_date(date).is_ok_and(|since| f.mtime <= since) {
+        if httpdate::parse_http_date(date).is_ok_and(|since| mtime <= since) {
             return Some(304);
         }
     }
@@ -801,19 +1163,24 @@ fn boundary() -> String {
 /// The parts of a `multipart/byteranges` body (RFC 9110 §14.6): each
 /// range's header (its type and `Content-Range`), then its bytes from the
 /// file (or the cached copy), and the closing delimiter.
-fn byteranges(ranges: &[(u64, u64)], f: &OpenFile, boundary: &str) -> Vec<Part> {
+fn byteranges(
+    ranges: &[(u64, u64)],
+    bytes: OnDisk<'_>,
+    content_type: &str,
+    boundary: &str,
+) -> Vec<Part> {
     let mut parts = Vec::with_capacity(ranges.len() * 2 + 1);
     for &(start, end) in ranges {
         let head = format!(
-            "\r\n--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {start}-{end}/{}\r\n\r\n",
-            f.content_type, f.len
+            "\r\n--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: bytes {start}-{end}/{}\r\n\r\n",
+            bytes.len
         );
         parts.push(Part::Bytes(head.into_bytes().into()));
         let count = end - start + 1;
-        parts.push(match &f.contents {
-            Some(bytes) => Part::Bytes(bytes[start as usize..=end as usize].to_vec().into()),
+        parts.push(match bytes.contents {
+            Some(kept) => Part::Bytes(kept[start as usize..=end as usize].to_vec().into()),
             None => Part::File(FileBody {
-                file: Arc::clone(&f.file),
+                file: Arc::clone(bytes.file),
                 offset: start,
                 len: count,
             }),

@@ -26,11 +26,12 @@ impl<H: HttpHandler> HttpService<H> {
     pub(crate) fn queue(
         &self,
         c: &mut HttpConn,
-        response: Parts,
+        mut response: Parts,
         is_head: bool,
         keep: bool,
         version: Version,
     ) -> bool {
+        self.settings.error_pages.apply(&mut response);
         let status = response.status;
         let body = response.body;
         let mut keep = keep && !response.close;
@@ -411,18 +412,6 @@ pub(crate) struct Head<'r> {
     pub(crate) headers: &'r [(crate::response::HeaderText, crate::response::HeaderText)],
     /// Did the handler set `Server` itself?
     pub(crate) has_server: bool,
-}
-
-impl Head<'static> {
-    /// A head with no fields of the handler's (the layer's own answers).
-    pub(crate) fn bare(status: u16) -> Head<'static> {
-        Head {
-            status,
-            reason: None,
-            headers: &[],
-            has_server: false,
-        }
-    }
 }
 
 fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {

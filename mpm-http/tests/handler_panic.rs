@@ -25,6 +25,7 @@ impl HttpHandler for Fragile {
 
 #[test]
 fn a_panicking_handler_answers_500_and_the_connection_serves_on() {
+    let logged = mpm_core::error_log::expect("handler panicked on GET /boom");
     let (addr, server) = common::serve_one(Fragile);
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -41,4 +42,5 @@ fn a_panicking_handler_answers_500_and_the_connection_serves_on() {
         .expect("the next request was not served");
     assert!(first < second);
     assert!(out.ends_with("fine"));
+    assert_eq!(logged.count(), 1, "the panic is logged once");
 }

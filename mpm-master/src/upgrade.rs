@@ -11,7 +11,8 @@
 //! The new master reports ready once its first generation of children has
 //! run for [`READY_AFTER`] without dying; the old master then drains (its
 //! children stop accepting and finish their requests) and exits. If the new
-//! master exits first, or is not ready within [`READY_TIMEOUT`], the old one
+//! master exits first, or is not ready within its ready timeout
+//! ([`READY_TIMEOUT`] unless [`UpgradeSpec::ready_timeout`] says), the old one
 //! logs it, stops the new one, and serves on: that is the rollback.
 //!
 //! The pid file follows nginx: the old master renames it to `FILE.oldbin`
@@ -40,7 +41,7 @@ pub const ENV_PARENT: &str = "MPM_UPGRADE_PARENT";
 /// which the old generation passes the new one its connections that have
 /// not sent a byte yet.
 pub const ENV_HAND_OVER: &str = "MPM_UPGRADE_HAND_OVER_FDS";
-/// How long the old master waits for the new one to be ready.
+/// How long the old master waits for the new one to be ready, by default.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the new master's first children must live before it reports
 /// ready: one that dies sooner counts as a crash at start.
@@ -56,6 +57,9 @@ pub struct UpgradeSpec {
     pub args: Vec<OsString>,
     /// The pid file, renamed to `.oldbin` while the new master starts.
     pub pid_file: Option<PathBuf>,
+    /// How long the new master may take to be ready before the upgrade
+    /// is rolled back.
+    pub ready_timeout: Duration,
     /// The hand-over channel's descriptors ([`HandOver::raw_fds`]), passed
     /// on too, so that the old children can hand the new ones what they
     /// hold unanswered.
@@ -76,6 +80,7 @@ pub struct Pending {
     pub pid: Pid,
     ready: OwnedFd,
     deadline: Instant,
+    timeout: Duration,
     pid_file: Option<PathBuf>,
 }
 
@@ -153,7 +158,10 @@ impl UpgradeSpec {
         Ok(Pending {
             pid: Pid::from_raw(child.id() as i32),
             ready: ready_read,
-            deadline: Instant::now() + READY_TIMEOUT,
+            deadline: Instant::now()
+                .checked_add(self.ready_timeout)
+                .unwrap_or_else(|| Instant::now() + READY_TIMEOUT),
+            timeout: self.ready_timeout,
             pid_file: self.pid_file.clone(),
         })
     }
@@ -187,8 +195,8 @@ impl Pending {
         }
         if Instant::now() >= self.deadline {
             return Outcome::Failed(format!(
-                "new master {} was not ready within {READY_TIMEOUT:?}",
-                self.pid
+                "new master {} was not ready within {:?}",
+                self.pid, self.timeout
             ));
         }
         Outcome::Waiting

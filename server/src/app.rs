@@ -130,6 +130,14 @@ pub const STATIC_SITE_SETTINGS: &[&str] = &[
     "file-cache-max-size",
     "sendfile",
     "sendfile-max-chunk",
+    "precompressed",
+    "gzip",
+    "gzip-types",
+    "gzip-level",
+    "gzip-min-length",
+    "autoindex",
+    "error-page",
+    "expires",
 ];
 
 /// An application's own settings: a struct deriving `clap::Args` (its flags,
@@ -296,7 +304,11 @@ impl SiteContent {
             Some(dir) => SiteContent::Files(
                 StaticFiles::new(dir)?
                     .in_memory_up_to(config.file_cache_max_size)
-                    .serve_dotfiles(config.dotfiles == Dotfiles::Allow),
+                    .serve_dotfiles(config.dotfiles == Dotfiles::Allow)
+                    .precompressed(config.precompressed)
+                    .gzip(config.gzip.clone())
+                    .autoindex(config.autoindex)
+                    .expires(config.expires.clone()),
             ),
             None => SiteContent::Welcome(DefaultSite::new(&config.about())),
         })

@@ -14,7 +14,10 @@ use mpm_core::listener_poller::PollerKind;
 use mpm_core::{Error, MpmKind, MpmSettings, Result, Seconds};
 use mpm_http::access_log::{LogWrite, MAX_LOG_BUFFER};
 use mpm_http::log_format::LogFormat;
-use mpm_http::{About, Dotfiles, HttpSettings, DEFAULT_IN_MEMORY, MAX_REQUEST_FIELDS};
+use mpm_http::{
+    About, CacheRules, Dotfiles, ErrorPage, ErrorPages, Gzip, HttpSettings, StaticFiles,
+    DEFAULT_IN_MEMORY, MAX_REQUEST_FIELDS,
+};
 use mpm_prefork::AcceptMutex;
 
 /// The most serving processes (httpd's hard `ServerLimit` bound).
@@ -320,6 +323,15 @@ pub fn defaults() -> Vec<(&'static str, String)> {
         ("user", "none: as started".into()),
         ("group", "the user's".into()),
         ("dotfiles", name(d.dotfiles)),
+        ("precompressed", on(d.precompressed)),
+        ("gzip", on(d.gzip.is_some())),
+        ("gzip_types", Gzip::default().types.join(",")),
+        ("gzip_level", Gzip::default().level.to_string()),
+        ("gzip_min_length", Gzip::default().min_length.to_string()),
+        ("autoindex", on(d.autoindex)),
+        ("error_page", "none: the built-in pages".into()),
+        ("expires", "none: no Cache-Control".into()),
+        ("metrics_path", "off".into()),
         ("allocator", "the one the program started with".into()),
         ("access_log", "none".into()),
         ("log_format", name(d.log_format)),
@@ -331,6 +343,7 @@ pub fn defaults() -> Vec<(&'static str, String)> {
             "upgrade_binary",
             "the path this server was started from".into(),
         ),
+        ("upgrade_timeout", secs(d.upgrade_timeout)),
         ("drain_delay", secs(d.drain_delay)),
         ("request_body_timeout", secs(d.request_body_timeout)),
         ("request_body_min_rate", d.request_body_min_rate.to_string()),
@@ -526,6 +539,43 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "deny|allow", ignore_case = true)]
     #[serde(default, deserialize_with = "value_enum")]
     pub dotfiles: Option<Dotfiles>,
+    /// Serve FILE.br or FILE.gz in place of FILE to a client that accepts
+    /// that coding (nginx's gzip_static and brotli_static): on or off.
+    #[arg(long, value_name = "on|off")]
+    pub precompressed: Option<OnOff>,
+    /// Gzip files of the --gzip-types on the fly for clients that accept
+    /// it: on or off.
+    #[arg(long, value_name = "on|off")]
+    pub gzip: Option<OnOff>,
+    /// Media types gzipped on the fly, comma-separated (`text/*`, or `*`
+    /// for all).
+    #[arg(long, value_name = "TYPES", value_delimiter = ',')]
+    pub gzip_types: Option<Vec<String>>,
+    /// Gzip level, 1 (fastest) to 9 (smallest).
+    #[arg(long, value_name = "1-9")]
+    pub gzip_level: Option<u32>,
+    /// Files smaller than this are not gzipped.
+    #[arg(long, value_name = "BYTES")]
+    pub gzip_min_length: Option<u64>,
+    /// List a directory without an index.html, as HTML (JSON with
+    /// `?format=json`): on or off.
+    #[arg(long, value_name = "on|off")]
+    pub autoindex: Option<OnOff>,
+    /// Answer these statuses with a page of the docroot instead of the
+    /// built-in one, the status kept: `404=/errors/404.html`,
+    /// `500,502,503=/errors/5xx.html`; repeat for several.
+    #[arg(long, value_name = "CODES=PATH")]
+    #[serde(default)]
+    pub error_page: Vec<String>,
+    /// `Cache-Control` for files by extension or media type: `.css,.js=30d`,
+    /// `image/*=7d`, `text/html=epoch` (no-cache), `*=1h`; repeat for several.
+    #[arg(long, value_name = "MATCH=AGE")]
+    #[serde(default)]
+    pub expires: Vec<String>,
+    /// Also answer the status page's counters in Prometheus's text format
+    /// at this path (`off`: only at `STATUS-PATH?format=prometheus`).
+    #[arg(long, value_name = "PATH")]
+    pub metrics_path: Option<String>,
     /// The global allocator: system, mimalloc or locked (the system one
     /// behind a global mutex). The server restarts itself to switch.
     #[arg(long, value_name = "NAME", ignore_case = true)]
@@ -559,6 +609,10 @@ pub struct ConfigLayer {
     /// The binary SIGUSR2 (`mpm signal upgrade`) starts as the new master.
     #[arg(long, value_name = "PATH")]
     pub upgrade_binary: Option<PathBuf>,
+    /// How long the new master of an upgrade may take to be ready before
+    /// the old one stops it and serves on.
+    #[arg(long, value_name = "DURATION")]
+    pub upgrade_timeout: Option<Seconds>,
     /// On SIGTERM or SIGWINCH, serve on this long with the status page
     /// answering 503 (draining), so that a load balancer's health check
     /// takes the instance out before it stops listening.
@@ -689,6 +743,23 @@ impl ConfigLayer {
             user: self.user.or(lower.user),
             group: self.group.or(lower.group),
             dotfiles: self.dotfiles.or(lower.dotfiles),
+            precompressed: self.precompressed.or(lower.precompressed),
+            gzip: self.gzip.or(lower.gzip),
+            gzip_types: self.gzip_types.or(lower.gzip_types),
+            gzip_level: self.gzip_level.or(lower.gzip_level),
+            gzip_min_length: self.gzip_min_length.or(lower.gzip_min_length),
+            autoindex: self.autoindex.or(lower.autoindex),
+            error_page: if self.error_page.is_empty() {
+                lower.error_page
+            } else {
+                self.error_page
+            },
+            expires: if self.expires.is_empty() {
+                lower.expires
+            } else {
+                self.expires
+            },
+            metrics_path: self.metrics_path.or(lower.metrics_path),
             allocator: self.allocator.or(lower.allocator),
             access_log: self.access_log.or(lower.access_log),
             log_format: self.log_format.or(lower.log_format),
@@ -697,6 +768,7 @@ impl ConfigLayer {
             log_level: self.log_level.or(lower.log_level),
             error_log: self.error_log.or(lower.error_log),
             upgrade_binary: self.upgrade_binary.or(lower.upgrade_binary),
+            upgrade_timeout: self.upgrade_timeout.or(lower.upgrade_timeout),
             drain_delay: self.drain_delay.or(lower.drain_delay),
             request_body_timeout: self.request_body_timeout.or(lower.request_body_timeout),
             request_body_min_rate: self.request_body_min_rate.or(lower.request_body_min_rate),
@@ -806,6 +878,19 @@ pub struct Config {
     pub run_as: Option<(u32, u32)>,
     /// Whether dotfiles are served.
     pub dotfiles: Dotfiles,
+    /// Whether precompressed `.br` and `.gz` siblings are served.
+    pub precompressed: bool,
+    /// Gzip on the fly, if on.
+    pub gzip: Option<Gzip>,
+    /// Whether directories without an index are listed.
+    pub autoindex: bool,
+    /// Pages of the docroot that replace the built-in error pages.
+    pub error_pages: ErrorPages,
+    /// `Cache-Control` rules for files.
+    pub expires: CacheRules,
+    /// Where the counters answer in Prometheus's format, besides the
+    /// status page's `?format=prometheus`.
+    pub metrics_path: Option<String>,
     /// The allocator asked for, if any (else the one the process started with).
     pub allocator: Option<AllocatorKind>,
     /// Where the access log goes, if anywhere.
@@ -822,6 +907,8 @@ pub struct Config {
     pub error_log: Option<PathBuf>,
     /// The binary a binary upgrade starts (`None`: the one running).
     pub upgrade_binary: Option<PathBuf>,
+    /// How long the new master of an upgrade may take to be ready.
+    pub upgrade_timeout: Duration,
     /// How long a stopping master serves on, reporting draining, first.
     pub drain_delay: Duration,
     /// Time allowed for a request body before the rate extends it.
@@ -880,6 +967,12 @@ impl Default for Config {
             reuseport: false,
             run_as: None,
             dotfiles: Dotfiles::Deny,
+            precompressed: false,
+            gzip: None,
+            autoindex: false,
+            error_pages: ErrorPages::new(),
+            expires: CacheRules::new(),
+            metrics_path: None,
             allocator: None,
             access_log: None,
             log_format: LogFormat::Common,
@@ -888,6 +981,7 @@ impl Default for Config {
             log_level: LogLevel::Warn,
             error_log: None,
             upgrade_binary: None,
+            upgrade_timeout: mpm_master::upgrade::READY_TIMEOUT,
             drain_delay: Duration::ZERO,
             request_body_timeout: h.request_body_timeout,
             request_body_min_rate: h.request_body_min_rate,
@@ -959,6 +1053,7 @@ impl Config {
             sendfile: self.sendfile,
             sendfile_max_chunk: self.sendfile_max_chunk,
             request_pool: self.request_pool,
+            error_pages: self.error_pages.clone(),
             ..HttpSettings::default()
         }
     }
@@ -1021,6 +1116,7 @@ impl Config {
                 Error::config(e.to_string().replacen("--listen ", "--listen-tls ", 1))
             })?);
         }
+        let gzip = gzip(&layer)?;
         let listen = if plain.is_empty() && tls_addrs.is_empty() {
             d.listen
         } else {
@@ -1116,6 +1212,7 @@ impl Config {
                 Ok(v)
             }
         };
+        let dotfiles = layer.dotfiles.unwrap_or(d.dotfiles);
         let docroot = match layer.docroot {
             Some(dir) => {
                 let meta = std::fs::metadata(&dir)
@@ -1179,6 +1276,8 @@ impl Config {
                 mpm_core::scoreboard::MAX_SLOTS
             )));
         }
+        let error_pages = error_pages(&layer.error_page, docroot.as_deref(), dotfiles)?;
+        let expires = CacheRules::parse(&layer.expires).map_err(Error::config)?;
         Ok(Config {
             mpm,
             server_limit,
@@ -1250,7 +1349,22 @@ impl Config {
             send_lowat: layer.send_lowat.unwrap_or(d.send_lowat),
             reuseport,
             run_as: resolve_user(layer.user.as_deref(), layer.group.as_deref())?,
-            dotfiles: layer.dotfiles.unwrap_or(d.dotfiles),
+            dotfiles,
+            precompressed: layer.precompressed.is_some_and(|p| p.0),
+            gzip,
+            autoindex: layer.autoindex.is_some_and(|a| a.0),
+            error_pages,
+            expires,
+            metrics_path: match layer.metrics_path {
+                None => None,
+                Some(p) if p == "off" => None,
+                Some(p) if p.starts_with('/') => Some(p),
+                Some(p) => {
+                    return Err(Error::config(format!(
+                        "--metrics-path '{p}': must start with / (or be off)"
+                    )))
+                }
+            },
             allocator: layer.allocator,
             access_log: layer.access_log,
             log_format: layer.log_format.unwrap_or(d.log_format),
@@ -1275,6 +1389,7 @@ impl Config {
                 }
                 other => other,
             },
+            upgrade_timeout: nonzero("upgrade-timeout", layer.upgrade_timeout, d.upgrade_timeout)?,
             drain_delay: layer.drain_delay.map(|s| s.0).unwrap_or(Duration::ZERO),
             request_body_timeout: nonzero(
                 "request-body-timeout",
@@ -1343,6 +1458,102 @@ fn tls_config(layer: &ConfigLayer, listening: bool) -> Result<Option<TlsConfig>>
         session_tickets: layer.tls_session_tickets.map_or(d.session_tickets, |t| t.0),
         session_timeout,
     }))
+}
+
+/// Gzip on the fly as `--gzip` and its settings ask, checked.
+fn gzip(layer: &ConfigLayer) -> Result<Option<Gzip>> {
+    let d = Gzip::default();
+    let level = layer.gzip_level.unwrap_or(d.level);
+    if !(1..=9).contains(&level) {
+        return Err(Error::config(format!(
+            "--gzip-level {level}: must be between 1 (fastest) and 9 (smallest)"
+        )));
+    }
+    let types = layer.gzip_types.clone().unwrap_or(d.types);
+    let types: Vec<String> = types
+        .iter()
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if let Some(bad) = types
+        .iter()
+        .find(|t| *t != "*" && t.split('/').filter(|p| !p.is_empty()).count() != 2)
+    {
+        return Err(Error::config(format!(
+            "--gzip-types '{bad}': not a media type (expected type/subtype, type/* or *)"
+        )));
+    }
+    if types.is_empty() {
+        return Err(Error::config("--gzip-types: give at least one media type"));
+    }
+    let on = layer.gzip.is_some_and(|g| g.0);
+    Ok(on.then(|| Gzip {
+        level,
+        min_length: layer.gzip_min_length.unwrap_or(d.min_length),
+        types,
+    }))
+}
+
+/// The largest error page kept in memory.
+const MAX_ERROR_PAGE: u64 = 1 << 20;
+
+/// `--error-page CODES=PATH` values, each page read now from the docroot
+/// (as it would be served), so that a page that is missing is an error at
+/// start, not a 404 in place of every error.
+fn error_pages(
+    values: &[String],
+    docroot: Option<&Path>,
+    dotfiles: Dotfiles,
+) -> Result<ErrorPages> {
+    let mut pages = ErrorPages::new();
+    if values.is_empty() {
+        return Ok(pages);
+    }
+    let Some(docroot) = docroot else {
+        return Err(Error::config(format!(
+            "--error-page '{}': error pages are files of the --docroot, and there is none",
+            values[0]
+        )));
+    };
+    let site = StaticFiles::new(docroot)
+        .map_err(Error::from)?
+        .serve_dotfiles(dotfiles == Dotfiles::Allow);
+    for value in values {
+        let bad = |why: String| Error::config(format!("--error-page '{value}': {why}"));
+        let (codes, path) = value
+            .split_once('=')
+            .ok_or_else(|| bad("expected CODES=PATH, as 404=/errors/404.html".into()))?;
+        let path = path.trim();
+        if !path.starts_with('/') {
+            return Err(bad(
+                "the page is a path under the docroot, starting with /".into()
+            ));
+        }
+        let (body, content_type) = site.read(path, MAX_ERROR_PAGE).map_err(|status| {
+            bad(match status {
+                404 => format!("{path}: no such file under the docroot"),
+                413 => format!("{path}: larger than {MAX_ERROR_PAGE} bytes"),
+                _ => format!("{path}: cannot be served ({status})"),
+            })
+        })?;
+        let page = ErrorPage {
+            body: body.into(),
+            content_type: content_type.into(),
+        };
+        for code in codes.split(',') {
+            let status: u16 = code
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("'{}' is not a status code", code.trim())))?;
+            if !(300..=599).contains(&status) || status == 304 {
+                return Err(bad(format!(
+                    "{status} has no error page (300 to 599, but 304, which has no body)"
+                )));
+            }
+            pages.insert(status, page.clone());
+        }
+    }
+    Ok(pages)
 }
 
 /// Parse TOML text; an error is one line naming the line.
@@ -1563,6 +1774,45 @@ mod tests {
         let err = ConfigLayer::from_table(table, text).unwrap_err();
         assert!(err.starts_with("line 3: backlog: "), "{err}");
         assert_eq!(line_of(text, "max-keys"), 4);
+    }
+
+    #[test]
+    fn site_features_are_off_by_default_and_checked_when_given() {
+        let c = Config::resolve(ConfigLayer::default()).unwrap();
+        assert!(!c.precompressed && !c.autoindex && c.gzip.is_none());
+        assert!(c.error_pages.is_empty() && c.expires.is_empty());
+        assert_eq!(c.metrics_path, None);
+        let file = ConfigLayer::from_toml(
+            "gzip = \"on\"\ngzip-types = [\"text/*\", \"application/json\"]\ngzip-level = 1\n\
+             expires = [\".css=1d\"]\nmetrics-path = \"/metrics\"\n",
+        )
+        .unwrap();
+        let c = Config::resolve(file).unwrap();
+        let gzip = c.gzip.unwrap();
+        assert_eq!((gzip.level, gzip.min_length), (1, 256));
+        assert!(gzip.applies_to("text/css", 1000) && !gzip.applies_to("image/png", 1000));
+        assert_eq!(
+            c.expires.cache_control("a.css", "text/css").as_deref(),
+            Some("max-age=86400")
+        );
+        assert_eq!(c.metrics_path.as_deref(), Some("/metrics"));
+        // Settings of gzip are checked even while it is off.
+        let bad = ConfigLayer {
+            gzip_level: Some(0),
+            ..ConfigLayer::default()
+        };
+        assert!(Config::resolve(bad)
+            .unwrap_err()
+            .to_string()
+            .contains("--gzip-level"));
+        let no_docroot = ConfigLayer {
+            error_page: vec!["404=/e.html".into()],
+            ..ConfigLayer::default()
+        };
+        assert!(Config::resolve(no_docroot)
+            .unwrap_err()
+            .to_string()
+            .contains("--docroot"));
     }
 
     #[test]

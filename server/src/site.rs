@@ -1,5 +1,5 @@
-//! What every worker answers with: the status page at its path, and the
-//! application's handler everywhere else.
+//! What every worker answers with: the status page and the metrics at their
+//! paths, and the application's handler everywhere else.
 
 use std::sync::Arc;
 
@@ -9,33 +9,47 @@ use mpm_http::{HttpHandler, Request, Response};
 
 use crate::config::Config;
 
-/// The status page, shared by every worker's [`Site`].
+/// The status page and the metrics, shared by every worker's [`Site`].
 #[derive(Debug, Clone)]
 pub(crate) struct StatusRoute {
-    status: Option<(Arc<str>, ServerStatus)>,
+    status: ServerStatus,
+    page: Option<Arc<str>>,
+    metrics: Option<Arc<str>>,
+}
+
+/// Which of the two a request is for.
+enum Route {
+    Page,
+    Metrics,
 }
 
 impl StatusRoute {
-    /// The status page `config` asks for, reading `scoreboard`.
+    /// The status page and metrics `config` asks for, reading `scoreboard`
+    /// (and the TLS layer's counters, when it has listeners).
     pub(crate) fn new(
         config: &Config,
         scoreboard: &'static Scoreboard,
         tls: Option<mpm_tls::Stats>,
     ) -> StatusRoute {
-        let status = config.status_path.as_deref().map(|path| {
-            let mut page = ServerStatus::new(scoreboard, config.mpm, config.status_remote);
-            if let Some(stats) = tls {
-                page = page.with_section("tls", Arc::new(move || stats.snapshot()));
-            }
-            (Arc::from(path), page)
-        });
-        StatusRoute { status }
+        let mut status = ServerStatus::new(scoreboard, config.mpm, config.status_remote);
+        if let Some(stats) = tls {
+            status = status.with_section("tls", Arc::new(move || stats.snapshot()));
+        }
+        StatusRoute {
+            status,
+            page: config.status_path.as_deref().map(Arc::from),
+            metrics: config.metrics_path.as_deref().map(Arc::from),
+        }
     }
 
-    fn for_request(&self, request: &Request<'_>) -> Option<&ServerStatus> {
-        match &self.status {
-            Some((path, status)) if request.path() == &**path => Some(status),
-            _ => None,
+    fn for_request(&self, request: &Request<'_>) -> Option<Route> {
+        let path = request.path();
+        if self.page.as_deref() == Some(path) {
+            Some(Route::Page)
+        } else if self.metrics.as_deref() == Some(path) {
+            Some(Route::Metrics)
+        } else {
+            None
         }
     }
 }
@@ -55,17 +69,18 @@ impl<H> Site<H> {
 
 impl<H: HttpHandler> HttpHandler for Site<H> {
     fn handle(&mut self, request: &Request<'_>) -> Response {
-        if let Some(status) = self.status.for_request(request) {
-            return status.handle(request);
+        match self.status.for_request(request) {
+            Some(Route::Page) => self.status.status.handle(request),
+            Some(Route::Metrics) => self.status.status.metrics(request),
+            None => self.app.handle(request),
         }
-        self.app.handle(request)
     }
 
     fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
-        if let Some(status) = self.status.for_request(request) {
-            return status.answers_without_blocking(request);
+        match self.status.for_request(request) {
+            Some(_) => self.status.status.answers_without_blocking(request),
+            None => self.app.answers_without_blocking(request),
         }
-        self.app.answers_without_blocking(request)
     }
 
     fn streams_body(&self, request: &Request<'_>) -> bool {

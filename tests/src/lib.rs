@@ -125,6 +125,11 @@ static MPM_BIN: OnceLock<PathBuf> = OnceLock::new();
 /// The `mpm` binary of the profile this test binary was built with, built
 /// first (once per process) if it is missing or older than the sources.
 ///
+/// `cargo test --workspace` builds it (and the examples) before any test
+/// runs, because the `mpm` package has an integration test of its own
+/// (`server/tests/command_line.rs`); the build here is for a run of this
+/// crate alone (`cargo test -p tests`) after the sources changed.
+///
 /// `CARGO_BIN_EXE_mpm` is not set for this crate (the binary belongs to the
 /// `server` package), so it is found next to the test executable:
 /// `target/<profile>/deps/<test>` means `target/<profile>/mpm`.
@@ -189,7 +194,11 @@ fn newest_source(root: &Path) -> Option<SystemTime> {
                 continue;
             };
             if kind.is_dir() {
-                let skip = name == "target" || name.starts_with('.') || (top && name == "tests");
+                // Build output, git, this crate, and the fuzz targets (their
+                // own crate, not part of the binary).
+                let skip = name == "target"
+                    || name.starts_with('.')
+                    || (top && (name == "tests" || name == "fuzz"));
                 if !skip {
                     walk(&entry.path(), false, newest);
                 }
@@ -346,6 +355,47 @@ fn listening_addr(line: &str) -> Option<SocketAddr> {
     let rest = line.split(" listening on ").nth(1)?;
     let rest = rest.split_once("://").map_or(rest, |(_, r)| r);
     rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Say in the run's output that the calling test did not run its body, and
+/// why (a tool that is not installed, no root, a descriptor limit). A
+/// passing test's output is kept from the terminal by the test runner, so
+/// this writes past it, straight to stderr:
+/// `skipped: haproxy::graceful_restarts_...: haproxy is not installed`.
+pub fn skip(why: &str) {
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("a test");
+    let _ = writeln!(io::stderr().lock(), "skipped: {name}: {why}");
+}
+
+/// A turn on the CPU for a test that loads it (a `compare` run, a load
+/// that measures): at most one such test per core runs at once in a test
+/// process, however many tests run side by side (`.cargo/config.toml` runs
+/// eight), so that they do not starve each other's servers into measuring
+/// nothing. The turn ends when the guard is dropped.
+pub fn cpu_turn() -> CpuTurn {
+    let (lock, freed) = &CPU_TURNS;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut busy = lock.lock().unwrap_or_else(|e| e.into_inner());
+    while *busy >= cores {
+        busy = freed.wait(busy).unwrap_or_else(|e| e.into_inner());
+    }
+    *busy += 1;
+    CpuTurn(())
+}
+
+static CPU_TURNS: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// A test's turn on the CPU ([`cpu_turn`]).
+#[derive(Debug)]
+pub struct CpuTurn(());
+
+impl Drop for CpuTurn {
+    fn drop(&mut self) {
+        let (lock, freed) = &CPU_TURNS;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        freed.notify_one();
+    }
 }
 
 /// A running `mpm serve`, killed when dropped.
@@ -1145,7 +1195,28 @@ pub fn exchange(addr: SocketAddr, request: &[u8]) -> io::Result<Reply> {
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
-/// A directory under the system temp directory, removed when dropped.
+/// Where test directories go: `$TMPDIR` if set, else `/dev/shm` when it is
+/// a writable directory (memory: making a docroot costs no disk I/O, which
+/// on a loaded machine takes milliseconds a file), else the temp directory.
+fn scratch_root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        if std::env::var_os("TMPDIR").is_some() {
+            return std::env::temp_dir();
+        }
+        let shm = Path::new("/dev/shm");
+        let probe = shm.join(format!("mpm-tests-probe-{}", std::process::id()));
+        match fs::create_dir(&probe) {
+            Ok(()) => {
+                let _ = fs::remove_dir(&probe);
+                shm.to_path_buf()
+            }
+            Err(_) => std::env::temp_dir(),
+        }
+    })
+}
+
+/// A directory under `/dev/shm` (or the temp directory), removed when dropped.
 #[derive(Debug)]
 pub struct TempDir {
     path: PathBuf,
@@ -1155,8 +1226,7 @@ impl TempDir {
     /// A new, empty directory named after this process, a counter and `label`.
     pub fn new(label: &str) -> TempDir {
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("mpm-tests-{}-{n}-{label}", std::process::id()));
+        let path = scratch_root().join(format!("mpm-tests-{}-{n}-{label}", std::process::id()));
         // A leftover from a crashed run with a recycled pid.
         let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));

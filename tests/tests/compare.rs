@@ -44,6 +44,7 @@ fn assert_spread(cell: &Value) {
 
 #[test]
 fn a_tiny_comparison_writes_a_report_with_charts_medians_and_spread() {
+    let _turn = tests::cpu_turn();
     let out_dir = TempDir::new("compare");
     let out = out_dir.path().to_str().unwrap();
     let run = run_mpm(
@@ -171,6 +172,8 @@ fn a_tiny_comparison_writes_a_report_with_charts_medians_and_spread() {
 /// `BIN compare ARGS` with one short run per cell (exit code checked): the
 /// report, and the directory it is in.
 fn short_compare(bin: &Path, label: &str, args: &[&str], code: i32) -> (Value, TempDir) {
+    // 200 ms runs: several at once on a small machine would measure nothing.
+    let _turn = tests::cpu_turn();
     let out_dir = TempDir::new(label);
     let mut all: Vec<&str> = vec!["compare"];
     all.extend_from_slice(args);
@@ -322,6 +325,7 @@ fn bad_workloads_and_repeats_are_one_line_and_exit_2() {
 
 #[test]
 fn the_malloc_experiment_counts_allocations_and_lock_waits() {
+    let _turn = tests::cpu_turn();
     let out_dir = TempDir::new("compare-malloc");
     let examples = mpm_bin()
         .parent()

@@ -46,7 +46,9 @@ fn get_on(conn: &mut RawConn) -> Vec<u8> {
 fn ten_thousand_idle_keepalive_connections_are_held_by_fewer_than_64_threads() {
     const IDLE: usize = 10_000;
     if !allow_descriptors(IDLE as u64 + 512) {
-        eprintln!("skipped: this process may not open {IDLE} sockets (hard RLIMIT_NOFILE)");
+        tests::skip(&format!(
+            "this process may not open {IDLE} sockets (hard RLIMIT_NOFILE)"
+        ));
         return;
     }
     let root = docroot();

@@ -16,7 +16,7 @@ struct Fragile;
 
 impl HttpHandler for Fragile {
     fn handle(&mut self, req: &Request<'_>) -> Response {
-        if req.path() == "/boom" {
+        if req.path().starts_with("/boom") {
             panic!("the handler fell over");
         }
         Response::new(200).body("fine")
@@ -27,7 +27,7 @@ impl HttpHandler for Fragile {
 /// 500, and every worker goes on serving (a thread that died would leave
 /// the later requests unanswered). Prefork children run the same HTTP layer,
 /// so a panic there costs the request, not the child.
-fn panics_cost_only_their_request_under(mpm: &RunMpm) {
+fn panics_cost_only_their_request_under(mpm: &RunMpm, boom: &str) {
     let settings = MpmSettings {
         max_request_workers: 2,
         threads_per_child: 2,
@@ -43,7 +43,7 @@ fn panics_cost_only_their_request_under(mpm: &RunMpm) {
         scope.spawn(|| mpm(&settings, listeners, &lifecycle, slots));
         assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(10)));
         for i in 0..50 {
-            let path = if i % 2 == 0 { "/boom" } else { "/ok" };
+            let path = if i % 2 == 0 { boom } else { "/ok" };
             let mut c = TcpStream::connect(addr).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             write!(
@@ -74,20 +74,33 @@ fn factory() -> HttpFactory<fn() -> Fragile> {
 
 #[test]
 fn under_the_worker_mpm_panics_cost_only_their_request() {
-    panics_cost_only_their_request_under(&|settings, listeners, lifecycle, slots| {
-        mpm_worker::Worker
-            .run(settings, listeners, factory(), lifecycle, slots)
-            .unwrap();
-    });
+    let logged = mpm_core::error_log::expect("handler panicked on GET /boom/worker:");
+    panics_cost_only_their_request_under(
+        &|settings, listeners, lifecycle, slots| {
+            mpm_worker::Worker
+                .run(settings, listeners, factory(), lifecycle, slots)
+                .unwrap();
+        },
+        "/boom/worker",
+    );
+    assert_eq!(logged.count(), 25, "each panic logged once");
 }
 
 #[test]
 fn under_the_event_mpm_panics_cost_only_their_request() {
-    panics_cost_only_their_request_under(&|settings, listeners, lifecycle, slots| {
-        mpm_event::Event
-            .run(settings, listeners, factory(), lifecycle, slots)
-            .unwrap();
-    });
+    let logged = mpm_core::error_log::expect("handler panicked on GET /boom/event:");
+    let stopped = mpm_core::error_log::expect("accepted 50 connections;");
+    panics_cost_only_their_request_under(
+        &|settings, listeners, lifecycle, slots| {
+            mpm_event::Event
+                .run(settings, listeners, factory(), lifecycle, slots)
+                .unwrap();
+        },
+        "/boom/event",
+    );
+    assert_eq!(logged.count(), 25, "each panic logged once");
+    // A stopping event process says what its loop did.
+    assert_eq!(stopped.count(), 1, "{:?}", stopped.lines());
 }
 
 /// A line protocol whose steps panic on request: `panic` in `readable`
@@ -125,7 +138,7 @@ impl mpm_core::ConnectionHandler for Touchy {
         }
         let text = String::from_utf8_lossy(&c.data).into_owned();
         if text.contains("loop-panic") {
-            panic!("prefetch fell over on the loop");
+            panic!("prefetch fell over on the loop: {}", text.trim());
         }
         match text.contains('\n') {
             true if text.contains("inline") => Prefetch::ReadyInline,
@@ -143,8 +156,9 @@ impl mpm_core::ConnectionHandler for Touchy {
                 Interest::Close
             };
         }
-        if String::from_utf8_lossy(&c.data).contains("panic") {
-            panic!("readable fell over");
+        let text = String::from_utf8_lossy(&c.data);
+        if text.contains("panic") {
+            panic!("readable fell over: {}", text.trim());
         }
         if c.data.contains(&b'\n') {
             c.data.clear();
@@ -218,11 +232,19 @@ fn more_step_panics_than_workers_leave_the_server_serving(mpm: &str) {
     let slots = mpm_core::scoreboard::Scoreboard::create(1, 3)
         .unwrap()
         .process_slots(0);
-    let mut panics = vec!["panic\n"; 6];
+    // Each line names the MPM, and so does its panic's log line: the
+    // variants run at once in this process, each keeping its own lines.
+    let mut panics = vec![format!("panic {mpm}\n"); 6];
     if mpm == "event" {
-        panics.extend(["loop-panic\n"; 3]);
-        panics.extend(["inline panic\n"; 3]);
+        panics.extend(vec![format!("loop-panic {mpm}\n"); 3]);
+        panics.extend(vec![format!("inline panic {mpm}\n"); 3]);
     }
+    let pattern: &'static str = format!(" {mpm}' at tests/tests/handler_panic.rs").leak();
+    let logged = mpm_core::error_log::expect(pattern);
+    // A stopping event process says what its loop did: 2 connections a
+    // panic (its own and the next hello), then the 4 clients.
+    let told: &'static str = format!("accepted {} connections;", 2 * panics.len() + 4).leak();
+    let told = mpm_core::error_log::expect(told);
     std::thread::scope(|scope| {
         scope.spawn(|| run_protocol(mpm, &settings, listeners, &lifecycle, slots));
         assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(10)));
@@ -239,6 +261,11 @@ fn more_step_panics_than_workers_leave_the_server_serving(mpm: &str) {
         }
         lifecycle.stop();
     });
+    // Prefork's children log (and keep the lines) in their own memory.
+    if mpm != "prefork" {
+        assert_eq!(logged.count(), panics.len(), "{mpm}: one line per panic");
+    }
+    drop(told);
 }
 
 tests::mpm_suite!(more_step_panics_than_workers_leave_the_server_serving);

@@ -8,9 +8,11 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tests::load::Load;
@@ -31,10 +33,18 @@ fn config_template() -> PathBuf {
         .join("contrib/haproxy/haproxy.cfg")
 }
 
-/// HAProxy in the foreground, killed when dropped.
+/// HAProxy in the foreground, killed when dropped. What it says (a server
+/// taken out, as a draining one is) is kept, not printed.
 struct Balancer {
     child: Child,
     addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+}
+
+impl Balancer {
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
 }
 
 impl Drop for Balancer {
@@ -59,9 +69,26 @@ fn start_balancer(bin: &Path, servers: [SocketAddr; 2]) -> Balancer {
         .env("MPM_SERVER2", servers[1].to_string())
         .env("MPM_MAXCONN", "2000")
         .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    Balancer { child, addr }
+    let mut child = child;
+    let log = Arc::new(Mutex::new(String::new()));
+    let mut stderr = child.stderr.take().unwrap();
+    let kept = Arc::clone(&log);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            kept.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    Balancer { child, addr, log }
 }
 
 fn instance(mpm: &str, root: &TempDir, name: &str, extra: &[&str]) -> Server {
@@ -93,7 +120,7 @@ fn wait_until_both_serve(balancer: &Balancer) {
 #[test]
 fn an_instance_stopping_gracefully_behind_haproxy_loses_no_request() {
     let Some(bin) = haproxy() else {
-        eprintln!("skipped: haproxy is not installed (apt-get install haproxy)");
+        tests::skip("haproxy is not installed (apt-get install haproxy)");
         return;
     };
     let (root_a, root_b) = (TempDir::new("lb-a"), TempDir::new("lb-b"));
@@ -116,8 +143,19 @@ fn an_instance_stopping_gracefully_behind_haproxy_loses_no_request() {
     assert!(status.success(), "{status}\n{}", b.stderr_text());
     std::thread::sleep(Duration::from_millis(1000));
     let tally = load.finish();
-    let logs = format!("a:\n{}\nb:\n{}", a.stderr_text(), b.stderr_text());
+    let logs = format!(
+        "a:\n{}\nb:\n{}\nhaproxy:\n{}",
+        a.stderr_text(),
+        b.stderr_text(),
+        balancer.log()
+    );
     tally.assert_no_failures(100, &logs);
+    // HAProxy took b out on its health check, which the drain failed.
+    let said = balancer.log();
+    assert!(
+        said.contains("mpm/mpm2 is DOWN") && said.contains("code: 503"),
+        "{said}"
+    );
     let to = |name: &[u8]| tally.bodies.get(name).copied().unwrap_or(0);
     assert!(
         to(b"a\n") > 0 && to(b"b\n") > 0,
@@ -129,7 +167,7 @@ fn an_instance_stopping_gracefully_behind_haproxy_loses_no_request() {
 #[test]
 fn graceful_restarts_and_an_upgrade_behind_haproxy_lose_no_request() {
     let Some(bin) = haproxy() else {
-        eprintln!("skipped: haproxy is not installed (apt-get install haproxy)");
+        tests::skip("haproxy is not installed (apt-get install haproxy)");
         return;
     };
     let (root_a, root_b) = (TempDir::new("lb-a"), TempDir::new("lb-b"));
@@ -177,7 +215,12 @@ fn graceful_restarts_and_an_upgrade_behind_haproxy_lose_no_request() {
     let tally = load.finish();
     // SAFETY: as above; the new master is stopped by its pid.
     unsafe { libc::kill(new as libc::pid_t, libc::SIGKILL) };
-    let logs = format!("a:\n{}\nb:\n{}", a.stderr_text(), b.stderr_text());
+    let logs = format!(
+        "a:\n{}\nb:\n{}\nhaproxy:\n{}",
+        a.stderr_text(),
+        b.stderr_text(),
+        balancer.log()
+    );
     tally.assert_no_failures(100, &logs);
     assert!(tally.bodies.len() == 2, "{:?}", tally.bodies);
 }

@@ -229,7 +229,7 @@ fn uid(pid: u32) -> u32 {
 fn serving_processes_run_as_the_configured_user(mpm: &str) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: only root can change user");
+        tests::skip("only root can change user");
         return;
     }
     let root = docroot();

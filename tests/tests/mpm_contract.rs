@@ -103,5 +103,10 @@ fn worker_serves_then_drains_then_stops() {
 
 #[test]
 fn event_serves_then_drains_then_stops() {
+    let summary = mpm_core::error_log::expect("event process");
     serves_then_drains_then_stops(mpm_event::Event);
+    // A stopping event process says what its loop did, once.
+    let lines = summary.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("accepted 1 connections"), "{lines:?}");
 }

@@ -98,6 +98,36 @@ const SETTINGS: &[(&str, Kind)] = &[
         Kind::Text(&["nogroup", "root"], &["no-such-group-here", ""]),
     ),
     ("dotfiles", Kind::Choice(&["deny", "allow"])),
+    ("precompressed", Kind::Switch),
+    ("gzip", Kind::Switch),
+    (
+        "gzip-types",
+        Kind::Text(
+            &["text/html", "text/*,application/json", "*"],
+            &["html", ""],
+        ),
+    ),
+    ("gzip-level", Kind::Count),
+    ("gzip-min-length", Kind::Count),
+    ("autoindex", Kind::Switch),
+    (
+        "error-page",
+        Kind::Text(
+            &["404=/index.html", "500,502,503=/index.html"],
+            &["404", "200=/index.html", "abc=/x", "404=/missing.html", ""],
+        ),
+    ),
+    (
+        "expires",
+        Kind::Text(
+            &[".css=30d", "image/*=7d", "*=max", "text/html=epoch"],
+            &["css", ".css=soon", "*/*=1d", ""],
+        ),
+    ),
+    (
+        "metrics-path",
+        Kind::Text(&["/metrics", "off"], &["metrics", ""]),
+    ),
     (
         "allocator",
         Kind::Choice(&["system", "mimalloc", "locked", "jemalloc"]),
@@ -112,6 +142,7 @@ const SETTINGS: &[(&str, Kind)] = &[
     ),
     ("error-log", Kind::Output),
     ("upgrade-binary", Kind::Binary),
+    ("upgrade-timeout", Kind::Duration),
     ("drain-delay", Kind::Duration),
     ("request-body-timeout", Kind::Duration),
     ("request-body-min-rate", Kind::Count),
@@ -348,12 +379,23 @@ fn as_flags(settings: &[(&str, String)]) -> Vec<String> {
 }
 
 /// The same settings as a TOML file: numbers bare, `true`/`false` as
-/// booleans, the rest as strings; `listen` as an array.
+/// booleans, the rest as strings; the lists (`listen`, `error-page`,
+/// `expires`, `gzip-types`) as arrays of one.
 fn as_toml(settings: &[(&str, String)]) -> String {
     let mut text = String::new();
     for (name, v) in settings {
         let quoted = format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
-        let rendered = if ["listen", "listen-tls", "tls-cert", "tls-key"].contains(name) {
+        let rendered = if [
+            "listen",
+            "listen-tls",
+            "tls-cert",
+            "tls-key",
+            "error-page",
+            "expires",
+            "gzip-types",
+        ]
+        .contains(name)
+        {
             format!("[{quoted}]")
         } else if v.parse::<i64>().is_ok()
             || v.parse::<u64>().is_ok()
