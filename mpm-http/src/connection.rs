@@ -82,6 +82,19 @@ pub(crate) struct Gathered {
     pub(crate) end: usize,
 }
 
+/// Pipelined responses gathered in `out`, and access-log records to reuse:
+/// made by the first response gathered behind another, dropped when the
+/// connection parks idle, so that an idle connection holds one pointer for
+/// it (of the few hundred bytes an idle connection costs, these 56 were a
+/// tenth).
+#[derive(Default)]
+pub(crate) struct Gathering {
+    /// Earlier responses in `out`, waiting for their bytes to go out.
+    pub(crate) waiting: VecDeque<Gathered>,
+    /// Access-log records to reuse, so that gathering allocates nothing.
+    pub(crate) spare: Vec<Record>,
+}
+
 /// Per-connection HTTP state.
 pub struct HttpConn {
     pub(crate) buf: Vec<u8>,
@@ -95,10 +108,8 @@ pub struct HttpConn {
     pub(crate) out_pos: usize,
     /// Where in `out` the response of `log` begins.
     pub(crate) resp_start: usize,
-    /// Earlier responses in `out`, waiting for their bytes to go out.
-    pub(crate) gathered: VecDeque<Gathered>,
-    /// Access-log records to reuse, so that gathering allocates nothing.
-    pub(crate) spare_records: Vec<Record>,
+    /// Responses gathered behind others, while there are any.
+    pub(crate) gathered: Option<Box<Gathering>>,
     /// The event loop's prefetch found the buffered request answerable
     /// without blocking, and the loop runs it now: no need to ask again.
     pub(crate) approved: bool,
@@ -238,8 +249,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             out: Vec::new(),
             out_pos: 0,
             resp_start: 0,
-            gathered: VecDeque::new(),
-            spare_records: Vec::new(),
+            gathered: None,
             approved: false,
             for_a_worker: false,
             pending: None,
@@ -538,8 +548,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             c.pool.put_read(std::mem::take(&mut c.buf));
             c.pool.put_write(std::mem::take(&mut c.out));
             c.chunk_body = Vec::new();
-            c.gathered = VecDeque::new();
-            c.spare_records = Vec::new();
+            c.gathered = None;
         }
     }
 

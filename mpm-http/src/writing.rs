@@ -153,9 +153,10 @@ impl<H: HttpHandler> HttpService<H> {
             c.out.clear();
             c.out_pos = 0;
         } else if c.log.is_active() {
-            let spare = c.spare_records.pop().unwrap_or_default();
+            let g = c.gathered.get_or_insert_with(Box::default);
+            let spare = g.spare.pop().unwrap_or_default();
             let record = std::mem::replace(&mut c.log, spare);
-            c.gathered.push_back(Gathered {
+            g.waiting.push_back(Gathered {
                 record,
                 start: c.resp_start,
                 end: c.out.len(),
@@ -199,13 +200,15 @@ impl<H: HttpHandler> HttpService<H> {
     /// they complete are logged, and the rest counts for the current one.
     fn account(&mut self, c: &mut HttpConn, s: &Stream, n: usize) {
         let (from, to) = (c.out_pos, c.out_pos + n);
-        while c.gathered.front().is_some_and(|g| g.end <= to) {
-            if let Some(mut g) = c.gathered.pop_front() {
-                g.record.set_sent(g.end - g.start);
-                if let Some(log) = &mut self.log {
-                    log.write(&mut g.record, s.peer_addr().ip(), false);
+        if let Some(gathering) = c.gathered.as_deref_mut() {
+            while gathering.waiting.front().is_some_and(|g| g.end <= to) {
+                if let Some(mut g) = gathering.waiting.pop_front() {
+                    g.record.set_sent(g.end - g.start);
+                    if let Some(log) = &mut self.log {
+                        log.write(&mut g.record, s.peer_addr().ip(), false);
+                    }
+                    gathering.spare.push(g.record);
                 }
-                c.spare_records.push(g.record);
             }
         }
         c.log.add_sent(to.saturating_sub(from.max(c.resp_start)));
@@ -214,13 +217,16 @@ impl<H: HttpHandler> HttpService<H> {
     /// The connection failed or timed out with gathered responses unsent:
     /// log each with the bytes of it that did go out.
     pub(crate) fn finish_gathered(&mut self, c: &mut HttpConn, s: &Stream) {
-        while let Some(mut g) = c.gathered.pop_front() {
+        let Some(gathering) = c.gathered.as_deref_mut() else {
+            return;
+        };
+        while let Some(mut g) = gathering.waiting.pop_front() {
             let sent = c.out_pos.clamp(g.start, g.end) - g.start;
             g.record.set_sent(sent);
             if let Some(log) = &mut self.log {
                 log.write(&mut g.record, s.peer_addr().ip(), false);
             }
-            c.spare_records.push(g.record);
+            gathering.spare.push(g.record);
         }
     }
 
