@@ -34,6 +34,19 @@ fn kv_bin() -> &'static Path {
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
+        // Run as from a shell: what cargo sets for this test (the tests
+        // package's CARGO_* variables, the library path) would reach the
+        // environment the shared dependencies were built in, and the
+        // workspace's next `cargo test` would compile them (ring, rustls and
+        // what uses them) again.
+        for (name, _) in std::env::vars_os() {
+            let Some(name) = name.to_str() else { continue };
+            if (name.starts_with("CARGO_") && name != "CARGO_HOME")
+                || matches!(name, "LD_LIBRARY_PATH" | "OUT_DIR")
+            {
+                cmd.env_remove(name);
+            }
+        }
         let out = cmd.output().expect("running cargo");
         assert!(
             out.status.success(),

@@ -1064,6 +1064,31 @@ fn keepalive_requests_reuse_one_handshake_and_the_status_page_counts_it(mpm: &st
     )
     .unwrap();
     assert!(html.text().contains("<h2>TLS</h2>"), "{}", html.text());
+    // And Prometheus's text format has them as counters, read by a real parser.
+    let metrics = tests::exchange(
+        plain_addr,
+        b"GET /server-status?format=prometheus HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let scrape =
+        prometheus_parse::Scrape::parse(metrics.text().lines().map(|l| Ok(l.to_string()))).unwrap();
+    let value = |name: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name)
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v) => v,
+                ref other => panic!("{name} is not a counter: {other:?}"),
+            })
+    };
+    assert_eq!(
+        value("mpm_tls_handshakes_full_total"),
+        Some(1.0),
+        "{}",
+        metrics.text()
+    );
+    assert_eq!(value("mpm_tls_handshakes_failed_total"), Some(0.0));
 }
 
 // --- mpm bench https:// ------------------------------------------------------
