@@ -347,19 +347,23 @@ impl Stream {
             if left.is_zero() {
                 return Err(io::ErrorKind::TimedOut.into());
             }
-            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-            let mut fds = [nix::poll::PollFd::new(
-                self.socket.as_fd(),
-                nix::poll::PollFlags::POLLIN,
-            )];
-            match nix::poll::poll(
-                &mut fds,
-                nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
-            ) {
-                Ok(0) => return Err(io::ErrorKind::TimedOut.into()),
-                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(e.into()),
-            }
+            self.wait_for(nix::poll::PollFlags::POLLIN, left)?;
+        }
+    }
+
+    /// Wait at most `left` (at least a millisecond) for the socket to be
+    /// ready for `flags`; an interrupted wait returns early, as ready.
+    /// Nothing in time: [`io::ErrorKind::TimedOut`].
+    fn wait_for(&self, flags: nix::poll::PollFlags, left: Duration) -> io::Result<()> {
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        let mut fds = [nix::poll::PollFd::new(self.socket.as_fd(), flags)];
+        match nix::poll::poll(
+            &mut fds,
+            nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
+        ) {
+            Ok(0) => Err(io::ErrorKind::TimedOut.into()),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -380,19 +384,7 @@ impl Stream {
                     if left.is_zero() || self.blocking {
                         return Err(io::ErrorKind::TimedOut.into());
                     }
-                    let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-                    let mut fds = [nix::poll::PollFd::new(
-                        self.socket.as_fd(),
-                        nix::poll::PollFlags::POLLOUT,
-                    )];
-                    match nix::poll::poll(
-                        &mut fds,
-                        nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
-                    ) {
-                        Ok(0) => return Err(io::ErrorKind::TimedOut.into()),
-                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                        Err(e) => return Err(e.into()),
-                    }
+                    self.wait_for(nix::poll::PollFlags::POLLOUT, left)?;
                 }
                 Err(e) => return Err(e),
             }
