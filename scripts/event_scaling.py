@@ -24,18 +24,23 @@ installs it).
   scaling   --server-limit 1, 2 ... N: req/s and the server tree's CPU time
             per request (user+system of the master and every child, from
             /proc) under keep-alive and close loads. Per-core efficiency
-            holds if CPU us/request does not rise with the processes.
+            holds if CPU us/request does not rise with the processes;
+            loop sleeps per request (the serving processes' main threads'
+            voluntary context switches) say how much each wake-up batches.
   fairness  p99 of small keep-alive requests (-c 50) while 8 clients
             download a 1 GiB (sparse) file as fast as they can, for
             ours-event (its defaults) and nginx (worker_processes auto,
-            sendfile on) in the same run.
+            sendfile on) in the same run. The servers take turns for
+            --rounds rounds (default 5): on a shared 2-core machine one
+            round's p99 swings by 2x either way, so the table reports each
+            server's median of the rounds beside every round's figures.
 
 Needs a release build:
   cargo build --release -p mpm --bin mpm
   python3 scripts/event_scaling.py balance  [--processes N] [--secs 5]
   python3 scripts/event_scaling.py wakeups  [--processes N]
   python3 scripts/event_scaling.py scaling  [--processes N] [--secs 5] [--mpm worker]
-  python3 scripts/event_scaling.py fairness [--secs 10]
+  python3 scripts/event_scaling.py fairness [--secs 5] [--rounds 5]
 A quiet machine is needed for figures worth quoting; the load generator
 runs on the same cores as the server.
 """
@@ -47,6 +52,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -254,17 +260,25 @@ def scaling(args, work):
             server = Ours(root, work, ["--server-limit", str(n)], args.mpm)
             pids = server.pids()
             cpu0 = cpu_seconds(pids)
+            sleeps0 = loop_sleeps(pids[1:])
             r = bench(server.url("/index.html"), conns, args.secs, close)
             cpu = cpu_seconds(pids) - cpu0
+            sleeps = loop_sleeps(pids[1:]) - sleeps0
             server.stop()
+            served = max(r["responses"], 1)
             rows.append({"processes": n, "load": load, "req_per_s": r["requests_per_s"],
-                         "cpu_us_per_req": cpu * 1e6 / max(r["responses"], 1),
+                         "cpu_us_per_req": cpu * 1e6 / served,
+                         "loop_sleeps_per_req": sleeps / served,
                          "p99_ms": r["latency_us"]["p99"] / 1000})
     print(f"\n--mpm {args.mpm}, {args.secs} s per load; CPU is the server tree's user+system time\n")
-    print("| serving processes | load | req/s | CPU us/req | p99 ms |")
-    print("|---|---|---|---|---|")
+    # Loop sleeps per request: how many requests a loop finds per wake-up
+    # (their inverse). More of them with more processes means less batching
+    # per wake-up, not contention between cores.
+    print("| serving processes | load | req/s | CPU us/req | loop sleeps/req | p99 ms |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['processes']} | {r['load']} | {r['req_per_s']:.0f} | {r['cpu_us_per_req']:.2f} | {r['p99_ms']:.2f} |")
+        print(f"| {r['processes']} | {r['load']} | {r['req_per_s']:.0f} | {r['cpu_us_per_req']:.2f} | "
+              f"{r['loop_sleeps_per_req']:.3f} | {r['p99_ms']:.2f} |")
     return rows
 
 
@@ -314,6 +328,30 @@ def download(port, done, got, i):
         s.close()
 
 
+def fairness_round(base, secs):
+    """One server's round: small requests alone, then beside 8 downloads."""
+    alone = bench(base + "/index.html", 50, secs)
+    port = int(base.rsplit(":", 1)[1])
+    done = threading.Event()
+    got = [0] * 8
+    downloaders = [threading.Thread(target=download, args=(port, done, got, i)) for i in range(8)]
+    for d in downloaders:
+        d.start()
+    time.sleep(1)
+    start = sum(got)
+    t0 = time.time()
+    beside = bench(base + "/index.html", 50, secs)
+    rate = (sum(got) - start) / (time.time() - t0)
+    done.set()
+    for d in downloaders:
+        d.join()
+    return {"p99_alone_ms": alone["latency_us"]["p99"] / 1000,
+            "p99_beside_ms": beside["latency_us"]["p99"] / 1000,
+            "p50_beside_ms": beside["latency_us"]["p50"] / 1000,
+            "req_per_s_beside": beside["requests_per_s"],
+            "download_mib_per_s": rate / (1 << 20)}
+
+
 def fairness(args, work):
     root = docroot(work)
     with open(os.path.join(root, "huge.bin"), "wb") as f:
@@ -330,33 +368,27 @@ def fairness(args, work):
             p.wait()
         servers.append(("nginx", f"http://127.0.0.1:{port}", stop_nginx))
     rows = []
-    for name, base, stop in servers:
-        alone = bench(base + "/index.html", 50, args.secs)
-        port = int(base.rsplit(":", 1)[1])
-        done = threading.Event()
-        got = [0] * 8
-        downloaders = [threading.Thread(target=download, args=(port, done, got, i)) for i in range(8)]
-        for d in downloaders:
-            d.start()
-        time.sleep(1)
-        start = sum(got)
-        t0 = time.time()
-        beside = bench(base + "/index.html", 50, args.secs)
-        rate = (sum(got) - start) / (time.time() - t0)
-        done.set()
-        for d in downloaders:
-            d.join()
+    # Taking turns, round after round: a burst of noise on this shared
+    # machine then lands on one round of one server, not on all of its.
+    for rnd in range(args.rounds):
+        for name, base, _ in servers:
+            rows.append({"server": name, "round": rnd + 1, **fairness_round(base, args.secs)})
+    for _, _, stop in servers:
         stop()
-        rows.append({"server": name, "p99_alone_ms": alone["latency_us"]["p99"] / 1000,
-                     "p99_beside_ms": beside["latency_us"]["p99"] / 1000,
-                     "req_per_s_beside": beside["requests_per_s"],
-                     "download_mib_per_s": rate / (1 << 20)})
-    print(f"\nsmall page keep-alive, -c 50, {args.secs} s; beside 8 clients downloading 1 GiB\n")
-    print("| server | p99 ms alone | p99 ms beside the downloads | req/s beside | downloads MiB/s |")
-    print("|---|---|---|---|---|")
+    print(f"\nsmall page keep-alive, -c 50, {args.secs} s; beside 8 clients downloading 1 GiB; "
+          f"{args.rounds} rounds, servers taking turns\n")
+    print("| server | p99 ms alone | p99 ms beside the downloads | p50 ms beside | req/s beside "
+          "| downloads MiB/s |")
+    print("|---|---|---|---|---|---|")
+    keys = ("p99_alone_ms", "p99_beside_ms", "p50_beside_ms", "req_per_s_beside", "download_mib_per_s")
+    for name, _, _ in servers:
+        mine = [r for r in rows if r["server"] == name]
+        med = {k: statistics.median(r[k] for r in mine) for k in keys}
+        print(f"| {name} (median) | {med['p99_alone_ms']:.2f} | {med['p99_beside_ms']:.2f} | "
+              f"{med['p50_beside_ms']:.2f} | {med['req_per_s_beside']:.0f} | {med['download_mib_per_s']:.0f} |")
     for r in rows:
-        print(f"| {r['server']} | {r['p99_alone_ms']:.2f} | {r['p99_beside_ms']:.2f} | "
-              f"{r['req_per_s_beside']:.0f} | {r['download_mib_per_s']:.0f} |")
+        print(f"| {r['server']} round {r['round']} | {r['p99_alone_ms']:.2f} | {r['p99_beside_ms']:.2f} | "
+              f"{r['p50_beside_ms']:.2f} | {r['req_per_s_beside']:.0f} | {r['download_mib_per_s']:.0f} |")
     return rows
 
 
@@ -366,6 +398,8 @@ def main():
     ap.add_argument("--processes", type=int, default=os.cpu_count() or 2,
                     help="serving processes (balance), or the most tried (scaling)")
     ap.add_argument("--secs", type=int, default=5, help="seconds per load")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="fairness: rounds the servers take turns in (medians reported)")
     ap.add_argument("--mpm", default="event", choices=["event", "worker"],
                     help="scaling: the model measured (worker, to see whether more processes help it)")
     ap.add_argument("--json", help="write the figures here")

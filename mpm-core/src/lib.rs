@@ -37,6 +37,8 @@
 //!   generation: values of atomics, counters, a table of small byte strings.
 //! * [`buffered_output`] — what a layer buffers per worker (a buffered access
 //!   log), flushed by a model with no thread to spare for it.
+//! * [`coarse_clock`] — the wall clock to the kernel tick, for what every
+//!   request reads but needs only to the second (`Date`, the scoreboard).
 //! * [`error_log`] — leveled error-log lines (`log_warn!` and friends), and
 //!   [`local_time`], the time stamps it and the access log write.
 //! * [`Seconds`] — durations as flags and files write them, bounded; and
@@ -52,6 +54,7 @@
 pub mod allocator;
 pub mod blocking;
 pub mod buffered_output;
+pub mod coarse_clock;
 mod connection_handler;
 pub mod design;
 mod drain;

@@ -13,7 +13,6 @@
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::allocator::Counters;
 use crate::error::{Error, Result};
@@ -169,10 +168,8 @@ fn refresh_pid() -> i32 {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    // Read on every request: the tick's resolution is plenty.
+    crate::coarse_clock::unix_millis()
 }
 
 impl Scoreboard {

@@ -1,7 +1,9 @@
 //! The `Date` header value, formatted at most once a second per thread.
 
 use std::cell::RefCell;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
+
+use mpm_core::coarse_clock;
 
 thread_local! {
     static CACHE: RefCell<(u64, [u8; 29])> = const { RefCell::new((u64::MAX, [0; 29])) };
@@ -9,15 +11,12 @@ thread_local! {
 
 /// Append the current IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) to `out`.
 pub(crate) fn append_now(out: &mut Vec<u8>) {
-    let now = SystemTime::now();
-    let secs = now
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    // Every response reads the clock: the coarse one is a fraction of the cost.
+    let secs = coarse_clock::unix_secs();
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.0 != secs {
-            let text = httpdate::fmt_http_date(now);
+            let text = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs));
             if text.len() == 29 {
                 c.1.copy_from_slice(text.as_bytes());
                 c.0 = secs;

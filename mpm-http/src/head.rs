@@ -362,29 +362,41 @@ fn valid_authority(v: &[u8], port_required: bool) -> bool {
     }
 }
 
+/// The bytes a reg-name holds as themselves: unreserved and sub-delims
+/// (RFC 3986 §3.2.2). A table, as every request's Host is checked.
+const REG_NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            );
+        b += 1;
+    }
+    t
+};
+
 /// May byte `b`, at `i` of `host`, stand in a reg-name: unreserved,
 /// sub-delims, or part of a `%XX`?
 fn reg_name_byte(host: &[u8], i: usize, b: u8) -> bool {
     let hex = |j: usize| host.get(j).is_some_and(u8::is_ascii_hexdigit);
-    b.is_ascii_alphanumeric()
-        || matches!(
-            b,
-            b'-' | b'.'
-                | b'_'
-                | b'~'
-                | b'!'
-                | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-        )
-        || (b == b'%' && hex(i + 1) && hex(i + 2))
+    REG_NAME[usize::from(b)] || (b == b'%' && hex(i + 1) && hex(i + 2))
 }
 
 /// The inside of `[...]`: an IPv6 address, or `v` HEX+ "." ... (IPvFuture).

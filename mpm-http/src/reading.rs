@@ -80,8 +80,9 @@ impl<H: HttpHandler> HttpService<H> {
                 (data.len() >= end).then_some((head.len, end, end))
             }
             Framing::Chunked => {
-                match chunked::decode(&data[head.len..], limits.body, &mut c.chunk_body) {
-                    Ok(Some(used)) => Some((0, c.chunk_body.len(), head.len + used)),
+                let decoded = &mut c.occasional.get_or_insert_with(Box::default).chunk_body;
+                match chunked::decode(&data[head.len..], limits.body, decoded) {
+                    Ok(Some(used)) => Some((0, decoded.len(), head.len + used)),
                     Ok(None) => None,
                     Err(ChunkError::Invalid) => {
                         let _ = self.reject(c, s, 400);
@@ -120,7 +121,9 @@ impl<H: HttpHandler> HttpService<H> {
         let body = if streamed {
             &[][..]
         } else if head.framing == Framing::Chunked {
-            &c.chunk_body[body_start..body_end]
+            c.occasional
+                .as_ref()
+                .map_or(&[][..], |o| &o.chunk_body[body_start..body_end])
         } else {
             &data[body_start..body_end]
         };
@@ -330,13 +333,13 @@ impl<H: HttpHandler> HttpService<H> {
     /// Queue an error response (behind any already queued), drop what was
     /// received, and close lingering.
     pub(crate) fn reject(&mut self, c: &mut HttpConn, s: &mut Stream, status: u16) -> Interest {
-        if c.pending.is_some() || !c.parts.is_empty() {
+        if c.pending.is_some() || c.has_parts() {
             // A body still going out cannot be followed: the error replaces it.
             self.finish_gathered(c, s);
             c.out.clear();
             c.out_pos = 0;
             c.pending = None;
-            c.parts.clear();
+            c.clear_parts();
         }
         self.begin_response(c);
         self.log_start(

@@ -2,7 +2,7 @@
 //! then in-memory bytes, a file by sendfile (or read+write), or a stream
 //! (chunked on HTTP/1.1); and the access-log line of each response.
 
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read};
 use std::os::unix::fs::FileExt;
 
 use mpm_core::{Interest, Stream};
@@ -61,7 +61,7 @@ impl<H: HttpHandler> HttpService<H> {
         }
         c.log.set_head_len(c.out.len() - c.resp_start);
         c.pending = None;
-        c.parts.clear();
+        c.clear_parts();
         if no_body {
             return keep;
         }
@@ -80,7 +80,10 @@ impl<H: HttpHandler> HttpService<H> {
             }
             Body::Stream(reader) => c.pending = Some(Pending::Stream { reader, chunked }),
             Body::Parts(parts) => {
-                c.parts.extend(parts);
+                c.occasional
+                    .get_or_insert_with(Box::default)
+                    .parts
+                    .extend(parts);
                 self.next_part(c);
             }
         }
@@ -89,9 +92,9 @@ impl<H: HttpHandler> HttpService<H> {
 
     /// Queue the next piece of a [`Body::Parts`]: bytes go into the output
     /// (with those after them, up to a file region), a file region becomes
-    /// the pending body; the pieces after it wait in `c.parts`.
+    /// the pending body; the pieces after it wait in `c.occasional`.
     pub(crate) fn next_part(&self, c: &mut HttpConn) {
-        while let Some(part) = c.parts.pop_front() {
+        while let Some(part) = c.occasional.as_mut().and_then(|o| o.parts.pop_front()) {
             match part {
                 Part::Bytes(b) => c.out.extend_from_slice(&b),
                 Part::File(f) if f.len == 0 => {}
@@ -122,7 +125,12 @@ impl<H: HttpHandler> HttpService<H> {
         let out = &mut c.out;
         let status = head.status;
         let reason = head.reason.unwrap_or_else(|| reason_phrase(status));
-        let _ = write!(out, "HTTP/1.1 {status} {reason}\r\nDate: ");
+        // Written by hand: core::fmt was 5% of a pipelined loop's CPU.
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(reason.as_bytes());
+        out.extend_from_slice(b"\r\nDate: ");
         date::append_now(out);
         out.extend_from_slice(b"\r\n");
         if !head.has_server && !self.settings.server.is_empty() {
@@ -138,7 +146,9 @@ impl<H: HttpHandler> HttpService<H> {
             out.extend_from_slice(b"\r\n");
         }
         if let Some(n) = length {
-            let _ = write!(out, "Content-Length: {n}\r\n");
+            out.extend_from_slice(b"Content-Length: ");
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.extend_from_slice(b"\r\n");
         } else if chunked {
             out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
         }
@@ -297,7 +307,7 @@ impl<H: HttpHandler> HttpService<H> {
             c.out.clear();
             c.out_pos = 0;
             c.resp_start = 0;
-            if c.pending.is_none() && !c.parts.is_empty() {
+            if c.pending.is_none() && c.has_parts() {
                 self.next_part(c);
                 continue;
             }
