@@ -36,6 +36,19 @@ fn earned(received: u64, rate: u64) -> Duration {
     }
 }
 
+/// Where the request line of `data` ends: after the target and
+/// ` HTTP/1.x`, as httparse read it (one space between the parts); a scan
+/// for the CR otherwise. Every request's line goes to the scoreboard.
+fn request_line_end(data: &[u8], target: &str) -> usize {
+    let at = (target.as_ptr() as usize)
+        .checked_sub(data.as_ptr() as usize)
+        .and_then(|start| start.checked_add(target.len() + b" HTTP/1.1".len()));
+    match at {
+        Some(end) if data.get(end) == Some(&b'\r') => end,
+        _ => data.iter().position(|&b| b == b'\r').unwrap_or(0),
+    }
+}
+
 impl<H: HttpHandler> HttpService<H> {
     /// Parse one request from the buffer; if it is complete and `gate`
     /// allows, run the handler and queue the response (behind any already
@@ -189,7 +202,7 @@ impl<H: HttpHandler> HttpService<H> {
         .into_parts();
         self.log_start(&mut c.log, data, Some(head.headers), response.status);
         if let Some(slot) = s.score_slot() {
-            let line_end = data.iter().position(|&b| b == b'\r').unwrap_or(0);
+            let line_end = request_line_end(data, head.target);
             slot.record_request(&data[..line_end], response.body.len().unwrap_or(0));
             slot.record_status(response.status);
         }
@@ -364,5 +377,26 @@ impl<H: HttpHandler> HttpService<H> {
             Flush::Yield => Interest::Yield,
             Flush::Failed => Interest::Close,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_line_end;
+
+    #[test]
+    fn the_request_line_ends_where_a_scan_for_cr_says() {
+        for data in [
+            &b"GET /a HTTP/1.1\r\nHost: t\r\n\r\n"[..],
+            b"OPTIONS * HTTP/1.0\r\n\r\n",
+            b"GET http://h/x?y HTTP/1.1\r\nHost: h\r\n\r\n",
+        ] {
+            let text = std::str::from_utf8(data).unwrap_or_default();
+            let target = text.split(' ').nth(1).unwrap_or_default();
+            let scan = data.iter().position(|&b| b == b'\r').unwrap_or(0);
+            assert_eq!(request_line_end(data, target), scan, "{text:?}");
+        }
+        // A target that is not part of the data: the scan answers.
+        assert_eq!(request_line_end(b"GET / HTTP/1.1\r\n", "/"), 14);
     }
 }

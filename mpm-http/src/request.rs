@@ -112,6 +112,23 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// Is the path exactly `path`? The same answer as `self.path() == path`,
+    /// without scanning the target for its query: what a route checked on
+    /// every request (the status page's) asks.
+    ///
+    /// ```
+    /// use mpm_http::{Request, Version};
+    /// let r = Request::for_test("GET", "/server-status?auto", Version::Http11, &[], b"");
+    /// assert!(r.path_is("/server-status"));
+    /// assert!(!r.path_is("/server"));
+    /// assert!(!r.path_is("/server-status/x"));
+    /// ```
+    pub fn path_is(&self, path: &str) -> bool {
+        origin_form(self.target)
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('?'))
+    }
+
     /// The query string after `?`, if any, as sent.
     pub fn query(&self) -> Option<&'a str> {
         origin_form(self.target).split_once('?').map(|(_, q)| q)
@@ -321,5 +338,28 @@ mod tests {
         assert_eq!(r.query(), Some("c=d"));
         let r = Request::for_test("GET", "HTTP://example.com", Version::Http11, &[], b"");
         assert_eq!(r.path(), "/");
+    }
+
+    #[test]
+    fn path_is_answers_as_comparing_the_path_does() {
+        let targets = [
+            "/s",
+            "/s?",
+            "/s?a=b",
+            "/s/",
+            "/st",
+            "/",
+            "*",
+            "http://h/s?x",
+            "http://h",
+            "https://h/s",
+            "h:443",
+        ];
+        for t in targets {
+            let r = Request::for_test("GET", t, Version::Http11, &[], b"");
+            for p in ["/s", "/", "/st", "*", "h:443", ""] {
+                assert_eq!(r.path_is(p), r.path() == p, "target {t:?}, path {p:?}");
+            }
+        }
     }
 }

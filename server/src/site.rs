@@ -43,10 +43,10 @@ impl StatusRoute {
     }
 
     fn for_request(&self, request: &Request<'_>) -> Option<Route> {
-        let path = request.path();
-        if self.page.as_deref() == Some(path) {
+        let is = |p: &Option<std::sync::Arc<str>>| p.as_deref().is_some_and(|p| request.path_is(p));
+        if is(&self.page) {
             Some(Route::Page)
-        } else if self.metrics.as_deref() == Some(path) {
+        } else if is(&self.metrics) {
             Some(Route::Metrics)
         } else {
             None
