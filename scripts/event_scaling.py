@@ -40,7 +40,7 @@ Needs a release build:
   python3 scripts/event_scaling.py balance  [--processes N] [--secs 5]
   python3 scripts/event_scaling.py wakeups  [--processes N]
   python3 scripts/event_scaling.py scaling  [--processes N] [--secs 5] [--mpm worker]
-  python3 scripts/event_scaling.py fairness [--secs 5] [--rounds 5]
+  python3 scripts/event_scaling.py fairness [--secs 5] [--rounds 5] [--ours-flag=--server-limit --ours-flag=1]
 A quiet machine is needed for figures worth quoting; the load generator
 runs on the same cores as the server.
 """
@@ -357,8 +357,9 @@ def fairness(args, work):
     with open(os.path.join(root, "huge.bin"), "wb") as f:
         f.truncate(1 << 30)
     servers = []
-    ours = Ours(root, work, [])
-    servers.append(("ours-event", ours.url(""), ours.stop))
+    ours = Ours(root, work, args.ours_flag)
+    label = " ".join(["ours-event", *args.ours_flag])
+    servers.append((label, ours.url(""), ours.stop))
     proc, port = nginx(root, work)
     if proc is None:
         print("nginx is not installed: only ours is measured (peers.py --install installs it)")
@@ -398,6 +399,8 @@ def main():
     ap.add_argument("--processes", type=int, default=os.cpu_count() or 2,
                     help="serving processes (balance), or the most tried (scaling)")
     ap.add_argument("--secs", type=int, default=5, help="seconds per load")
+    ap.add_argument("--ours-flag", action="append", default=[],
+                    help="fairness: a flag for ours (repeat: --ours-flag=--server-limit --ours-flag=1)")
     ap.add_argument("--rounds", type=int, default=5,
                     help="fairness: rounds the servers take turns in (medians reported)")
     ap.add_argument("--mpm", default="event", choices=["event", "worker"],

@@ -311,8 +311,16 @@ impl<H: ConnectionHandler> EventLoop<H> {
             self.run_again();
             std::mem::swap(&mut self.resume, &mut self.resuming);
             let mut resuming = std::mem::take(&mut self.resuming);
-            for t in resuming.drain(..) {
+            let resumes = resuming.len();
+            for (i, t) in resuming.drain(..).enumerate() {
                 self.step(t);
+                // That step may have spent a whole body budget: what became
+                // ready meanwhile (a small request) is served before the
+                // next resumed connection spends its own, so that it waits
+                // one budget, not all of them.
+                if i + 1 < resumes {
+                    self.serve_ready_now(&mut events);
+                }
             }
             self.resuming = resuming;
             self.run_again();
@@ -326,6 +334,26 @@ impl<H: ConnectionHandler> EventLoop<H> {
             s.release();
         }
         self.stats
+    }
+
+    /// Serve the connections that are ready now, without sleeping: between
+    /// two resumed connections' turns. A failing wait is left to the main
+    /// one, which reports it.
+    fn serve_ready_now(&mut self, events: &mut [EpollEvent]) {
+        let n = self.epoll.wait(events, PollTimeout::ZERO).unwrap_or(0);
+        if n == 0 {
+            return;
+        }
+        self.now = Instant::now();
+        let mut listener_ready = false;
+        for ev in &events[..n] {
+            listener_ready |= (LISTENER..RETURNS).contains(&ev.data());
+            self.on_event(ev.data(), ev.events());
+        }
+        if listener_ready {
+            self.stats.listener_wakeups += 1;
+        }
+        self.run_again();
     }
 
     /// `epoll_wait` failed other than by a signal: the set is unusable (a
