@@ -81,7 +81,10 @@
 //!   turn like everyone else, never all of them, and is never starved.
 //!   Connections with more to do are kept on a list stepped once per turn,
 //!   after the poll, so the same holds for a client flooding pipelined
-//!   requests.
+//!   requests. Between two of them the loop polls again without sleeping
+//!   and serves what became ready, so a small request waits for one
+//!   budget, not for every resumed download's (eight downloads in a
+//!   process were 4 MiB ahead of it).
 //! * **The disk is read only from the page cache.** `sendfile` and `pread`
 //!   on the loop run only when the range is cached (`cachestat(2)`, or
 //!   `preadv2(RWF_NOWAIT)` probes before Linux 6.5; reads use `RWF_NOWAIT`
