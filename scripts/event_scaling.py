@@ -32,8 +32,9 @@ installs it).
             ours-event (its defaults) and nginx (worker_processes auto,
             sendfile on) in the same run. The servers take turns for
             --rounds rounds (default 5): on a shared 2-core machine one
-            round's p99 swings by 2x either way, so the table reports each
-            server's median of the rounds beside every round's figures.
+            round's p99 can be half or twice the next one's, so the table
+            reports each server's median of the rounds beside every
+            round's figures.
 
 Needs a release build:
   cargo build --release -p mpm --bin mpm
@@ -271,9 +272,9 @@ def scaling(args, work):
                          "loop_sleeps_per_req": sleeps / served,
                          "p99_ms": r["latency_us"]["p99"] / 1000})
     print(f"\n--mpm {args.mpm}, {args.secs} s per load; CPU is the server tree's user+system time\n")
-    # Loop sleeps per request: how many requests a loop finds per wake-up
-    # (their inverse). More of them with more processes means less batching
-    # per wake-up, not contention between cores.
+    # Loop sleeps per request: the inverse of how many requests a loop
+    # serves per wake-up. More of them with more processes means less
+    # batching per wake-up.
     print("| serving processes | load | req/s | CPU us/req | loop sleeps/req | p99 ms |")
     print("|---|---|---|---|---|---|")
     for r in rows:

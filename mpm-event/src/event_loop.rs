@@ -43,7 +43,14 @@ pub(crate) enum Parked {
 
 pub(crate) enum Slot<C> {
     /// In the epoll set, waiting, and in the timeout queue of its wait.
-    Parked { conn: Box<Conn<C>>, wait: Parked },
+    /// `queued`: on the list of connections stepped again this turn or the
+    /// next (`resume`); an edge seen meanwhile waits for that step, so that
+    /// such a connection gets one step a turn, not one per poll.
+    Parked {
+        conn: Box<Conn<C>>,
+        wait: Parked,
+        queued: bool,
+    },
     /// At a worker (or in the loop's own hands). Edges seen meanwhile are
     /// remembered, since an edge-triggered epoll will not repeat them.
     Busy { readable: bool, writable: bool },
@@ -313,6 +320,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             let mut resuming = std::mem::take(&mut self.resuming);
             let resumes = resuming.len();
             for (i, t) in resuming.drain(..).enumerate() {
+                if let Some(Slot::Parked { queued, .. }) = self.slots.get_mut(t) {
+                    *queued = false;
+                }
                 self.step(t);
                 // That step may have spent a whole body budget: what became
                 // ready meanwhile (a small request) is served before the
@@ -337,21 +347,20 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     /// Serve the connections that are ready now, without sleeping: between
-    /// two resumed connections' turns. A failing wait is left to the main
-    /// one, which reports it.
+    /// two resumed connections' turns. Listening sockets are left to the
+    /// main wait (they are level-triggered, so they show there again): it
+    /// decides whether to accept (workers free, the ledger's balance) and
+    /// counts the wake-ups. A failing wait is left to it too; it reports it.
     fn serve_ready_now(&mut self, events: &mut [EpollEvent]) {
         let n = self.epoll.wait(events, PollTimeout::ZERO).unwrap_or(0);
         if n == 0 {
             return;
         }
         self.now = Instant::now();
-        let mut listener_ready = false;
         for ev in &events[..n] {
-            listener_ready |= (LISTENER..RETURNS).contains(&ev.data());
-            self.on_event(ev.data(), ev.events());
-        }
-        if listener_ready {
-            self.stats.listener_wakeups += 1;
+            if !(LISTENER..RETURNS).contains(&ev.data()) {
+                self.on_event(ev.data(), ev.events());
+            }
         }
         self.run_again();
     }
@@ -415,6 +424,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
                         *r |= readable;
                         *w |= writable;
                     }
+                    // Stepped from `resume` this turn; the edge is not lost
+                    // (that step reads and writes until it would block).
+                    Some(Slot::Parked { queued: true, .. }) => {}
                     Some(Slot::Parked { wait, .. }) => {
                         let go = match wait {
                             Parked::Read(_) | Parked::Linger => readable,
@@ -586,13 +598,13 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 // Edge-triggered: input left unread gets no new edge. Read it
                 // on the next turn, after the others had theirs.
                 if more {
-                    self.resume.push(t);
+                    self.queue_resume(t);
                 }
             }
             Interest::Write => {
                 self.park(t, conn, Parked::Write, TimeoutKind::Write);
                 if seen_writable {
-                    self.resume.push(t);
+                    self.queue_resume(t);
                 }
             }
             Interest::Yield => {
@@ -600,7 +612,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 // decides where it runs (output still queued included).
                 self.stats.yields += 1;
                 self.park(t, conn, Parked::Read(Wait::Request), TimeoutKind::Request);
-                self.resume.push(t);
+                self.queue_resume(t);
             }
             Interest::Close => {
                 self.close(t);
@@ -625,8 +637,22 @@ impl<H: ConnectionHandler> EventLoop<H> {
         kind: TimeoutKind,
     ) {
         if let Some(slot) = self.slots.get_mut(t) {
-            *slot = Slot::Parked { conn, wait };
+            *slot = Slot::Parked {
+                conn,
+                wait,
+                queued: false,
+            };
             self.timeouts.push(kind, t, self.now);
+        }
+    }
+
+    /// Step this parked connection again next turn, after the others.
+    fn queue_resume(&mut self, t: usize) {
+        if let Some(Slot::Parked { queued, .. }) = self.slots.get_mut(t) {
+            if !*queued {
+                *queued = true;
+                self.resume.push(t);
+            }
         }
     }
 
@@ -663,6 +689,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                         *slot = Slot::Parked {
                             conn,
                             wait: Parked::Linger,
+                            queued: false,
                         };
                     }
                     return;

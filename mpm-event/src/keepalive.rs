@@ -24,6 +24,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 Slot::Parked {
                     wait: Parked::Read(Wait::KeepAlive),
                     conn,
+                    ..
                 } if has_pending_input(conn.stream.as_raw_fd()) => Some(t),
                 _ => None,
             })
@@ -54,6 +55,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 Slot::Parked {
                     wait: Parked::Read(Wait::Request),
                     conn,
+                    ..
                 } if self.handler.can_hand_over(&conn.state)
                     && !has_pending_input(conn.stream.as_raw_fd()) =>
                 {

@@ -333,9 +333,6 @@ fn valid_target(method: &str, target: &str) -> bool {
     true
 }
 
-/// `uri-host [ ":" port ]` (RFC 3986 §3.2.2), as a `Host` field or the
-/// authority of a target; with `port_required`, `uri-host ":" port` (a
-/// CONNECT target). The host may be empty (RFC 9112 §3.2).
 /// The longest Host value remembered as valid.
 const REMEMBERED_HOST: usize = 64;
 
@@ -367,6 +364,9 @@ fn valid_host(v: &[u8]) -> bool {
     valid
 }
 
+/// `uri-host [ ":" port ]` (RFC 3986 §3.2.2), as a `Host` field or the
+/// authority of a target; with `port_required`, `uri-host ":" port` (a
+/// CONNECT target). The host may be empty (RFC 9112 §3.2).
 fn valid_authority(v: &[u8], port_required: bool) -> bool {
     let (host_ok, port) = if let Some(inner) = v.strip_prefix(b"[") {
         let Some(close) = inner.iter().position(|&b| b == b']') else {

@@ -36,16 +36,20 @@ fn earned(received: u64, rate: u64) -> Duration {
     }
 }
 
-/// Where the request line of `data` ends: after the target and
-/// ` HTTP/1.x`, as httparse read it (one space between the parts); a scan
-/// for the CR otherwise. Every request's line goes to the scoreboard.
-fn request_line_end(data: &[u8], target: &str) -> usize {
-    let at = (target.as_ptr() as usize)
-        .checked_sub(data.as_ptr() as usize)
-        .and_then(|start| start.checked_add(target.len() + b" HTTP/1.1".len()));
-    match at {
-        Some(end) if data.get(end) == Some(&b'\r') => end,
-        _ => data.iter().position(|&b| b == b'\r').unwrap_or(0),
+/// The request line within `data`: from the method to the end of
+/// ` HTTP/1.x`, as httparse read it (it skips empty lines before the line,
+/// and puts one space between the parts); a scan for the CR otherwise.
+/// Every request's line goes to the scoreboard.
+fn request_line(data: &[u8], method: &str, target: &str) -> std::ops::Range<usize> {
+    let offset = |part: &str| (part.as_ptr() as usize).checked_sub(data.as_ptr() as usize);
+    let start = offset(method).filter(|&m| m <= data.len()).unwrap_or(0);
+    let end = offset(target).and_then(|t| t.checked_add(target.len() + b" HTTP/1.1".len()));
+    match end {
+        Some(end) if end >= start && data.get(end) == Some(&b'\r') => start..end,
+        _ => {
+            let line = data.get(start..).unwrap_or_default();
+            start..start + line.iter().position(|&b| b == b'\r').unwrap_or(0)
+        }
     }
 }
 
@@ -202,8 +206,8 @@ impl<H: HttpHandler> HttpService<H> {
         .into_parts();
         self.log_start(&mut c.log, data, Some(head.headers), response.status);
         if let Some(slot) = s.score_slot() {
-            let line_end = request_line_end(data, head.target);
-            slot.record_request(&data[..line_end], response.body.len().unwrap_or(0));
+            let line = request_line(data, head.method, head.target);
+            slot.record_request(&data[line], response.body.len().unwrap_or(0));
             slot.record_status(response.status);
         }
         let keep = self.queue(c, response, is_head, keep, version);
@@ -382,21 +386,42 @@ impl<H: HttpHandler> HttpService<H> {
 
 #[cfg(test)]
 mod tests {
-    use super::request_line_end;
+    use super::request_line;
 
     #[test]
-    fn the_request_line_ends_where_a_scan_for_cr_says() {
-        for data in [
-            &b"GET /a HTTP/1.1\r\nHost: t\r\n\r\n"[..],
-            b"OPTIONS * HTTP/1.0\r\n\r\n",
-            b"GET http://h/x?y HTTP/1.1\r\nHost: h\r\n\r\n",
+    fn the_request_line_is_the_method_to_the_version() {
+        for (data, line) in [
+            (
+                &b"GET /a HTTP/1.1\r\nHost: t\r\n\r\n"[..],
+                "GET /a HTTP/1.1",
+            ),
+            (b"OPTIONS * HTTP/1.0\r\n\r\n", "OPTIONS * HTTP/1.0"),
+            (
+                b"GET http://h/x?y HTTP/1.1\r\nHost: h\r\n\r\n",
+                "GET http://h/x?y HTTP/1.1",
+            ),
+            // Empty lines before a request are skipped, as httparse skips them.
+            (
+                b"\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n",
+                "GET /b HTTP/1.1",
+            ),
         ] {
             let text = std::str::from_utf8(data).unwrap_or_default();
-            let target = text.split(' ').nth(1).unwrap_or_default();
-            let scan = data.iter().position(|&b| b == b'\r').unwrap_or(0);
-            assert_eq!(request_line_end(data, target), scan, "{text:?}");
+            let at = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(0);
+            let mut words = text[at..].split(' ');
+            let method = words.next().unwrap_or_default();
+            let target = words.next().unwrap_or_default();
+            let range = request_line(data, method, target);
+            assert_eq!(&data[range], line.as_bytes(), "{text:?}");
         }
-        // A target that is not part of the data: the scan answers.
-        assert_eq!(request_line_end(b"GET / HTTP/1.1\r\n", "/"), 14);
+        // Parts that are not slices of the data: whatever the addresses, the
+        // range stays within it.
+        let data = b"GET / HTTP/1.1\r\n".to_vec();
+        let (method, target) = (String::from("GET"), String::from("/"));
+        let range = request_line(&data, &method, &target);
+        assert!(
+            range.start <= range.end && range.end <= data.len(),
+            "{range:?}"
+        );
     }
 }
