@@ -356,10 +356,16 @@ impl<'a> ProcessManager<'a> {
                 || (lifecycle.is_stopping() && drain_until.is_none())
                 || drain_until.is_some_and(|d| Instant::now() >= d)
             {
+                let n = children.len();
                 mpm_core::log_notice!(
-                    "mpm: {}: stopping: {} children finish their requests (at most {:?})",
+                    "mpm: {}: stopping: {n} {} {} requests (at most {:?})",
                     signals.stop_cause(),
-                    children.len(),
+                    if n == 1 {
+                        "child finishes"
+                    } else {
+                        "children finish"
+                    },
+                    if n == 1 { "its" } else { "their" },
                     self.graceful_timeout
                 );
                 break;
