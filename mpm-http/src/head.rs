@@ -443,27 +443,10 @@ fn valid_ip_literal(inner: &[u8]) -> bool {
         return dot > 0
             && future[..dot].iter().all(u8::is_ascii_hexdigit)
             && future.len() > dot + 1
-            && future[dot + 1..].iter().all(|&b| {
-                b.is_ascii_alphanumeric()
-                    || matches!(
-                        b,
-                        b'-' | b'.'
-                            | b'_'
-                            | b'~'
-                            | b'!'
-                            | b'$'
-                            | b'&'
-                            | b'\''
-                            | b'('
-                            | b')'
-                            | b'*'
-                            | b'+'
-                            | b','
-                            | b';'
-                            | b'='
-                            | b':'
-                    )
-            });
+            // unreserved / sub-delims / ":" (RFC 3986 §3.2.2)
+            && future[dot + 1..]
+                .iter()
+                .all(|&b| REG_NAME[usize::from(b)] || b == b':');
     }
     std::str::from_utf8(inner).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }

@@ -163,7 +163,7 @@ impl<H: HttpHandler> HttpService<H> {
             c.out.clear();
             c.out_pos = 0;
         } else if c.log.is_active() {
-            let g = c.gathered.get_or_insert_with(Box::default);
+            let g = c.occasional.get_or_insert_with(Box::default);
             let spare = g.spare.pop().unwrap_or_default();
             let record = std::mem::replace(&mut c.log, spare);
             g.waiting.push_back(Gathered {
@@ -210,7 +210,7 @@ impl<H: HttpHandler> HttpService<H> {
     /// they complete are logged, and the rest counts for the current one.
     fn account(&mut self, c: &mut HttpConn, s: &Stream, n: usize) {
         let (from, to) = (c.out_pos, c.out_pos + n);
-        if let Some(gathering) = c.gathered.as_deref_mut() {
+        if let Some(gathering) = c.occasional.as_deref_mut() {
             while gathering.waiting.front().is_some_and(|g| g.end <= to) {
                 if let Some(mut g) = gathering.waiting.pop_front() {
                     g.record.set_sent(g.end - g.start);
@@ -227,7 +227,7 @@ impl<H: HttpHandler> HttpService<H> {
     /// The connection failed or timed out with gathered responses unsent:
     /// log each with the bytes of it that did go out.
     pub(crate) fn finish_gathered(&mut self, c: &mut HttpConn, s: &Stream) {
-        let Some(gathering) = c.gathered.as_deref_mut() else {
+        let Some(gathering) = c.occasional.as_deref_mut() else {
             return;
         };
         while let Some(mut g) = gathering.waiting.pop_front() {
