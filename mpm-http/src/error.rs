@@ -4,8 +4,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-/// An error from setting up the HTTP layer: the static site's document
-/// root, the access log.
+/// An error from setting up the HTTP layer: the access log.
 ///
 /// Opaque: ask what kind it is with the `is_*` predicates. It converts into
 /// [`mpm_core::Error`] (a problem with a path the user gave becomes a
@@ -17,8 +16,6 @@ pub struct Error {
 
 #[derive(Debug, thiserror::Error)]
 enum Kind {
-    #[error("docroot {}: {source}", path.display())]
-    Docroot { path: PathBuf, source: io::Error },
     #[error("--access-log {}: {source}", path.display())]
     AccessLog { path: PathBuf, source: io::Error },
     #[error("{context}: {source}")]
@@ -26,16 +23,6 @@ enum Kind {
 }
 
 impl Error {
-    /// The document root is missing or unusable.
-    pub fn docroot(path: impl Into<PathBuf>, source: io::Error) -> Self {
-        Error {
-            kind: Kind::Docroot {
-                path: path.into(),
-                source,
-            },
-        }
-    }
-
     /// The access log cannot be opened.
     pub fn access_log(path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error {
@@ -56,14 +43,9 @@ impl Error {
         }
     }
 
-    /// Is the document root missing or unusable?
-    pub fn is_docroot(&self) -> bool {
-        matches!(self.kind, Kind::Docroot { .. })
-    }
-
-    /// Is a path the user gave (docroot, access log) unusable?
+    /// Is a path the user gave (the access log) unusable?
     pub fn is_config(&self) -> bool {
-        matches!(self.kind, Kind::Docroot { .. } | Kind::AccessLog { .. })
+        matches!(self.kind, Kind::AccessLog { .. })
     }
 }
 
@@ -76,9 +58,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            Kind::Docroot { source, .. }
-            | Kind::AccessLog { source, .. }
-            | Kind::Io { source, .. } => Some(source),
+            Kind::AccessLog { source, .. } | Kind::Io { source, .. } => Some(source),
         }
     }
 }

@@ -17,21 +17,20 @@
 //! * [`RequestPool`] — a request's scratch arena, reset after it.
 //! * [`Routes`] and [`Router`] — routing by method and path with path
 //!   parameters; [`IntoResponse`] for what route handlers return, and with
-//!   the `json` feature [`Json`] and `Request::json`.
+//!   the `json` feature `Json` and `Request::json`.
 //! * A request body read as it arrives: [`HttpHandler::streams_body`] and
 //!   [`Request::body_reader`].
-//!
-//! **What `mpm serve` runs on it**
-//! * [`StaticFiles`] — a document root, with the open-file cache, and
-//!   [`mime`] types; content codings ([`Gzip`] on the fly, precompressed
-//!   siblings), directory listings (`autoindex.rs`), and [`CacheRules`] for
-//!   `Cache-Control`; [`DefaultSite`] — the embedded welcome page.
-//! * [`ErrorPages`] — pages of the site's that replace the built-in error
-//!   pages, status kept.
-//! * [`server_status`] — the status page (httpd's `mod_status`), also in
-//!   Prometheus's text format.
+//! * [`ErrorPages`] — pages that replace the built-in error pages, status
+//!   kept: the layer's own refusals as much as a handler's.
 //! * [`access_log`] — the access log, in the formats of [`log_format`].
+//! * [`escape`] — HTML and JSON text escapes, for applications' bodies.
 //! * [`Error`] — this crate's one error type.
+//!
+//! Applications live in crates of their own on this one: the static site
+//! (`mpm-site`), the status page (`mpm-status`). The layer knows none of
+//! them; the one thing it asks of the file system is whether a file body
+//! is in the page cache (`page_cache.rs`), before sending it on an event
+//! loop.
 //!
 //! What the layer does for every handler (RFC 9112 / RFC 9110):
 //! keep-alive by default for 1.1 and on request for 1.0; pipelined requests
@@ -53,18 +52,15 @@
 #![warn(missing_docs)]
 
 pub mod access_log;
-mod autoindex;
 mod body;
 mod buffer_pool;
 mod chunked;
-mod compression;
 mod connection;
 mod date;
-mod default_site;
 pub mod design;
 mod error;
 mod error_pages;
-mod expires;
+pub mod escape;
 mod factory;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -73,27 +69,20 @@ mod head;
 #[cfg(feature = "json")]
 mod json;
 pub mod log_format;
-pub mod mime;
 mod page_cache;
 mod reading;
 mod request;
 mod request_pool;
 mod response;
 mod router;
-pub mod server_status;
 mod settings;
-mod static_files;
 mod writing;
 
 /// The allocator trait and collections a [`RequestPool`] plugs into.
 pub use allocator_api2;
-pub use autoindex::MAX_ENTRIES as MAX_LISTED_ENTRIES;
-pub use compression::{Gzip, DEFAULT_GZIP_TYPES};
 pub use connection::{HttpConn, HttpService};
-pub use default_site::{About, DefaultSite};
 pub use error::{Error, Result};
 pub use error_pages::{ErrorPage, ErrorPages};
-pub use expires::{CacheRules, MaxAge};
 pub use factory::HttpFactory;
 pub use handler::HttpHandler;
 pub use head::MAX_REQUEST_FIELDS;
@@ -106,4 +95,3 @@ pub use response::{
 };
 pub use router::{IntoResponse, Rejection, Router, Routes};
 pub use settings::{HttpSettings, DEFAULT_SENDFILE_MAX_CHUNK};
-pub use static_files::{Dotfiles, StaticFiles, DEFAULT_IN_MEMORY};

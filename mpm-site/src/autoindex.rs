@@ -20,8 +20,7 @@ use nix::fcntl::AtFlags;
 use nix::sys::stat::{fstatat, SFlag};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-use crate::server_status::{html_escape_into, json_escape_into};
-use crate::static_files::stat_beneath;
+use mpm_http::escape::{html_escape_into, json_escape_into};
 
 /// The most entries one listing shows; the rest are left out (HTML says so).
 pub const MAX_ENTRIES: usize = 1_000_000;
@@ -51,6 +50,12 @@ impl Kind {
         matches!(self, Kind::Dir | Kind::LinkDir)
     }
 }
+
+/// The metadata of a path under the root (relative, no leading slash),
+/// resolved as a request for it would be: an error if it leaves the root.
+/// The file server passes its confinement in, so that listings need
+/// nothing of the server that uses them.
+pub(crate) type StatBeneath = fn(&OwnedFd, &str) -> io::Result<std::fs::Metadata>;
 
 /// One entry: where its name is in the shared buffer, and its kind.
 #[derive(Debug, Clone, Copy)]
@@ -90,6 +95,7 @@ pub(crate) struct Listing {
     /// `rel` of the directory under the root ("" for the root), for links.
     rel: String,
     root: Arc<OwnedFd>,
+    stat_beneath: StatBeneath,
     names: String,
     entries: Vec<Entry>,
     truncated: bool,
@@ -109,13 +115,15 @@ impl Listing {
     /// Names starting with a dot are left out unless `dotfiles` (but
     /// `.well-known`), and so are names that are not UTF-8, entries that
     /// are neither files nor directories, and symbolic links that leave the
-    /// root (resolved beneath `root`, as a request for them would be).
+    /// root (resolved beneath `root` by `stat_beneath`, as a request for
+    /// them would be).
     pub(crate) fn read(
         dir: File,
         rel: &str,
         root: Arc<OwnedFd>,
         dotfiles: bool,
         format: Format,
+        stat_beneath: StatBeneath,
     ) -> io::Result<Listing> {
         let mut dir = Dir::from(dir).map_err(io::Error::from)?;
         let fd = dir.as_raw_fd();
@@ -136,9 +144,10 @@ impl Listing {
             let kind = match entry.file_type() {
                 Some(Type::Directory) => Some(Kind::Dir),
                 Some(Type::File) => Some(Kind::File),
-                Some(Type::Symlink) => link_kind(&root, rel, name),
+                Some(Type::Symlink) => link_kind(&root, rel, name, stat_beneath),
                 Some(_) => None,
-                None => stat_kind(fd, entry.file_name()).or_else(|| link_kind(&root, rel, name)),
+                None => stat_kind(fd, entry.file_name())
+                    .or_else(|| link_kind(&root, rel, name, stat_beneath)),
             };
             let Some(kind) = kind else { continue };
             if entries.len() >= MAX_ENTRIES {
@@ -166,6 +175,7 @@ impl Listing {
             dir,
             rel: rel.to_string(),
             root,
+            stat_beneath,
             names,
             entries,
             truncated,
@@ -244,7 +254,7 @@ impl Listing {
             Kind::LinkDir | Kind::LinkFile => {
                 // Checked again: the link may have changed since it was read.
                 use std::os::unix::fs::MetadataExt;
-                stat_beneath(self.root.as_raw_fd(), &join(&self.rel, name))
+                (self.stat_beneath)(&self.root, &join(&self.rel, name))
                     .ok()
                     .map(|m| (m.len(), m.mtime()))
             }
@@ -351,8 +361,8 @@ fn join(rel: &str, name: &str) -> String {
 }
 
 /// A link's kind, if it resolves inside the root to a file or directory.
-fn link_kind(root: &OwnedFd, rel: &str, name: &str) -> Option<Kind> {
-    let meta = stat_beneath(root.as_raw_fd(), &join(rel, name)).ok()?;
+fn link_kind(root: &OwnedFd, rel: &str, name: &str, stat_beneath: StatBeneath) -> Option<Kind> {
+    let meta = stat_beneath(root, &join(rel, name)).ok()?;
     if meta.is_dir() {
         Some(Kind::LinkDir)
     } else if meta.is_file() {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mpm_core::MpmKind;
 
-use crate::{HttpHandler, Request, Response};
+use mpm_http::{HttpHandler, Request, Response};
 
 const TEMPLATE: &str = include_str!("../assets/welcome.html");
 
@@ -118,7 +118,7 @@ impl HttpHandler for DefaultSite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Body, Version};
+    use mpm_http::{Body, Version};
 
     #[test]
     fn the_welcome_page_names_the_process_model() {

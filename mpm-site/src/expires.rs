@@ -33,7 +33,7 @@ enum Match {
 /// then `*`.
 ///
 /// ```
-/// use mpm_http::CacheRules;
+/// use mpm_site::CacheRules;
 /// let rules = CacheRules::parse(&[".css,.js=30d", "image/*=7d", "text/html=epoch"]).unwrap();
 /// assert_eq!(rules.cache_control("app.js", "text/javascript").as_deref(), Some("max-age=2592000"));
 /// assert_eq!(rules.cache_control("a.png", "image/png").as_deref(), Some("max-age=604800"));

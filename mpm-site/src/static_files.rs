@@ -12,16 +12,15 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use mpm_http::allocator_api2::vec::Vec as PoolVec;
+use mpm_http::{Body, FileBody, HttpHandler, Part, Request, RequestPool, Response};
 use parking_lot::RwLock;
 
-use crate::allocator_api2::vec::Vec as PoolVec;
 use crate::autoindex::{self, Listing};
 use crate::compression::{Accepted, Coding, FileReader, Gzip};
 use crate::error::{Error, Result};
 use crate::expires::CacheRules;
 use crate::mime;
-use crate::response::{Body, Part};
-use crate::{FileBody, HttpHandler, Request, RequestPool, Response};
 
 /// Whether names starting with a dot are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -568,7 +567,10 @@ impl StaticFiles {
     /// The listing of directory `rel`, open as `dir`, answering `req`.
     fn listing(&self, dir: File, rel: &str, req: &Request<'_>) -> Response {
         let format = autoindex::Format::of_query(req.query_param("format").as_deref());
-        let listing = match Listing::read(dir, rel, Arc::clone(&self.root), self.dotfiles, format) {
+        // The listing resolves links beneath the root as a request would.
+        let stat = |root: &OwnedFd, rel: &str| stat_beneath(root.as_raw_fd(), rel);
+        let root = Arc::clone(&self.root);
+        let listing = match Listing::read(dir, rel, root, self.dotfiles, format, stat) {
             Ok(l) => l,
             Err(e) => return Response::error(open_status(&e)),
         };
@@ -1289,7 +1291,7 @@ mod tests {
         std::fs::write(dir.join("a.txt"), b"aaa").unwrap();
         let files = StaticFiles::new(&dir).unwrap();
         let (mut one, mut two) = (files.clone(), files.clone());
-        let req = Request::for_test("GET", "/a.txt", crate::Version::Http11, &[], b"");
+        let req = Request::for_test("GET", "/a.txt", mpm_http::Version::Http11, &[], b"");
         assert!(!two.answers_without_blocking(&req), "nothing opened yet");
         assert_eq!(one.handle(&req).status(), 200);
         assert_eq!(one.local.len(), 1);

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use mpm_core::blocking::input_arrives_within;
 use mpm_core::{ConnectionHandler, Interest, Stream, Wait};
-use mpm_http::{HttpHandler, HttpService, HttpSettings, Request, Response, StaticFiles};
+use mpm_http::{HttpHandler, HttpService, HttpSettings, Request, Response};
+use mpm_site::StaticFiles;
 
 /// A connected pair: the client, and the server's side as the event MPM
 /// holds it (non-blocking), with room for 4 MiB unsent.

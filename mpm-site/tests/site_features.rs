@@ -11,9 +11,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use mpm_http::{
-    Body, CacheRules, Gzip, HttpHandler, Part, Request, Response, StaticFiles, Version,
-};
+use mpm_http::{Body, HttpHandler, Part, Request, Response, Version};
+use mpm_site::{CacheRules, Gzip, StaticFiles};
 
 struct Root(PathBuf);
 

@@ -43,9 +43,10 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::{HttpHandler, Request, Response};
 use mpm_core::scoreboard::{Scoreboard, Slot, WorkerState};
 use mpm_core::MpmKind;
+use mpm_http::escape::{html_escape_into, json_escape_into};
+use mpm_http::{HttpHandler, Request, Response};
 
 pub mod prometheus;
 
@@ -509,49 +510,10 @@ fn last_request_age_ms(slot: &Slot, now_ms: u64) -> Option<u64> {
     }
 }
 
-/// Append `s` as the inside of a JSON string.
-pub(crate) fn json_escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            // `<` too, so that the JSON is safe to paste into a <script>.
-            c if (c as u32) < 0x20 || c == '\u{7f}' || c == '<' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-}
-
-/// Append `s` as HTML text.
-pub(crate) fn html_escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn request_lines_are_html_escaped() {
-        let mut out = String::new();
-        super::html_escape_into(&mut out, "GET /<b>&x\"y' HTTP/1.1");
-        assert_eq!(out, "GET /&lt;b&gt;&amp;x&quot;y&#39; HTTP/1.1");
-    }
-
     use super::*;
-    use crate::{Body, Version};
+    use mpm_http::{Body, Version};
     use std::net::SocketAddr;
 
     fn body(r: &Response) -> String {
@@ -822,12 +784,5 @@ mod tests {
         assert!(
             body(&get(&status, "/server-status?format=prometheus")).contains("mpm_draining 1\n")
         );
-    }
-
-    #[test]
-    fn json_escaping_covers_controls() {
-        let mut out = String::new();
-        json_escape_into(&mut out, "a\u{1}\t\"\\é\u{7f}");
-        assert_eq!(out, "a\\u0001\\t\\\"\\\\é\\u007f");
     }
 }

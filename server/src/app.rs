@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use mpm_bench::Workload;
 use mpm_core::Error;
-use mpm_http::{DefaultSite, Dotfiles, HttpHandler, Request, Response, StaticFiles};
+use mpm_http::{HttpHandler, Request, Response};
+use mpm_site::{DefaultSite, Dotfiles, StaticFiles};
 
 use crate::config::{Config, ConfigLayer};
 

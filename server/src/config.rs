@@ -14,11 +14,9 @@ use mpm_core::listener_poller::PollerKind;
 use mpm_core::{Error, MpmKind, MpmSettings, Result, Seconds};
 use mpm_http::access_log::{LogWrite, MAX_LOG_BUFFER};
 use mpm_http::log_format::LogFormat;
-use mpm_http::{
-    About, CacheRules, Dotfiles, ErrorPage, ErrorPages, Gzip, HttpSettings, StaticFiles,
-    DEFAULT_IN_MEMORY, MAX_REQUEST_FIELDS,
-};
+use mpm_http::{ErrorPage, ErrorPages, HttpSettings, MAX_REQUEST_FIELDS};
 use mpm_prefork::AcceptMutex;
+use mpm_site::{About, CacheRules, Dotfiles, Gzip, StaticFiles, DEFAULT_IN_MEMORY};
 
 /// The most serving processes (httpd's hard `ServerLimit` bound).
 pub const MAX_SERVER_LIMIT: usize = 20_000;
@@ -1216,7 +1214,7 @@ impl Config {
         let docroot = match layer.docroot {
             Some(dir) => {
                 let meta = std::fs::metadata(&dir)
-                    .map_err(|e| Error::from(mpm_http::Error::docroot(&dir, e)))?;
+                    .map_err(|e| Error::from(mpm_site::Error::docroot(&dir, e)))?;
                 if !meta.is_dir() {
                     return Err(Error::config(format!(
                         "docroot {}: not a directory",

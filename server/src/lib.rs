@@ -97,6 +97,8 @@ pub mod layers {
     pub use mpm_http;
     pub use mpm_master;
     pub use mpm_prefork;
+    pub use mpm_site;
+    pub use mpm_status;
     pub use mpm_tls;
     pub use mpm_worker;
 }

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use mpm_core::scoreboard::Scoreboard;
-use mpm_http::server_status::ServerStatus;
 use mpm_http::{HttpHandler, Request, Response};
+use mpm_status::ServerStatus;
 
 use crate::config::Config;
 

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use mpm_core::scoreboard::{Scoreboard, Slot};
 use mpm_core::{HandlerFactory, Lifecycle, Listener, Mpm, MpmSettings, Phase};
-use mpm_http::{Body, HttpFactory, HttpHandler, HttpSettings, Request, Response, StaticFiles};
+use mpm_http::{Body, HttpFactory, HttpHandler, HttpSettings, Request, Response};
 use mpm_prefork::AcceptMutex;
+use mpm_site::StaticFiles;
 use tests::{pattern, TempDir};
 
 /// A docroot, and `/stream`: a body produced as it is sent, chunked.
