@@ -35,7 +35,7 @@ pub(crate) enum Framing {
 }
 
 /// The clocks a streamed body is read against (the same as a buffered
-/// body's: see `HttpService::deadline`).
+/// body's: see `reading::deadline`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timing {
     /// When the body's time began (the head's end).

@@ -1,8 +1,10 @@
 //! HTTP/1.1 over a [`ConnectionHandler`]: the step machine that runs on
-//! blocking and non-blocking sockets alike. Turning bytes into requests is
-//! in `reading.rs`, turning responses into bytes in `writing.rs`.
+//! blocking and non-blocking sockets alike, and the one `impl` of
+//! [`HttpService`]. Turning bytes into requests is in `reading.rs`,
+//! turning responses into bytes in `writing.rs`, the state they share in
+//! `state.rs`; the imports go one way: this file, then reading, then
+//! writing, then the state.
 
-use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -10,26 +12,27 @@ use std::time::{Duration, Instant};
 
 use mpm_core::{ConnectionHandler, Interest, Prefetch, Stream, Wait};
 
-use crate::access_log::{Record, Writer};
-use crate::buffer_pool::BufferPool;
+use crate::access_log::Record;
 use crate::chunked;
 use crate::head::{self, Framing, Parsed, SLOTS};
 use crate::page_cache;
-use crate::reading::Received;
+use crate::reading::{deadline, Gate, Reader, Received, Step};
 use crate::request::{Headers, Request};
 use crate::request_pool::PoolArena;
 use crate::settings::{HttpSettings, ServiceSettings};
+use crate::state::{After, HttpConn, Pending, Started};
+use crate::writing::{Flush, Sender};
 use crate::HttpHandler;
 
 /// The [`ConnectionHandler`] that speaks HTTP/1.1 and hands each request to
 /// an [`HttpHandler`].
 #[derive(Debug)]
 pub struct HttpService<H> {
-    pub(crate) handler: H,
-    pub(crate) settings: Arc<ServiceSettings>,
-    /// This worker's request pool, reset after every request.
-    pub(crate) arena: PoolArena,
-    pub(crate) log: Option<Writer>,
+    /// The handler and this worker's request pool: what reads requests
+    /// and answers them.
+    pub(crate) reader: Reader<H>,
+    /// The settings and the access-log writer: what sends the answers.
+    pub(crate) sender: Sender,
 }
 
 impl<H: HttpHandler> HttpService<H> {
@@ -44,207 +47,10 @@ impl<H: HttpHandler> HttpService<H> {
         let arena = PoolArena::new(settings.request_pool);
         let log = settings.access_log.as_ref().map(|l| l.writer());
         HttpService {
-            handler,
-            settings,
-            arena,
-            log,
+            reader: Reader { handler, arena },
+            sender: Sender { settings, log },
         }
     }
-}
-
-/// What to do once the response in progress is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum After {
-    KeepAlive,
-    Close,
-    Linger,
-}
-
-/// A body still to be sent after the head.
-pub(crate) enum Pending {
-    File {
-        file: Arc<std::fs::File>,
-        offset: u64,
-        end: u64,
-    },
-    Stream {
-        reader: Box<dyn Read + Send>,
-        chunked: bool,
-    },
-}
-
-/// A response gathered into `out` behind others, whose access-log line is
-/// written once its bytes are sent.
-pub(crate) struct Gathered {
-    pub(crate) record: Record,
-    /// Where it lies in `out`.
-    pub(crate) start: usize,
-    pub(crate) end: usize,
-}
-
-/// What only some requests need (pipelined answers gathered behind
-/// others, a chunked body, a composite body): made when one first does,
-/// and dropped when the connection parks idle, so that an idle connection
-/// holds one pointer for all of it (104 bytes of every idle connection
-/// otherwise, of the few hundred one costs).
-#[derive(Default)]
-pub(crate) struct Occasional {
-    /// Earlier responses in `out`, waiting for their bytes to go out.
-    pub(crate) waiting: VecDeque<Gathered>,
-    /// Access-log records to reuse, so that gathering allocates nothing.
-    pub(crate) spare: Vec<Record>,
-    /// The decoded body of a chunked request.
-    pub(crate) chunk_body: Vec<u8>,
-    /// What follows the pending body of a [`Body::Parts`](crate::Body::Parts).
-    pub(crate) parts: VecDeque<crate::response::Part>,
-}
-
-/// Per-connection HTTP state.
-pub struct HttpConn {
-    pub(crate) buf: Vec<u8>,
-    /// Start of the bytes not yet consumed by a request.
-    pub(crate) start: usize,
-    /// End of the bytes received.
-    pub(crate) filled: usize,
-    /// Responses queued to be sent: several, when pipelined requests are
-    /// answered together.
-    pub(crate) out: Vec<u8>,
-    pub(crate) out_pos: usize,
-    /// Where in `out` the response of `log` begins.
-    pub(crate) resp_start: usize,
-    /// The event loop's prefetch found the buffered request answerable
-    /// without blocking, and the loop runs it now: no need to ask again.
-    pub(crate) approved: bool,
-    /// A step on the loop stopped before something that may block (a
-    /// request, or a body not in the page cache): the next prefetch sends
-    /// the connection to a worker without asking again, so that two answers
-    /// that disagree cannot keep it yielding on the loop.
-    pub(crate) for_a_worker: bool,
-    pub(crate) pending: Option<Pending>,
-    /// Gathered responses, a chunked body's bytes and a composite body's
-    /// parts, while a request needs them.
-    pub(crate) occasional: Option<Box<Occasional>>,
-    pub(crate) after: After,
-    pub(crate) served: u64,
-    pub(crate) started: Started,
-    /// When the request in progress must be complete (header or body
-    /// timeout); `None` between requests.
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) continue_sent: bool,
-    /// The queued bytes are an interim response: once written, read on.
-    pub(crate) interim: bool,
-    pub(crate) pool: Arc<BufferPool>,
-    /// The access-log line of the response in progress.
-    pub(crate) log: Record,
-}
-
-impl Drop for HttpConn {
-    fn drop(&mut self) {
-        self.pool.put_read(std::mem::take(&mut self.buf));
-        self.pool.put_write(std::mem::take(&mut self.out));
-    }
-}
-
-impl std::fmt::Debug for HttpConn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpConn")
-            .field("buffered", &(self.filled - self.start))
-            .field("served", &self.served)
-            .finish()
-    }
-}
-
-impl HttpConn {
-    /// Is output queued that has not been sent (bytes, or a body)?
-    pub(crate) fn has_output(&self) -> bool {
-        self.out_pos < self.out.len() || self.pending.is_some() || self.has_parts()
-    }
-
-    /// Are parts of a [`Body::Parts`](crate::Body::Parts) still to be queued?
-    pub(crate) fn has_parts(&self) -> bool {
-        self.occasional
-            .as_ref()
-            .is_some_and(|o| !o.parts.is_empty())
-    }
-
-    /// Drop the parts still to be queued.
-    pub(crate) fn clear_parts(&mut self) {
-        if let Some(o) = &mut self.occasional {
-            o.parts.clear();
-        }
-    }
-
-    pub(crate) fn wait(&self) -> Wait {
-        if self.start < self.filled || self.served == 0 {
-            Wait::Request
-        } else {
-            Wait::KeepAlive
-        }
-    }
-
-    /// Before a read: take a buffer from the pool if the connection parked
-    /// without one, and move unconsumed bytes to its front.
-    pub(crate) fn make_room(&mut self) {
-        if self.buf.is_empty() {
-            self.buf = self.pool.read_buffer();
-        }
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.filled, 0);
-            self.filled -= self.start;
-            self.start = 0;
-        }
-    }
-
-    pub(crate) fn consume(&mut self, n: usize) {
-        self.start += n;
-        if self.start >= self.filled {
-            self.start = 0;
-            self.filled = 0;
-        }
-    }
-}
-
-/// When the parts of the request in progress began to arrive.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Started {
-    /// The head's first byte (or the accept, for a connection's first request).
-    pub(crate) head: Option<Instant>,
-    /// The head's end: the body's time starts there.
-    pub(crate) body: Option<Instant>,
-}
-
-/// Did writing finish?
-pub(crate) enum Flush {
-    Done,
-    Blocked,
-    /// On an event loop: the per-turn budget is spent, or the rest is not in
-    /// the page cache; resume later (perhaps on a worker).
-    Yield,
-    Failed,
-}
-
-/// What the parser made of the buffered bytes.
-pub(crate) enum Step {
-    /// A response is queued.
-    Responded,
-    /// An interim response (`100 Continue`) is queued; then more bytes
-    /// are needed.
-    Interim,
-    /// More bytes are needed.
-    Incomplete,
-    /// A whole request is buffered, but answering it may block and the
-    /// [`Gate`] said not to: nothing was consumed.
-    Deferred,
-}
-
-/// Which requests a step may answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Gate {
-    /// Any.
-    Any,
-    /// Only those the handler answers without blocking: on an event loop,
-    /// and behind gathered responses, which must not wait on a slow one.
-    NonBlocking,
 }
 
 /// Most bytes of pipelined responses gathered for one write.
@@ -277,11 +83,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             },
             deadline: Some(mpm_core::deadline(
                 now,
-                self.settings.request_header_timeout,
+                self.sender.settings.request_header_timeout,
             )),
             continue_sent: false,
             interim: false,
-            pool: Arc::clone(&self.settings.buffers),
+            pool: Arc::clone(&self.sender.settings.buffers),
             log: Record::default(),
         }
     }
@@ -303,7 +109,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 } else {
                     Gate::Any
                 };
-                match self.step(c, s, gate) {
+                match self.reader.step(&mut self.sender, c, s, gate) {
                     Step::Responded => {
                         // Pipelined requests answered together go out in one write.
                         if c.after == After::KeepAlive
@@ -314,7 +120,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                         {
                             continue;
                         }
-                        match self.flush(c, s) {
+                        match self.sender.flush(c, s) {
                             Flush::Done => match c.after {
                                 After::KeepAlive => {
                                     if c.start < c.filled {
@@ -332,7 +138,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                     }
                     Step::Deferred => {
                         // What is gathered goes out before anything that may block.
-                        if let Some(stop) = self.flush_first(c, s) {
+                        if let Some(stop) = self.sender.flush_first(c, s) {
                             return stop;
                         }
                         if s.on_event_loop() {
@@ -346,13 +152,13 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                         if c.has_output() {
                             // Before waiting for more input; then once more,
                             // for a `100 Continue` that had to wait its turn.
-                            if let Some(stop) = self.flush_first(c, s) {
+                            if let Some(stop) = self.sender.flush_first(c, s) {
                                 return stop;
                             }
                             continue;
                         }
                     }
-                    Step::Interim => match self.write_queued(c, s) {
+                    Step::Interim => match self.sender.write_queued(c, s) {
                         Flush::Done => {}
                         Flush::Blocked => {
                             c.interim = true;
@@ -373,12 +179,12 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             if let Some(deadline) = c.deadline {
                 let now = Instant::now();
                 if now >= deadline {
-                    return self.reject(c, s, 408);
+                    return self.sender.reject(c, s, 408);
                 }
                 // A blocking read waits no longer than the request may take,
                 // so that a client who stops sending is cut off on time.
                 if s.is_blocking() {
-                    let wait = (deadline - now).min(self.settings.timeout);
+                    let wait = (deadline - now).min(self.sender.settings.timeout);
                     if s.set_read_timeout(wait.max(Duration::from_millis(1)))
                         .is_err()
                     {
@@ -388,10 +194,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             }
             c.make_room();
             if c.filled == c.buf.len() {
-                let cap = self.settings.max_buffer();
+                let cap = self.sender.settings.max_buffer();
                 if c.buf.len() >= cap {
                     // Only reachable with a body limit below the head limit.
-                    return self.reject(c, s, 413);
+                    return self.sender.reject(c, s, 413);
                 }
                 let grown = (c.buf.len() * 2).min(cap);
                 c.buf.resize(grown, 0);
@@ -412,7 +218,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     fn writable(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
         if c.interim {
             // The rest of a `100 Continue`: then the body is read.
-            return match self.write_queued(c, s) {
+            return match self.sender.write_queued(c, s) {
                 Flush::Done => {
                     c.interim = false;
                     Interest::Read(c.wait())
@@ -422,7 +228,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 Flush::Failed => Interest::Close,
             };
         }
-        match self.flush(c, s) {
+        match self.sender.flush(c, s) {
             Flush::Done => match c.after {
                 After::KeepAlive if c.start < c.filled => self.readable(c, s),
                 After::KeepAlive => Interest::Read(Wait::KeepAlive),
@@ -469,7 +275,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         // A full buffer may still hold whole requests (pipelined ones);
         // only a head or body larger than it needs a worker to grow it.
         let full = c.filled == c.buf.len();
-        let limits = self.settings.limits;
+        let limits = self.sender.settings.limits;
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let data = &c.buf[c.start..c.filled];
         let head = match head::parse(data, &mut slots, &limits) {
@@ -483,7 +289,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             Parsed::Partial if full => return Prefetch::Ready,
             Parsed::Partial => {
                 if Instant::now()
-                    >= self.deadline(&mut c.started, Received::Head(data.len() as u64))
+                    >= deadline(
+                        &self.sender.settings,
+                        &mut c.started,
+                        Received::Head(data.len() as u64),
+                    )
                 {
                     return Prefetch::ReadyInline; // readable() answers 408
                 }
@@ -500,11 +310,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             stream: None,
             params: &[],
             peer: s.peer_addr(),
-            pool: self.arena.pool(),
+            pool: self.reader.arena.pool(),
         };
         // A streamed body is read by the worker that runs the handler, as
         // it arrives: hand the request over as soon as its head is here.
-        if head.framing != Framing::None && self.handler.streams_body(&req) {
+        if head.framing != Framing::None && self.reader.handler.streams_body(&req) {
             return Prefetch::Ready;
         }
         let complete = match head.framing {
@@ -527,12 +337,18 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 return Prefetch::Ready; // readable() grows the buffer, or sends 100 Continue
             }
             let received = (data.len() - head.len) as u64;
-            if Instant::now() >= self.deadline(&mut c.started, Received::Body(received)) {
+            if Instant::now()
+                >= deadline(
+                    &self.sender.settings,
+                    &mut c.started,
+                    Received::Body(received),
+                )
+            {
                 return Prefetch::ReadyInline; // readable() answers 408
             }
             return Prefetch::Wait(Interest::Read(Wait::Request));
         }
-        if self.handler.answers_without_blocking(&req) {
+        if self.reader.handler.answers_without_blocking(&req) {
             c.approved = true;
             Prefetch::ReadyInline
         } else {
@@ -553,7 +369,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             None => true,
             Some(Pending::Stream { .. }) => false,
             Some(Pending::File { file, offset, end }) => {
-                let next = (*end - *offset).min(self.settings.sendfile_max_chunk);
+                let next = (*end - *offset).min(self.sender.settings.sendfile_max_chunk);
                 page_cache::resident(file, *offset, next)
             }
         }
@@ -571,11 +387,12 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
 
     fn timed_out(&mut self, c: &mut HttpConn, s: &mut Stream) {
         // Responses cut short by the timeout are logged with what was sent.
-        self.finish_gathered(c, s);
-        self.log_done(c, s, true);
+        self.sender.finish_gathered(c, s);
+        self.sender.log_done(c, s, true);
         // Mid-request with nothing being written: tell the client why we close.
         if c.start < c.filled && c.out_pos >= c.out.len() && c.pending.is_none() {
-            self.log_start(&mut c.log, &c.buf[c.start..c.filled], None, 408);
+            self.sender
+                .log_start(&mut c.log, &c.buf[c.start..c.filled], None, 408);
             if let Some(slot) = s.score_slot() {
                 slot.record_status(408);
             }
@@ -584,11 +401,12 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             c.resp_start = 0;
             // The built-in page (or the configured one), as every 408.
             let page = crate::Response::error(408).into_parts();
-            self.queue(c, page, false, false, crate::Version::Http11);
+            self.sender
+                .queue(c, page, false, false, crate::Version::Http11);
             if let Ok(n) = s.send(&c.out, false) {
                 c.log.add_sent(n);
             }
-            self.log_done(c, s, true);
+            self.sender.log_done(c, s, true);
         }
     }
 }
@@ -659,18 +477,6 @@ mod tests {
         assert!(
             conn.occasional.is_none(),
             "an idle connection keeps none of it"
-        );
-    }
-
-    #[test]
-    fn the_per_connection_state_stays_within_its_budget() {
-        // What every idle event-MPM connection carries (with its Stream and
-        // the event loop's wrapper): peers.py's KiB per idle connection
-        // moves with it. Raise the bound only with a reason.
-        assert!(
-            std::mem::size_of::<super::HttpConn>() <= 272,
-            "HttpConn grew to {} bytes",
-            std::mem::size_of::<super::HttpConn>()
         );
     }
 }

@@ -13,7 +13,9 @@
 //! * [`HttpService`] — the state machine behind it: `connection.rs` drives
 //!   the steps, `reading.rs` turns buffered bytes into requests (with the
 //!   head parser in `head.rs` and the chunked decoder in `chunked.rs`), and
-//!   `writing.rs` serializes and sends responses.
+//!   `writing.rs` serializes and sends responses; [`HttpConn`] (`state.rs`)
+//!   is what a connection holds between steps. Each file imports only
+//!   those after it in that order.
 //! * [`RequestPool`] — a request's scratch arena, reset after it.
 //! * [`Routes`] and [`Router`] — routing by method and path with path
 //!   parameters; [`IntoResponse`] for what route handlers return, and with
@@ -76,11 +78,12 @@ mod request_pool;
 mod response;
 mod router;
 mod settings;
+mod state;
 mod writing;
 
 /// The allocator trait and collections a [`RequestPool`] plugs into.
 pub use allocator_api2;
-pub use connection::{HttpConn, HttpService};
+pub use connection::HttpService;
 pub use error::{Error, Result};
 pub use error_pages::{ErrorPage, ErrorPages};
 pub use factory::HttpFactory;
@@ -95,3 +98,4 @@ pub use response::{
 };
 pub use router::{IntoResponse, Rejection, Router, Routes};
 pub use settings::{HttpSettings, DEFAULT_SENDFILE_MAX_CHUNK};
+pub use state::HttpConn;

@@ -1,5 +1,7 @@
 //! Turning buffered bytes into requests: parse a head, bound and collect its
-//! body, enforce the header and body deadlines, run the handler.
+//! body, enforce the header and body deadlines, run the handler. A
+//! [`Reader`] (the handler and its request pool) does it, and hands what to
+//! send to the [`Sender`] it is lent.
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
@@ -7,15 +9,50 @@ use std::time::{Duration, Instant};
 
 use mpm_core::panics::catch;
 use mpm_core::scoreboard::WorkerState;
-use mpm_core::{Interest, Stream};
+use mpm_core::Stream;
 
 use crate::body::{self, BodySource, BodyStream, Timing};
 use crate::chunked::{self, ChunkError};
-use crate::connection::{After, Flush, Gate, HttpConn, HttpService, Started, Step};
 use crate::head::{self, Framing, Head, Parsed, SLOTS};
 use crate::request::{Headers, Request, Version};
+use crate::request_pool::PoolArena;
 use crate::response::Response;
+use crate::settings::ServiceSettings;
+use crate::state::{After, HttpConn, Started};
+use crate::writing::Sender;
 use crate::HttpHandler;
+
+/// What reads requests and answers them: the user's handler, and this
+/// worker's request pool, reset after every request.
+#[derive(Debug)]
+pub(crate) struct Reader<H> {
+    pub(crate) handler: H,
+    pub(crate) arena: PoolArena,
+}
+
+/// What the parser made of the buffered bytes.
+pub(crate) enum Step {
+    /// A response is queued.
+    Responded,
+    /// An interim response (`100 Continue`) is queued; then more bytes
+    /// are needed.
+    Interim,
+    /// More bytes are needed.
+    Incomplete,
+    /// A whole request is buffered, but answering it may block and the
+    /// [`Gate`] said not to: nothing was consumed.
+    Deferred,
+}
+
+/// Which requests a step may answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Any.
+    Any,
+    /// Only those the handler answers without blocking: on an event loop,
+    /// and behind gathered responses, which must not wait on a slow one.
+    NonBlocking,
+}
 
 /// How much of the request in progress has arrived.
 #[derive(Debug, Clone, Copy)]
@@ -53,34 +90,44 @@ fn request_line(data: &[u8], method: &str, target: &str) -> std::ops::Range<usiz
     }
 }
 
-impl<H: HttpHandler> HttpService<H> {
+impl<H: HttpHandler> Reader<H> {
     /// Parse one request from the buffer; if it is complete and `gate`
-    /// allows, run the handler and queue the response (behind any already
-    /// queued).
-    pub(crate) fn step(&mut self, c: &mut HttpConn, s: &mut Stream, gate: Gate) -> Step {
-        self.begin_response(c);
-        let limits = self.settings.limits;
+    /// allows, run the handler and queue the response with `out` (behind
+    /// any already queued).
+    pub(crate) fn step(
+        &mut self,
+        out: &mut Sender,
+        c: &mut HttpConn,
+        s: &mut Stream,
+        gate: Gate,
+    ) -> Step {
+        out.begin_response(c);
+        let limits = out.settings.limits;
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let data = &c.buf[c.start..c.filled];
         let head = match head::parse(data, &mut slots, &limits) {
             Parsed::NewerMinor(at) => {
                 // Served as HTTP/1.1 (RFC 9110 §2.5): parse it as one.
                 c.buf[c.start + at] = b'1';
-                return self.step(c, s, gate);
+                return self.step(out, c, s, gate);
             }
             Parsed::Partial => {
-                c.deadline = Some(self.deadline(&mut c.started, Received::Head(data.len() as u64)));
+                c.deadline = Some(deadline(
+                    &out.settings,
+                    &mut c.started,
+                    Received::Head(data.len() as u64),
+                ));
                 return Step::Incomplete;
             }
             Parsed::Reject(status) => {
-                let _ = self.reject(c, s, status);
+                let _ = out.reject(c, s, status);
                 return Step::Responded;
             }
             Parsed::Complete(head) => head,
         };
         // Bound the body before reading any of it.
         if matches!(head.framing, Framing::Length(n) if n > limits.body) {
-            let _ = self.reject(c, s, 413);
+            let _ = out.reject(c, s, 413);
             return Step::Responded;
         }
         // A handler that reads the body as it arrives is called now.
@@ -102,11 +149,11 @@ impl<H: HttpHandler> HttpService<H> {
                     Ok(Some(used)) => Some((0, decoded.len(), head.len + used)),
                     Ok(None) => None,
                     Err(ChunkError::Invalid) => {
-                        let _ = self.reject(c, s, 400);
+                        let _ = out.reject(c, s, 400);
                         return Step::Responded;
                     }
                     Err(ChunkError::TooLarge) => {
-                        let _ = self.reject(c, s, 413);
+                        let _ = out.reject(c, s, 413);
                         return Step::Responded;
                     }
                 }
@@ -114,7 +161,11 @@ impl<H: HttpHandler> HttpService<H> {
         };
         let Some((body_start, body_end, consumed)) = body_range else {
             let received = (data.len() - head.len) as u64;
-            c.deadline = Some(self.deadline(&mut c.started, Received::Body(received)));
+            c.deadline = Some(deadline(
+                &out.settings,
+                &mut c.started,
+                Received::Body(received),
+            ));
             // Queued and written like any response, so that a partial write
             // is finished before anything else goes out; and not ahead of
             // responses still queued: the caller sends those first and asks
@@ -144,11 +195,11 @@ impl<H: HttpHandler> HttpService<H> {
         } else {
             &data[body_start..body_end]
         };
-        let keep = self.settings.keepalive
+        let keep = out.settings.keepalive
             && head.wants_keep_alive()
             && !s.is_draining()
-            && (self.settings.max_keepalive_requests == 0
-                || c.served + 1 < self.settings.max_keepalive_requests);
+            && (out.settings.max_keepalive_requests == 0
+                || c.served + 1 < out.settings.max_keepalive_requests);
         let is_head = head.method == "HEAD";
         let version = head.version;
         // A body read as it arrives reads the socket (and may answer `100
@@ -162,9 +213,9 @@ impl<H: HttpHandler> HttpService<H> {
         if streamed {
             let timing = Timing {
                 started: *c.started.body.get_or_insert_with(Instant::now),
-                body_timeout: self.settings.request_body_timeout,
-                min_rate: self.settings.request_body_min_rate,
-                timeout: self.settings.timeout,
+                body_timeout: out.settings.request_body_timeout,
+                min_rate: out.settings.request_body_min_rate,
+                timeout: out.settings.timeout,
             };
             let framing = match head.framing {
                 Framing::Length(n) => body::Framing::Length(n),
@@ -204,13 +255,13 @@ impl<H: HttpHandler> HttpService<H> {
             None => self.call(&head, body, None, s.peer_addr()),
         }
         .into_parts();
-        self.log_start(&mut c.log, data, Some(head.headers), response.status);
+        out.log_start(&mut c.log, data, Some(head.headers), response.status);
         if let Some(slot) = s.score_slot() {
             let line = request_line(data, head.method, head.target);
             slot.record_request(&data[line], response.body.len().unwrap_or(0));
             slot.record_status(response.status);
         }
-        let keep = self.queue(c, response, is_head, keep, version);
+        let keep = out.queue(c, response, is_head, keep, version);
         c.served += 1;
         c.started = Started::default();
         c.deadline = None;
@@ -238,44 +289,46 @@ impl<H: HttpHandler> HttpService<H> {
         };
         Step::Responded
     }
+}
 
-    /// When the request in progress must have arrived, as `mod_reqtimeout`'s
-    /// `header=20-40,MinRate=500 body=20,MinRate=500` has it: its head
-    /// within the header timeout of its first byte (of the accept, for a
-    /// connection's first request), plus a second for every
-    /// `request_header_min_rate` bytes of it received, but never past the
-    /// header maximum; its body within the body timeout of the head's end,
-    /// plus a second for every `request_body_min_rate` bytes received. A
-    /// client sending at the minimum rate or faster never runs out of time
-    /// (up to the head's maximum); a trickle is cut off at the first
-    /// allowance.
-    pub(crate) fn deadline(&self, c: &mut Started, received: Received) -> Instant {
-        let now = Instant::now();
-        // A timeout configured beyond what an Instant holds means "never".
-        let after = mpm_core::deadline;
-        let settings = &self.settings;
-        match received {
-            Received::Head(bytes) => {
-                let allowed = settings
-                    .request_header_timeout
-                    .saturating_add(earned(bytes, settings.request_header_min_rate))
-                    .min(
-                        settings
-                            .request_header_max_timeout
-                            .max(settings.request_header_timeout),
-                    );
-                after(*c.head.get_or_insert(now), allowed)
-            }
-            Received::Body(bytes) => {
-                let started = *c.body.get_or_insert(now);
-                let allowed = settings
-                    .request_body_timeout
-                    .saturating_add(body::earned(bytes, settings.request_body_min_rate));
-                after(started, allowed)
-            }
+/// When the request in progress must have arrived, as `mod_reqtimeout`'s
+/// `header=20-40,MinRate=500 body=20,MinRate=500` has it: its head
+/// within the header timeout of its first byte (of the accept, for a
+/// connection's first request), plus a second for every
+/// `request_header_min_rate` bytes of it received, but never past the
+/// header maximum; its body within the body timeout of the head's end,
+/// plus a second for every `request_body_min_rate` bytes received. A
+/// client sending at the minimum rate or faster never runs out of time
+/// (up to the head's maximum); a trickle is cut off at the first
+/// allowance.
+#[inline]
+pub(crate) fn deadline(settings: &ServiceSettings, c: &mut Started, received: Received) -> Instant {
+    let now = Instant::now();
+    // A timeout configured beyond what an Instant holds means "never".
+    let after = mpm_core::deadline;
+    match received {
+        Received::Head(bytes) => {
+            let allowed = settings
+                .request_header_timeout
+                .saturating_add(earned(bytes, settings.request_header_min_rate))
+                .min(
+                    settings
+                        .request_header_max_timeout
+                        .max(settings.request_header_timeout),
+                );
+            after(*c.head.get_or_insert(now), allowed)
+        }
+        Received::Body(bytes) => {
+            let started = *c.body.get_or_insert(now);
+            let allowed = settings
+                .request_body_timeout
+                .saturating_add(body::earned(bytes, settings.request_body_min_rate));
+            after(started, allowed)
         }
     }
+}
 
+impl<H: HttpHandler> Reader<H> {
     /// Does the user's handler answer this request without blocking? A
     /// panic in it counts as no (a worker then runs the request, and the
     /// handler's panic there answers 500).
@@ -344,42 +397,6 @@ impl<H: HttpHandler> HttpService<H> {
                 );
                 Response::error(500)
             }
-        }
-    }
-
-    /// Queue an error response (behind any already queued), drop what was
-    /// received, and close lingering.
-    pub(crate) fn reject(&mut self, c: &mut HttpConn, s: &mut Stream, status: u16) -> Interest {
-        if c.pending.is_some() || c.has_parts() {
-            // A body still going out cannot be followed: the error replaces it.
-            self.finish_gathered(c, s);
-            c.out.clear();
-            c.out_pos = 0;
-            c.pending = None;
-            c.clear_parts();
-        }
-        self.begin_response(c);
-        self.log_start(
-            &mut c.log,
-            &c.buf[c.start..c.filled.max(c.start)],
-            None,
-            status,
-        );
-        if let Some(slot) = s.score_slot() {
-            slot.record_status(status);
-        }
-        let r = Response::error(status).into_parts();
-        self.queue(c, r, false, false, Version::Http11);
-        c.start = 0;
-        c.filled = 0;
-        c.started = Started::default();
-        c.deadline = None;
-        c.after = After::Linger;
-        match self.flush(c, s) {
-            Flush::Done => Interest::Linger,
-            Flush::Blocked => Interest::Write,
-            Flush::Yield => Interest::Yield,
-            Flush::Failed => Interest::Close,
         }
     }
 }

@@ -1,26 +1,51 @@
 //! Turning responses into bytes: the head with the fields the layer owns,
 //! then in-memory bytes, a file by sendfile (or read+write), or a stream
-//! (chunked on HTTP/1.1); and the access-log line of each response.
+//! (chunked on HTTP/1.1); and the access-log line of each response. A
+//! [`Sender`] (the settings and the access-log writer) does it; it knows
+//! nothing of the handler.
 
 use std::io::{self, ErrorKind, Read};
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 use mpm_core::{Interest, Stream};
 
-use crate::access_log::Record;
-use crate::connection::{After, Flush, Gathered, HttpConn, HttpService, Pending};
+use crate::access_log::{Record, Writer};
 use crate::date;
 use crate::page_cache;
 use crate::request::Version;
-use crate::response::{reason_phrase, Body, Part, Parts};
-use crate::HttpHandler;
+use crate::response::{reason_phrase, Body, HeaderText, Part, Parts, Response};
+use crate::settings::ServiceSettings;
+use crate::state::{After, Gathered, HttpConn, Pending, Started};
 
 /// Bytes read from a file per write when sendfile is off.
 const COPY_CHUNK: usize = 64 * 1024;
 /// Bytes per chunk of a streamed body.
 const STREAM_CHUNK: usize = 16 * 1024;
 
-impl<H: HttpHandler> HttpService<H> {
+/// What sends responses: the service's settings, and this worker's
+/// access-log writer.
+#[derive(Debug)]
+pub(crate) struct Sender {
+    pub(crate) settings: Arc<ServiceSettings>,
+    pub(crate) log: Option<Writer>,
+}
+
+/// Did writing finish?
+pub(crate) enum Flush {
+    Done,
+    Blocked,
+    /// On an event loop: the per-turn budget is spent, or the rest is not in
+    /// the page cache; resume later (perhaps on a worker).
+    Yield,
+    Failed,
+}
+
+// Not generic over the handler (as these were when they were methods of
+// `HttpService<H>`), so compiled once here: the small ones are `#[inline]`
+// so that the step machine, instantiated in the caller's crate, can still
+// inline them without LTO.
+impl Sender {
     /// Serialize a response into the connection's output. Returns whether
     /// the connection stays open after it.
     pub(crate) fn queue(
@@ -93,6 +118,7 @@ impl<H: HttpHandler> HttpService<H> {
     /// Queue the next piece of a [`Body::Parts`]: bytes go into the output
     /// (with those after them, up to a file region), a file region becomes
     /// the pending body; the pieces after it wait in `c.occasional`.
+    #[inline]
     pub(crate) fn next_part(&self, c: &mut HttpConn) {
         while let Some(part) = c.occasional.as_mut().and_then(|o| o.parts.pop_front()) {
             match part {
@@ -158,6 +184,7 @@ impl<H: HttpHandler> HttpService<H> {
     /// (pipelined responses gathered for one write), whose last log line is
     /// then kept aside until its bytes are sent; or at the start of an
     /// empty buffer.
+    #[inline]
     pub(crate) fn begin_response(&self, c: &mut HttpConn) {
         if !c.has_output() {
             c.out.clear();
@@ -173,6 +200,42 @@ impl<H: HttpHandler> HttpService<H> {
             });
         }
         c.resp_start = c.out.len();
+    }
+
+    /// Queue an error response (behind any already queued), drop what was
+    /// received, and close lingering.
+    pub(crate) fn reject(&mut self, c: &mut HttpConn, s: &mut Stream, status: u16) -> Interest {
+        if c.pending.is_some() || c.has_parts() {
+            // A body still going out cannot be followed: the error replaces it.
+            self.finish_gathered(c, s);
+            c.out.clear();
+            c.out_pos = 0;
+            c.pending = None;
+            c.clear_parts();
+        }
+        self.begin_response(c);
+        self.log_start(
+            &mut c.log,
+            &c.buf[c.start..c.filled.max(c.start)],
+            None,
+            status,
+        );
+        if let Some(slot) = s.score_slot() {
+            slot.record_status(status);
+        }
+        let r = Response::error(status).into_parts();
+        self.queue(c, r, false, false, Version::Http11);
+        c.start = 0;
+        c.filled = 0;
+        c.started = Started::default();
+        c.deadline = None;
+        c.after = After::Linger;
+        match self.flush(c, s) {
+            Flush::Done => Interest::Linger,
+            Flush::Blocked => Interest::Write,
+            Flush::Yield => Interest::Yield,
+            Flush::Failed => Interest::Close,
+        }
     }
 
     /// Write the queued responses; once they are done (or failed), log them.
@@ -194,6 +257,7 @@ impl<H: HttpHandler> HttpService<H> {
 
     /// Send what is queued before doing anything else: `None` once it is
     /// all sent, or what to wait for if it could not be.
+    #[inline]
     pub(crate) fn flush_first(&mut self, c: &mut HttpConn, s: &mut Stream) -> Option<Interest> {
         if !c.has_output() {
             return None;
@@ -272,6 +336,7 @@ impl<H: HttpHandler> HttpService<H> {
     }
 
     /// Write the access-log line of the response just finished, if any.
+    #[inline]
     pub(crate) fn log_done(&mut self, c: &mut HttpConn, s: &Stream, conn_ends: bool) {
         if let Some(log) = &mut self.log {
             log.write(&mut c.log, s.peer_addr().ip(), conn_ends);
@@ -425,7 +490,7 @@ pub(crate) struct Head<'r> {
     pub(crate) status: u16,
     /// The handler's reason phrase, if it gave one.
     pub(crate) reason: Option<&'r str>,
-    pub(crate) headers: &'r [(crate::response::HeaderText, crate::response::HeaderText)],
+    pub(crate) headers: &'r [(HeaderText, HeaderText)],
     /// Did the handler set `Server` itself?
     pub(crate) has_server: bool,
 }
