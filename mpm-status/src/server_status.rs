@@ -40,13 +40,16 @@
 //! (`--status-remote on`): request lines name other clients' URLs.
 
 use std::fmt::Write as _;
+use std::io;
 use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mpm_core::scoreboard::{Scoreboard, Slot, WorkerState};
 use mpm_core::MpmKind;
-use mpm_http::escape::{html_escape_into, json_escape_into};
+use mpm_http::escape::html_escape_into;
 use mpm_http::{HttpHandler, Request, Response};
+use serde::ser::SerializeMap;
+use serde::Serialize;
 
 pub mod prometheus;
 
@@ -190,45 +193,6 @@ impl ServerStatus {
             slots,
         }
     }
-
-    /// What the allocator and the scheduler cost, as totals ([`costs`]).
-    fn render_costs(&self, out: &mut String, snap: &Snapshot) {
-        let Costs {
-            alloc: a,
-            voluntary,
-            involuntary,
-            ..
-        } = costs(snap);
-        match mpm_core::allocator::active() {
-            Some(kind) => {
-                let _ = write!(
-                    out,
-                    "\"allocator\":\"{}\",\"allocations\":{},\"frees\":{},\"bytes_allocated\":{},\
-                     \"live_bytes\":{},\"live_bytes_peak\":{},",
-                    kind.name(),
-                    a.allocations,
-                    a.frees,
-                    a.bytes_allocated,
-                    a.bytes_allocated.saturating_sub(a.bytes_freed),
-                    a.live_bytes_peak,
-                );
-                // Only the `locked` allocator has a lock to wait for.
-                if kind == mpm_core::allocator::AllocatorKind::Locked {
-                    let _ = write!(
-                        out,
-                        "\"lock_contended\":{},\"lock_wait_us\":{:.1},",
-                        a.lock_contended,
-                        a.lock_wait_ns as f64 / 1e3,
-                    );
-                }
-            }
-            None => out.push_str("\"allocator\":null,"),
-        }
-        let _ = write!(
-            out,
-            "\"voluntary_ctxt_switches\":{voluntary},\"involuntary_ctxt_switches\":{involuntary},"
-        );
-    }
 }
 
 /// What the allocator and the scheduler cost, over the serving processes.
@@ -289,81 +253,79 @@ fn costs(snap: &Snapshot) -> Costs {
 }
 
 impl ServerStatus {
+    /// The page as JSON, built with serde_json from [`Document`]: the
+    /// fields in the order the table above lists them, compact, on one
+    /// line with a newline after it.
     fn render_json(&self, snap: &Snapshot) -> String {
         let t = &snap.totals;
-        let mut out = String::with_capacity(256 + 200 * snap.slots.len());
-        // Writing to a String cannot fail: the results are ignored.
-        let _ = write!(
-            out,
-            "{{\"uptime_seconds\":{:.3},\"mpm\":\"{}\",\"draining\":{},\"generation\":{},\
-             \"total_requests\":{},\"total_bytes\":{},\"total_connections\":{},\
-             \"handed_over_connections\":{},\"requests_per_second\":{:.3},\"busy_workers\":{},\
-             \"idle_workers\":{},\"keepalive_workers\":{},\"send_calls\":{},\"send_would_block\":{},",
-            snap.uptime_ms as f64 / 1000.0,
-            self.mpm.name(),
-            self.scoreboard.is_draining(),
-            snap.generation,
-            t.requests,
-            t.bytes,
-            t.connections,
-            t.handed_over,
-            per_second(t.requests, snap.uptime_ms),
-            t.busy,
-            t.idle,
-            t.keepalive,
-            t.sends,
-            t.send_would_block,
-        );
-        if t.accept_mutex {
-            let _ = write!(
-                out,
-                "\"accept_waits\":{},\"accept_wait_ms\":{:.3},",
-                t.accept_waits,
-                t.accept_wait_ns as f64 / 1e6,
-            );
-        }
-        self.render_costs(&mut out, snap);
-        for (name, counters) in &self.sections {
-            let _ = write!(out, "\"{name}\":{{");
-            for (i, (key, value)) in counters().iter().enumerate() {
-                let _ = write!(out, "{}\"{key}\":{value}", if i > 0 { "," } else { "" });
-            }
-            out.push_str("},");
-        }
-        out.push_str("\"workers\":[");
-        let mut first = true;
-        for (i, s) in snap.slots.iter().enumerate() {
-            let state = s.state();
-            if state == WorkerState::Dead {
-                continue;
-            }
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            let _ = write!(
-                out,
-                "{{\"slot\":{i},\"pid\":{},\"generation\":{},\"state\":\"{}\",\
-                 \"requests\":{},\"bytes\":{},\"connections\":{},\"last_request_age_ms\":",
-                s.pid(),
-                s.generation(),
-                state.name(),
-                s.requests(),
-                s.bytes(),
-                s.connections(),
-            );
-            match last_request_age_ms(s, snap.now_ms) {
-                Some(age) => {
-                    let _ = write!(out, "{age}");
-                }
-                None => out.push_str("null"),
-            }
-            out.push_str(",\"request_line\":\"");
-            json_escape_into(&mut out, &s.request_line());
-            out.push_str("\"}");
-        }
-        out.push_str("]}\n");
-        out
+        let Costs {
+            alloc: a,
+            voluntary,
+            involuntary,
+            ..
+        } = costs(snap);
+        let allocator = mpm_core::allocator::active();
+        let doc = Document {
+            uptime_seconds: decimals(snap.uptime_ms as f64 / 1000.0, 1e3),
+            mpm: self.mpm.name(),
+            draining: self.scoreboard.is_draining(),
+            generation: snap.generation,
+            total_requests: t.requests,
+            total_bytes: t.bytes,
+            total_connections: t.connections,
+            handed_over_connections: t.handed_over,
+            requests_per_second: decimals(per_second(t.requests, snap.uptime_ms), 1e3),
+            busy_workers: t.busy,
+            idle_workers: t.idle,
+            keepalive_workers: t.keepalive,
+            send_calls: t.sends,
+            send_would_block: t.send_would_block,
+            accept_waits: t.accept_mutex.then_some(t.accept_waits),
+            accept_wait_ms: t
+                .accept_mutex
+                .then(|| decimals(t.accept_wait_ns as f64 / 1e6, 1e3)),
+            allocator: allocator.map(|kind| kind.name()),
+            allocations: allocator.map(|kind| Allocations {
+                allocations: a.allocations,
+                frees: a.frees,
+                bytes_allocated: a.bytes_allocated,
+                live_bytes: a.bytes_allocated.saturating_sub(a.bytes_freed),
+                live_bytes_peak: a.live_bytes_peak,
+                // Only the `locked` allocator has a lock to wait for.
+                lock: (kind == mpm_core::allocator::AllocatorKind::Locked).then(|| LockWaits {
+                    lock_contended: a.lock_contended,
+                    lock_wait_us: decimals(a.lock_wait_ns as f64 / 1e3, 1e1),
+                }),
+            }),
+            voluntary_ctxt_switches: voluntary,
+            involuntary_ctxt_switches: involuntary,
+            sections: Sections(&self.sections),
+            workers: snap
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.state() != WorkerState::Dead)
+                .map(|(i, s)| Worker {
+                    slot: i,
+                    pid: s.pid(),
+                    generation: s.generation(),
+                    state: s.state().name(),
+                    requests: s.requests(),
+                    bytes: s.bytes(),
+                    connections: s.connections(),
+                    last_request_age_ms: last_request_age_ms(s, snap.now_ms),
+                    request_line: s.request_line(),
+                })
+                .collect(),
+        };
+        let mut out = Vec::with_capacity(256 + 200 * snap.slots.len());
+        // Into a Vec, with string keys only: serializing cannot fail, and
+        // serde_json writes UTF-8.
+        let _ = doc.serialize(&mut serde_json::Serializer::with_formatter(
+            &mut out, ScriptSafe,
+        ));
+        out.push(b'\n');
+        String::from_utf8(out).unwrap_or_default()
     }
 
     fn render_html(&self, snap: &Snapshot) -> String {
@@ -510,6 +472,123 @@ fn last_request_age_ms(slot: &Slot, now_ms: u64) -> Option<u64> {
     }
 }
 
+/// `x` rounded to the decimals of `scale` (1e3: three), as the page has
+/// always shown its fractions.
+fn decimals(x: f64, scale: f64) -> f64 {
+    (x * scale).round() / scale
+}
+
+/// The JSON page (see the table in this module's documentation). A figure
+/// that is not this server's is absent: the `Option`s skipped when `None`.
+#[derive(Serialize)]
+struct Document<'a> {
+    uptime_seconds: f64,
+    mpm: &'static str,
+    draining: bool,
+    generation: u32,
+    total_requests: u64,
+    total_bytes: u64,
+    total_connections: u64,
+    handed_over_connections: u64,
+    requests_per_second: f64,
+    busy_workers: u64,
+    idle_workers: u64,
+    keepalive_workers: u64,
+    send_calls: u64,
+    send_would_block: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    accept_waits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    accept_wait_ms: Option<f64>,
+    /// `null` when the program does not use mpm's allocator.
+    allocator: Option<&'static str>,
+    #[serde(flatten)]
+    allocations: Option<Allocations>,
+    voluntary_ctxt_switches: u64,
+    involuntary_ctxt_switches: u64,
+    /// Each layer's section (`tls`), as an object of its name.
+    #[serde(flatten)]
+    sections: Sections<'a>,
+    workers: Vec<Worker>,
+}
+
+/// What went through mpm's allocator.
+#[derive(Serialize)]
+struct Allocations {
+    allocations: u64,
+    frees: u64,
+    bytes_allocated: u64,
+    live_bytes: u64,
+    live_bytes_peak: u64,
+    #[serde(flatten)]
+    lock: Option<LockWaits>,
+}
+
+/// The `locked` allocator's waits.
+#[derive(Serialize)]
+struct LockWaits {
+    lock_contended: u64,
+    lock_wait_us: f64,
+}
+
+/// One slot in use.
+#[derive(Serialize)]
+struct Worker {
+    slot: usize,
+    pid: i32,
+    generation: u32,
+    state: &'static str,
+    requests: u64,
+    bytes: u64,
+    connections: u64,
+    /// `null` before the slot's first request.
+    last_request_age_ms: Option<u64>,
+    request_line: String,
+}
+
+/// The layers' sections, each read now: `"tls":{"handshakes_full":3,...}`.
+struct Sections<'a>(&'a [(&'static str, SectionCounters)]);
+
+impl Serialize for Sections<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, counters) in self.0 {
+            map.serialize_entry(name, &Section(counters()))?;
+        }
+        map.end()
+    }
+}
+
+/// One section's counters, in the order the layer gives them.
+struct Section(Vec<(&'static str, u64)>);
+
+impl Serialize for Section {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+/// serde_json's compact output, with `<` and DEL escaped in strings too
+/// (`\u003c`, `\u007f`), as the page always had them: request lines are
+/// the clients', and so the JSON is safe to paste into a `<script>`.
+struct ScriptSafe;
+
+impl serde_json::ser::Formatter for ScriptSafe {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut rest = fragment;
+        while let Some(at) = rest.find(['<', '\u{7f}']) {
+            writer.write_all(&rest.as_bytes()[..at])?;
+            write!(writer, "\\u{:04x}", rest.as_bytes()[at])?;
+            rest = &rest[at + 1..];
+        }
+        writer.write_all(rest.as_bytes())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,6 +677,60 @@ mod tests {
         );
         let pid = std::process::id();
         assert!(text.contains(&format!("\"pid\":{pid},")), "{text}");
+    }
+
+    #[test]
+    fn json_is_one_document_in_the_documented_order_with_each_layers_section() {
+        let status = ServerStatus::new(board(), MpmKind::Worker, false).with_section(
+            "tls",
+            std::sync::Arc::new(|| vec![("handshakes_full", 3), ("failed_timeout", 1)]),
+        );
+        let text = body(&get(&status, "/server-status?json"));
+        assert!(text.ends_with("]}\n") && !text.contains(": "), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["tls"]["handshakes_full"], 3, "{text}");
+        assert_eq!(v["tls"]["failed_timeout"], 1, "{text}");
+        assert_eq!(v["workers"].as_array().map(Vec::len), Some(2), "{text}");
+        assert_eq!(
+            v["workers"][0]["request_line"], "GET /a\"b\\c<script>&d HTTP/1.1",
+            "{text}"
+        );
+        assert!(v["uptime_seconds"].as_f64().is_some(), "{text}");
+        let at = |key: &str| {
+            text.find(&format!("\"{key}\":"))
+                .unwrap_or_else(|| panic!("no {key}: {text}"))
+        };
+        let order = [
+            "uptime_seconds",
+            "mpm",
+            "draining",
+            "generation",
+            "total_requests",
+            "total_bytes",
+            "total_connections",
+            "handed_over_connections",
+            "requests_per_second",
+            "busy_workers",
+            "idle_workers",
+            "keepalive_workers",
+            "send_calls",
+            "send_would_block",
+            "accept_waits",
+            "accept_wait_ms",
+            "allocator",
+            "voluntary_ctxt_switches",
+            "involuntary_ctxt_switches",
+            "tls",
+            "workers",
+        ];
+        for pair in order.windows(2) {
+            assert!(
+                at(pair[0]) < at(pair[1]),
+                "{} after {}: {text}",
+                pair[0],
+                pair[1]
+            );
+        }
     }
 
     #[test]
