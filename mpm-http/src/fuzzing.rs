@@ -1,8 +1,9 @@
 //! Entry points for the fuzz targets in `fuzz/` and the property tests in
-//! `mpm-core/tests/parser_properties.rs`: the request-head parser and the
+//! `mpm-http/tests/parser_properties.rs`: the request-head parser and the
 //! chunked decoder, each run on arbitrary bytes with its invariants checked
-//! by assertions. Not a stable API: hidden from the documentation, and only
-//! here so that code outside this crate can reach the parsers.
+//! by assertions. Not part of the shipped API: compiled only with the
+//! `fuzzing` feature, which the fuzz crate and this crate's own tests turn
+//! on, so that code outside this crate can reach the parsers.
 //!
 //! Each function panics when an invariant breaks, which is what a fuzzer
 //! and a property test look for; on any input that keeps them it returns

@@ -64,7 +64,7 @@ mod error;
 mod error_pages;
 pub mod escape;
 mod factory;
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod handler;
 mod head;
