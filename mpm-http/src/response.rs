@@ -75,7 +75,8 @@ impl From<Cow<'static, str>> for HeaderText {
 ///
 /// The HTTP layer writes `Date`, the framing (`Content-Length` or
 /// `Transfer-Encoding: chunked`) and `Connection`: those are its fields, and
-/// setting one here is refused (see [`header`](Self::header)). `Server` is
+/// setting one here is refused (see [`header`](Self::header): the response
+/// becomes a 500). `Server` is
 /// the application's default (the `mpm` crate's `Identity`) unless the
 /// handler sets one; a handler that wants the connection closed after this
 /// response says so with [`close`](Self::close).
@@ -104,6 +105,9 @@ pub struct Response {
     /// The body is the built-in error page (`Response::error`), which a
     /// configured error page replaces.
     stock: bool,
+    /// A field or reason phrase was refused: this is the 500 that replaced
+    /// the response, and the builder calls after it leave it alone.
+    refused: bool,
 }
 
 /// Why a header field was refused by [`Response::try_header`].
@@ -325,6 +329,7 @@ impl Response {
             close: false,
             has_server: false,
             stock: false,
+            refused: false,
         }
     }
 
@@ -374,19 +379,42 @@ impl Response {
     ///
     /// A field the layer writes (`Content-Length`, `Transfer-Encoding`,
     /// `Connection`, `Date`), a name that is not a token, or a value with CR,
-    /// LF or another control character is refused here, where it is set: a
-    /// panic in debug builds (the request is answered 500, and the message
-    /// names the field), a logged warning and the field left out in release
-    /// builds. [`try_header`](Self::try_header) returns the refusal instead,
-    /// for values that come from outside (a client, a file).
+    /// LF or another control character is refused here, where it is set, the
+    /// same way in debug and release builds: the response becomes the
+    /// built-in 500 (or the configured error page for 500), one error-log
+    /// line names the field and why, and the builder calls after it
+    /// (`header`, `reason`, `body`) leave that 500 alone, so that what the
+    /// handler meant for the 200 is never sent under the 500. As axum
+    /// answers a header that does not convert, a response that cannot be
+    /// sent as built is an error of the server's, not a response with a
+    /// field quietly missing. [`try_header`](Self::try_header) returns the
+    /// refusal instead, for values that come from outside (a client, a
+    /// file).
+    ///
+    /// ```
+    /// use mpm_http::Response;
+    /// let r = Response::new(200).header("X-Name", "a\r\nb").body("meant for the 200");
+    /// assert_eq!(r.status(), 500);
+    /// assert_eq!(Response::new(200).header("X-Name", "ab").status(), 200);
+    /// ```
     ///
     /// `Server` replaces the application's default for this response.
     pub fn header(mut self, name: impl Into<HeaderText>, value: impl Into<HeaderText>) -> Response {
-        if let Err(e) = self.try_header(name, value) {
-            debug_assert!(false, "{e}");
-            mpm_core::log_warn!("mpm: {e}; the field is left out");
+        if self.refused {
+            return self;
         }
-        self
+        match self.try_header(name, value) {
+            Ok(_) => self,
+            Err(e) => Response::refusal(&e),
+        }
+    }
+
+    /// The 500 that replaces a response a builder call refused, logged.
+    fn refusal(why: &dyn fmt::Display) -> Response {
+        mpm_core::log_error!("mpm: {why}; answered 500");
+        let mut r = Response::error(500);
+        r.refused = true;
+        r
     }
 
     /// Add a header field, or say why it is refused (see
@@ -440,21 +468,19 @@ impl Response {
     /// Send this reason phrase instead of the registered one (or instead of
     /// none, for a status without one). A phrase with CR, LF or another
     /// control character is refused as a header value is (see
-    /// [`header`](Self::header)).
+    /// [`header`](Self::header)): the response becomes a 500.
     pub fn reason(mut self, phrase: impl Into<HeaderText>) -> Response {
-        let phrase = phrase.into();
-        if is_field_value(&phrase) {
-            self.reason = Some(phrase);
-        } else {
-            debug_assert!(
-                false,
-                "reason phrase {:?} holds a control character",
-                &*phrase
-            );
-            mpm_core::log_warn!(
-                "mpm: a reason phrase holds a control character; the registered one is sent"
-            );
+        if self.refused {
+            return self;
         }
+        let phrase = phrase.into();
+        if !is_field_value(&phrase) {
+            return Response::refusal(&format_args!(
+                "the reason phrase {:?} holds a control character",
+                &*phrase
+            ));
+        }
+        self.reason = Some(phrase);
         self
     }
 
@@ -466,8 +492,12 @@ impl Response {
             .unwrap_or_else(|| reason_phrase(self.status))
     }
 
-    /// Set the body.
+    /// Set the body (unless a refused field made this response a 500: see
+    /// [`header`](Self::header)).
     pub fn body(mut self, body: impl Into<Body>) -> Response {
+        if self.refused {
+            return self;
+        }
         self.body = body.into();
         self.stock = false;
         self
@@ -643,6 +673,39 @@ mod tests {
         assert_eq!(r.headers().count(), 0);
         r.try_header("Server", "kv/1").unwrap();
         assert!(r.has_server);
+    }
+
+    // The same in every build (there is no debug_assert behind it): run
+    // under `cargo test --release` too.
+    #[test]
+    fn a_refused_field_makes_the_response_a_500_and_keeps_it_one() {
+        for (name, value) in [("X A", "v"), ("Content-Length", "5"), ("X-A", "a\r\nb")] {
+            let r = Response::new(200)
+                .header("X-Before", "1")
+                .header(name, value)
+                .header("X-After", "2")
+                .reason("Fine")
+                .body("meant for the 200");
+            assert_eq!(r.status(), 500, "{name}: {value:?}");
+            assert!(
+                r.stock && r.refused,
+                "the built-in page, which error pages replace"
+            );
+            assert_eq!(r.reason_text(), "Internal Server Error");
+            assert_eq!(r.header_value("x-before"), None);
+            assert_eq!(r.header_value("x-after"), None);
+            let Body::Shared(page) = r.body_ref() else {
+                panic!("expected the built-in page, got {:?}", r.body_ref())
+            };
+            assert!(page.starts_with(b"<!DOCTYPE html>"));
+        }
+        // A phrase that would split the head: the same.
+        assert_eq!(Response::new(299).reason("a\nb").status(), 500);
+        // Valid fields are kept, and a refused one can still be handled.
+        let mut r = Response::new(200).header("X-A", "b");
+        assert_eq!((r.status(), r.header_value("x-a")), (200, Some("b")));
+        assert!(r.try_header("X A", "v").is_err());
+        assert_eq!(r.status(), 200);
     }
 
     #[test]
