@@ -42,8 +42,9 @@
 //!
 //! ## Each worker has its own open-file table
 //!
-//! The cache of open files is two-level: each `StaticFiles` clone (one per
-//! worker thread, and one for the event loop) has a table of its own, read
+//! The static site's cache of open files (`mpm-site`) is two-level: each
+//! `StaticFiles` clone (one per worker thread, and one for the event loop)
+//! has a table of its own, read
 //! with no lock, and fills it from a table every clone of the process
 //! shares, split into 16 shards each behind its own lock. A hit on a hot
 //! file touches nothing another thread writes but the reference counts of

@@ -37,9 +37,9 @@ pub mod prelude {
 
 /// The layers `mpm` is built from, for what the prelude does not cover: a
 /// protocol of your own on [`mpm_core::ConnectionHandler`], driving a
-/// process model directly, the static site, the status page, the bench
-/// (`mpm_bench`: its workloads always, `bench` and `compare` with the
-/// `bench` feature).
+/// process model directly, the static site (`mpm_site`), the status page
+/// (`mpm_status`), the bench (`mpm_bench`: its workloads always, `bench`
+/// and `compare` with the `bench` feature).
 ///
 /// # Driving a process model directly
 ///
