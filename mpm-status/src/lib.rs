@@ -13,6 +13,7 @@
 //! that the `mpm` crate routes to.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod server_status;
 
