@@ -479,6 +479,12 @@ impl Write for Stream {
     }
 }
 
+impl AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}
+
 impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
         self.socket.as_raw_fd()
