@@ -108,6 +108,12 @@ impl HandOver {
         [self.send.as_raw_fd(), self.receive.as_raw_fd()]
     }
 
+    /// The sending and the receiving end, borrowed: to keep open for a new
+    /// master, at the numbers [`raw_fds`](Self::raw_fds) gives.
+    pub fn fds(&self) -> [BorrowedFd<'_>; 2] {
+        [self.send.as_fd(), self.receive.as_fd()]
+    }
+
     /// Another handle on the same channel (close-on-exec).
     pub fn try_clone(&self) -> Result<HandOver> {
         let dup = |fd: &OwnedFd| {
