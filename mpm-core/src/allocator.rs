@@ -4,16 +4,16 @@
 //! and `locked`, the system allocator behind one global mutex: the 2001-era
 //! libc malloc whose locks dominated a threaded server's profile; with the
 //! `jemalloc` cargo feature, a fourth, jemalloc. A program
-//! installs [`MpmAllocator`] as its `#[global_allocator]`: mpm-sys's
-//! [`Shim`](mpm_sys::alloc_shim::Shim), which dispatches to the allocator
+//! installs [`MpmAllocator`](type@MpmAllocator) as its `#[global_allocator]`: mpm-sys's
+//! [`Shim`], which dispatches to the allocator
 //! named by the `MPM_ALLOCATOR` environment variable (read once, on the first
 //! allocation, so one pointer is never handled by two allocators), with this
 //! module's counting as its observer. `mpm serve --allocator NAME`
 //! re-executes itself with the variable set when it differs.
 //!
 //! Counting costs no shared cache line: each worker thread counts into its
-//! own counters, in its scoreboard slot (see
-//! [`Slot::claim`](crate::scoreboard::Slot::claim), which calls [`count_into`]);
+//! own counters, in its scoreboard slot (where
+//! [`Slot::claim`](crate::scoreboard::Slot::claim) points it);
 //! threads without a slot (a master, a signal thread) count into
 //! process-wide atomics. The status page sums slots across processes.
 //! Every update is an atomic read-modify-write, even in a slot's own
@@ -101,7 +101,7 @@ impl clap::ValueEnum for AllocatorKind {
 }
 
 /// The allocator this process runs with, or `None` when the program did not
-/// install [`MpmAllocator`] (then it is whatever the program uses).
+/// install [`MpmAllocator`](type@MpmAllocator) (then it is whatever the program uses).
 pub fn active() -> Option<AllocatorKind> {
     mpm_sys::alloc_shim::active().map(AllocatorKind::from_backend)
 }
@@ -243,7 +243,7 @@ impl Observer for Counting {
 /// ```
 pub type MpmAllocator = Shim<Counting>;
 
-/// The one value of [`MpmAllocator`], named like it so that
+/// The one value of [`MpmAllocator`](type@MpmAllocator), named like it so that
 /// `static ALLOCATOR: MpmAllocator = MpmAllocator;` reads as for a unit struct.
 #[allow(non_upper_case_globals)]
 pub const MpmAllocator: MpmAllocator = Shim::new(Counting);

@@ -3,7 +3,7 @@
 //!
 //! What lives there holds no pointers and changes only through atomics: an
 //! address means something in one process only. [`ShmSafe`] is that
-//! promise; the atomics and arrays of them have it, and [`shm_safe!`]
+//! promise; the atomics and arrays of them have it, and [`shm_safe!`](crate::shm_safe!)
 //! gives it to a struct whose every field has it (checked at compile time),
 //! so that no crate but this one writes an `unsafe impl`.
 //!
@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 /// zero, (2) holds no pointer, reference or handle (a `Box`, a `String`, a
 /// file), and (3) changes only through atomics (no `Cell`, no plain field
 /// written through a shared reference): other processes read and write it
-/// at the same time. Outside this crate, use [`shm_safe!`], which checks
+/// at the same time. Outside this crate, use [`shm_safe!`](crate::shm_safe!), which checks
 /// each field instead of trusting the author.
 pub unsafe trait ShmSafe: Sync + 'static {}
 

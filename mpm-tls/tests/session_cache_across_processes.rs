@@ -23,7 +23,7 @@ fn in_child(f: impl FnOnce()) {
 }
 
 fn a_session_stored_in_a_child_is_found_in_the_parent() {
-    let c = SharedSessionCache::new(64, Duration::from_secs(300), None).unwrap();
+    let c = SharedSessionCache::new(64, Duration::from_secs(300), None).expect("a cache");
     in_child(|| {
         c.put(b"child".to_vec(), b"from the child".to_vec());
     });
