@@ -246,12 +246,13 @@ fn unmeta(m: u64) -> (u64, usize, usize) {
 /// # Concurrency
 ///
 /// The keys are spread over up to 256 shards by a hash keyed at random when
-/// the table is made; each shard has a lock of its own (a word in the
-/// shared memory holding its holder's pid), held while one entry is copied
-/// in or out, so processes and threads on different shards never meet.
-/// Reads take the lock too (the copy is short): a value read is always one
-/// that was written whole. A lock whose holder died is taken over (see the
-/// [module](self)).
+/// the table is made; each shard has a lock of its own (a robust
+/// process-shared mutex, [`mpm_sys::process_mutex`]: a waiter sleeps in the
+/// kernel), held while one entry is copied in or out, so processes and
+/// threads on different shards never meet. Reads take the lock too (the
+/// copy is short): a value read is always one that was written whole. A
+/// lock whose holder died goes to the next process that asks, which is told
+/// and repairs the shard (see the [module](self)).
 ///
 /// ```
 /// use mpm_core::shared::{Table, TableError};

@@ -3,7 +3,8 @@
 //!
 //! The master never serves a request and never starts a thread, so `fork()`
 //! copies a process in which no lock can be held by a thread that the child
-//! lacks. Signals reach it through signal-hook flags and a self-pipe it polls
+//! lacks (checked: [`mpm_sys::fork::fork`] counts the threads and refuses a
+//! threaded process, and `run` ends with that line). Signals reach it through signal-hook flags and a self-pipe it polls
 //! beside the lifecycle's stop pipe, once a second at least, to reap children.
 //!
 //! | signal to the master | meaning (as httpd's) |
