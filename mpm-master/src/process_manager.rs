@@ -602,18 +602,21 @@ fn describe(status: &WaitStatus) -> String {
 mod tests {
     use super::*;
 
-    /// The test harness runs this on a thread of its own: a threaded
-    /// process, which the master must not be. The first fork is refused,
-    /// and `run` ends with that one line instead of forking.
+    /// A second thread lives while the master runs: a threaded process,
+    /// which the master must not be. The first fork is refused, and `run`
+    /// ends with that one line instead of forking.
     #[test]
     fn a_threaded_master_is_refused_its_first_fork_in_one_line() {
         let listeners = [Listener::bind("127.0.0.1:0".parse().expect("addr"), 8).expect("bind")];
         let lifecycle = Lifecycle::new().expect("lifecycle");
         let manager =
             ProcessManager::new(&listeners, 1, Duration::from_secs(1)).expect("a manager");
-        let err = manager
-            .run(&lifecycle, &|_, _, _| Ok(()))
-            .expect_err("refused");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let result = manager.run(&lifecycle, &|_, _, _| Ok(()));
+        drop(tx);
+        let _ = other.join();
+        let err = result.expect_err("refused");
         let line = err.to_string();
         assert!(
             line.starts_with("fork refused: this process has "),

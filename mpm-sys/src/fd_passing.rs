@@ -50,9 +50,15 @@ static CLAIMING: Mutex<()> = Mutex::new(());
 ///
 /// Refused (`InvalidInput`) unless `fd` is above 2 (not stdio), open, and
 /// not close-on-exec: a descriptor this process opened itself has the flag
-/// (std and this project open everything close-on-exec), as has one
-/// claimed before, since claiming sets it. So no descriptor is owned twice
-/// through this function, nor one that other code of this process opened.
+/// (std, socket2, rustix and this project open everything close-on-exec),
+/// as has one claimed before, since claiming sets it. So no descriptor is
+/// owned twice through this function, nor one that other code of this
+/// process opened.
+///
+/// That rests on one convention, as every "descriptors passed at exec"
+/// protocol does (systemd's `LISTEN_FDS`, the `listenfd` crate): code of
+/// this process that opens a descriptor without close-on-exec (nix's
+/// `pipe`, say) must not pass its number here.
 pub fn claim_inherited(fd: RawFd) -> io::Result<OwnedFd> {
     use nix::fcntl::{fcntl, FcntlArg, FdFlag};
     let refuse = |why: &str| {
@@ -72,10 +78,11 @@ pub fn claim_inherited(fd: RawFd) -> io::Result<OwnedFd> {
         ));
     }
     fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(io::Error::from)?;
-    // SAFETY: `fd` is open and was not close-on-exec, so neither this
-    // function (which sets the flag, under a lock) nor any code of this
-    // process that opens descriptors owns it: it came with the exec, and is
-    // now owned here alone.
+    // SAFETY: `fd` is open and was not close-on-exec, so this function
+    // (which sets the flag, under a lock) has not claimed it before, and
+    // no code of this process opened it (everything here opens
+    // close-on-exec: the convention documented above): it came with the
+    // exec, and is now owned here alone.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 

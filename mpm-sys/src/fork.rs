@@ -57,11 +57,16 @@ pub fn exit_child(code: i32) -> ! {
 mod tests {
     use super::*;
 
-    /// The test harness runs each test on a thread of its own: this process
-    /// has at least two, so fork must refuse, naming the precondition.
+    /// A second thread lives while fork is asked (the harness may run this
+    /// on its main thread alone): fork must refuse, naming the precondition.
     #[test]
     fn a_threaded_process_is_refused_fork() {
-        let err = fork().unwrap_err();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let result = fork();
+        drop(tx);
+        let _ = other.join();
+        let err = result.unwrap_err();
         let Error::Threaded { threads } = err else {
             panic!("not refused for its threads: {err}");
         };
