@@ -303,4 +303,21 @@ mod tests {
         });
         assert_eq!(n.load(std::sync::atomic::Ordering::Relaxed), 4000);
     }
+
+    /// A guard forgotten leaves its mutex linked into this thread's robust
+    /// list, which the C library rewrites on every robust lock and unlock:
+    /// dropping the owner must leave that memory mapped, or giving back a
+    /// mutex locked before it writes into an unmapped page (a crash here).
+    #[test]
+    fn a_mutex_whose_guard_was_forgotten_stays_mapped_when_dropped() {
+        let before = OwnedProcessMutex::new("before").unwrap();
+        let held_before = before.lock().unwrap();
+        let forgotten = OwnedProcessMutex::new("forgotten").unwrap();
+        std::mem::forget(forgotten.lock().unwrap());
+        drop(forgotten);
+        // Unlinking `before` rewrites its neighbour in the list: `forgotten`.
+        drop(held_before);
+        let after = OwnedProcessMutex::new("after").unwrap();
+        drop(after.lock().unwrap());
+    }
 }
