@@ -109,9 +109,6 @@ pub fn active() -> Option<Backend> {
     Backend::from_code(CHOSEN.load(Ordering::Relaxed))
 }
 
-/// The jemalloc backend is built in (the `jemalloc` feature).
-pub const HAS_JEMALLOC: bool = cfg!(feature = "jemalloc");
-
 static BIG_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn locked<T>(observer: &impl Observer, f: impl FnOnce() -> T) -> T {
