@@ -17,6 +17,8 @@
 //! (process models, allocators, pollers) and starts servers as commands: it
 //! links no model and no protocol.
 
+#![forbid(unsafe_code)]
+
 #[cfg(feature = "commands")]
 pub mod bench;
 #[cfg(feature = "commands")]

@@ -4,14 +4,16 @@
 //! and `locked`, the system allocator behind one global mutex: the 2001-era
 //! libc malloc whose locks dominated a threaded server's profile; with the
 //! `jemalloc` cargo feature, a fourth, jemalloc. A program
-//! installs [`MpmAllocator`] as its `#[global_allocator]`; it dispatches to
-//! the allocator named by the `MPM_ALLOCATOR` environment variable, read once
-//! with `getenv` (which does not allocate) on the first allocation, so one
-//! pointer is never handled by two allocators. `mpm serve --allocator NAME`
+//! installs [`MpmAllocator`](type@MpmAllocator) as its `#[global_allocator]`: mpm-sys's
+//! [`Shim`], which dispatches to the allocator
+//! named by the `MPM_ALLOCATOR` environment variable (read once, on the first
+//! allocation, so one pointer is never handled by two allocators), with this
+//! module's counting as its observer. `mpm serve --allocator NAME`
 //! re-executes itself with the variable set when it differs.
 //!
 //! Counting costs no shared cache line: each worker thread counts into its
-//! own scoreboard slot (see [`Slot::claim`](crate::scoreboard::Slot::claim));
+//! own counters, in its scoreboard slot (where
+//! [`Slot::claim`](crate::scoreboard::Slot::claim) points it);
 //! threads without a slot (a master, a signal thread) count into
 //! process-wide atomics. The status page sums slots across processes.
 //! Every update is an atomic read-modify-write, even in a slot's own
@@ -19,21 +21,16 @@
 //! slots while the old one finishes its requests, and both count into the
 //! same counters (a load-then-store would lose the other's updates). On its
 //! own cache line the uncontended `lock xadd` costs a few nanoseconds of an
-//! allocation's tens.
-//!
-//! The `locked` allocator uses the standard library's futex mutex rather
-//! than parking_lot's: parking_lot allocates its parking table on first
-//! contention, which inside an allocator would recurse into itself.
+//! allocation's tens. Nothing else is written per allocation: whether the
+//! shim is installed is the allocator choice it makes once, read after.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::scoreboard::Slot;
+use mpm_sys::alloc_shim::{Backend, Observer, Shim};
 
 /// The environment variable that names the allocator of this process.
-pub const ENV: &str = "MPM_ALLOCATOR";
+pub const ENV: &str = mpm_sys::alloc_shim::ENV;
 
 /// The allocators a process can run with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,21 +72,12 @@ impl AllocatorKind {
         }
     }
 
-    fn code(self) -> u8 {
-        match self {
-            AllocatorKind::System => 1,
-            AllocatorKind::Mimalloc => 2,
-            AllocatorKind::Locked => 3,
-            AllocatorKind::Jemalloc => 4,
-        }
-    }
-
-    fn from_code(c: u8) -> AllocatorKind {
-        match c {
-            2 => AllocatorKind::Mimalloc,
-            3 => AllocatorKind::Locked,
-            4 => AllocatorKind::Jemalloc,
-            _ => AllocatorKind::System,
+    fn from_backend(b: Backend) -> AllocatorKind {
+        match b {
+            Backend::System => AllocatorKind::System,
+            Backend::Mimalloc => AllocatorKind::Mimalloc,
+            Backend::Locked => AllocatorKind::Locked,
+            Backend::Jemalloc => AllocatorKind::Jemalloc,
         }
     }
 }
@@ -112,42 +100,10 @@ impl clap::ValueEnum for AllocatorKind {
     }
 }
 
-static CHOSEN: AtomicU8 = AtomicU8::new(0);
-static INSTALLED: AtomicBool = AtomicBool::new(false);
-
-fn chosen() -> u8 {
-    match CHOSEN.load(Ordering::Relaxed) {
-        0 => {
-            // SAFETY: the name is NUL-terminated; getenv returns a pointer
-            // into the environment (or null) and allocates nothing. Nothing
-            // modifies the environment this early in a process.
-            let value = unsafe { libc::getenv(c"MPM_ALLOCATOR".as_ptr()) };
-            let kind = if value.is_null() {
-                AllocatorKind::System
-            } else {
-                // SAFETY: getenv returned a NUL-terminated string.
-                let bytes = unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes();
-                match bytes {
-                    b"mimalloc" => AllocatorKind::Mimalloc,
-                    b"locked" => AllocatorKind::Locked,
-                    #[cfg(feature = "jemalloc")]
-                    b"jemalloc" => AllocatorKind::Jemalloc,
-                    _ => AllocatorKind::System,
-                }
-            };
-            CHOSEN.store(kind.code(), Ordering::Relaxed);
-            kind.code()
-        }
-        c => c,
-    }
-}
-
 /// The allocator this process runs with, or `None` when the program did not
-/// install [`MpmAllocator`] (then it is whatever the program uses).
+/// install [`MpmAllocator`](type@MpmAllocator) (then it is whatever the program uses).
 pub fn active() -> Option<AllocatorKind> {
-    INSTALLED
-        .load(Ordering::Relaxed)
-        .then(|| AllocatorKind::from_code(chosen()))
+    mpm_sys::alloc_shim::active().map(AllocatorKind::from_backend)
 }
 
 /// Allocation counters of the threads that have no scoreboard slot.
@@ -166,6 +122,17 @@ pub struct Counters {
     /// The most these counters ever held live (allocated less freed).
     live_peak: AtomicU64,
 }
+
+// In a scoreboard slot, in shared memory: atomics only, zero to start.
+mpm_sys::shm_safe!(Counters {
+    allocations,
+    frees,
+    bytes_allocated,
+    bytes_freed,
+    lock_contended,
+    lock_wait_ns,
+    live_peak,
+});
 
 impl Counters {
     /// All zero.
@@ -227,22 +194,18 @@ pub fn unslotted() -> &'static Counters {
 
 thread_local! {
     /// The counters this thread adds to: its scoreboard slot's, once it has one.
-    static MINE: Cell<*const Counters> = const { Cell::new(std::ptr::null()) };
+    static MINE: Cell<Option<&'static Counters>> = const { Cell::new(None) };
 }
 
-/// Count this thread's allocations into `slot` from now on.
-pub(crate) fn count_into(slot: &'static Slot) {
-    let _ = MINE.try_with(|m| m.set(slot.alloc_counters()));
+/// Count this thread's allocations into `counters` (its scoreboard slot's)
+/// from now on.
+pub(crate) fn count_into(counters: &'static Counters) {
+    let _ = MINE.try_with(|m| m.set(Some(counters)));
 }
 
 fn with_counters(f: impl FnOnce(&Counters)) {
-    let mine = MINE.try_with(Cell::get).unwrap_or(std::ptr::null());
-    if mine.is_null() {
-        f(&UNSLOTTED);
-    } else {
-        // SAFETY: slots live in a mapping that is never unmapped.
-        f(unsafe { &*mine });
-    }
+    let mine = MINE.try_with(Cell::get).ok().flatten();
+    f(mine.unwrap_or(&UNSLOTTED));
 }
 
 /// Add atomically: a slot's counters may be shared by two generations.
@@ -250,25 +213,25 @@ fn bump(c: &AtomicU64, by: u64) {
     c.fetch_add(by, Ordering::Relaxed);
 }
 
-static BIG_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// What the shim reports to: this thread's counters.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Counting;
 
-fn locked<T>(f: impl FnOnce() -> T) -> T {
-    let guard = match BIG_LOCK.try_lock() {
-        Ok(g) => g,
-        Err(_) => {
-            let start = Instant::now();
-            let g = BIG_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-            let waited = start.elapsed().as_nanos() as u64;
-            with_counters(|c| {
-                bump(&c.lock_contended, 1);
-                bump(&c.lock_wait_ns, waited);
-            });
-            g
-        }
-    };
-    let r = f();
-    drop(guard);
-    r
+impl Observer for Counting {
+    fn allocated(&self, bytes: usize) {
+        count_alloc(bytes);
+    }
+
+    fn freed(&self, bytes: usize) {
+        count_free(bytes);
+    }
+
+    fn lock_waited(&self, ns: u64) {
+        with_counters(|c| {
+            bump(&c.lock_contended, 1);
+            bump(&c.lock_wait_ns, ns);
+        });
+    }
 }
 
 /// The global allocator of a program built on mpm: dispatches to the
@@ -278,11 +241,14 @@ fn locked<T>(f: impl FnOnce() -> T) -> T {
 /// #[global_allocator]
 /// static ALLOCATOR: mpm_core::allocator::MpmAllocator = mpm_core::allocator::MpmAllocator;
 /// ```
-#[derive(Debug, Default, Clone, Copy)]
-pub struct MpmAllocator;
+pub type MpmAllocator = Shim<Counting>;
 
-fn count_alloc(bytes: usize) {
-    INSTALLED.store(true, Ordering::Relaxed);
+/// The one value of [`MpmAllocator`](type@MpmAllocator), named like it so that
+/// `static ALLOCATOR: MpmAllocator = MpmAllocator;` reads as for a unit struct.
+#[allow(non_upper_case_globals)]
+pub const MpmAllocator: MpmAllocator = Shim::new(Counting);
+
+pub(crate) fn count_alloc(bytes: usize) {
     with_counters(|c| {
         bump(&c.allocations, 1);
         let allocated = c
@@ -298,111 +264,33 @@ fn count_alloc(bytes: usize) {
     });
 }
 
-fn count_free(bytes: usize) {
+pub(crate) fn count_free(bytes: usize) {
     with_counters(|c| {
         bump(&c.frees, 1);
         bump(&c.bytes_freed, bytes as u64);
     });
 }
 
-/// Forward one call to the chosen allocator (`locked`: the system one under
-/// the global mutex).
-fn dispatch<T>(call: impl FnOnce(&dyn GlobalAllocRef) -> T) -> T {
-    match chosen() {
-        2 => call(&mimalloc::MiMalloc),
-        3 => locked(|| call(&System)),
-        #[cfg(feature = "jemalloc")]
-        4 => call(&tikv_jemallocator::Jemalloc),
-        _ => call(&System),
-    }
-}
-
-/// `GlobalAlloc` as a trait object, so one dispatch serves every method.
-trait GlobalAllocRef {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8;
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout);
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8;
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8;
-}
-
-impl<A: GlobalAlloc> GlobalAllocRef for A {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is GlobalAlloc::alloc's.
-        unsafe { GlobalAlloc::alloc(self, layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is GlobalAlloc::dealloc's.
-        unsafe { GlobalAlloc::dealloc(self, ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is GlobalAlloc::alloc_zeroed's.
-        unsafe { GlobalAlloc::alloc_zeroed(self, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract is GlobalAlloc::realloc's.
-        unsafe { GlobalAlloc::realloc(self, ptr, layout, new_size) }
-    }
-}
-
-// SAFETY: every call is forwarded to one allocator chosen once per process
-// (never changed after the first allocation), so each pointer is freed by
-// the allocator that made it; the counters only observe.
-unsafe impl GlobalAlloc for MpmAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_alloc(layout.size());
-        // SAFETY: forwarded with the caller's layout.
-        dispatch(|a| unsafe { a.alloc(layout) })
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count_free(layout.size());
-        // SAFETY: `ptr` came from the same allocator, chosen once.
-        dispatch(|a| unsafe { a.dealloc(ptr, layout) })
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count_alloc(layout.size());
-        // SAFETY: forwarded with the caller's layout.
-        dispatch(|a| unsafe { a.alloc_zeroed(layout) })
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_free(layout.size());
-        count_alloc(new_size);
-        // SAFETY: `ptr` came from the same allocator, chosen once.
-        dispatch(|a| unsafe { a.realloc(ptr, layout, new_size) })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scoreboard::Scoreboard;
 
-    /// After a graceful restart a slot's old and new owners count into it
-    /// at once: no update may be lost.
+    /// What the shim sees goes to the counters of the thread that allocates:
+    /// its own once it has some, the process's until then.
     #[test]
-    fn two_threads_counting_into_one_slot_lose_no_update() {
-        let sb = Scoreboard::create(1, 1).expect("a scoreboard");
-        let slot: &'static Slot = &sb.slots()[0];
-        const N: u64 = 200_000;
-        let threads: Vec<_> = (0..2)
-            .map(|_| {
-                std::thread::spawn(move || {
-                    count_into(slot);
-                    for _ in 0..N {
-                        count_alloc(16);
-                        count_free(16);
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().expect("a counting thread");
-        }
+    fn a_thread_counts_into_its_own_counters_once_given_them() {
+        let mine: &'static Counters = Box::leak(Box::new(Counters::new()));
+        std::thread::spawn(move || {
+            count_into(mine);
+            mpm_sys::alloc_shim::exercise(&MpmAllocator, &[100, 28]);
+        })
+        .join()
+        .unwrap();
         let mut t = AllocTotals::default();
-        slot.alloc_counters().add_to(&mut t);
-        assert_eq!((t.allocations, t.frees), (2 * N, 2 * N));
-        assert_eq!((t.bytes_allocated, t.bytes_freed), (32 * N, 32 * N));
+        mine.add_to(&mut t);
+        assert_eq!((t.allocations, t.frees), (2, 2));
+        assert_eq!((t.bytes_allocated, t.bytes_freed), (128, 128));
+        // The shim allocated here: it is what `active` reports.
+        assert!(active().is_some());
     }
 }

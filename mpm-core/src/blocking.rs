@@ -1,7 +1,7 @@
 //! Driving a [`ConnectionHandler`] on a blocking socket, as prefork and worker do.
 
 use std::net::TcpStream;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -66,7 +66,7 @@ impl Timeouts {
 pub trait IdlePark {
     /// The connection on `fd` is about to wait idle for its next request.
     /// Return false if the server is stopping: the driver then closes it.
-    fn park(&mut self, fd: RawFd) -> bool;
+    fn park(&mut self, fd: BorrowedFd<'_>) -> bool;
     /// A new connection whose handler [can hand it over](ConnectionHandler::can_hand_over)
     /// is about to wait for its first bytes, at most `within`. A parker that
     /// knows the stop pipe and the [`HandOver`] channel waits here (with
@@ -87,37 +87,26 @@ pub trait IdlePark {
 /// non-blocking peek. A stopping server still answers such a request (with
 /// `Connection: close`) rather than close on it: closing would drop a
 /// request the client had already sent.
-pub fn has_pending_input(fd: RawFd) -> bool {
-    let mut byte = 0u8;
-    // SAFETY: a one-byte peek into a local buffer on an open socket.
-    let n = unsafe {
-        libc::recv(
-            fd,
-            (&mut byte as *mut u8).cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    n > 0
+pub fn has_pending_input(fd: impl AsFd) -> bool {
+    mpm_sys::socket::has_pending_input(fd)
 }
 
 /// Does the peer of the connection on `fd` send something within `within`
 /// (or has it already)? See [`has_pending_input`]; a stopping blocking
 /// model waits [`STOP_GRACE`](crate::STOP_GRACE) this way.
-pub fn input_arrives_within(fd: RawFd, within: Duration) -> bool {
-    // SAFETY: `fd` is an open socket the caller holds for this call.
-    let conn = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    let deadline = std::time::Instant::now() + within;
+pub fn input_arrives_within(fd: impl AsFd, within: Duration) -> bool {
+    let conn = fd.as_fd();
+    let deadline = crate::deadline(Instant::now(), within);
     loop {
         let mut fds = [nix::poll::PollFd::new(conn, nix::poll::PollFlags::POLLIN)];
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let ms = left.as_millis().min(u16::MAX as u128) as u16;
         match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
-            Ok(n) if n > 0 => return has_pending_input(fd),
+            Ok(n) if n > 0 => return has_pending_input(conn),
             // A second stop signal (SIGTERM after SIGUSR1, say) must not cut
             // the grace short: wait out the rest of it.
             Err(nix::errno::Errno::EINTR) if !left.is_zero() => {}
-            _ => return has_pending_input(fd),
+            _ => return has_pending_input(conn),
         }
     }
 }
@@ -151,7 +140,7 @@ pub fn await_first_request(
             let (true, Some(channel)) = (lifecycle.has_successor(), hand_over) else {
                 return FirstRequest::Serve; // a plain stop: served here, as before
             };
-            if input_arrives_within(socket.as_raw_fd(), crate::STOP_GRACE) {
+            if input_arrives_within(socket, crate::STOP_GRACE) {
                 return FirstRequest::Serve;
             }
             return match channel.send(socket.as_fd()) {
@@ -192,7 +181,7 @@ pub fn await_first_request(
 pub struct NoPark;
 
 impl IdlePark for NoPark {
-    fn park(&mut self, _fd: RawFd) -> bool {
+    fn park(&mut self, _fd: BorrowedFd<'_>) -> bool {
         true
     }
     fn unpark(&mut self) {}
@@ -261,8 +250,7 @@ pub fn serve_blocking<H: ConnectionHandler>(
                     Wait::KeepAlive => WorkerState::KeepAlive,
                 });
                 if wait == Wait::KeepAlive {
-                    let fd = stream.as_raw_fd();
-                    if !park.park(fd) {
+                    if !park.park(stream.socket().as_fd()) {
                         park.unpark();
                         park.closing();
                         return steps;
@@ -323,6 +311,7 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
+    use std::os::fd::{AsRawFd, RawFd};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
@@ -348,8 +337,8 @@ mod tests {
     }
 
     impl IdlePark for Recorder {
-        fn park(&mut self, fd: RawFd) -> bool {
-            self.parked.push(fd);
+        fn park(&mut self, fd: BorrowedFd<'_>) -> bool {
+            self.parked.push(fd.as_raw_fd());
             true
         }
         fn unpark(&mut self) {
@@ -385,5 +374,17 @@ mod tests {
             Ok(n) => assert_eq!(n, 0),
             Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
         }
+    }
+
+    /// A caller's `Duration::MAX` is "as long as can be", not an overflow
+    /// panic when added to now.
+    #[test]
+    fn waiting_duration_max_for_input_does_not_panic() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client.write_all(b"x").unwrap();
+        let (socket, _) = listener.accept().unwrap();
+        assert!(input_arrives_within(&socket, Duration::MAX));
+        assert!(has_pending_input(&socket));
     }
 }

@@ -92,5 +92,17 @@ impl std::error::Error for Error {
     }
 }
 
+/// A refused system call is the system's error; the rest (a size past a
+/// bound, a fork asked of a threaded process) are the program's input, which
+/// its user or author fixes.
+impl From<mpm_sys::Error> for Error {
+    fn from(e: mpm_sys::Error) -> Self {
+        match e {
+            mpm_sys::Error::Os { what, source } => Error::io(what, source),
+            other => Error::config(other.to_string()),
+        }
+    }
+}
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,15 +1,14 @@
 //! The channel by which one generation hands the next its connections
 //! that have not sent a byte: see [`HandOver`].
 
-use std::io::{self, IoSlice, IoSliceMut};
+use std::io::{self, IoSlice};
 use std::net::TcpStream;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use nix::sys::socket::{
-    recvmsg, sendmsg, socketpair, AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags,
-    SockFlag, SockType,
+    sendmsg, socketpair, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType,
 };
 
 use crate::error::{Error, Result};
@@ -109,6 +108,12 @@ impl HandOver {
         [self.send.as_raw_fd(), self.receive.as_raw_fd()]
     }
 
+    /// The sending and the receiving end, borrowed: to keep open for a new
+    /// master, at the numbers [`raw_fds`](Self::raw_fds) gives.
+    pub fn fds(&self) -> [BorrowedFd<'_>; 2] {
+        [self.send.as_fd(), self.receive.as_fd()]
+    }
+
     /// Another handle on the same channel (close-on-exec).
     pub fn try_clone(&self) -> Result<HandOver> {
         let dup = |fd: &OwnedFd| {
@@ -153,29 +158,7 @@ impl HandOver {
     pub fn receive(&self, nonblocking: bool) -> io::Result<(TcpStream, std::net::SocketAddr)> {
         loop {
             let mut byte = [0u8; 1];
-            let mut iov = [IoSliceMut::new(&mut byte)];
-            let mut space = nix::cmsg_space!([RawFd; 4]);
-            let msg = match recvmsg::<()>(
-                self.receive.as_raw_fd(),
-                &mut iov,
-                Some(&mut space),
-                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
-            ) {
-                Ok(m) => m,
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            let mut received = Vec::new();
-            for c in msg.cmsgs().map_err(io::Error::from)? {
-                if let ControlMessageOwned::ScmRights(fds) = c {
-                    // SAFETY: the kernel just installed these descriptors in
-                    // this process for us; nothing else refers to them.
-                    received.extend(
-                        fds.into_iter()
-                            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-                    );
-                }
-            }
+            let (_, received) = mpm_sys::fd_passing::receive_with_fds(&self.receive, &mut byte)?;
             // One per message as sent; anything else is closed and skipped.
             let mut fds = received.into_iter();
             let Some(fd) = fds.next() else { continue };
@@ -211,17 +194,7 @@ impl HandOver {
         }
         let lowat = self.send_lowat.load(Ordering::Relaxed);
         if lowat > 0 {
-            let value = libc::c_int::try_from(lowat).unwrap_or(libc::c_int::MAX);
-            // SAFETY: a valid socket, and a pointer to a c_int with its size.
-            unsafe {
-                libc::setsockopt(
-                    stream.as_raw_fd(),
-                    libc::IPPROTO_TCP,
-                    libc::TCP_NOTSENT_LOWAT,
-                    (&value as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
+            let _ = mpm_sys::socket::set_notsent_lowat(stream, lowat);
         }
     }
 
@@ -270,11 +243,11 @@ mod tests {
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         assert!(HandOver::from_fds(a.into(), b.into()).is_err());
         let real = HandOver::new().unwrap();
-        let [s, r] = real.raw_fds();
-        // SAFETY: dup'ed copies of the channel's descriptors, owned here.
-        let (s, r) = unsafe { (libc::dup(s), libc::dup(r)) };
-        // SAFETY: as above.
-        let (s, r) = unsafe { (OwnedFd::from_raw_fd(s), OwnedFd::from_raw_fd(r)) };
+        // Duplicates of the channel's descriptors, owned here.
+        let (s, r) = (
+            real.send.try_clone().unwrap(),
+            real.receive.try_clone().unwrap(),
+        );
         assert!(HandOver::from_fds(s, r).is_ok());
     }
 }

@@ -17,11 +17,9 @@
 //! accept, never per request.
 
 use std::fmt;
-use std::num::NonZeroUsize;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// An entry that does not accept: its process is at its cap, stopping, or gone.
 const NOT_ACCEPTING: u64 = u64::MAX;
@@ -31,6 +29,8 @@ struct Entry {
     pid: AtomicI32,
     open: AtomicU64,
 }
+// Zero is an unclaimed entry (pid 0), made not accepting at once.
+mpm_sys::shm_safe!(Entry { pid, open });
 
 /// The shared table, one entry per serving process. Made in the master
 /// before it forks, never unmapped.
@@ -51,25 +51,7 @@ impl ConnectionLedger {
     /// A ledger for `processes` serving processes, in shared memory.
     pub fn create(processes: usize) -> Result<ConnectionLedger> {
         let n = processes.max(1);
-        let bytes = n
-            .checked_mul(std::mem::size_of::<Entry>())
-            .and_then(NonZeroUsize::new)
-            .ok_or_else(|| Error::config("too many processes for the connection ledger"))?;
-        use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
-        // SAFETY: a fresh anonymous shared mapping, zeroed by the kernel,
-        // which is a valid value for every entry (pid 0: unclaimed).
-        let base: NonNull<std::ffi::c_void> = unsafe {
-            mmap_anonymous(
-                None,
-                bytes,
-                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                MapFlags::MAP_SHARED,
-            )
-        }
-        .map_err(|e| Error::io("mapping the connection ledger", e.into()))?;
-        // SAFETY: the mapping is `n` entries long, page-aligned (so aligned
-        // for Entry), zeroed, and never unmapped, so the slice is 'static.
-        let entries = unsafe { std::slice::from_raw_parts(base.as_ptr().cast::<Entry>(), n) };
+        let entries = mpm_sys::shared_memory::leak_slice::<Entry>(n, "the connection ledger")?;
         for e in entries {
             e.open.store(NOT_ACCEPTING, Ordering::Relaxed);
         }
@@ -177,15 +159,21 @@ impl LedgerSeat {
     /// saying so (killed, crashed), so that nobody waits on them. A system
     /// call per sibling: for a process that has stopped accepting for
     /// balance, now and then.
+    ///
+    /// This one still trusts pids (`kill(pid, 0)`): a robust process mutex
+    /// held for a process's life would tell death without one, but a seat is
+    /// written by whichever thread serves, which may end before its process.
+    /// A reused pid costs little here: a dead sibling's last count stays in
+    /// the reckoning until the master starts its replacement, which claims
+    /// the seat anew.
     pub fn forget_the_dead(&self) {
         for (i, e) in self.entries.iter().enumerate() {
             let pid = e.pid.load(Ordering::Relaxed);
             if i == self.me || pid == 0 {
                 continue;
             }
-            // SAFETY: kill with signal 0 only checks that the pid exists.
-            let gone = unsafe { libc::kill(pid, 0) } != 0
-                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                == Err(nix::errno::Errno::ESRCH);
             if gone
                 && e.pid
                     .compare_exchange(pid, 0, Ordering::Relaxed, Ordering::Relaxed)

@@ -49,6 +49,7 @@
 //! The [`ConnectionHandler`] documentation has a runnable line protocol;
 //! [`design`] explains why the pieces are shaped as they are.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod allocator;

@@ -168,33 +168,7 @@ impl Listener {
             Kind::Tcp(socket) => socket,
             Kind::HandOver(h) => return h.receive(true),
         };
-        let fd = socket.as_raw_fd();
-        // SAFETY: try_init hands accept4 a zeroed sockaddr_storage and its
-        // length to fill in; the descriptor is this listener's, open.
-        let (raw, addr) = unsafe {
-            socket2::SockAddr::try_init(|storage, len| loop {
-                let r = libc::accept4(
-                    fd,
-                    storage.cast(),
-                    len,
-                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                );
-                if r >= 0 {
-                    return Ok(r);
-                }
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            })
-        }?;
-        // SAFETY: accept4 just returned this descriptor: open, and owned by
-        // nothing else.
-        let stream = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-        let peer = addr.as_socket().ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, "accepted a non-IP address")
-        })?;
-        Ok((stream, peer))
+        mpm_sys::socket::accept_nonblocking(socket)
     }
 
     /// Set on `listeners` the options `settings` ask of every connection they
@@ -233,26 +207,8 @@ impl Listener {
         if bytes == 0 {
             return Ok(());
         }
-        let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-        // SAFETY: a valid socket, and a pointer to a c_int with its size, as
-        // TCP_NOTSENT_LOWAT takes; neither socket2 nor nix wraps it.
-        let rc = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_NOTSENT_LOWAT,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(Error::io(
-                "setting TCP_NOTSENT_LOWAT (--send-lowat) on a listener",
-                std::io::Error::last_os_error(),
-            ))
-        }
+        mpm_sys::socket::set_notsent_lowat(socket, bytes)
+            .map_err(|e| Error::io("setting TCP_NOTSENT_LOWAT (--send-lowat) on a listener", e))
     }
 
     /// Give every connection accepted from now on this `SO_SNDTIMEO`, by
@@ -362,19 +318,8 @@ mod tests {
                 Err(e) => panic!("{e}"),
             }
         };
-        let mut value: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: reads a c_int option of our open socket into `value`.
-        let rc = unsafe {
-            libc::getsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_NOTSENT_LOWAT,
-                (&mut value as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        assert_eq!((rc, value), (0, 32 * 1024));
+        let value = mpm_sys::socket::notsent_lowat(&s);
+        assert_eq!(value.ok(), Some(32 * 1024));
     }
 
     #[test]

@@ -2,14 +2,7 @@
 
 /// The broken-down local time of `secs` since the epoch.
 pub fn local_time(secs: i64) -> libc::tm {
-    // SAFETY: an all-zero `tm` is a valid value (the pointer field is null);
-    // localtime_r only writes into it and reads `t`, both valid locals.
-    unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        let t: libc::time_t = secs;
-        libc::localtime_r(&t, &mut tm);
-        tm
-    }
+    mpm_sys::clock::local_time(secs)
 }
 
 /// Month names as logs write them.

@@ -11,7 +11,6 @@
 //! owner's pid, state or request line: it writes those only while the slot
 //! still carries its pid.
 
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::allocator::Counters;
@@ -128,6 +127,27 @@ pub struct Slot {
     alloc: Counters,
 }
 
+// Atomics only; all zero is a dead slot with zero counters.
+mpm_sys::shm_safe!(Slot {
+    pid,
+    generation,
+    state,
+    line_len,
+    accept_mutex,
+    requests,
+    bytes,
+    connections,
+    last_request_ms,
+    accept_waits,
+    accept_wait_ns,
+    sends,
+    send_would_block,
+    responses,
+    handed_over,
+    line,
+    alloc,
+});
+
 #[derive(Debug)]
 #[repr(C)]
 struct Header {
@@ -137,6 +157,14 @@ struct Header {
     per_process: AtomicU32,
     draining: AtomicU32,
 }
+
+mpm_sys::shm_safe!(Header {
+    started_ms,
+    generation,
+    slots,
+    per_process,
+    draining,
+});
 
 /// The shared table of slots. Made once per server, before forking, and
 /// never unmapped: it lives as long as the process, so slot references are
@@ -192,40 +220,9 @@ impl Scoreboard {
     /// (at most [`MAX_SLOTS`]: more is a configuration error).
     pub fn create(processes: usize, per_process: usize) -> Result<&'static Scoreboard> {
         let n = Self::slots_for(processes, per_process)?;
-        // The header takes the room of one slot. Bounded above, so neither
-        // product can overflow; checked all the same.
-        let bytes = n
-            .checked_add(1)
-            .and_then(|s| s.checked_mul(std::mem::size_of::<Slot>()))
-            .ok_or_else(|| Error::config("scoreboard size overflows"))?;
-        let len =
-            std::num::NonZeroUsize::new(bytes).ok_or_else(|| Error::config("empty scoreboard"))?;
-        use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
-        // SAFETY: a fresh anonymous mapping, shared so that children's
-        // writes reach every process; zeroed by the kernel, which is a valid
-        // state for every atomic in it (Dead slots, zero counters).
-        let base: NonNull<std::ffi::c_void> = unsafe {
-            mmap_anonymous(
-                None,
-                len,
-                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                MapFlags::MAP_SHARED,
-            )
-        }
-        .map_err(|e| Error::io("mapping the scoreboard", e.into()))?;
-        let base = base.as_ptr().cast::<u8>();
-        // SAFETY: the mapping is `bytes` = (n + 1) × size_of::<Slot>() long
-        // (computed with checked arithmetic above), page-aligned, zeroed, and
-        // never unmapped; the header takes the first slot's room and the n
-        // slots follow, so the slice ends exactly at the mapping's end, and
-        // each slot is suitably aligned (the page is, and a slot's size is a
-        // multiple of its alignment).
-        let (header, slots) = unsafe {
-            let header = &*(base.cast::<Header>());
-            let slots =
-                std::slice::from_raw_parts(base.add(std::mem::size_of::<Slot>()).cast::<Slot>(), n);
-            (header, slots)
-        };
+        // Bounded above, so the size cannot overflow; checked all the same.
+        let (header, slots) =
+            mpm_sys::shared_memory::leak_with_header::<Header, Slot>(n, "the scoreboard")?;
         header.started_ms.store(now_ms(), Ordering::Relaxed);
         header.generation.store(1, Ordering::Relaxed);
         header.slots.store(n as u32, Ordering::Relaxed);
@@ -382,7 +379,7 @@ pub struct Totals {
 impl Slot {
     /// Take the slot for this process (a new process or thread starts).
     pub fn claim(&'static self, generation: u32) {
-        crate::allocator::count_into(self);
+        crate::allocator::count_into(&self.alloc);
         self.pid.store(refresh_pid(), Ordering::Relaxed);
         self.generation.store(generation, Ordering::Relaxed);
         self.state
@@ -520,16 +517,7 @@ impl Slot {
 /// processes of a server (accept hand-over times are written by one and
 /// read by another).
 pub fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime only fills the timespec we own; CLOCK_MONOTONIC
-    // always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    (t.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec as u64)
+    mpm_sys::clock::monotonic_ns()
 }
 
 #[cfg(test)]
@@ -617,5 +605,33 @@ mod tests {
         assert_eq!(s.state(), WorkerState::Starting);
         assert_eq!(s.requests(), 1);
         assert_eq!(s.request_line(), "");
+    }
+
+    /// After a graceful restart a slot's old and new owners count into it
+    /// at once: no update may be lost.
+    #[test]
+    fn two_threads_counting_into_one_slot_lose_no_update() {
+        use crate::allocator::{count_alloc, count_free, count_into, AllocTotals};
+        let sb = Scoreboard::create(1, 1).expect("a scoreboard");
+        let slot: &'static Slot = &sb.slots()[0];
+        const N: u64 = 200_000;
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    count_into(slot.alloc_counters());
+                    for _ in 0..N {
+                        count_alloc(16);
+                        count_free(16);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("a counting thread");
+        }
+        let mut t = AllocTotals::default();
+        slot.alloc_counters().add_to(&mut t);
+        assert_eq!((t.allocations, t.frees), (2 * N, 2 * N));
+        assert_eq!((t.bytes_allocated, t.bytes_freed), (32 * N, 32 * N));
     }
 }

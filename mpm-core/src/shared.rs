@@ -25,112 +25,49 @@
 //!   (`signal upgrade`) execs a new master with memory of its own, and the
 //!   state starts again empty there.
 //! * A process killed while it writes (SIGKILL, a crash) loses that one
-//!   write: [`Table`]'s locks record their holder's pid, and the next
-//!   process to want a dead holder's lock takes it over and drops the
-//!   half-written entry.
+//!   write: [`Table`]'s locks are robust process mutexes
+//!   ([`mpm_sys::process_mutex`]), which tell the next process to take a
+//!   dead holder's lock, and that one drops the half-written entry.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::ptr::NonNull;
-use std::sync::atomic::{
-    AtomicBool, AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicIsize, AtomicU16, AtomicU32,
-    AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use mpm_sys::process_mutex::{ProcessMutex, ProcessMutexGuard};
 
 use crate::error::{Error, Result};
 
-/// Types that may live in memory shared between processes.
-///
-/// # Safety
-///
-/// Implement it only for a type that (1) is valid when all its bytes are
-/// zero, (2) holds no pointer, reference or handle (a `Box`, a `String`, a
-/// file), and (3) changes only through atomics (no `Cell`, no plain field
-/// written through a shared reference): other processes read and write it
-/// at the same time. A `#[repr(C)]` struct of atomics and arrays of atomics
-/// qualifies.
+/// Types that may live in memory shared between processes: atomics,
+/// arrays of them, and structs declared with [`shm_safe!`], which checks
+/// that every field is one.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use mpm_core::shared::{Shared, ShmSafe};
+/// use mpm_core::shared::Shared;
 ///
 /// #[derive(Debug)]
 /// #[repr(C)]
 /// struct Stats { hits: AtomicU64, misses: AtomicU64 }
-/// // SAFETY: two atomics: zero is valid, no pointers, atomic mutation only.
-/// unsafe impl ShmSafe for Stats {}
+/// // Two atomics: zero is valid, no pointers, atomic mutation only.
+/// mpm_core::shared::shm_safe!(Stats { hits, misses });
 ///
 /// let stats = Shared::<Stats>::new().unwrap();
 /// stats.hits.fetch_add(1, Ordering::Relaxed);
 /// assert_eq!(stats.hits.load(Ordering::Relaxed), 1);
 /// ```
-pub unsafe trait ShmSafe: Sync + 'static {}
+pub use mpm_sys::shared_memory::ShmSafe;
 
-macro_rules! shm_safe {
-    ($($t:ty),*) => { $(
-        // SAFETY: an atomic integer: zero is valid, no pointer, atomic
-        // mutation only.
-        unsafe impl ShmSafe for $t {}
-    )* };
-}
-shm_safe!(
-    AtomicBool,
-    AtomicU8,
-    AtomicU16,
-    AtomicU32,
-    AtomicU64,
-    AtomicUsize,
-    AtomicI8,
-    AtomicI16,
-    AtomicI32,
-    AtomicI64,
-    AtomicIsize
-);
-// SAFETY: an array of ShmSafe values is zero-valid, pointer-free and
-// mutated only through its elements' atomics.
-unsafe impl<T: ShmSafe, const N: usize> ShmSafe for [T; N] {}
+pub use mpm_sys::shm_safe;
 
 /// The most bytes one facility maps (what a configuration may ask for is
 /// bounded, and the arithmetic checked): 16 GiB, touched lazily.
-pub const MAX_BYTES: usize = 16 << 30;
-
-/// Map `bytes` of zeroed memory shared with every process forked after.
-fn map(bytes: usize, what: &str) -> Result<NonNull<u8>> {
-    if bytes > MAX_BYTES {
-        return Err(Error::config(format!(
-            "{what}: {bytes} bytes of shared memory is more than the {MAX_BYTES} allowed"
-        )));
-    }
-    let len = std::num::NonZeroUsize::new(bytes.max(1)).expect("at least one byte");
-    use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
-    // SAFETY: a fresh anonymous mapping (no existing memory is touched),
-    // shared so that writes reach every process forked after it; the kernel
-    // zeroes it, which is valid for every ShmSafe type.
-    let base = unsafe {
-        mmap_anonymous(
-            None,
-            len,
-            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-            MapFlags::MAP_SHARED,
-        )
-    }
-    .map_err(|e| Error::io(format!("mapping shared memory for {what}"), e.into()))?;
-    Ok(base.cast())
-}
+pub const MAX_BYTES: usize = mpm_sys::shared_memory::MAX_BYTES;
 
 /// `len` zeroed atomic words in memory every process forked after shares,
 /// for a layer that lays out a structure of its own there (TLS's session
 /// cache); `what` names it in errors. At most [`MAX_BYTES`], never unmapped.
 pub fn words(len: usize, what: &str) -> Result<&'static [AtomicU64]> {
-    let bytes = len
-        .checked_mul(8)
-        .ok_or_else(|| Error::config(format!("{what}: {len} words of shared memory: too many")))?;
-    let base = map(bytes, what)?;
-    // SAFETY: `len` zeroed AtomicU64 words (page-aligned, so 8-aligned) in a
-    // mapping of `bytes` bytes that is never unmapped; zero is a valid
-    // AtomicU64 and every change goes through the atomics.
-    Ok(unsafe { std::slice::from_raw_parts(base.as_ptr().cast::<AtomicU64>(), len) })
+    Ok(mpm_sys::shared_memory::leak_slice(len, what)?)
 }
 
 /// One `T` in memory every process of the server shares; see the
@@ -151,16 +88,7 @@ impl<T: ShmSafe> Copy for Shared<T> {}
 impl<T: ShmSafe> Shared<T> {
     /// A zeroed `T` in new shared memory.
     pub fn new() -> Result<Shared<T>> {
-        assert!(
-            std::mem::align_of::<T>() <= 4096,
-            "shared values are page-aligned at most"
-        );
-        let base = map(std::mem::size_of::<T>(), std::any::type_name::<T>())?;
-        // SAFETY: the mapping is at least size_of::<T>() bytes, page-aligned
-        // (enough for T, asserted above), zeroed (a valid T, by ShmSafe's
-        // contract) and never unmapped, so the reference is good for 'static;
-        // T changes only through atomics, so sharing it is sound.
-        let value = unsafe { &*base.as_ptr().cast::<T>() };
+        let value = mpm_sys::shared_memory::leak(std::any::type_name::<T>())?;
         Ok(Shared { value })
     }
 }
@@ -176,10 +104,11 @@ impl<T: ShmSafe> std::ops::Deref for Shared<T> {
 /// different cores do not slow each other down.
 #[derive(Debug)]
 #[repr(C, align(128))]
-struct Line(AtomicU64);
+struct Line {
+    n: AtomicU64,
+}
 
-// SAFETY: one atomic, padded: zero-valid, pointer-free, atomic mutation.
-unsafe impl ShmSafe for Line {}
+mpm_sys::shm_safe!(Line { n });
 
 /// `n` counters shared by every process, each a relaxed atomic on a line
 /// of its own (128 bytes). Indexes past `n` panic, as a slice's do.
@@ -205,20 +134,14 @@ pub struct Counters {
 impl Counters {
     /// `n` counters, all zero.
     pub fn new(n: usize) -> Result<Counters> {
-        let bytes = n
-            .checked_mul(std::mem::size_of::<Line>())
-            .ok_or_else(|| Error::config(format!("{n} shared counters: too many")))?;
-        let base = map(bytes, "shared counters")?;
-        // SAFETY: `n` zeroed, 128-aligned (the mapping is page-aligned)
-        // Lines within a mapping of `bytes` bytes that is never unmapped.
-        let lines = unsafe { std::slice::from_raw_parts(base.as_ptr().cast::<Line>(), n) };
+        let lines = mpm_sys::shared_memory::leak_slice::<Line>(n, "shared counters")?;
         Ok(Counters { lines })
     }
 
     /// Add `n` to counter `i`; the new value.
     pub fn add(&self, i: usize, n: u64) -> u64 {
         self.lines[i]
-            .0
+            .n
             .fetch_add(n, Ordering::Relaxed)
             .wrapping_add(n)
     }
@@ -226,19 +149,19 @@ impl Counters {
     /// Subtract `n` from counter `i` (wrapping); the new value.
     pub fn sub(&self, i: usize, n: u64) -> u64 {
         self.lines[i]
-            .0
+            .n
             .fetch_sub(n, Ordering::Relaxed)
             .wrapping_sub(n)
     }
 
     /// Counter `i`.
     pub fn get(&self, i: usize) -> u64 {
-        self.lines[i].0.load(Ordering::Relaxed)
+        self.lines[i].n.load(Ordering::Relaxed)
     }
 
     /// Set counter `i`.
     pub fn set(&self, i: usize, v: u64) {
-        self.lines[i].0.store(v, Ordering::Relaxed);
+        self.lines[i].n.store(v, Ordering::Relaxed);
     }
 
     /// How many counters there are.
@@ -276,6 +199,13 @@ pub enum TableError {
     Full {
         /// The table's capacity.
         capacity: usize,
+    },
+    /// The system refused the shard's lock (never seen: the lock is made
+    /// usable again whenever a holder dies).
+    #[error("the table's lock failed (os error {errno})")]
+    Lock {
+        /// The system's error number.
+        errno: i32,
     },
 }
 
@@ -316,12 +246,13 @@ fn unmeta(m: u64) -> (u64, usize, usize) {
 /// # Concurrency
 ///
 /// The keys are spread over up to 256 shards by a hash keyed at random when
-/// the table is made; each shard has a lock of its own (a word in the
-/// shared memory holding its holder's pid), held while one entry is copied
-/// in or out, so processes and threads on different shards never meet.
-/// Reads take the lock too (the copy is short): a value read is always one
-/// that was written whole. A lock whose holder died is taken over (see the
-/// [module](self)).
+/// the table is made; each shard has a lock of its own (a robust
+/// process-shared mutex, [`mpm_sys::process_mutex`]: a waiter sleeps in the
+/// kernel), held while one entry is copied in or out, so processes and
+/// threads on different shards never meet. Reads take the lock too (the
+/// copy is short): a value read is always one that was written whole. A
+/// lock whose holder died goes to the next process that asks, which is told
+/// and repairs the shard (see the [module](self)).
 ///
 /// ```
 /// use mpm_core::shared::{Table, TableError};
@@ -335,9 +266,10 @@ fn unmeta(m: u64) -> (u64, usize, usize) {
 ///
 /// // What a child writes, the parent (and every other child) reads.
 /// # #[cfg(target_os = "linux")] {
-/// match unsafe { libc::fork() } {
-///     0 => { let _ = t.insert(b"from", b"child"); unsafe { libc::_exit(0) } }
-///     pid => { unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) }; }
+/// use mpm_sys::fork::{exit_child, fork, Forked};
+/// match fork().unwrap() {
+///     Forked::Child => { let _ = t.insert(b"from", b"child"); exit_child(0) }
+///     Forked::Parent(pid) => { nix::sys::wait::waitpid(pid, None).unwrap(); }
 /// }
 /// assert_eq!(t.get(b"from").as_deref(), Some(&b"child"[..]));
 /// # }
@@ -345,6 +277,8 @@ fn unmeta(m: u64) -> (u64, usize, usize) {
 #[derive(Debug, Clone)]
 pub struct Table {
     base: &'static [AtomicU64],
+    /// One lock a shard.
+    locks: &'static [ProcessMutex],
     shards: usize,
     per_shard: usize,
     /// Words per slot: header, hash, then the key's and value's bytes.
@@ -376,7 +310,7 @@ impl Table {
         // shard past its slots is negligible (below 1e-9 for 16 a shard).
         let per_shard = capacity.div_ceil(shards) * 3 + 8;
         let slot_words = 2 + (max_key + max_value).div_ceil(8);
-        let shard_head = 16; // lock and count on a line of their own
+        let shard_head = 16; // count (and a word once the lock's) on a line of their own
         let words = per_shard
             .checked_mul(slot_words)
             .and_then(|w| w.checked_add(shard_head))
@@ -384,13 +318,11 @@ impl Table {
         let Some(bytes) = words.and_then(|w| w.checked_mul(8)) else {
             return bad("too large".to_string());
         };
-        let base = map(bytes, "the shared table")?;
-        // SAFETY: `bytes / 8` zeroed AtomicU64 words (page-aligned, so
-        // 8-aligned) in a mapping that is never unmapped.
-        let base =
-            unsafe { std::slice::from_raw_parts(base.as_ptr().cast::<AtomicU64>(), bytes / 8) };
+        let base = mpm_sys::shared_memory::leak_slice::<AtomicU64>(bytes / 8, "the shared table")?;
+        let locks = ProcessMutex::leak(shards, "the shared table's locks")?;
         Ok(Table {
             base,
+            locks,
             shards,
             per_shard,
             slot_words,
@@ -457,7 +389,9 @@ impl Table {
             return false;
         }
         let hash = self.hash(key);
-        let shard = self.lock(hash);
+        let Ok(shard) = self.lock(hash) else {
+            return false;
+        };
         let found = self.find(shard.words, hash, key);
         if let Some(i) = found {
             let slot = self.slot(shard.words, i);
@@ -483,7 +417,7 @@ impl Table {
             });
         }
         let hash = self.hash(key);
-        let shard = self.lock(hash);
+        let shard = self.lock(hash)?;
         let (index, replaced) = match self.find(shard.words, hash, key) {
             Some(i) => (i, true),
             None => {
@@ -526,7 +460,9 @@ impl Table {
             return false;
         }
         let hash = self.hash(key);
-        let shard = self.lock(hash);
+        let Ok(shard) = self.lock(hash) else {
+            return false;
+        };
         let Some(i) = self.find(shard.words, hash, key) else {
             return false;
         };
@@ -558,40 +494,19 @@ impl Table {
         None
     }
 
-    /// Take the lock of `hash`'s shard.
-    fn lock(&self, hash: u64) -> ShardGuard {
-        let words = self.shard_words((hash >> 32) as usize % self.shards);
-        let me = u64::from(std::process::id());
-        let lock = &words[0];
-        let mut spins = 0u32;
-        let mut since = Instant::now();
-        loop {
-            match lock.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return ShardGuard { words },
-                Err(0) => {}
-                Err(holder) => {
-                    spins += 1;
-                    if spins < 64 {
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::yield_now();
-                    }
-                    // Held long: is its holder alive?
-                    if since.elapsed() > Duration::from_millis(100) {
-                        since = Instant::now();
-                        if holder != me
-                            && !alive(holder)
-                            && lock
-                                .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
-                                .is_ok()
-                        {
-                            self.repair(words);
-                            return ShardGuard { words };
-                        }
-                    }
-                }
-            }
+    /// Take the lock of `hash`'s shard (asleep in the kernel while another
+    /// process holds it); repair the shard first if its last holder died
+    /// holding it.
+    fn lock(&self, hash: u64) -> std::result::Result<ShardGuard, TableError> {
+        let shard = (hash >> 32) as usize % self.shards;
+        let words = self.shard_words(shard);
+        let lock = self.locks[shard].lock().map_err(|e| TableError::Lock {
+            errno: e.raw_os_error().unwrap_or(0),
+        })?;
+        if lock.holder_died() {
+            self.repair(words);
         }
+        Ok(ShardGuard { words, _lock: lock })
     }
 
     /// A dead process held this shard: drop the entry it was writing and
@@ -610,25 +525,10 @@ impl Table {
     }
 }
 
-/// Does process `pid` still exist?
-fn alive(pid: u64) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill with signal 0 sends nothing; it only checks the pid.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
 /// A held shard lock, released when dropped (a panic included).
 struct ShardGuard {
     words: &'static [AtomicU64],
-}
-
-impl Drop for ShardGuard {
-    fn drop(&mut self) {
-        self.words[0].store(0, Ordering::Release);
-    }
+    _lock: ProcessMutexGuard<'static>,
 }
 
 /// Copy `key` then `value` into `words`, eight bytes a word.
@@ -719,13 +619,22 @@ mod tests {
         let t = Table::new(16, 8, 8).unwrap();
         t.insert(b"kept", b"1").unwrap();
         let hash = t.hash(b"kept");
-        let shard = t.shard_words((hash >> 32) as usize % t.shards);
-        // A process that no longer exists holds the lock, mid-write.
+        let index = (hash >> 32) as usize % t.shards;
+        let shard = t.shard_words(index);
+        // A holder that died holding the lock, mid-write (a thread here;
+        // a process in mpm-sys's cross-process tests): no pid involved.
         let slot = t.slot(shard, 5);
-        slot[0].store(meta(WRITING, 3, 3), Ordering::Relaxed);
-        shard[0].store(u64::from(i32::MAX as u32), Ordering::Relaxed);
+        let lock = &t.locks[index];
+        std::thread::spawn(move || {
+            let held = lock.lock().unwrap();
+            slot[0].store(meta(WRITING, 3, 3), Ordering::Relaxed);
+            std::mem::forget(held);
+        })
+        .join()
+        .unwrap();
         assert_eq!(t.get(b"kept").as_deref(), Some(&b"1"[..]));
         assert_eq!(unmeta(slot[0].load(Ordering::Relaxed)).0, REMOVED);
+        assert_eq!(t.len(), 1, "recounted");
     }
 
     #[test]

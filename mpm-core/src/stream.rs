@@ -241,24 +241,14 @@ impl Stream {
         if let Some(r) = self.through(|t, raw| t.write(raw, buf, more)) {
             return r;
         }
-        let flags = if more {
-            libc::MSG_MORE | libc::MSG_NOSIGNAL
-        } else {
-            libc::MSG_NOSIGNAL
-        };
-        let fd = self.socket.as_raw_fd();
-        loop {
-            // SAFETY: `buf` is a valid readable slice for its length and `fd`
-            // is an open socket owned by `self`.
-            let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) };
-            if n >= 0 {
+        match mpm_sys::socket::send(&self.socket, buf, more) {
+            Ok(n) => {
                 self.count_send(false);
-                return Ok(n as usize);
+                Ok(n)
             }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
+            Err(err) => {
                 self.count_send(err.kind() == io::ErrorKind::WouldBlock);
-                return Err(self.note(err));
+                Err(self.note(err))
             }
         }
     }
@@ -406,7 +396,7 @@ impl Stream {
         if self.socket.shutdown(Shutdown::Write).is_err() {
             return;
         }
-        let deadline = Instant::now() + max;
+        let deadline = crate::deadline(Instant::now(), max);
         let _ = self.socket.set_nonblocking(false);
         let mut scratch = [0u8; 4096];
         let mut budget: usize = LINGER_BYTES;
@@ -489,8 +479,47 @@ impl Write for Stream {
     }
 }
 
+impl AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}
+
 impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
         self.socket.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    /// A caller's `Duration::MAX` is "as long as can be": no overflow panic
+    /// adding it to now; a peer that has closed ends the linger at once.
+    #[test]
+    fn lingering_duration_max_does_not_panic() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (socket, peer) = listener.accept().unwrap();
+        drop(client);
+        let stream = Stream::new(socket, peer, true, Arc::new(AtomicBool::new(false))).unwrap();
+        stream.linger_close(Duration::MAX);
+    }
+
+    #[test]
+    fn send_writes_and_counts_nothing_without_a_slot() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (socket, peer) = listener.accept().unwrap();
+        let mut stream = Stream::new(socket, peer, true, Arc::new(AtomicBool::new(false))).unwrap();
+        assert_eq!(stream.send(b"head", true).unwrap(), 4);
+        assert_eq!(stream.send(b"body", false).unwrap(), 4);
+        let mut got = [0u8; 8];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"headbody");
     }
 }

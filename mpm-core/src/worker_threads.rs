@@ -68,7 +68,7 @@ impl WorkerThreads {
     /// did: one stuck in a handler past the graceful timeout is left behind
     /// rather than waited on.
     pub fn join_within(self, within: Duration) {
-        let give_up = Instant::now() + within;
+        let give_up = crate::deadline(Instant::now(), within);
         while !self.all_finished() && Instant::now() < give_up {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -77,5 +77,18 @@ impl WorkerThreads {
                 let _ = h.join();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller's `Duration::MAX` is "as long as can be": no overflow panic
+    /// adding it to now, and threads that finish are joined at once.
+    #[test]
+    fn joining_within_duration_max_does_not_panic() {
+        let threads = WorkerThreads::spawn("t", 2, |_| || {}, || {}).unwrap();
+        threads.join_within(Duration::MAX);
     }
 }

@@ -3,7 +3,6 @@
 
 use std::io::{ErrorKind, Read};
 use std::net::Shutdown;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -576,7 +575,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 // it): that one is answered first, with `Connection: close`.
                 if self.stop_deadline.is_some()
                     && wait == Wait::KeepAlive
-                    && !(seen_readable || has_pending_input(conn.stream.as_raw_fd()))
+                    && !(seen_readable || has_pending_input(&conn.stream))
                 {
                     self.close(t);
                     return;

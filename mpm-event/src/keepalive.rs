@@ -3,7 +3,7 @@
 //! sparing one whose next request has arrived. A connection that has sent
 //! nothing at all is handed to the next generation when there is one.
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 
 use mpm_core::blocking::has_pending_input;
 use mpm_core::{ConnectionHandler, Wait};
@@ -25,7 +25,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     wait: Parked::Read(Wait::KeepAlive),
                     conn,
                     ..
-                } if has_pending_input(conn.stream.as_raw_fd()) => Some(t),
+                } if has_pending_input(&conn.stream) => Some(t),
                 _ => None,
             })
             .collect();
@@ -57,7 +57,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     conn,
                     ..
                 } if self.handler.can_hand_over(&conn.state)
-                    && !has_pending_input(conn.stream.as_raw_fd()) =>
+                    && !has_pending_input(&conn.stream) =>
                 {
                     Some(t)
                 }

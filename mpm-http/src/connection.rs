@@ -461,7 +461,7 @@ mod tests {
             )
             .unwrap();
         assert!(mpm_core::blocking::input_arrives_within(
-            std::os::fd::AsRawFd::as_raw_fd(&stream),
+            &stream,
             Duration::from_secs(10)
         ));
         assert_eq!(

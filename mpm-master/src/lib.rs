@@ -14,6 +14,8 @@
 //! * [`raise_fd_limit`] — lift the soft descriptor limit for many connections.
 //! * [`pid_file`] — the pid file `mpm signal` reads.
 
+#![forbid(unsafe_code)]
+
 pub mod cpus;
 pub mod design;
 mod fd_limit;

@@ -3,7 +3,8 @@
 //!
 //! The master never serves a request and never starts a thread, so `fork()`
 //! copies a process in which no lock can be held by a thread that the child
-//! lacks. Signals reach it through signal-hook flags and a self-pipe it polls
+//! lacks (checked: [`mpm_sys::fork::fork`] counts the threads and refuses a
+//! threaded process, and `run` ends with that line). Signals reach it through signal-hook flags and a self-pipe it polls
 //! beside the lifecycle's stop pipe, once a second at least, to reap children.
 //!
 //! | signal to the master | meaning (as httpd's) |
@@ -28,10 +29,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use mpm_sys::fork::{fork, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::unistd::Pid;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1, SIGWINCH};
 
 use mpm_core::scoreboard::{Scoreboard, WorkerState};
@@ -167,7 +169,9 @@ impl<'a> ProcessManager<'a> {
     /// Fork the children and manage them until the master is told to stop
     /// (by a signal, or by `lifecycle.stop()`), then stop them all.
     ///
-    /// Must be called while the process has a single thread.
+    /// Must be called while the process has a single thread: otherwise
+    /// the first fork is refused, and `run` returns that error (one line
+    /// naming the precondition).
     pub fn run(mut self, lifecycle: &Lifecycle, child_main: &ChildMain<'_>) -> Result<Exit> {
         let mut ready = std::mem::take(&mut self.ready);
         let signals = &self.signals;
@@ -505,10 +509,11 @@ impl<'a> ProcessManager<'a> {
             Some(&mut before),
         )
         .map_err(|e| Error::io("blocking signals", e.into()))?;
-        // SAFETY: the master is single-threaded (see `run`), so the child is a
-        // complete copy in which no lock is held by a missing thread.
-        match unsafe { fork() } {
-            Ok(ForkResult::Parent { child }) => {
+        // The master must be single-threaded (see `run`): mpm-sys's fork
+        // counts the threads and refuses otherwise, and the error is the
+        // one line the master exits with.
+        match fork() {
+            Ok(Forked::Parent(child)) => {
                 let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
                 Ok(Child {
                     pid: child,
@@ -517,7 +522,7 @@ impl<'a> ProcessManager<'a> {
                     started: Instant::now(),
                 })
             }
-            Ok(ForkResult::Child) => {
+            Ok(Forked::Child) => {
                 signals.uninstall();
                 // Die with the master rather than serve on unsupervised.
                 let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
@@ -532,7 +537,7 @@ impl<'a> ProcessManager<'a> {
             }
             Err(e) => {
                 let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
-                Err(Error::io("fork", e.into()))
+                Err(e.into())
             }
         }
     }
@@ -590,5 +595,33 @@ fn describe(status: &WaitStatus) -> String {
             )
         }
         other => format!("changed state: {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second thread lives while the master runs: a threaded process,
+    /// which the master must not be. The first fork is refused, and `run`
+    /// ends with that one line instead of forking.
+    #[test]
+    fn a_threaded_master_is_refused_its_first_fork_in_one_line() {
+        let listeners = [Listener::bind("127.0.0.1:0".parse().expect("addr"), 8).expect("bind")];
+        let lifecycle = Lifecycle::new().expect("lifecycle");
+        let manager =
+            ProcessManager::new(&listeners, 1, Duration::from_secs(1)).expect("a manager");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let result = manager.run(&lifecycle, &|_, _, _| Ok(()));
+        drop(tx);
+        let _ = other.join();
+        let err = result.expect_err("refused");
+        let line = err.to_string();
+        assert!(
+            line.starts_with("fork refused: this process has "),
+            "{line}"
+        );
+        assert!(!line.contains('\n'), "{line}");
     }
 }

@@ -20,8 +20,7 @@
 //! renames `FILE.oldbin` back.
 
 use std::ffi::OsString;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -49,7 +48,7 @@ pub const READY_AFTER: Duration = Duration::from_secs(1);
 
 /// How to start a new master: set by the program that runs the process
 /// manager, which alone knows its binary and arguments.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct UpgradeSpec {
     /// The binary to run.
     pub binary: PathBuf,
@@ -60,10 +59,10 @@ pub struct UpgradeSpec {
     /// How long the new master may take to be ready before the upgrade
     /// is rolled back.
     pub ready_timeout: Duration,
-    /// The hand-over channel's descriptors ([`HandOver::raw_fds`]), passed
-    /// on too, so that the old children can hand the new ones what they
-    /// hold unanswered.
-    pub hand_over: Option<[RawFd; 2]>,
+    /// The hand-over channel (a handle on it: [`HandOver::try_clone`]),
+    /// whose descriptors are passed on too, so that the old children can
+    /// hand the new ones what they hold unanswered.
+    pub hand_over: Option<HandOver>,
 }
 
 /// The path of `pid_file` while an upgrade is under way: `FILE.oldbin`.
@@ -118,32 +117,23 @@ impl UpgradeSpec {
             .env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
             .env_remove("LISTEN_FDNAMES");
-        match self.hand_over {
-            Some([send, receive]) => cmd.env(ENV_HAND_OVER, format!("{send},{receive}")),
+        match &self.hand_over {
+            Some(h) => {
+                let [send, receive] = h.raw_fds();
+                cmd.env(ENV_HAND_OVER, format!("{send},{receive}"))
+            }
             None => cmd.env_remove(ENV_HAND_OVER),
         };
-        let inherit: Vec<RawFd> = fds
-            .iter()
-            .copied()
-            .chain([write_fd])
-            .chain(self.hand_over.into_iter().flatten())
-            .collect();
-        // SAFETY: between fork and exec the closure only calls fcntl, which is
-        // async-signal-safe, on descriptors this process holds open.
-        unsafe {
-            cmd.pre_exec(move || {
-                for &fd in &inherit {
-                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
+        // Kept open across the exec, at the numbers the environment names.
+        let mut inherit: Vec<BorrowedFd<'_>> = listeners.iter().map(AsFd::as_fd).collect();
+        inherit.push(ready_write.as_fd());
+        if let Some(h) = &self.hand_over {
+            inherit.extend(h.fds());
         }
         if let Some(pid_file) = &self.pid_file {
             let _ = std::fs::rename(pid_file, oldbin_path(pid_file));
         }
-        let child = match cmd.spawn() {
+        let child = match mpm_sys::spawn::spawn_inheriting(&mut cmd, &inherit) {
             Ok(c) => c,
             Err(e) => {
                 self.restore_pid_file();
@@ -265,10 +255,7 @@ impl Inherited {
             if fd < 3 || nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).is_err() {
                 return Err(bad(&format!("descriptor {fd} is not open")));
             }
-            set_cloexec(fd)?;
-            // SAFETY: the upgrading master passed this open descriptor for
-            // this process alone to own; nothing else here refers to it.
-            let socket = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+            let socket = std::net::TcpListener::from(claim(fd)?);
             listeners.push(Listener::from_std(socket)?);
         }
         if listeners.is_empty() {
@@ -279,9 +266,7 @@ impl Inherited {
             .and_then(|s| s.parse().ok())
         {
             Some(fd) if fd >= 3 && nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).is_ok() => {
-                set_cloexec(fd)?;
-                // SAFETY: as above: passed for this process to own.
-                Some(unsafe { OwnedFd::from_raw_fd(fd) })
+                Some(claim(fd)?)
             }
             _ => None,
         };
@@ -297,10 +282,8 @@ impl Inherited {
                     if fd < 3 || nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).is_err() {
                         return Err(bad());
                     }
-                    set_cloexec(fd)?;
-                    // SAFETY: as above: passed for this process to own, and
-                    // checked open; `from_fds` checks what kind of socket.
-                    owned.push(unsafe { OwnedFd::from_raw_fd(fd) });
+                    // `from_fds` checks what kind of socket.
+                    owned.push(claim(fd)?);
                 }
                 let receive = owned.pop().ok_or_else(bad)?;
                 let send = owned.pop().ok_or_else(bad)?;
@@ -375,11 +358,9 @@ impl ReadyReport {
     }
 }
 
-fn set_cloexec(fd: RawFd) -> Result<()> {
-    nix::fcntl::fcntl(
-        fd,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-    )
-    .map(drop)
-    .map_err(|e| Error::io("taking an inherited descriptor", e.into()))
+/// Own descriptor `fd`, passed by the upgrading master for this process
+/// alone, close-on-exec again.
+fn claim(fd: RawFd) -> Result<OwnedFd> {
+    mpm_sys::fd_passing::claim_inherited(fd)
+        .map_err(|e| Error::io("taking an inherited descriptor", e))
 }

@@ -8,6 +8,12 @@
 //! (flock locks belong to an open file description, which children that
 //! merely inherit a descriptor would share).
 //!
+//! The `pthread` mutex is mpm-sys's [`OwnedProcessMutex`], the robust
+//! process-shared mutex every shared table uses; it and the shared clock are
+//! unmapped when the [`AcceptLock`] is dropped (a restart that re-read the
+//! configuration, once every child using them has exited), and a held turn
+//! borrows them, so they are never unmapped under a holder.
+//!
 //! The lock "file" of `fcntl` and `flock` has no name: it is a `memfd`, a
 //! file in memory that only descriptors reach. The master stays root, and a
 //! lock file at a path in a shared directory (`/tmp/mpm-accept-PID.lock`, as
@@ -23,13 +29,12 @@
 //! acquisition). An idle server counts none; a busy one counts the
 //! hand-overs that kept connections queued.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd};
-use std::ptr::NonNull;
+use std::os::fd::AsRawFd;
 
 use nix::fcntl::{fcntl, FcntlArg};
-use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
 
 use std::time::{Duration, Instant};
 
@@ -38,6 +43,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use mpm_core::listener_poller::{ListenerPoller, Woken};
 use mpm_core::scoreboard::monotonic_ns;
 use mpm_core::{Error, Lifecycle, Listener, Result};
+use mpm_sys::process_mutex::{OwnedProcessMutex, ProcessMutexGuard};
+use mpm_sys::shared_memory::SharedBox;
 
 /// How prefork children take turns to accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -72,17 +79,11 @@ impl AcceptMutex {
 pub struct AcceptLock {
     kind: AcceptMutex,
     file: Option<File>,
-    mutex: Option<NonNull<libc::pthread_mutex_t>>,
+    mutex: Option<OwnedProcessMutex>,
     /// When the last holder gave the turn up (monotonic ns), shared by the
     /// children; `None` without a mutex.
-    released: Option<NonNull<AtomicU64>>,
+    released: Option<SharedBox<AtomicU64>>,
 }
-
-// SAFETY: the pthread mutex lives in shared memory for the life of the
-// process and is only used through the pthread calls, which are thread-safe.
-unsafe impl Send for AcceptLock {}
-// SAFETY: as above; the file is only used through fcntl/flock.
-unsafe impl Sync for AcceptLock {}
 
 impl AcceptLock {
     /// Make the lock of this kind.
@@ -104,10 +105,12 @@ impl AcceptLock {
                         .map_err(|e| Error::io("creating the accept mutex's lock file", e))?,
                 );
             }
-            AcceptMutex::Pthread => lock.mutex = Some(shared_robust_mutex()?),
+            AcceptMutex::Pthread => {
+                lock.mutex = Some(OwnedProcessMutex::new("the accept mutex")?);
+            }
         }
         if kind != AcceptMutex::None {
-            lock.released = Some(shared_clock()?);
+            lock.released = Some(SharedBox::new("the accept mutex's clock")?);
         }
         Ok(lock)
     }
@@ -118,9 +121,7 @@ impl AcceptLock {
     }
 
     fn released(&self) -> Option<&AtomicU64> {
-        // SAFETY: the mapping is made once, never unmapped, and holds one
-        // AtomicU64 (zeroed by the kernel: a valid value).
-        self.released.map(|p| unsafe { p.as_ref() })
+        self.released.as_deref()
     }
 
     /// The kind of lock.
@@ -137,49 +138,18 @@ impl AcceptLock {
             ),
             _ => None,
         };
-        Ok(ChildLock { lock: self, own })
-    }
-}
-
-impl Drop for AcceptLock {
-    fn drop(&mut self) {
-        if let Some(m) = self.mutex.take() {
-            // SAFETY: the mapping was made by `shared_robust_mutex` with this
-            // size and is unmapped once: every `ChildLock` borrows this lock,
-            // so none is left in this process, and the children that shared
-            // it have their own copies of the mapping (a restart drops the
-            // lock only once they have all exited).
-            unsafe {
-                libc::pthread_mutex_destroy(m.as_ptr());
-                let _ = nix::sys::mman::munmap(
-                    m.cast::<std::ffi::c_void>(),
-                    std::mem::size_of::<libc::pthread_mutex_t>(),
-                );
-            }
-        }
-        if let Some(r) = self.released.take() {
-            // SAFETY: made by `shared_clock` with this size, unmapped once,
-            // for the same reasons as the mutex above.
-            unsafe {
-                let _ = nix::sys::mman::munmap(
-                    r.cast::<std::ffi::c_void>(),
-                    std::mem::size_of::<AtomicU64>(),
-                );
-            }
-        }
+        Ok(ChildLock {
+            lock: self,
+            own,
+            held: RefCell::new(None),
+        })
     }
 }
 
 /// A file with no name, for the `fcntl` and `flock` locks: `memfd_create`.
 fn anonymous_file() -> io::Result<File> {
-    // SAFETY: a NUL-terminated name and valid flags; on success the kernel
-    // returns a new descriptor that nothing else owns.
-    let fd = unsafe { libc::memfd_create(c"mpm-accept-mutex".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above: a fresh descriptor, owned here alone.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    let fd = rustix::fs::memfd_create(c"mpm-accept-mutex", rustix::fs::MemfdFlags::CLOEXEC)?;
+    Ok(File::from(fd))
 }
 
 /// One child's handle on the [`AcceptLock`].
@@ -187,6 +157,9 @@ fn anonymous_file() -> io::Result<File> {
 pub struct ChildLock<'a> {
     lock: &'a AcceptLock,
     own: Option<File>,
+    /// The `pthread` mutex while this child holds it: dropping the guard
+    /// gives the turn back.
+    held: RefCell<Option<ProcessMutexGuard<'a>>>,
 }
 
 impl ChildLock<'_> {
@@ -212,24 +185,20 @@ impl ChildLock<'_> {
                 }
                 AcceptMutex::Flock => {
                     let f = self.own.as_ref().ok_or_else(missing)?;
-                    // SAFETY: flock on a descriptor we own.
-                    match unsafe { libc::flock(f.as_fd().as_raw_fd(), libc::LOCK_EX) } {
-                        0 => Ok(()),
-                        _ => Err(io::Error::last_os_error()),
-                    }
+                    rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
+                        .map_err(io::Error::from)
                 }
                 AcceptMutex::Pthread => {
-                    let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
-                    match timed_lock(m, 1) {
-                        0 => Ok(()),
-                        libc::ETIMEDOUT => continue,
-                        // Its owner died holding it: we own it now; mark it usable.
-                        // SAFETY: we hold the mutex, as EOWNERDEAD means.
-                        libc::EOWNERDEAD => match unsafe { libc::pthread_mutex_consistent(m) } {
-                            0 => Ok(()),
-                            e => Err(io::Error::from_raw_os_error(e)),
-                        },
-                        e => Err(io::Error::from_raw_os_error(e)),
+                    let m = self.lock.mutex.as_deref().ok_or_else(missing)?;
+                    // A holder that died holding it left it to us, made
+                    // usable again; the turn guards no data to repair.
+                    match m.lock_for(Duration::from_secs(1)) {
+                        Ok(Some(guard)) => {
+                            *self.held.borrow_mut() = Some(guard);
+                            Ok(())
+                        }
+                        Ok(None) => continue,
+                        Err(e) => Err(e),
                     }
                 }
             };
@@ -261,24 +230,17 @@ impl ChildLock<'_> {
             }
             AcceptMutex::Flock => {
                 let f = self.own.as_ref().ok_or_else(missing)?;
-                // SAFETY: flock on a descriptor we own.
-                match unsafe { libc::flock(f.as_fd().as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } {
-                    0 => Ok(()),
-                    _ => Err(io::Error::last_os_error()),
-                }
+                rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                    .map_err(io::Error::from)
             }
             AcceptMutex::Pthread => {
-                let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
-                // SAFETY: as in `lock`.
-                match unsafe { libc::pthread_mutex_trylock(m) } {
-                    0 => Ok(()),
-                    libc::EBUSY => return Ok(false),
-                    // SAFETY: we hold the mutex, as EOWNERDEAD means.
-                    libc::EOWNERDEAD => match unsafe { libc::pthread_mutex_consistent(m) } {
-                        0 => Ok(()),
-                        e => Err(io::Error::from_raw_os_error(e)),
-                    },
-                    e => Err(io::Error::from_raw_os_error(e)),
+                let m = self.lock.mutex.as_deref().ok_or_else(missing)?;
+                match m.try_lock()? {
+                    Some(guard) => {
+                        *self.held.borrow_mut() = Some(guard);
+                        Ok(())
+                    }
+                    None => return Ok(false),
                 }
             }
         };
@@ -300,15 +262,18 @@ impl ChildLock<'_> {
             }
             AcceptMutex::Flock => {
                 let f = self.own.as_ref().ok_or_else(missing)?;
-                // SAFETY: flock on a descriptor we own.
-                retry_os(|| unsafe { libc::flock(f.as_fd().as_raw_fd(), libc::LOCK_UN) })
+                loop {
+                    match rustix::fs::flock(f, rustix::fs::FlockOperation::Unlock) {
+                        Err(rustix::io::Errno::INTR) => continue,
+                        r => return r.map_err(io::Error::from),
+                    }
+                }
             }
             AcceptMutex::Pthread => {
-                let m = self.lock.mutex.ok_or_else(missing)?.as_ptr();
-                // SAFETY: as in `lock`; we hold the mutex.
-                match unsafe { libc::pthread_mutex_unlock(m) } {
-                    0 => Ok(()),
-                    e => Err(io::Error::from_raw_os_error(e)),
+                // Dropping the guard unlocks.
+                match self.held.borrow_mut().take() {
+                    Some(_guard) => Ok(()),
+                    None => Err(io::Error::other("the accept mutex is not held")),
                 }
             }
         }
@@ -451,115 +416,6 @@ fn retry(mut f: impl FnMut() -> nix::Result<()>) -> io::Result<()> {
     }
 }
 
-fn retry_os(mut f: impl FnMut() -> libc::c_int) -> io::Result<()> {
-    loop {
-        if f() == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-/// A zeroed `AtomicU64` in anonymous shared memory, seen by every child.
-fn shared_clock() -> Result<NonNull<AtomicU64>> {
-    let len = std::num::NonZeroUsize::new(std::mem::size_of::<AtomicU64>())
-        .ok_or_else(|| Error::config("empty clock"))?;
-    // SAFETY: a fresh shared anonymous mapping, page-aligned and zeroed:
-    // a valid AtomicU64, never unmapped.
-    let mem = unsafe {
-        mmap_anonymous(
-            None,
-            len,
-            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-            MapFlags::MAP_SHARED,
-        )
-    }
-    .map_err(|e| Error::io("mapping the accept mutex's clock", e.into()))?;
-    Ok(mem.cast::<AtomicU64>())
-}
-
-/// Lock `m`, waiting at most `secs` seconds by the monotonic clock
-/// (`pthread_mutex_clocklock`), so that setting the wall clock back cannot
-/// stretch the wait. Returns the pthread error code (0 when locked).
-fn timed_lock(m: *mut libc::pthread_mutex_t, secs: libc::time_t) -> libc::c_int {
-    #[cfg(target_env = "gnu")]
-    const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
-    // Other C libraries have only the wall-clock `pthread_mutex_timedlock`.
-    #[cfg(not(target_env = "gnu"))]
-    const CLOCK: libc::clockid_t = libc::CLOCK_REALTIME;
-    let mut until = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills the timespec we own.
-    unsafe { libc::clock_gettime(CLOCK, &mut until) };
-    until.tv_sec = until.tv_sec.saturating_add(secs);
-    #[cfg(target_env = "gnu")]
-    {
-        extern "C" {
-            // glibc 2.30 and later; not yet in the libc crate.
-            fn pthread_mutex_clocklock(
-                m: *mut libc::pthread_mutex_t,
-                clock: libc::clockid_t,
-                abstime: *const libc::timespec,
-            ) -> libc::c_int;
-        }
-        // SAFETY: `m` is an initialised process-shared mutex in shared
-        // memory that outlives every child; `until` is a valid timespec.
-        unsafe { pthread_mutex_clocklock(m, CLOCK, &until) }
-    }
-    #[cfg(not(target_env = "gnu"))]
-    // SAFETY: as above.
-    unsafe {
-        libc::pthread_mutex_timedlock(m, &until)
-    }
-}
-
-/// A process-shared, robust mutex in anonymous shared memory.
-fn shared_robust_mutex() -> Result<NonNull<libc::pthread_mutex_t>> {
-    let len = std::num::NonZeroUsize::new(std::mem::size_of::<libc::pthread_mutex_t>())
-        .ok_or_else(|| Error::config("empty mutex"))?;
-    // SAFETY: a fresh shared anonymous mapping, big enough for the mutex.
-    let mem = unsafe {
-        mmap_anonymous(
-            None,
-            len,
-            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-            MapFlags::MAP_SHARED,
-        )
-    }
-    .map_err(|e| Error::io("mapping the accept mutex", e.into()))?;
-    let m = mem.cast::<libc::pthread_mutex_t>();
-    let fail = |what: &str, rc: i32| Error::io(what, io::Error::from_raw_os_error(rc));
-    // SAFETY: the attribute object is initialised before use and destroyed
-    // after; the mutex memory is valid, aligned (page-aligned) and unused.
-    unsafe {
-        let mut attr = std::mem::MaybeUninit::<libc::pthread_mutexattr_t>::uninit();
-        let rc = libc::pthread_mutexattr_init(attr.as_mut_ptr());
-        if rc != 0 {
-            return Err(fail("pthread_mutexattr_init", rc));
-        }
-        let attr_ptr = attr.as_mut_ptr();
-        let rc = libc::pthread_mutexattr_setpshared(attr_ptr, libc::PTHREAD_PROCESS_SHARED);
-        if rc != 0 {
-            return Err(fail("pthread_mutexattr_setpshared", rc));
-        }
-        let rc = libc::pthread_mutexattr_setrobust(attr_ptr, libc::PTHREAD_MUTEX_ROBUST);
-        if rc != 0 {
-            return Err(fail("pthread_mutexattr_setrobust", rc));
-        }
-        let rc = libc::pthread_mutex_init(m.as_ptr(), attr_ptr);
-        libc::pthread_mutexattr_destroy(attr_ptr);
-        if rc != 0 {
-            return Err(fail("pthread_mutex_init", rc));
-        }
-    }
-    Ok(m)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,8 +447,8 @@ mod tests {
         assert!(child.lock(&|| false).unwrap());
         // Held: a second try fails at once; the timed wait gives up.
         assert!(!child.try_lock().unwrap());
-        let m = lock.mutex.unwrap().as_ptr();
-        assert_eq!(timed_lock(m, 0), libc::ETIMEDOUT);
+        let m = lock.mutex.as_deref().unwrap();
+        assert!(m.lock_for(Duration::ZERO).unwrap().is_none());
         child.unlock().unwrap();
         assert!(child.try_lock().unwrap());
         child.unlock().unwrap();

@@ -3,7 +3,7 @@
 //! connection at once.
 
 use std::net::TcpStream;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -26,13 +26,10 @@ impl IdlePark for KeepAliveWait<'_> {
         await_first_request(socket, within, self.lifecycle, self.hand_over)
     }
 
-    fn park(&mut self, fd: RawFd) -> bool {
+    fn park(&mut self, conn: BorrowedFd<'_>) -> bool {
         if self.lifecycle.is_stopping() {
-            return mpm_core::blocking::input_arrives_within(fd, STOP_GRACE);
+            return mpm_core::blocking::input_arrives_within(conn, STOP_GRACE);
         }
-        // SAFETY: `fd` is the open connection the driver is about to read;
-        // it outlives this call.
-        let conn = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
         let mut fds = [
             PollFd::new(conn, PollFlags::POLLIN),
             PollFd::new(self.lifecycle.wake_fd(), PollFlags::POLLIN),
@@ -62,7 +59,7 @@ impl IdlePark for KeepAliveWait<'_> {
         if fds[0].revents().is_some_and(|r| !r.is_empty()) {
             return true;
         }
-        mpm_core::blocking::input_arrives_within(fd, STOP_GRACE)
+        mpm_core::blocking::input_arrives_within(conn, STOP_GRACE)
     }
 
     fn unpark(&mut self) {}

@@ -17,6 +17,8 @@
 //! waited for its turn to accept (only that: see [`accept`]), and retires
 //! after `--max-connections-per-child` connections.
 
+#![forbid(unsafe_code)]
+
 pub mod accept;
 mod keepalive;
 mod run;

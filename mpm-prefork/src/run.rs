@@ -119,15 +119,15 @@ impl Mpm for Prefork {
 /// `flock` wait for the accept mutex) instead of restarting them, so that a
 /// child told to go while it waits notices.
 fn interrupt_on_stop_signals() {
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGUSR1, libc::SIGWINCH] {
-        // SAFETY: read the installed action and write it back unchanged but
-        // for SA_RESTART; both structs are valid for the calls.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut action) == 0 {
-                action.sa_flags &= !libc::SA_RESTART;
-                libc::sigaction(sig, &action, std::ptr::null_mut());
-            }
-        }
+    use nix::sys::signal::Signal;
+    for sig in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGUSR1,
+        Signal::SIGWINCH,
+    ] {
+        // A failure leaves the call restarting: a stop is then noticed once
+        // the turn comes, as before this was set.
+        let _ = mpm_sys::signals::interrupt_system_calls(sig);
     }
 }

@@ -46,10 +46,7 @@ fn pair() -> (TcpStream, Stream) {
 /// Send `request` and wait until the server's side has it.
 fn ask(client: &mut TcpStream, server: &Stream, request: &[u8]) {
     client.write_all(request).unwrap();
-    assert!(input_arrives_within(
-        server.as_raw_fd(),
-        Duration::from_secs(10)
-    ));
+    assert!(input_arrives_within(server, Duration::from_secs(10)));
 }
 
 /// Everything the server's last step sent: over loopback, a send has

@@ -71,6 +71,7 @@
 //! TLS listeners' (`getsockname`, once per connection, and only when plain
 //! and TLS listeners are mixed), as nginx does for wildcard listeners.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod certs;

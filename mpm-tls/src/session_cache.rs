@@ -5,17 +5,20 @@
 //!
 //! A fixed table made before forking: sessions are spread over buckets of
 //! [`WAYS`] entries by a hash keyed at random (the same in every process,
-//! since it is made before the fork); each bucket has a lock of its own (a
-//! word holding its holder's pid, taken over if that process died), held
-//! while one entry is copied in or out. A full bucket evicts its entry
-//! closest to expiry, so the cache never refuses a session and never grows.
+//! since it is made before the fork). A bucket is locked while one entry is
+//! copied in or out, with one of up to [`LOCKS`] robust process mutexes
+//! (mpm-sys's [`ProcessMutex`], the lock every shared table uses: a waiter
+//! sleeps, and a holder that dies leaves it to the next). A full bucket
+//! evicts its entry closest to expiry, so the cache never refuses a session
+//! and never grows.
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use mpm_sys::process_mutex::ProcessMutex;
 use rustls::server::StoresServerSessions;
 
 use crate::error::{Error, Result};
@@ -35,8 +38,12 @@ const KEY_WORDS: usize = MAX_KEY / 8;
 const VALUE_WORDS: usize = MAX_VALUE / 8;
 /// meta, expiry, hash, key, value.
 const ENTRY_WORDS: usize = 3 + KEY_WORDS + VALUE_WORDS;
-/// The lock, then the entries.
-const BUCKET_WORDS: usize = 1 + WAYS * ENTRY_WORDS;
+/// The entries.
+const BUCKET_WORDS: usize = WAYS * ENTRY_WORDS;
+/// The most locks a cache has: buckets beyond share them (bucket `b` takes
+/// lock `b % LOCKS`), which keeps the locks' memory, touched when they are
+/// made, to 64 KiB, and contention between them negligible.
+pub const LOCKS: usize = 1024;
 
 const FULL: u64 = 1;
 
@@ -44,6 +51,7 @@ const FULL: u64 = 1;
 #[derive(Clone)]
 pub struct SharedSessionCache {
     words: &'static [AtomicU64],
+    locks: &'static [ProcessMutex],
     buckets: usize,
     timeout: u64,
     hasher: RandomState,
@@ -74,8 +82,11 @@ impl SharedSessionCache {
             .checked_mul(BUCKET_WORDS)
             .ok_or_else(|| Error::Config("--tls-session-cache: too large".into()))?;
         let words = mpm_core::shared::words(words, "the TLS session cache")?;
+        let locks = ProcessMutex::leak(buckets.min(LOCKS), "the TLS session cache's locks")
+            .map_err(mpm_core::Error::from)?;
         Ok(SharedSessionCache {
             words,
+            locks,
             buckets,
             timeout: timeout.as_secs().max(1),
             hasher: RandomState::new(),
@@ -88,13 +99,15 @@ impl SharedSessionCache {
         self.buckets * WAYS
     }
 
-    fn bucket(&self, hash: u64) -> &'static [AtomicU64] {
+    /// The bucket of `hash`, and its lock.
+    fn bucket(&self, hash: u64) -> (&'static [AtomicU64], &'static ProcessMutex) {
         let b = (hash % self.buckets as u64) as usize;
-        &self.words[b * BUCKET_WORDS..(b + 1) * BUCKET_WORDS]
+        let words = &self.words[b * BUCKET_WORDS..(b + 1) * BUCKET_WORDS];
+        (words, &self.locks[b % self.locks.len()])
     }
 
     fn entry(bucket: &'static [AtomicU64], way: usize) -> &'static [AtomicU64] {
-        let start = 1 + way * ENTRY_WORDS;
+        let start = way * ENTRY_WORDS;
         &bucket[start..start + ENTRY_WORDS]
     }
 
@@ -120,8 +133,10 @@ impl SharedSessionCache {
             return None;
         }
         let hash = self.hash(key);
-        let bucket = self.bucket(hash);
-        let _lock = Lock::take(&bucket[0]);
+        let (bucket, lock) = self.bucket(hash);
+        // A holder that died left nothing half-written to repair: `put`
+        // marks an entry empty before it copies into it.
+        let _held = lock.lock().ok()?;
         let way = Self::find(bucket, hash, key, now_secs())?;
         let e = Self::entry(bucket, way);
         let (_, _, v) = unmeta(e[0].load(Ordering::Relaxed));
@@ -142,8 +157,11 @@ impl StoresServerSessions for SharedSessionCache {
             return false;
         }
         let hash = self.hash(&key);
-        let bucket = self.bucket(hash);
-        let _lock = Lock::take(&bucket[0]);
+        let (bucket, lock) = self.bucket(hash);
+        // As in `lookup`: nothing to repair after a dead holder.
+        let Ok(_held) = lock.lock() else {
+            return false;
+        };
         let now = now_secs();
         let way = Self::find(bucket, hash, &key, now).unwrap_or_else(|| {
             // A free or expired way, else the one closest to expiry.
@@ -220,59 +238,6 @@ fn read_bytes(words: &[AtomicU64], len: usize) -> Vec<u8> {
     out
 }
 
-/// A bucket's lock: the holder's pid in its first word.
-struct Lock(&'static AtomicU64);
-
-impl Lock {
-    fn take(word: &'static AtomicU64) -> Lock {
-        let me = u64::from(std::process::id());
-        let mut since = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            match word.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return Lock(word),
-                Err(0) => {}
-                Err(holder) => {
-                    spins += 1;
-                    if spins < 64 {
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::yield_now();
-                    }
-                    // Held long: a holder that died leaves it to us (its
-                    // entry in progress was marked empty first).
-                    if since.elapsed() > Duration::from_millis(100) {
-                        since = Instant::now();
-                        if holder != me
-                            && !alive(holder)
-                            && word
-                                .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
-                                .is_ok()
-                        {
-                            return Lock(word);
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        self.0.store(0, Ordering::Release);
-    }
-}
-
-fn alive(pid: u64) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill with signal 0 sends nothing; it only checks the pid.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,23 +267,9 @@ mod tests {
         assert!(c.get(&999u32.to_le_bytes()).is_some());
     }
 
-    #[test]
-    fn a_session_stored_in_a_child_is_found_in_the_parent() {
-        let c = SharedSessionCache::new(64, Duration::from_secs(300), None).unwrap();
-        // SAFETY: the child only writes to the shared mapping and exits.
-        match unsafe { libc::fork() } {
-            0 => {
-                c.put(b"child".to_vec(), b"from the child".to_vec());
-                // SAFETY: leave without running the parent's destructors.
-                unsafe { libc::_exit(0) }
-            }
-            pid => {
-                // SAFETY: waits for the child just forked.
-                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-            }
-        }
-        assert_eq!(c.get(b"child").as_deref(), Some(&b"from the child"[..]));
-    }
+    // A session stored in a child is found in the parent: in
+    // tests/session_cache_across_processes.rs, a binary without the test
+    // harness's threads, since fork refuses a threaded process.
 
     #[test]
     fn sizes_from_configuration_are_bounded() {

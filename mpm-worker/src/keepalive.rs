@@ -3,7 +3,7 @@
 //! closed descriptor.
 
 use std::net::TcpStream;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -115,8 +115,11 @@ impl std::fmt::Debug for SlotParker<'_> {
 }
 
 impl IdlePark for SlotParker<'_> {
-    fn park(&mut self, fd: RawFd) -> bool {
-        *self.slots.slots[self.index].lock() = Slot { fd, idle: true };
+    fn park(&mut self, fd: BorrowedFd<'_>) -> bool {
+        *self.slots.slots[self.index].lock() = Slot {
+            fd: fd.as_raw_fd(),
+            idle: true,
+        };
         // Checked after registering: a stop that began earlier is seen here,
         // one that begins later finds the slot idle and shuts it down. A
         // request already sent is answered either way (a shutdown for

@@ -641,7 +641,7 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
                 args: std::env::args_os().skip(1).collect(),
                 pid_file: config.pid_file.clone(),
                 ready_timeout: config.upgrade_timeout,
-                hand_over: Some(hand_over.raw_fds()),
+                hand_over: Some(hand_over.try_clone()?),
             },
             // Only the first run reports to the master that started this one.
             report: ready_report.take(),

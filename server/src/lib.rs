@@ -1,4 +1,5 @@
 #![doc = include_str!("../../docs/embedding.md")]
+#![forbid(unsafe_code)]
 
 mod app;
 mod cli;

@@ -20,12 +20,10 @@ impl SyscallCount {
     /// attached and counted (attaching to hundreds of prefork children takes
     /// a while, and a fixed pause would undercount).
     pub fn start(pids: &[i32]) -> Option<SyscallCount> {
-        use std::os::fd::{AsRawFd, OwnedFd};
-        use std::os::unix::process::CommandExt;
+        use std::os::fd::{AsFd, AsRawFd, OwnedFd};
         let list: Vec<String> = pids.iter().map(ToString::to_string).collect();
         let (ctl_read, ctl_write): (OwnedFd, OwnedFd) = nix::unistd::pipe().ok()?;
         let (ack_read, ack_write): (OwnedFd, OwnedFd) = nix::unistd::pipe().ok()?;
-        let (ctl_fd, ack_fd) = (ctl_read.as_raw_fd(), ack_write.as_raw_fd());
         let mut cmd = Command::new("perf");
         cmd.args([
             "stat",
@@ -41,18 +39,12 @@ impl SyscallCount {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-        // SAFETY: dup2 is async-signal-safe; between fork and exec the child
-        // only places the two pipe ends at descriptors 3 and 4 (dup2 clears
-        // close-on-exec on the copies).
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(ctl_fd, 3) < 0 || libc::dup2(ack_fd, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().ok()?;
+        // The child finds the two pipe ends at descriptors 3 and 4.
+        let child = mpm_sys::spawn::spawn_with_fds_at(
+            &mut cmd,
+            &[(ctl_read.as_fd(), 3), (ack_write.as_fd(), 4)],
+        )
+        .ok()?;
         drop((ctl_read, ack_write));
         let mut counting = SyscallCount {
             child: Some(child),

@@ -47,13 +47,8 @@ impl ServerChild {
             // Its own group: one killpg reaches every process it forks, and
             // a Ctrl-C at the terminal reaches compare alone, which stops it.
             .process_group(0);
-        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no
-        // memory of the parent; it is all the closure does between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)
-            });
-        }
+        // It dies with compare rather than serve on.
+        mpm_sys::spawn::die_with_parent(&mut cmd, Signal::SIGTERM);
         let mut child = cmd
             .spawn()
             .map_err(|e| Error::io(format!("starting {}", bin.display()), e))?;
