@@ -9,10 +9,22 @@
 //! Use the macros: [`log_error!`](crate::log_error), [`log_warn!`](crate::log_warn),
 //! [`log_notice!`](crate::log_notice), [`log_info!`](crate::log_info),
 //! [`log_debug!`](crate::log_debug).
+//!
+//! The error log is also the [`log`] crate's logger ([`install`], done by
+//! the server at start): what an application logs with `log::warn!` and
+//! friends is written to the same place, in the same one-line format,
+//! filtered by the same `--log-level` (`trace` lines at `debug`). A
+//! program that installed a logger of its own before the server started
+//! keeps it, and mpm's lines go to it too (said once, in the error log).
+//!
+//! Writing a line takes no lock: it is one `write(2)` on descriptor 2, so
+//! that a prefork child (forked from the single-threaded master) or any
+//! thread logs without waiting on another, and lines of several processes
+//! never interleave inside one another. A level that is off costs one
+//! relaxed load, in these macros as in `log`'s.
 
 use std::fmt;
-use std::io::Write;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -73,6 +85,9 @@ static LEVEL: AtomicU8 = AtomicU8::new(LogLevel::Warn as u8);
 /// Set the level of this process (and of the children it forks from now on).
 pub fn set_level(level: LogLevel) {
     LEVEL.store(level as u8, Ordering::Relaxed);
+    if LOGGER.load(Ordering::Relaxed) == OURS {
+        log::set_max_level(max_level(level));
+    }
 }
 
 /// The level in force.
@@ -99,29 +114,139 @@ pub fn program() -> &'static str {
     PROGRAM.get().map_or("mpm", String::as_str)
 }
 
+/// Whose logger the `log` facade has: none installed by [`install`] yet,
+/// this error log, or one the program installed before.
+static LOGGER: AtomicU8 = AtomicU8::new(NONE);
+const NONE: u8 = 0;
+const OURS: u8 = 1;
+const FOREIGN: u8 = 2;
+
+/// The error log as the [`log`] facade's logger: records an application
+/// logs with `log`'s macros are written as mpm's own lines are, at their
+/// level (`[warn]`, `[trace]`...), when `--log-level` lets them through.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ErrorLog;
+
+static ERROR_LOG: ErrorLog = ErrorLog;
+
+impl log::Log for ErrorLog {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        enabled(from_log(metadata.level()))
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        let level = record.level();
+        if enabled(from_log(level)) {
+            let name = match level {
+                log::Level::Trace => "trace",
+                other => from_log(other).name(),
+            };
+            write_line(name, &message(*record.args()));
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// mpm's level of a `log` record: `trace` counts as `debug`.
+fn from_log(level: log::Level) -> LogLevel {
+    match level {
+        log::Level::Error => LogLevel::Error,
+        log::Level::Warn => LogLevel::Warn,
+        log::Level::Info => LogLevel::Info,
+        log::Level::Debug | log::Level::Trace => LogLevel::Debug,
+    }
+}
+
+/// The `log` level an mpm line goes out at through another logger: a
+/// notice, which `log` lacks, as `info`.
+fn to_log(level: LogLevel) -> log::Level {
+    match level {
+        LogLevel::Error => log::Level::Error,
+        LogLevel::Warn => log::Level::Warn,
+        LogLevel::Notice | LogLevel::Info => log::Level::Info,
+        LogLevel::Debug => log::Level::Debug,
+    }
+}
+
+/// The most `log`'s macros let through at `level`: the rest cost one
+/// relaxed load and never reach the logger.
+fn max_level(level: LogLevel) -> log::LevelFilter {
+    match level {
+        LogLevel::Error => log::LevelFilter::Error,
+        LogLevel::Warn | LogLevel::Notice => log::LevelFilter::Warn,
+        LogLevel::Info => log::LevelFilter::Info,
+        LogLevel::Debug => log::LevelFilter::Trace,
+    }
+}
+
+/// Make the error log the [`log`] facade's logger, at the level in force
+/// ([`set_level`] keeps the two in step). If the program installed a
+/// logger of its own first, it is kept: mpm's lines go to it too (as
+/// `info` for a notice), and one line in the error log says so. Returns
+/// whether the error log is the logger. Call it once, at start, before any
+/// fork; calling it again changes nothing.
+pub fn install() -> bool {
+    match LOGGER.load(Ordering::Relaxed) {
+        OURS => return true,
+        FOREIGN => return false,
+        _ => {}
+    }
+    if log::set_logger(&ERROR_LOG).is_ok() {
+        LOGGER.store(OURS, Ordering::Relaxed);
+        log::set_max_level(max_level(level()));
+        return true;
+    }
+    LOGGER.store(FOREIGN, Ordering::Relaxed);
+    write_line(
+        LogLevel::Notice.name(),
+        &message(format_args!(
+            "mpm: a logger was installed before mpm started: it is kept, and mpm's log \
+             lines go to it, not to this error log"
+        )),
+    );
+    false
+}
+
 /// Write one line at `level`, if enabled; the macros call this.
 pub fn write(level: LogLevel, message: fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
     }
-    // Every layer words its lines `mpm: ...`; an embedding program's own
-    // name goes in its place.
-    let renamed;
-    let message: &dyn fmt::Display = match PROGRAM.get() {
-        Some(name) if name != "mpm" => {
-            let text = message.to_string();
-            renamed = match text.strip_prefix("mpm:") {
-                Some(rest) => format!("{name}:{rest}"),
-                None => text,
-            };
-            &renamed
-        }
-        _ => &message,
-    };
+    if LOGGER.load(Ordering::Relaxed) == FOREIGN {
+        let text = self::message(message);
+        log::logger().log(
+            &log::Record::builder()
+                .level(to_log(level))
+                .target(program())
+                .args(format_args!("{text}"))
+                .build(),
+        );
+        return;
+    }
+    write_line(level.name(), &self::message(message));
+}
+
+/// The message as written: every layer words its lines `mpm: ...`; an
+/// embedding program's own name goes in its place.
+fn message(message: fmt::Arguments<'_>) -> String {
+    let text = message.to_string();
+    match PROGRAM.get() {
+        Some(name) if name != "mpm" => match text.strip_prefix("mpm:") {
+            Some(rest) => format!("{name}:{rest}"),
+            None => text,
+        },
+        _ => text,
+    }
+}
+
+/// `[time] [level] [pid N] message`, written whole in one `write(2)` on
+/// descriptor 2 (stderr, or `--error-log FILE` put there by [`redirect`]),
+/// with no lock; unless an [`expect`] guard keeps it.
+fn write_line(level: &str, message: &str) {
     let line = format!(
-        "[{}] [{}] [pid {}] {message}\n",
+        "[{}] [{level}] [pid {}] {message}\n",
         error_log_time(),
-        level.name(),
         std::process::id()
     );
     if EXPECTING.load(Ordering::Relaxed) > 0 && kept(&line) {
@@ -129,7 +254,16 @@ pub fn write(level: LogLevel, message: fmt::Arguments<'_>) {
     }
     // One write(2) for the whole line, so that processes never interleave
     // inside it; a full or closed stderr loses the line and nothing else.
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    // Not through std's stderr lock: nothing a thread could hold.
+    let stderr = std::io::stderr();
+    let mut rest = line.as_bytes();
+    while !rest.is_empty() {
+        match nix::unistd::write(stderr.as_fd(), rest) {
+            Ok(n) if n > 0 => rest = rest.get(n..).unwrap_or_default(),
+            Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) | Err(_) => return,
+        }
+    }
 }
 
 /// Patterns of lines expected by [`expect`] guards alive now, with the
@@ -293,5 +427,25 @@ mod tests {
         // The default, warn: notices yes, info no.
         assert!(enabled(LogLevel::Notice) && enabled(LogLevel::Error));
         assert!(!enabled(LogLevel::Info) && !enabled(LogLevel::Debug));
+    }
+
+    #[test]
+    fn an_applications_log_lines_are_written_as_mpms_own_at_its_level() {
+        assert!(install(), "nothing else installed a logger here");
+        assert!(install(), "installing again changes nothing");
+        let kept = expect("from the application");
+        log::warn!("app: from the application");
+        // Below the level (warn, the default): stopped by `log`'s own check.
+        log::info!("app: from the application, at info");
+        log::debug!("app: from the application, at debug");
+        let lines = kept.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0];
+        assert!(
+            line.starts_with('[') && line.contains("] [warn] [pid "),
+            "{line}"
+        );
+        assert!(line.ends_with("] app: from the application"), "{line}");
+        assert_eq!(log::max_level(), log::LevelFilter::Warn);
     }
 }

@@ -80,6 +80,9 @@ pub struct Stream {
     blocking: bool,
     would_block: bool,
     drained: bool,
+    /// An event loop's poller reported the peer's end of the stream, and no
+    /// read has returned it yet: see [`Stream::input_reported`].
+    end_reported: bool,
     held: bool,
     draining: Arc<AtomicBool>,
     read_timeout: Option<Duration>,
@@ -120,6 +123,7 @@ impl Stream {
             blocking,
             would_block: false,
             drained: false,
+            end_reported: false,
             held: false,
             draining,
             read_timeout: None,
@@ -143,6 +147,7 @@ impl Stream {
             blocking: false,
             would_block: false,
             drained: false,
+            end_reported: false,
             held: false,
             draining,
             read_timeout: None,
@@ -291,7 +296,26 @@ impl Stream {
     /// less than asked, end-of-file, or `WouldBlock`)? An edge-triggered event
     /// loop needs another read only when this is false.
     pub fn drained(&self) -> bool {
-        self.drained && !self.held && !self.transport.as_ref().is_some_and(|t| t.holds_input())
+        self.drained
+            && !self.end_reported
+            && !self.held
+            && !self.transport.as_ref().is_some_and(|t| t.holds_input())
+    }
+
+    /// An edge-triggered poller reported input on the socket (`end`: the
+    /// peer's end of the stream, `EPOLLRDHUP`) that the event loop could not
+    /// read at once: the connection was at a worker, or waiting to write.
+    /// [`drained`](Self::drained) is false until a read says otherwise, so
+    /// that the loop reads again when the connection next waits for input.
+    ///
+    /// The end of the stream needs more than that: it may come in the same
+    /// edge as the last bytes before it, and a read that takes those bytes
+    /// returns less than asked, which alone would count as drained, with no
+    /// edge to come for the end. So `drained` stays false until a read
+    /// returns the end itself (0 bytes), fails, or finds nothing there.
+    pub fn input_reported(&mut self, end: bool) {
+        self.drained = false;
+        self.end_reported |= end;
     }
 
     /// Set the blocking read timeout, skipping the system call when it is
@@ -436,10 +460,18 @@ impl Read for Stream {
         }
         match self.socket.read(buf) {
             Ok(n) => {
+                // The end of the stream, once reported, is drained only
+                // when a read returns it (or `buf` was empty).
+                if n == 0 {
+                    self.end_reported = false;
+                }
                 self.drained = n < buf.len();
                 Ok(n)
             }
             Err(e) => {
+                // An error ends the stream as surely as its end does; and
+                // WouldBlock says nothing is there, the end included.
+                self.end_reported = false;
                 self.drained = e.kind() == io::ErrorKind::WouldBlock;
                 Err(self.note(e))
             }
@@ -493,10 +525,24 @@ impl AsRawFd for Stream {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use std::net::TcpListener;
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::Stream;
+
+    /// A non-blocking server side and its client.
+    fn pair() -> (TcpStream, Stream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (sock, peer) = listener.accept().unwrap();
+        let stream = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
+        (client, stream)
+    }
 
     /// A caller's `Duration::MAX` is "as long as can be": no overflow panic
     /// adding it to now; a peer that has closed ends the linger at once.
@@ -521,5 +567,39 @@ mod tests {
         let mut got = [0u8; 8];
         client.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"headbody");
+    }
+
+    #[test]
+    fn a_reported_end_is_not_drained_by_a_short_read_of_the_bytes_before_it() {
+        let (mut client, mut stream) = pair();
+        client.write_all(b"GET / HTTP/1.1\r\nHo").unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        assert!(crate::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        // Both came in one edge: the poller said readable and end of stream.
+        stream.input_reported(true);
+        let mut buf = [0u8; 4096];
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0 && n < buf.len());
+        assert!(
+            !stream.drained(),
+            "a short read took the bytes; the end is still unread"
+        );
+        assert_eq!(stream.read(&mut buf).unwrap(), 0);
+        assert!(stream.drained(), "the end was read");
+    }
+
+    #[test]
+    fn input_reported_while_busy_makes_the_stream_undrained_until_read() {
+        let (_client, mut stream) = pair();
+        let mut buf = [0u8; 16];
+        assert!(stream.read(&mut buf).is_err(), "nothing sent yet");
+        assert!(stream.drained());
+        stream.input_reported(false);
+        assert!(!stream.drained(), "an edge the loop did not read at once");
+        assert!(stream.read(&mut buf).is_err());
+        assert!(stream.drained(), "the read found nothing: drained again");
     }
 }

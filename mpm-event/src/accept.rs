@@ -64,6 +64,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     let t = self.slots.insert(Slot::Busy {
                         readable: false,
                         writable: false,
+                        end: false,
                     });
                     let flags = EpollFlags::EPOLLIN
                         | EpollFlags::EPOLLOUT

@@ -51,8 +51,13 @@ pub(crate) enum Slot<C> {
         queued: bool,
     },
     /// At a worker (or in the loop's own hands). Edges seen meanwhile are
-    /// remembered, since an edge-triggered epoll will not repeat them.
-    Busy { readable: bool, writable: bool },
+    /// remembered, since an edge-triggered epoll will not repeat them;
+    /// `end`: one of them was the peer's end of the stream.
+    Busy {
+        readable: bool,
+        writable: bool,
+        end: bool,
+    },
 }
 
 /// Counters a test or the status page can read.
@@ -414,23 +419,39 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 );
                 let writable = flags
                     .intersects(EpollFlags::EPOLLOUT | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR);
+                // The peer's end of the stream: it may share this edge with
+                // the last bytes before it, and no edge will come for it
+                // alone once a read takes those bytes.
+                let end = flags.intersects(
+                    EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR,
+                );
                 match self.slots.get_mut(t) {
                     None => {}
                     Some(Slot::Busy {
                         readable: r,
                         writable: w,
+                        end: e,
                     }) => {
                         *r |= readable;
                         *w |= writable;
+                        *e |= end;
                     }
-                    // Stepped from `resume` this turn; the edge is not lost
-                    // (that step reads and writes until it would block).
-                    Some(Slot::Parked { queued: true, .. }) => {}
-                    Some(Slot::Parked { wait, .. }) => {
-                        let go = match wait {
-                            Parked::Read(_) | Parked::Linger => readable,
-                            Parked::Write => writable,
-                        };
+                    Some(Slot::Parked { wait, conn, queued }) => {
+                        // The stream remembers the input whatever happens
+                        // now: a connection waiting to write, or one queued
+                        // to step again this turn (whose step may not read:
+                        // output it yielded comes first), reads it before
+                        // it waits for input again; and one that reads here
+                        // must not take a short read for the end.
+                        if readable {
+                            conn.stream.input_reported(end);
+                        }
+                        // Queued: the step from `resume` comes this turn.
+                        let go = !*queued
+                            && match wait {
+                                Parked::Read(_) | Parked::Linger => readable,
+                                Parked::Write => writable,
+                            };
                         if go {
                             self.step(t);
                         }
@@ -459,6 +480,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             Slot::Busy {
                 readable: false,
                 writable: false,
+                end: false,
             },
         ) else {
             return;
@@ -565,7 +587,18 @@ impl<H: ConnectionHandler> EventLoop<H> {
     /// Park a connection as its last step asked, or close it.
     fn apply(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, interest: Interest) {
         let (seen_readable, seen_writable) = match self.slots.get(t) {
-            Some(Slot::Busy { readable, writable }) => (*readable, *writable),
+            Some(Slot::Busy {
+                readable,
+                writable,
+                end,
+            }) => {
+                // Input that came while it was busy is read when it next
+                // waits for input, the end of the stream included.
+                if *readable {
+                    conn.stream.input_reported(*end);
+                }
+                (*readable, *writable)
+            }
             _ => (false, false),
         };
         match interest {

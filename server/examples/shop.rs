@@ -8,6 +8,7 @@
 //! target/release/examples/shop serve --mpm event --listen 127.0.0.1:8080
 //! curl http://127.0.0.1:8080/api/items/7
 //! curl -d '{"name":"lamp"}' http://127.0.0.1:8080/api/items  # 201
+//! curl -X POST http://127.0.0.1:8080/api/items              # 400, and a warning in the error log
 //! curl 'http://127.0.0.1:8080/api/search?q=lamp'            # scans the catalogue: CPU
 //! curl 'http://127.0.0.1:8080/api/slow?ms=10'               # waits, like a slow database
 //! curl http://127.0.0.1:8080/api/counts                     # what this process was sent
@@ -129,6 +130,9 @@ impl HttpHandler for ShopHandler {
                 c.post_bytes
                     .fetch_add(req.body().len() as u64, Ordering::Relaxed);
                 if req.body().is_empty() {
+                    // Through the `log` facade: written to mpm's error log,
+                    // in its format, with mpm's own lines.
+                    mpm::log::warn!("shop: an item was posted without a body; answered 400");
                     return json(400, r#"{"error":"a body is needed"}"#.into());
                 }
                 json(201, format!(r#"{{"created":{}}}"#, req.body().len()))

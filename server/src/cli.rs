@@ -270,6 +270,10 @@ fn with_defaults(mut sub: clap::Command) -> clap::Command {
 fn command_line<S: Service>(service: &S) -> i32 {
     let me = service.identity();
     mpm_core::error_log::set_program(&me.name);
+    // mpm's error log is the `log` facade's logger: an application's
+    // `log::warn!` lines join mpm's, in its format (a logger the program
+    // installed first is kept).
+    mpm_core::error_log::install();
     let hidden = service.hides();
     let about = if me.about.is_empty() {
         format!("{}: an HTTP service built on mpm", me.name)

@@ -10,6 +10,9 @@ mod site;
 pub use app::{App, Identity, NoSettings, Settings, SiteContent, StaticSite, STATIC_SITE_SETTINGS};
 pub use cli::{main, serve_protocol};
 pub use config::{Config, ConfigLayer};
+/// The logging facade whose logger [`main`] makes mpm's error log: lines an
+/// application logs with `log::warn!` and friends are written with mpm's.
+pub use log;
 /// The loads an [`App`] ships for `myapp compare` to measure it with
 /// ([`App::workloads`]), and the format of `--workload` files.
 pub use mpm_bench::{Workload, WorkloadRequest};

@@ -301,3 +301,57 @@ fn a_busy_child_killed_is_replaced_and_the_other_clients_are_unaffected() {
         assert_eq!(other.read_response().unwrap().body, PAGE);
     }
 }
+
+#[test]
+fn a_burst_of_keep_alive_clients_on_the_defaults_is_answered_without_waiting_out_a_fork_ramp() {
+    // On the defaults (8 children at start, 8 spare), 33 clients that keep
+    // their connections each hold a child: 25 wait in the backlog until the
+    // master forks for them. It forks as soon as it sees them wait with no
+    // child idle; the once-a-second ramp it had (1, 2, 4 ... a second)
+    // answered the last of them after 4.4 s.
+    const CLIENTS: usize = 33;
+    const BOUND: Duration = Duration::from_millis(2500);
+    let root = docroot();
+    let server = Server::start("prefork", Some(root.path()), &[]);
+    let addr = server.addr();
+    // The first children are up and idle before the burst.
+    assert_eq!(server.get("/index.html").body, PAGE);
+    let start = std::sync::Arc::new(std::sync::Barrier::new(CLIENTS + 1));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let start = std::sync::Arc::clone(&start);
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(addr);
+                start.wait();
+                let sent = Instant::now();
+                c.send(b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+                    .unwrap();
+                let answer = c.read_response().map(|r| (r.status, r.body));
+                // Kept open, holding its child, until every client is done.
+                (answer, sent.elapsed(), c)
+            })
+        })
+        .collect();
+    start.wait();
+    let results: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let mut waits: Vec<Duration> = Vec::new();
+    for (answer, took, _held) in &results {
+        match answer {
+            Ok((200, body)) if body == PAGE => waits.push(*took),
+            other => panic!("a client was not answered: {other:?}"),
+        }
+    }
+    waits.sort();
+    eprintln!(
+        "{CLIENTS} keep-alive clients answered: first after {:?}, median {:?}, last {:?}; {} children",
+        waits[0],
+        waits[CLIENTS / 2],
+        waits[CLIENTS - 1],
+        children(server.pid()).len()
+    );
+    assert!(
+        waits[CLIENTS - 1] < BOUND,
+        "the last of {CLIENTS} clients waited {:?} (bound {BOUND:?}): {waits:?}",
+        waits[CLIENTS - 1]
+    );
+}
