@@ -11,7 +11,7 @@
 use std::ffi::CStr;
 use std::fs::File;
 use std::io::{self, Read, Write as _};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -244,7 +244,7 @@ impl Listing {
             Kind::LinkDir | Kind::LinkFile => {
                 // Checked again: the link may have changed since it was read.
                 use std::os::unix::fs::MetadataExt;
-                stat_beneath(self.root.as_raw_fd(), &join(&self.rel, name))
+                stat_beneath(self.root.as_fd(), &join(&self.rel, name))
                     .ok()
                     .map(|m| (m.len(), m.mtime()))
             }
@@ -352,7 +352,7 @@ fn join(rel: &str, name: &str) -> String {
 
 /// A link's kind, if it resolves inside the root to a file or directory.
 fn link_kind(root: &OwnedFd, rel: &str, name: &str) -> Option<Kind> {
-    let meta = stat_beneath(root.as_raw_fd(), &join(rel, name)).ok()?;
+    let meta = stat_beneath(root.as_fd(), &join(rel, name)).ok()?;
     if meta.is_dir() {
         Some(Kind::LinkDir)
     } else if meta.is_file() {
