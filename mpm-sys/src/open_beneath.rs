@@ -43,6 +43,10 @@ impl Purpose {
 /// Symbolic links one walk follows at most, as the kernel's `MAXSYMLINKS`.
 const MAX_SYMLINKS: usize = 40;
 
+/// How often `openat2` is asked again after `EAGAIN` before the error is
+/// returned.
+const OPENAT2_TRIES: u32 = 8;
+
 /// Does this kernel lack `openat2`? Learnt from its first `ENOSYS`, so that
 /// an old kernel is not asked again on every request.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
@@ -74,9 +78,18 @@ fn open(dir: BorrowedFd<'_>, path: &CStr, flags: OFlags, by: Resolver) -> io::Re
     let flags = flags | OFlags::CLOEXEC;
     if by == Resolver::Kernel && !NO_OPENAT2.load(Ordering::Relaxed) {
         let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-        match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {
-            Err(Errno::NOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
-            done => return done.map_err(io::Error::from),
+        let mut tries = 0;
+        loop {
+            match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {
+                Err(Errno::NOSYS) => {
+                    NO_OPENAT2.store(true, Ordering::Relaxed);
+                    break;
+                }
+                // A rename anywhere while a `..` was resolved: the kernel
+                // could not be sure it stayed beneath, and asks for a retry.
+                Err(Errno::AGAIN) if tries < OPENAT2_TRIES => tries += 1,
+                done => return done.map_err(io::Error::from),
+            }
         }
     }
     walk(dir, path.to_bytes(), flags).map_err(io::Error::from)
@@ -214,6 +227,15 @@ mod tests {
     use std::os::unix::fs::symlink;
     use std::path::PathBuf;
 
+    /// Held by the test that renames in a loop, and by those that resolve
+    /// `..` with `openat2`: each rename makes a concurrent `..` lookup
+    /// answer `EAGAIN`, which the retries absorb, but not without limit.
+    static RENAMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn renaming() -> std::sync::MutexGuard<'static, ()> {
+        RENAMING.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// A directory `root` inside a scratch directory, with `outside.txt`
     /// next to `root` (outside it) and `root/a/b/inner.txt`.
     struct Tree {
@@ -256,6 +278,7 @@ mod tests {
 
     #[test]
     fn the_walk_opens_nested_files_and_links_that_stay_inside() {
+        let _turn = renaming();
         let t = Tree::new("inside");
         t.link("a/b/inner.txt", "shortcut");
         t.link("../top.txt", "a/up");
@@ -274,6 +297,7 @@ mod tests {
 
     #[test]
     fn the_walk_refuses_every_way_out_of_the_directory() {
+        let _turn = renaming();
         let t = Tree::new("outside");
         t.link("../outside.txt", "escape");
         t.link("../../../outside.txt", "a/b/deep-escape");
@@ -312,6 +336,7 @@ mod tests {
 
     #[test]
     fn a_link_swapped_in_while_the_walk_runs_never_lets_it_out() {
+        let _turn = renaming();
         // A thread keeps exchanging `a/b` with a link to a directory outside
         // the root that has the same names. Checking a name and then opening
         // it (the old fallback) reads the outside file whenever the exchange
@@ -326,6 +351,11 @@ mod tests {
         std::fs::write(t.top.join("elsewhere/inner.txt"), b"secret\n").unwrap();
         symlink(t.top.join("elsewhere"), t.top.join("root/a/swap")).unwrap();
         let a = File::open(t.top.join("root/a")).unwrap();
+        let exchange = || rustix::fs::renameat_with(&a, "b", &a, "swap", RenameFlags::EXCHANGE);
+        if let Err(e) = exchange().and_then(|()| exchange()) {
+            eprintln!("skipped: this file system cannot exchange two names ({e})");
+            return;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let swapper = {
             let stop = Arc::clone(&stop);
