@@ -33,6 +33,8 @@
 //! panic in any step (on the loop or a worker) closes that connection alone
 //! (see `mpm_core::design`).
 
+#![forbid(unsafe_code)]
+
 mod accept;
 pub mod event_loop;
 mod keepalive;

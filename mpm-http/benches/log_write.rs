@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 #![allow(missing_docs)] // criterion_group!/criterion_main! make undocumented public items
 //! One access-log line to a file: `writev` of its pieces against copying
 //! them into one buffer and `write` (the 2004 httpd measurement found copying

@@ -52,7 +52,7 @@ use std::io::IoSlice;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -99,8 +99,8 @@ impl fmt::Display for LogWrite {
 /// Whether writing works, shared by every process of a server.
 #[derive(Debug)]
 struct Health {
-    failing: AtomicU32,
-    dropped: AtomicU64,
+    failing: &'static AtomicU64,
+    dropped: &'static AtomicU64,
 }
 
 static HEALTH: OnceLock<&'static Health> = OnceLock::new();
@@ -109,28 +109,10 @@ static HEALTH: OnceLock<&'static Health> = OnceLock::new();
 /// the first fork, since the log is opened by the process that binds).
 fn health() -> &'static Health {
     HEALTH.get_or_init(|| {
-        use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
-        let len = std::num::NonZeroUsize::new(std::mem::size_of::<Health>())
-            .unwrap_or(std::num::NonZeroUsize::MIN);
-        // SAFETY: a fresh anonymous shared mapping, zeroed by the kernel,
-        // which is a valid `Health` (two zero atomics); page-aligned, so
-        // aligned for it, and never unmapped.
-        let mapped = unsafe {
-            mmap_anonymous(
-                None,
-                len,
-                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                MapFlags::MAP_SHARED,
-            )
-        };
-        match mapped {
-            // SAFETY: see above: the mapping holds a zeroed `Health` for ever.
-            Ok(p) => unsafe { &*p.as_ptr().cast::<Health>() },
-            Err(_) => Box::leak(Box::new(Health {
-                failing: AtomicU32::new(0),
-                dropped: AtomicU64::new(0),
-            })),
-        }
+        let [failing, dropped] =
+            mpm_sys::shared_memory::leak::<[AtomicU64; 2]>("the access log's health")
+                .unwrap_or_else(|_| Box::leak(Box::new([AtomicU64::new(0), AtomicU64::new(0)])));
+        Box::leak(Box::new(Health { failing, dropped }))
     })
 }
 

@@ -51,6 +51,7 @@
 //! its. What a method means is the handler's:
 //! [`Response::method_not_allowed`] answers 405 or 501 as RFC 9110 wants.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod access_log;

@@ -17,8 +17,11 @@
 
 use std::fs::File;
 use std::io::{self, ErrorKind};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU8, Ordering};
+
+use mpm_sys::page_cache::{
+    cachestat as kernel_cachestat, page_size, read_nowait as preadv2_nowait,
+};
 
 /// Bytes between two probes of the fallback.
 const PROBE_STEP: u64 = 64 * 1024;
@@ -29,39 +32,6 @@ const NO: u8 = 2;
 
 /// Does this kernel have `cachestat(2)`?
 static CACHESTAT: AtomicU8 = AtomicU8::new(UNKNOWN);
-
-/// `cachestat(2)`'s number, the same on these architectures since the
-/// system-call tables were unified (MIPS adds its ABI's offset: there the
-/// probes answer).
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64",
-    target_arch = "loongarch64",
-    target_arch = "powerpc64",
-    target_arch = "s390x"
-))]
-const SYS_CACHESTAT: libc::c_long = 451;
-
-/// `struct cachestat_range`.
-#[repr(C)]
-struct CachestatRange {
-    off: u64,
-    len: u64,
-}
-
-/// `struct cachestat`.
-#[repr(C)]
-#[derive(Default)]
-struct Cachestat {
-    nr_cache: u64,
-    nr_dirty: u64,
-    nr_writeback: u64,
-    nr_evicted: u64,
-    nr_recently_evicted: u64,
-}
 
 /// Is every byte of `file` in `offset..offset + len` in the page cache?
 /// False when it cannot tell.
@@ -75,70 +45,29 @@ pub(crate) fn resident(file: &File, offset: u64, len: u64) -> bool {
     }
 }
 
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
-}
-
 /// `Some(answer)` from `cachestat(2)`, `None` if the kernel lacks it.
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64",
-    target_arch = "loongarch64",
-    target_arch = "powerpc64",
-    target_arch = "s390x"
-))]
 fn cachestat(file: &File, offset: u64, len: u64) -> Option<bool> {
     if CACHESTAT.load(Ordering::Relaxed) == NO {
         return None;
     }
-    let range = CachestatRange { off: offset, len };
-    let mut stat = Cachestat::default();
-    // SAFETY: the descriptor is an open file; `range` and `stat` are valid,
-    // correctly laid out structs that live across the call; flags are 0.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const CachestatRange,
-            &mut stat as *mut Cachestat,
-            0u32,
-        )
-    };
-    if rc == 0 {
-        CACHESTAT.store(YES, Ordering::Relaxed);
-        let page = page_size();
-        let last = offset.saturating_add(len - 1);
-        let pages = last / page - offset / page + 1;
-        return Some(stat.nr_cache >= pages);
-    }
-    match io::Error::last_os_error().raw_os_error() {
-        // Not this kernel (or forbidden by a seccomp filter): probe instead, from now on.
-        Some(libc::ENOSYS) | Some(libc::EPERM) => {
-            CACHESTAT.store(NO, Ordering::Relaxed);
-            None
+    match kernel_cachestat(file, offset, len) {
+        Ok(stat) => {
+            CACHESTAT.store(YES, Ordering::Relaxed);
+            let page = page_size();
+            let last = offset.saturating_add(len - 1);
+            let pages = last / page - offset / page + 1;
+            Some(stat.cached >= pages)
         }
-        // This file (say, on a file system it does not cover): probe it.
-        _ => None,
+        Err(e) => match e.raw_os_error() {
+            // Not this kernel (or forbidden by a seccomp filter): probe instead, from now on.
+            Some(libc::ENOSYS) | Some(libc::EPERM) => {
+                CACHESTAT.store(NO, Ordering::Relaxed);
+                None
+            }
+            // This file (say, on a file system it does not cover): probe it.
+            _ => None,
+        },
     }
-}
-
-#[cfg(not(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64",
-    target_arch = "loongarch64",
-    target_arch = "powerpc64",
-    target_arch = "s390x"
-)))]
-fn cachestat(_file: &File, _offset: u64, _len: u64) -> Option<bool> {
-    None
 }
 
 /// Probe the range with one-byte `RWF_NOWAIT` reads.
@@ -161,21 +90,16 @@ fn probe(file: &File, offset: u64, len: u64) -> bool {
 /// One `preadv2(RWF_NOWAIT)`: `Ok(None)` if the data is not cached (or
 /// the file system cannot say), `Ok(Some(0))` at end of file.
 fn read_nowait(file: &File, buf: &mut [u8], offset: u64) -> io::Result<Option<usize>> {
-    let Ok(off) = libc::off_t::try_from(offset) else {
+    // Past what a file offset can be: nothing there (and u64::MAX would
+    // mean "the current offset" to preadv2).
+    if libc::off_t::try_from(offset).is_err() {
         return Ok(Some(0));
-    };
-    let iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
+    }
     loop {
-        // SAFETY: one iovec over `buf`, valid and writable for its length;
-        // the descriptor is an open file.
-        let n = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, off, libc::RWF_NOWAIT) };
-        if n >= 0 {
-            return Ok(Some(n as usize));
-        }
-        let e = io::Error::last_os_error();
+        let e = match preadv2_nowait(file, buf, offset) {
+            Ok(n) => return Ok(Some(n)),
+            Err(e) => e,
+        };
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
             Some(libc::EAGAIN)
@@ -221,15 +145,7 @@ mod tests {
     /// pages back under the checks that follow.
     fn evict(file: &File, len: u64) -> bool {
         let _ = file.sync_all();
-        // SAFETY: advice on an open descriptor; no memory is involved.
-        unsafe {
-            libc::posix_fadvise(
-                file.as_raw_fd(),
-                0,
-                len as libc::off_t,
-                libc::POSIX_FADV_DONTNEED,
-            )
-        };
+        let _ = mpm_sys::page_cache::drop_cached(file, 0, len);
         match cachestat(file, 0, len) {
             Some(cached) => !cached,
             None => {

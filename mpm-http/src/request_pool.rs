@@ -15,17 +15,13 @@
 //! that, since the [`Response`](crate::Response) a handler returns owns
 //! everything in it.
 
-use std::alloc::Layout;
-use std::ptr::NonNull;
-
-use allocator_api2::alloc::{AllocError, Allocator, Global};
 use bumpalo::Bump;
 
 /// The pool a request's scratch allocations come from: the worker's arena
 /// (`--request-pool on`) or the global allocator (`off`).
 ///
-/// It is `Copy` and implements [`Allocator`], so it goes wherever an
-/// allocator does:
+/// It is `Copy` and implements [`Allocator`](allocator_api2::alloc::Allocator),
+/// so it goes wherever an allocator does:
 ///
 /// ```
 /// use mpm_http::allocator_api2::vec::Vec;
@@ -37,81 +33,14 @@ use bumpalo::Bump;
 /// segments.extend(req.path().split('/').filter(|s| !s.is_empty()));
 /// assert_eq!(segments.as_slice(), ["a", "b"]);
 /// ```
-#[derive(Debug, Clone, Copy)]
-pub struct RequestPool<'a> {
-    arena: Option<&'a Bump>,
-}
-
-impl<'a> RequestPool<'a> {
-    /// A pool that hands every allocation to the global allocator (what a
-    /// request gets with `--request-pool off`).
-    pub const fn heap() -> RequestPool<'static> {
-        RequestPool { arena: None }
-    }
-
-    /// Does this pool bump out of an arena (`--request-pool on`)?
-    pub fn is_arena(&self) -> bool {
-        self.arena.is_some()
-    }
-
-    /// Copy `s` into the pool.
-    pub fn alloc_str(self, s: &str) -> allocator_api2::vec::Vec<u8, Self> {
-        let mut v = allocator_api2::vec::Vec::with_capacity_in(s.len(), self);
-        v.extend_from_slice(s.as_bytes());
-        v
-    }
-}
-
-// SAFETY: each pool value forwards to exactly one allocator for its whole
-// life (the arena, or the global allocator), so every pointer it frees or
-// grows came from the allocator it forwards to; both uphold the trait's
-// contract themselves.
-unsafe impl Allocator for RequestPool<'_> {
-    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        match self.arena {
-            Some(bump) => bump.allocate(layout),
-            None => Global.allocate(layout),
-        }
-    }
-
-    unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
-        match self.arena {
-            // SAFETY: the caller's contract (ptr from this allocator, with
-            // this layout) is passed on unchanged.
-            Some(bump) => unsafe { bump.deallocate(ptr, layout) },
-            // SAFETY: as above.
-            None => unsafe { Global.deallocate(ptr, layout) },
-        }
-    }
-
-    unsafe fn grow(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<[u8]>, AllocError> {
-        match self.arena {
-            // SAFETY: the caller's contract is passed on unchanged.
-            Some(bump) => unsafe { bump.grow(ptr, old, new) },
-            // SAFETY: as above.
-            None => unsafe { Global.grow(ptr, old, new) },
-        }
-    }
-
-    unsafe fn shrink(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<[u8]>, AllocError> {
-        match self.arena {
-            // SAFETY: the caller's contract is passed on unchanged.
-            Some(bump) => unsafe { bump.shrink(ptr, old, new) },
-            // SAFETY: as above.
-            None => unsafe { Global.shrink(ptr, old, new) },
-        }
-    }
-}
+///
+/// The allocator itself is `mpm_sys`' [`BumpPool`](mpm_sys::bump_pool::BumpPool)
+/// (implementing `Allocator` takes code the compiler cannot check, which
+/// lives there):
+/// [`RequestPool::heap`] is a pool that forwards to the global allocator
+/// (what a request gets with `--request-pool off`), `is_arena` says whether
+/// it bumps out of an arena, and `alloc_str` copies a string into it.
+pub type RequestPool<'a> = mpm_sys::bump_pool::BumpPool<'a>;
 
 /// A worker's arena, reset after every request; or nothing, when the pool
 /// is off.
@@ -130,8 +59,9 @@ impl PoolArena {
 
     /// The pool for the next request.
     pub(crate) fn pool(&self) -> RequestPool<'_> {
-        RequestPool {
-            arena: self.bump.as_ref(),
+        match &self.bump {
+            Some(bump) => RequestPool::arena(bump),
+            None => RequestPool::heap(),
         }
     }
 

@@ -2,11 +2,11 @@
 //! and finished like any other, never half-written and forgotten (a partial
 //! write once left the client with a broken stream).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,18 +22,12 @@ impl HttpHandler for Echo {
     }
 }
 
-fn set_buffer(fd: i32, option: i32, bytes: i32) {
-    // SAFETY: a c_int option of an open socket, with its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            option,
-            (&bytes as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0);
+fn set_send_buffer(socket: &TcpStream, bytes: usize) {
+    nix::sys::socket::setsockopt(socket, nix::sys::socket::sockopt::SndBuf, &bytes).unwrap();
+}
+
+fn set_recv_buffer(socket: &TcpStream, bytes: usize) {
+    nix::sys::socket::setsockopt(socket, nix::sys::socket::sockopt::RcvBuf, &bytes).unwrap();
 }
 
 #[test]
@@ -45,8 +39,8 @@ fn a_100_continue_that_meets_a_full_socket_is_finished_before_the_body_is_read()
         .unwrap();
     let (server, peer) = listener.accept().unwrap();
     server.set_nonblocking(true).unwrap();
-    set_buffer(server.as_raw_fd(), libc::SO_SNDBUF, 4096);
-    set_buffer(client.as_raw_fd(), libc::SO_RCVBUF, 4096);
+    set_send_buffer(&server, 4096);
+    set_recv_buffer(&client, 4096);
     // Fill the way to the client, as an earlier large response would.
     let mut junk = 0usize;
     let chunk = [b'j'; 1024];

@@ -2,6 +2,7 @@
 //! connection goes on to the next request. (That the worker goes on to the
 //! next connection, under each MPM, is `tests/tests/handler_panic.rs`.)
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;

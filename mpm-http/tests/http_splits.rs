@@ -1,6 +1,7 @@
 //! However a pipelined stream of requests is split into reads, the HTTP layer
 //! answers the same requests, in order.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;

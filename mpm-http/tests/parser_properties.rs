@@ -3,6 +3,7 @@
 //! invariant, and however a pipelined stream is split into reads, the same
 //! requests come out. The fuzz targets in `fuzz/` run the same functions.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use mpm_http::fuzzing::{self, Outcome};

@@ -6,7 +6,7 @@ use std::ffi::CStr;
 use std::fs::File;
 use std::hash::{BuildHasher, RandomState};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mpm_http::allocator_api2::vec::Vec as PoolVec;
 use mpm_http::{Body, FileBody, HttpHandler, Part, Request, RequestPool, Response};
+use mpm_sys::open_beneath::Purpose;
 use parking_lot::RwLock;
 
 use crate::autoindex::{self, Listing};
@@ -568,7 +569,7 @@ impl StaticFiles {
     fn listing(&self, dir: File, rel: &str, req: &Request<'_>) -> Response {
         let format = autoindex::Format::of_query(req.query_param("format").as_deref());
         // The listing resolves links beneath the root as a request would.
-        let stat = |root: &OwnedFd, rel: &str| stat_beneath(root.as_raw_fd(), rel);
+        let stat = |root: &OwnedFd, rel: &str| stat_beneath(root.as_fd(), rel);
         let root = Arc::clone(&self.root);
         let listing = match Listing::read(dir, rel, root, self.dotfiles, format, stat) {
             Ok(l) => l,
@@ -605,87 +606,26 @@ impl StaticFiles {
         c.push(0);
         let c = CStr::from_bytes_with_nul(&c)
             .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        open_beneath(self.root.as_raw_fd(), c)
+        open_beneath(self.root.as_fd(), c)
     }
 }
 
-/// `openat2(2)`'s `struct open_how`.
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
-const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-const RESOLVE_BENEATH: u64 = 0x08;
-
 /// Open `path` relative to `dir`, refusing any resolution (`..` or a symbolic
 /// link) that leaves `dir`.
-fn open_beneath(dir: i32, path: &CStr) -> io::Result<File> {
-    open_beneath_as(
-        dir,
-        path,
-        libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
-    )
+fn open_beneath(dir: BorrowedFd<'_>, path: &CStr) -> io::Result<File> {
+    mpm_sys::open_beneath::open_beneath(dir, path, Purpose::Read)
 }
 
 /// The metadata of `rel` (a path relative to `dir`, no leading slash),
 /// resolved as [`open_beneath`] would: an error if it leaves `dir`.
-pub(crate) fn stat_beneath(dir: i32, rel: &str) -> io::Result<std::fs::Metadata> {
+pub(crate) fn stat_beneath(dir: BorrowedFd<'_>, rel: &str) -> io::Result<std::fs::Metadata> {
     let mut c = Vec::with_capacity(rel.len() + 1);
     c.extend_from_slice(rel.as_bytes());
     c.push(0);
     let c =
         CStr::from_bytes_with_nul(&c).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // O_PATH: nothing is opened for reading (no FIFO waits, no device opens).
-    open_beneath_as(dir, c, libc::O_PATH)?.metadata()
-}
-
-fn open_beneath_as(dir: i32, path: &CStr, flags: i32) -> io::Result<File> {
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: `path` is NUL-terminated, `how` is a valid open_how of the size
-    // passed, and `dir` is an open directory descriptor owned by the caller.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir,
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::ENOSYS) {
-            return open_beneath_fallback(dir, path, flags);
-        }
-        return Err(err);
-    }
-    // SAFETY: the kernel just returned this descriptor to us, and nothing else owns it.
-    Ok(unsafe { File::from_raw_fd(fd as i32) })
-}
-
-/// For kernels before 5.6: open, then check that the file's real path is
-/// still under the root's.
-fn open_beneath_fallback(dir: i32, path: &CStr, flags: i32) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let root = std::fs::read_link(format!("/proc/self/fd/{dir}"))?;
-    let rel = path
-        .to_str()
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let full = root.join(rel).canonicalize()?;
-    if !full.starts_with(&root) {
-        return Err(io::Error::from_raw_os_error(libc::EXDEV));
-    }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags & !libc::O_ACCMODE)
-        .open(full)
+    mpm_sys::open_beneath::stat_beneath(dir, c)
 }
 
 /// What a static file allows.

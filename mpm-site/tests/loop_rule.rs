@@ -4,11 +4,12 @@
 //! that may block. Driven step by step on a non-blocking socket, as the
 //! event MPM drives it, with nothing timed.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -28,17 +29,7 @@ fn pair() -> (TcpStream, Stream) {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let (sock, peer) = listener.accept().unwrap();
-    let size: libc::c_int = 4 << 20;
-    // SAFETY: a c_int option on our own open socket, with its size.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::SndBuf, &(4 << 20)).unwrap();
     let stream = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
     (client, stream)
 }
@@ -69,13 +60,9 @@ fn drain(client: &mut TcpStream) -> Vec<u8> {
 
 /// Wait until the socket can take more bytes.
 fn wait_writable(stream: &Stream) {
-    let mut fd = libc::pollfd {
-        fd: stream.as_raw_fd(),
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for an open socket.
-    assert_eq!(unsafe { libc::poll(&mut fd, 1, 10_000) }, 1);
+    use nix::poll::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(stream.socket().as_fd(), PollFlags::POLLOUT)];
+    assert_eq!(poll(&mut fds, 10_000u16).unwrap(), 1);
 }
 
 fn head_len(bytes: &[u8]) -> usize {
@@ -218,8 +205,7 @@ fn on_the_loop_a_body_not_in_the_page_cache_is_left_to_a_worker() {
     // Drop the file's pages from the page cache.
     let file = std::fs::File::open(root.0.join("big.bin")).unwrap();
     file.sync_all().unwrap();
-    // SAFETY: advice on an open descriptor; no memory is involved.
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    mpm_sys::page_cache::drop_cached(&file, 0, 0).unwrap();
     ask(
         &mut client,
         &stream,

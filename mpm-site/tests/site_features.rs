@@ -3,6 +3,7 @@
 //! and ranges; directory listings; `Cache-Control` rules. That the same
 //! holds over the wire under every MPM is `tests/tests/site_features.rs`.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::fs;

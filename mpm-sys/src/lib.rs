@@ -17,18 +17,30 @@
 //! * [`socket`] — the socket calls std and socket2 lack: `accept4`,
 //!   `TCP_NOTSENT_LOWAT`, a peek for pending input.
 //! * [`spawn`] — what a child does between fork and exec (keep descriptors
-//!   open, move them, die with its parent).
+//!   open, move them, die with its parent, limits, CPU affinity).
 //! * [`signals`] — signal dispositions changed in place.
+//! * [`open_beneath`] — open a path without leaving a directory
+//!   (`openat2(RESOLVE_BENEATH)`, or a walk from the directory's descriptor
+//!   before Linux 5.6): the static site's confinement.
+//! * [`page_cache`] — what the page cache holds of a file (`cachestat`),
+//!   reads that never wait for the disk (`preadv2(RWF_NOWAIT)`), eviction.
+//! * [`bump_pool`] — a bump arena or the global allocator, as an
+//!   `Allocator`: the request pool.
+//! * [`at_exit`] — a function run at exit.
 //! * [`clock`] — the monotonic clock in nanoseconds, and local time.
 //! * [`alloc_shim`] — the `GlobalAlloc` that dispatches to the allocator
 //!   chosen at launch and reports to an observer.
 //! * [`Error`] — this crate's one error type.
 
 pub mod alloc_shim;
+pub mod at_exit;
+pub mod bump_pool;
 pub mod clock;
 mod error;
 pub mod fd_passing;
 pub mod fork;
+pub mod open_beneath;
+pub mod page_cache;
 pub mod process_mutex;
 pub mod shared_memory;
 pub mod signals;

@@ -6,6 +6,7 @@ use std::net::TcpStream;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
+use nix::sys::socket::{shutdown, Shutdown};
 use parking_lot::Mutex;
 
 use mpm_core::blocking::{await_first_request, FirstRequest, IdlePark};
@@ -52,12 +53,12 @@ impl ConnectionSlots {
     /// Shut down every idle connection for reading: its thread wakes from its
     /// read with end-of-file and closes it. Busy ones finish their request.
     pub fn close_idle(&self) -> usize {
-        self.shutdown_where(|s| s.idle, libc::SHUT_RD)
+        self.shutdown_where(|s| s.idle, Shutdown::Read)
     }
 
     /// Shut down every connection still held, busy or not.
     pub fn close_all(&self) -> usize {
-        self.shutdown_where(|_| true, libc::SHUT_RDWR)
+        self.shutdown_where(|_| true, Shutdown::Both)
     }
 
     /// Connections held right now.
@@ -65,15 +66,16 @@ impl ConnectionSlots {
         self.slots.iter().filter(|s| s.lock().fd >= 0).count()
     }
 
-    fn shutdown_where(&self, pick: impl Fn(&Slot) -> bool, how: i32) -> usize {
+    fn shutdown_where(&self, pick: impl Fn(&Slot) -> bool, how: Shutdown) -> usize {
         let mut n = 0;
         for slot in &self.slots {
             let s = slot.lock();
             if s.fd >= 0 && pick(&s) {
-                // SAFETY: the slot's lock is held, and a thread clears its slot
-                // (under this lock) before closing the descriptor, so `fd` is
-                // still the open connection it records.
-                unsafe { libc::shutdown(s.fd, how) };
+                // The slot's lock is held, and a thread clears its slot (under
+                // this lock) before closing the descriptor, so `fd` is still
+                // the open connection it records. An error (the peer already
+                // gone) changes nothing: the thread sees the end either way.
+                let _ = shutdown(s.fd, how);
                 n += 1;
             }
         }

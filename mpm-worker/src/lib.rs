@@ -15,6 +15,8 @@
 //! With `--server-limit` above 1 the master of `mpm-master` runs the pool
 //! in several processes.
 
+#![forbid(unsafe_code)]
+
 pub mod accept;
 pub mod keepalive;
 mod run;

@@ -10,6 +10,8 @@
 //! printed its `listening on` line, and every read has a timeout so that a
 //! broken server fails a test instead of hanging it.
 
+#![forbid(unsafe_code)]
+
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -357,6 +359,16 @@ fn listening_addr(line: &str) -> Option<SocketAddr> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
+/// Send `signal` to process `pid`, as `kill(2)`: an error (no such process,
+/// or a signal number that is none) is ignored, as a test that signals a
+/// process checks what it does, not whether it was still there.
+pub fn kill(pid: i32, signal: i32) {
+    use nix::sys::signal::Signal;
+    if let Ok(signal) = Signal::try_from(signal) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    }
+}
+
 /// Say in the run's output that the calling test did not run its body, and
 /// why (a tool that is not installed, no root, a descriptor limit). A
 /// passing test's output is kept from the terminal by the test runner, so
@@ -433,23 +445,8 @@ impl Server {
         extra: &[&str],
         limit: u64,
     ) -> Server {
-        use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(mpm_bin());
-        // SAFETY: setrlimit is async-signal-safe, and the closure touches no
-        // memory of the parent's but its own copy of `limit`.
-        unsafe {
-            cmd.pre_exec(move || {
-                let lim = libc::rlimit {
-                    rlim_cur: limit as libc::rlim_t,
-                    rlim_max: limit as libc::rlim_t,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
-                    Ok(())
-                } else {
-                    Err(io::Error::last_os_error())
-                }
-            });
-        }
+        mpm_sys::spawn::limit_open_files(&mut cmd, limit);
         Server::spawn(cmd, mpm, docroot, extra).unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -480,6 +477,18 @@ impl Server {
     ) -> Server {
         let mut cmd = Command::new(mpm_bin());
         setup(&mut cmd);
+        Server::spawn(cmd, mpm, docroot, extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`start`](Self::start), with a command of the caller's (a
+    /// wrapper that sets something up, then `exec`s [`mpm_bin`] with the
+    /// arguments that follow its own); the server's arguments are added.
+    pub fn start_command(
+        cmd: Command,
+        mpm: &str,
+        docroot: Option<&Path>,
+        extra: &[&str],
+    ) -> Server {
         Server::spawn(cmd, mpm, docroot, extra).unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -618,9 +627,8 @@ impl Server {
     pub fn signal(&mut self, signal: i32) {
         if self.exited.is_none() {
             let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits pid_t");
-            // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
-            // unreaped child, so it cannot name another process.
-            unsafe { libc::kill(pid, signal) };
+            // The pid is our unreaped child, so it cannot name another process.
+            kill(pid, signal);
         }
     }
 
@@ -921,20 +929,8 @@ impl RawConn {
     /// Shrink the socket's receive buffer, so that most of a large response
     /// stays unsent on the server's side until this client reads it.
     pub fn set_recv_buffer(&self, bytes: usize) {
-        use std::os::fd::AsRawFd;
-        let size = libc::c_int::try_from(bytes).expect("buffer size fits c_int");
-        // SAFETY: the descriptor is our open socket, and the option value is a
-        // c_int whose size is passed with it.
-        let rc = unsafe {
-            libc::setsockopt(
-                self.stream().as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(rc, 0, "SO_RCVBUF: {}", io::Error::last_os_error());
+        use nix::sys::socket::{setsockopt, sockopt::RcvBuf};
+        setsockopt(self.stream(), RcvBuf, &bytes).unwrap_or_else(|e| panic!("SO_RCVBUF: {e}"));
     }
 
     /// Write all of `bytes`.

@@ -124,9 +124,8 @@ pub fn material() -> &'static Material {
                 .expect("a directory for the test certificates");
         }
         let _ = CLEANUP.set(dir.clone());
-        // SAFETY: registers a function without arguments that only removes
-        // the directory named in a static; atexit runs it once.
-        unsafe { libc::atexit(remove_material) };
+        // Removed when the test binary exits, after its last test.
+        let _ = mpm_sys::at_exit::at_exit(remove_material);
         let ca_key = KeyPair::generate().expect("a CA key");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);

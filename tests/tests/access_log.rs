@@ -4,6 +4,7 @@
 //! graceful stop, restart or rotation, and a full disk that does not stop
 //! serving and is reported once.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -282,8 +283,7 @@ fn rotate(mpm: &str, extra: &[&str], signal: i32) {
         wait_served(50);
         std::fs::rename(&log, &moved).unwrap();
         let pid = libc::pid_t::try_from(server.pid()).unwrap();
-        // SAFETY: kill(2) on the server, our unreaped child.
-        unsafe { libc::kill(pid, signal) };
+        tests::kill(pid, signal);
         let at = served.load(Ordering::Relaxed);
         // Until the new file has lines of its own.
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -468,8 +468,7 @@ fn the_error_log_goes_to_its_file() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let pid = libc::pid_t::try_from(child.id()).unwrap();
-    // SAFETY: kill(2) on our unreaped child.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    tests::kill(pid, libc::SIGTERM);
     assert!(child.wait().unwrap().success());
     let text = std::fs::read_to_string(&errors).unwrap();
     assert!(

@@ -1,6 +1,7 @@
 //! Every allocator serves under every MPM, and says so: at start-up and on
 //! the status page, with what it cost.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! that misbehave: exact counts for `-n`, statuses, `--close`, errors by kind,
 //! and the `--json` shape.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};

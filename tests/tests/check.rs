@@ -2,6 +2,7 @@
 //! server (as `apachectl configtest`): 0 and one line when good, 2 and one
 //! line naming the problem when not.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::net::TcpListener;

@@ -2,6 +2,7 @@
 //! exit code 2, before anything is served; a good configuration file is
 //! honoured, and the command line wins over it.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::net::TcpListener;

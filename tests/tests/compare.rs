@@ -4,6 +4,7 @@
 //! data, an application's own workloads must be what is measured, and
 //! answers a request did not expect must make a cell invalid everywhere.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::fs;

@@ -2,6 +2,7 @@
 //! status page answering 503, so that a load balancer's health check takes
 //! it out of the rotation before it stops listening.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};

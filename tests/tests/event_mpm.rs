@@ -1,6 +1,7 @@
 //! What the event MPM promises beyond the shared suite: idle connections cost
 //! memory, not threads; slow clients never hold a worker.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};
@@ -20,17 +21,10 @@ fn docroot() -> TempDir {
 
 /// Raise this test process's descriptor limit to what `n` sockets need.
 fn allow_descriptors(n: u64) -> bool {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit write to and read from a valid rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_max < n {
-            return false;
-        }
-        lim.rlim_cur = lim.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((_, hard)) if hard >= n => setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok(),
+        _ => false,
     }
 }
 

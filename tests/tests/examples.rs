@@ -1,6 +1,7 @@
 //! The embedding examples, each built and run as a server under every MPM:
 //! what a user's own handler gets from `mpm::main` must hold for all three.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;

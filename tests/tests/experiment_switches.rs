@@ -1,6 +1,7 @@
 //! The switches the classic experiments turn (`--poller`, `--send-lowat`,
 //! `--request-pool`) change how the server works, never what it serves.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::Read;

@@ -3,6 +3,7 @@
 //! connection. (The HTTP layer's own test, that the connection goes on to
 //! its next request, is `mpm-http/tests/handler_panic.rs`.)
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::{Read, Write};

@@ -6,6 +6,7 @@
 //! Skipped, with a message, where `haproxy` is not installed (`.ci/run`
 //! installs it from the distribution's packages).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::Read;
@@ -194,8 +195,7 @@ fn graceful_restarts_and_an_upgrade_behind_haproxy_lose_no_request() {
     }
     // And a binary upgrade of the other: the new master takes its sockets.
     let old = b.pid();
-    // SAFETY: kill(2) has no memory-safety preconditions; `old` is our child.
-    unsafe { libc::kill(old as libc::pid_t, libc::SIGUSR2) };
+    tests::kill(old as libc::pid_t, libc::SIGUSR2);
     let deadline = Instant::now() + Duration::from_secs(20);
     let new = loop {
         let now = std::fs::read_to_string(&pid_file)
@@ -213,8 +213,7 @@ fn graceful_restarts_and_an_upgrade_behind_haproxy_lose_no_request() {
     };
     std::thread::sleep(Duration::from_millis(1500));
     let tally = load.finish();
-    // SAFETY: as above; the new master is stopped by its pid.
-    unsafe { libc::kill(new as libc::pid_t, libc::SIGKILL) };
+    tests::kill(new as libc::pid_t, libc::SIGKILL);
     let logs = format!(
         "a:\n{}\nb:\n{}\nhaproxy:\n{}",
         a.stderr_text(),

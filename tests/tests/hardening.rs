@@ -2,6 +2,7 @@
 //! spelling of a path escapes, request-smuggling shapes refused, and serving
 //! processes that never run as root.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
@@ -227,8 +228,7 @@ fn uid(pid: u32) -> u32 {
 }
 
 fn serving_processes_run_as_the_configured_user(mpm: &str) {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         tests::skip("only root can change user");
         return;
     }
@@ -291,54 +291,24 @@ tests::mpm_suite!(
 /// runs), nothing is followed or truncated, and the children hold a `memfd`.
 #[test]
 fn the_accept_mutex_lock_file_has_no_path_to_plant_a_link_at() {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::process::CommandExt;
     let tmp = TempDir::new("lock-tmpdir");
     let victim = tmp.write("victim.txt", b"precious\n");
     let root = docroot();
     for kind in ["fcntl", "flock"] {
-        let prefix = tmp
-            .path()
-            .join("mpm-accept-")
-            .as_os_str()
-            .as_bytes()
-            .to_vec();
-        let target = std::ffi::CString::new(victim.as_os_str().as_bytes()).unwrap();
-        let mut server = Server::start_with(
+        // The link is planted by a shell that then becomes the server
+        // (`exec` keeps its pid, `$$`), so it is there before the server runs.
+        let mut plant = std::process::Command::new("sh");
+        plant
+            .env("TMPDIR", tmp.path())
+            .args(["-c", r#"ln -s "$1" "$2$$.lock"; shift 2; exec "$@""#, "sh"])
+            .arg(&victim)
+            .arg(tmp.path().join("mpm-accept-"))
+            .arg(tests::mpm_bin());
+        let mut server = Server::start_command(
+            plant,
             "prefork",
             Some(root.path()),
             &["--accept-mutex", kind, "--start-servers", "2"],
-            |cmd| {
-                cmd.env("TMPDIR", tmp.path());
-                // SAFETY: between fork and exec the closure only copies
-                // bytes into a stack buffer and calls getpid and symlink,
-                // which are async-signal-safe; it allocates nothing.
-                unsafe {
-                    cmd.pre_exec(move || {
-                        let mut path = [0u8; 512];
-                        let mut n = prefix.len().min(480);
-                        path[..n].copy_from_slice(&prefix[..n]);
-                        let mut digits = [0u8; 12];
-                        let mut pid = libc::getpid() as u32;
-                        let mut d = 0;
-                        loop {
-                            digits[d] = b'0' + (pid % 10) as u8;
-                            d += 1;
-                            pid /= 10;
-                            if pid == 0 {
-                                break;
-                            }
-                        }
-                        for i in (0..d).rev() {
-                            path[n] = digits[i];
-                            n += 1;
-                        }
-                        path[n..n + 5].copy_from_slice(b".lock");
-                        libc::symlink(target.as_ptr(), path.as_ptr().cast());
-                        Ok(())
-                    });
-                }
-            },
         );
         let pid = server.pid();
         assert!(

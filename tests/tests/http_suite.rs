@@ -3,6 +3,7 @@
 //! pipelining, request bodies, malformed input, limits, timeouts and
 //! concurrency.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! The lower trait alone carries a protocol that is not HTTP: the line-echo
 //! example, served by the worker MPM in this process.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 #[path = "../../server/examples/line_protocol.rs"]

@@ -6,6 +6,7 @@
 //! The event MPM runs one process here (`--server-limit 1`), so that every
 //! client meets the same loop.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};

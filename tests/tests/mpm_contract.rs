@@ -3,6 +3,7 @@
 //! the request in flight and then closing its idle connection before
 //! returning.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::{Read, Write};

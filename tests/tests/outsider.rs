@@ -4,6 +4,7 @@
 //! streamed upload). Built once with cargo, then run under every MPM: what
 //! an embedder gets from the public API must hold for all three.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashSet;

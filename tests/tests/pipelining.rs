@@ -3,6 +3,7 @@
 //! whatever mix of answers (in-memory, file, 304, 404, chunked stream), and
 //! responses that need nothing slow go out together, in one write.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::{Read, Write};

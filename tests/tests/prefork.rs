@@ -2,6 +2,7 @@
 //! children are recycled, the pool grows and shrinks with the load, and a
 //! storm of graceful restarts never stops the server.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
@@ -276,8 +277,7 @@ fn a_busy_child_killed_is_replaced_and_the_other_clients_are_unaffected() {
     assert!(before.contains(&victim));
 
     let killed = Instant::now();
-    // SAFETY: kill(2) on a child of the server under test.
-    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    tests::kill(victim as i32, libc::SIGKILL);
     let deadline = killed + Duration::from_secs(5);
     while children(server.pid()).contains(&victim) || children(server.pid()).len() < before.len() {
         assert!(

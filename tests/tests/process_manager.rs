@@ -1,6 +1,7 @@
 //! The process manager: a single-threaded master, children that are replaced
 //! when they die, graceful restarts that lose no request, and a clean stop.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
@@ -129,8 +130,7 @@ fn a_killed_child_is_replaced_and_serving_goes_on(mpm: &str) {
     let kids = wait_for_children(server.pid(), 2, &[], Duration::from_secs(10)).unwrap();
     let victim = kids[0];
     let killed = Instant::now();
-    // SAFETY: kill(2) on a pid we just read as the server's child.
-    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    tests::kill(victim as i32, libc::SIGKILL);
     let now = wait_for_children(server.pid(), 2, &[victim], Duration::from_secs(10))
         .expect("the killed child was not replaced");
     let took = killed.elapsed();

@@ -2,6 +2,7 @@
 //! closed between requests, and a request the client has already sent is
 //! answered, never dropped (the reload race nginx users complain of).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;

@@ -3,6 +3,7 @@
 //! up); a flood of pipelined requests buffered boundedly and all answered;
 //! bodies over the limit refused before they are read.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};

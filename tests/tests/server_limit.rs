@@ -3,9 +3,9 @@
 //! each to its own, and processes sharing a listening socket wake one at a
 //! time (`EPOLLEXCLUSIVE`).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
-use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use tests::{children, run_mpm, wait_for_children, RawConn, Server, TempDir};
@@ -68,31 +68,12 @@ fn the_event_mpm_starts_a_serving_process_per_usable_cpu_by_default() {
 fn on_one_cpu_auto_means_one_serving_process() {
     let root = docroot();
     // `taskset -c FIRST`: the first CPU this test may use.
-    // SAFETY: reads this thread's affinity mask into a zeroed cpu_set_t.
-    let first = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        assert_eq!(
-            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
-            0
-        );
-        (0..libc::CPU_SETSIZE as usize)
-            .find(|&c| libc::CPU_ISSET(c, &set))
-            .unwrap()
-    };
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    let first = (0..nix::sched::CpuSet::count())
+        .find(|&c| set.is_set(c).unwrap_or(false))
+        .unwrap();
     let server = Server::start_with("event", Some(root.path()), &[], |cmd| {
-        // SAFETY: in the forked child, before exec: only a system call on a
-        // set built on the stack, both async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(first, &mut set);
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
+        mpm_sys::spawn::pin_to_cpu(cmd, first);
     });
     assert_eq!(serving_processes(&server, 1).len(), 1);
     assert!(

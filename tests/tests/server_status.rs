@@ -2,6 +2,7 @@
 //! or several; its JSON has the documented fields; its HTML escapes what
 //! clients sent; and `--status-path` moves or removes it.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;

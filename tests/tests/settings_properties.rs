@@ -11,6 +11,7 @@
 //! the whole range. Paths are confined to a scratch directory (the tests may
 //! run as root).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -586,8 +587,7 @@ fn serve(args: &[String], error_log: Option<&Path>) -> Result<(), TestCaseError>
     let mut killed = false;
     let status = 'wait: {
         for signal in [libc::SIGTERM, libc::SIGTERM] {
-            // SAFETY: kill(2) on our own unreaped child.
-            unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+            tests::kill(child.id() as libc::pid_t, signal);
             let deadline = Instant::now() + Duration::from_secs(4);
             while Instant::now() < deadline {
                 if let Some(s) = child.try_wait().unwrap() {

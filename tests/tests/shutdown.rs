@@ -1,6 +1,7 @@
 //! Stopping on SIGTERM: requests in flight finish, idle connections do not
 //! hold the server up, no new connection is taken, and the exit is clean.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::ErrorKind;

@@ -2,6 +2,7 @@
 //! while it runs and is gone after a clean stop; `mpm signal` stops and
 //! restarts servers through it; a bad pid file is one line and exit 2.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};

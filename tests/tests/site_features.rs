@@ -3,6 +3,7 @@
 //! listings, Prometheus metrics, error pages, `Cache-Control` rules; all off
 //! by default, and each bad value one line and exit 2.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};

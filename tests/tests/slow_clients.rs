@@ -4,6 +4,7 @@
 //! requests per connection are capped; and 500 slowloris connections do not
 //! keep a normal client from being served.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};

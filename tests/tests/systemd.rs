@@ -1,12 +1,12 @@
 //! Running under systemd: socket activation (`LISTEN_FDS`) and `Type=notify`
 //! readiness, as `contrib/systemd/` sets them up.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::net::TcpListener;
-use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixDatagram;
-use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use tests::{RawConn, Server, TempDir};
@@ -19,22 +19,10 @@ fn serves_on_a_socket_passed_by_systemd(mpm: &str) {
     // The socket systemd would have bound, passed as descriptor 3.
     let socket = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = socket.local_addr().unwrap();
-    let fd = socket.as_raw_fd();
+    let passed = OwnedFd::from(socket.try_clone().unwrap());
     let server = Server::start_with(mpm, Some(root.path()), &[], |cmd| {
         cmd.env("LISTEN_FDS", "1");
-        // SAFETY: dup2 and fcntl are async-signal-safe and touch only the
-        // child's descriptor table.
-        unsafe {
-            cmd.pre_exec(move || {
-                if fd == 3 {
-                    // Already in place: only clear close-on-exec.
-                    libc::fcntl(3, libc::F_SETFD, 0);
-                } else if libc::dup2(fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        mpm_sys::spawn::pass_fd(cmd, passed, 3);
     });
     assert_eq!(server.addr(), addr, "{}", server.stderr_text());
     assert!(server.stderr_text().contains("passed by systemd"));

@@ -10,6 +10,7 @@
 //! A test that needs a client this machine lacks says "skipped" and passes
 //! (`.ci/run` installs curl and openssl).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};
@@ -573,28 +574,15 @@ fn sighup_reloads_certificates(mpm: &str) {
 // --- Socket activation and binary upgrade hand TLS listeners over -------------
 
 fn a_tls_socket_passed_by_systemd_is_served_with_tls(mpm: &str) {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
     let root = docroot();
     // Bound by "systemd", named by FileDescriptorName=https.
     let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = socket.local_addr().unwrap();
-    let fd = socket.as_raw_fd();
+    let passed = std::os::fd::OwnedFd::from(socket.try_clone().unwrap());
     let server = with_transport(Transport::Tls, || {
         Server::start_with(mpm, Some(root.path()), &[], |cmd| {
             cmd.env("LISTEN_FDS", "1").env("LISTEN_FDNAMES", "https");
-            // SAFETY: dup2 and fcntl are async-signal-safe and touch only
-            // the child's descriptor table.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if fd == 3 {
-                        libc::fcntl(3, libc::F_SETFD, 0);
-                    } else if libc::dup2(fd, 3) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            mpm_sys::spawn::pass_fd(cmd, passed, 3);
         })
     });
     assert_eq!(server.addr(), addr, "{}", server.stderr_text());
@@ -659,9 +647,7 @@ fn a_binary_upgrade_hands_tls_listeners_over(mpm: &str) {
         200
     );
     assert_eq!(server.addr(), tls_addr);
-    // SAFETY: kill(2) has no memory-safety preconditions; the pid is the
-    // new master this test made the old one start.
-    unsafe { libc::kill(new as libc::pid_t, libc::SIGTERM) };
+    tests::kill(new as libc::pid_t, libc::SIGTERM);
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::path::Path::new(&format!("/proc/{new}")).exists() && pid_file.exists() {
         assert!(Instant::now() < deadline, "the new master did not stop");

@@ -3,6 +3,7 @@
 //! master and the old one exits; a new binary that fails leaves the old
 //! master serving (rollback).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -57,8 +58,7 @@ struct Adopted(u32);
 
 impl Adopted {
     fn stop(&self) -> bool {
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe { libc::kill(self.0 as libc::pid_t, libc::SIGTERM) };
+        tests::kill(self.0 as libc::pid_t, libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if process_gone(self.0) {
@@ -73,8 +73,7 @@ impl Adopted {
 impl Drop for Adopted {
     fn drop(&mut self) {
         if !self.stop() {
-            // SAFETY: as above.
-            unsafe { libc::kill(self.0 as libc::pid_t, libc::SIGKILL) };
+            tests::kill(self.0 as libc::pid_t, libc::SIGKILL);
         }
     }
 }
