@@ -29,6 +29,7 @@
 //! the layer's writer asks before it sends any file body on an event loop.
 //! [`About`] is the welcome page's alone, so it lives here with it.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod autoindex;
