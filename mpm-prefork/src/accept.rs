@@ -40,8 +40,7 @@ use mpm_core::scoreboard::monotonic_ns;
 use mpm_core::{Error, Lifecycle, Listener, Result};
 
 /// How prefork children take turns to accept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-#[value(rename_all = "lower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AcceptMutex {
     /// `fcntl(F_SETLKW)` on a lock file.
     Fcntl,
@@ -64,6 +63,19 @@ impl AcceptMutex {
             AcceptMutex::Pthread => "pthread",
             AcceptMutex::None => "none",
         }
+    }
+}
+
+impl mpm_core::Choice for AcceptMutex {
+    const ALL: &'static [Self] = &[
+        AcceptMutex::Fcntl,
+        AcceptMutex::Flock,
+        AcceptMutex::Pthread,
+        AcceptMutex::None,
+    ];
+
+    fn name(self) -> &'static str {
+        AcceptMutex::name(self)
     }
 }
 
