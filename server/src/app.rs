@@ -11,7 +11,7 @@ use mpm_bench::Workload;
 use mpm_core::Error;
 use mpm_http::{DefaultSite, Dotfiles, HttpHandler, Request, Response, StaticFiles};
 
-use crate::config::{Config, ConfigLayer};
+use crate::settings::{Config, ConfigLayer};
 
 /// An application: who it is, its own settings, and the [`HttpHandler`]
 /// each worker runs.

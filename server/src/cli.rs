@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::Resettable;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -21,7 +22,7 @@ use mpm_master::{Exit, ProcessManager, Sizing};
 use mpm_prefork::AcceptMutex;
 
 use crate::app::{App, Identity, NoSettings, Settings, STATIC_SITE_SETTINGS};
-use crate::config::{Config, ConfigLayer, CpuAffinity};
+use crate::settings::{Config, ConfigLayer, CpuAffinity, TomlFile};
 use crate::signal_command::SignalArgs;
 use crate::site::{Site, StatusRoute};
 
@@ -239,34 +240,6 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
     }
 }
 
-/// `serve` or `check` with each of mpm's settings' defaults in its help
-/// (`[default: ...]`): the flags have none of their own, since a flag not
-/// given must leave the file's value alone. A setting the program hides or
-/// removed is skipped.
-fn with_defaults(mut sub: clap::Command) -> clap::Command {
-    for (id, value) in crate::config::defaults() {
-        if !sub.get_arguments().any(|a| a.get_id() == id) {
-            continue;
-        }
-        sub = sub.mut_arg(id, |arg| {
-            let text = |help: Option<&clap::builder::StyledStr>| {
-                format!(
-                    "{} [default: {value}]",
-                    help.map(ToString::to_string).unwrap_or_default()
-                )
-            };
-            let long = arg.get_long_help().map(|h| text(Some(h)));
-            let short = text(arg.get_help());
-            let arg = arg.help(short);
-            match long {
-                Some(long) => arg.long_help(long),
-                None => arg,
-            }
-        });
-    }
-    sub
-}
-
 fn command_line<S: Service>(service: &S) -> i32 {
     let me = service.identity();
     mpm_core::error_log::set_program(&me.name);
@@ -282,10 +255,12 @@ fn command_line<S: Service>(service: &S) -> i32 {
         .bin_name(me.name.to_string())
         .version(me.version.to_string())
         .about(about);
+    if let Some(clash) = clash::<S::Settings>() {
+        eprintln!("{}: {clash}", me.name);
+        return 2;
+    }
     for sub in ["serve", "check"] {
-        command = command.mut_subcommand(sub, |c| {
-            with_defaults(shape::<S::Settings>(c, hidden, &heading))
-        });
+        command = command.mut_subcommand(sub, |c| shape::<S::Settings>(c, hidden, &heading));
     }
     let matches = match command.try_get_matches() {
         Ok(m) => m,
@@ -332,10 +307,33 @@ fn command_line<S: Service>(service: &S) -> i32 {
     }
 }
 
+/// The first of the application's settings named like one of mpm's (or
+/// `--config`), as the one line that refuses it: the two would be one flag
+/// and one file key.
+fn clash<T: clap::Args>() -> Option<String> {
+    let own = T::augment_args(clap::Command::new("settings"));
+    let names: Vec<String> = own
+        .get_arguments()
+        .map(|a| {
+            a.get_long()
+                .map_or_else(|| flag_name(a.get_id().as_str()), str::to_string)
+        })
+        .collect();
+    names
+        .iter()
+        .find(|n| *n == "config" || crate::settings::SETTINGS.iter().any(|s| s.name() == **n))
+        .map(|n| format!("the application's setting --{n} has the name of mpm's --{n}; rename it"))
+}
+
 /// `serve` and `check` as this program has them: its own settings after
 /// mpm's, under a heading of their own, and mpm's that do not apply hidden.
+/// The commands keep their own description: clap would take the settings
+/// struct's doc comment for it.
 fn shape<T: clap::Args>(c: clap::Command, hidden: &[&str], heading: &str) -> clap::Command {
-    let mut c = T::augment_args(c.next_help_heading(heading.to_string()));
+    let (about, long_about) = (c.get_about().cloned(), c.get_long_about().cloned());
+    let mut c = T::augment_args(c.next_help_heading(heading.to_string()))
+        .about(about.map_or(Resettable::Reset, Resettable::Value))
+        .long_about(long_about.map_or(Resettable::Reset, Resettable::Value));
     for flag in hidden {
         let id = flag.replace('-', "_");
         if c.get_arguments().any(|a| a.get_id() == id.as_str()) {
@@ -425,29 +423,31 @@ impl<T: Settings> Invocation<T> {
         };
         let fail = |m: String| Error::config(format!("config {}: {m}", path.display()));
         let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-        let table: toml::Table = crate::config::parse_toml(&text).map_err(fail)?;
-        let (mut mpm, mut own) = (toml::Table::new(), toml::Table::new());
-        for (key, value) in table {
+        let file = TomlFile::parse(&text).map_err(fail)?;
+        let mut own = toml::Table::new();
+        let mut mpm = Vec::new();
+        for (key, value) in &file.table {
             if self.hidden.contains(&key.as_str()) {
-                let line = crate::config::line_of(&text, &key);
                 return Err(fail(format!(
-                    "line {line}: `{key}` is not a setting of {}",
+                    "line {}: `{key}` is not a setting of {}",
+                    file.line(key),
                     self.name
                 )));
             }
-            if self.keys.contains(&key) {
-                own.insert(key, value);
+            if self.keys.contains(key) {
+                own.insert(key.clone(), value.clone());
             } else {
-                mpm.insert(key, value);
+                mpm.push(key);
             }
         }
-        let file = if own.is_empty() {
-            // Errors with the exact line, as the `mpm` binary gives them.
-            ConfigLayer::from_toml(&text).map_err(fail)?
-        } else {
-            ConfigLayer::from_table(mpm, &text).map_err(fail)?
-        };
-        let config = Config::resolve(self.args.layer.clone().or(file).or(self.defaults.clone()))?;
+        let file_layer = file.layer(mpm).map_err(fail)?;
+        let config = Config::resolve(
+            self.args
+                .layer
+                .clone()
+                .or(file_layer)
+                .or(self.defaults.clone()),
+        )?;
         if own.is_empty() {
             return Ok((config, self.settings.clone()));
         }
@@ -471,10 +471,7 @@ impl<T: Settings> Invocation<T> {
             // A table keeps no positions: the key at fault is the one
             // without which the rest parse.
             match own.iter().find(|(key, _)| merge(Some(key)).is_ok()) {
-                Some((key, _)) => fail(format!(
-                    "line {}: {key}: {msg}",
-                    crate::config::line_of(&text, key)
-                )),
+                Some((key, _)) => fail(format!("line {}: {key}: {msg}", file.line(key))),
                 None => fail(msg),
             }
         })?;
@@ -519,7 +516,7 @@ fn one_line(e: &clap::Error) -> String {
         line.push_str(tip.trim().trim_start_matches("tip: "));
         line.push(')');
     } else if let Some(ContextValue::String(bad)) = e.get(ContextKind::InvalidValue) {
-        if let Some(guess) = crate::config::did_you_mean(bad, valid.iter().map(String::as_str)) {
+        if let Some(guess) = crate::settings::did_you_mean(bad, valid.iter().map(String::as_str)) {
             line.push_str(&format!(" (did you mean '{guess}'?)"));
         }
     }

@@ -2,13 +2,12 @@
 
 mod app;
 mod cli;
-pub mod config;
+pub mod settings;
 mod signal_command;
 mod site;
 
 pub use app::{App, Identity, NoSettings, Settings, SiteContent, StaticSite, STATIC_SITE_SETTINGS};
 pub use cli::{main, serve_protocol};
-pub use config::{Config, ConfigLayer};
 /// The loads an [`App`] ships for `myapp compare` to measure it with
 /// ([`App::workloads`]), and the format of `--workload` files.
 pub use mpm_bench::{Workload, WorkloadRequest};
@@ -20,6 +19,9 @@ pub use mpm_core::allocator::MpmAllocator;
 pub use mpm_core::shared;
 /// The error type of `App::check` and of the shared-memory constructors.
 pub use mpm_core::Error;
+/// The settings under their former name.
+pub use settings as config;
+pub use settings::{Config, ConfigLayer};
 
 /// What an embedder uses, in one import: `use mpm::prelude::*;`.
 pub mod prelude {

@@ -1,0 +1,46 @@
+//! Server configuration: command-line flags and an optional TOML file with
+//! the same keys, the command line winning.
+//!
+//! * [`table`](self) — every setting declared once (`table.rs`): flag, key,
+//!   type, default, bounds, help;
+//! * `declare` — what a declaration makes: the [`ConfigLayer`] field, the
+//!   clap argument, the TOML key, the docs row ([`Setting`], [`SETTINGS`]);
+//! * `values` — the kinds of value: numbers, durations, [`OnOff`],
+//!   [`ServerLimit`], [`CpuAffinity`], names;
+//! * `toml_file` — the file, its errors on the line the parser points at;
+//! * `resolve` — from a merged layer to a checked [`Config`];
+//! * `config` — the [`Config`] and what each layer below reads of it;
+//! * `listen` — addresses, port ranges, host names;
+//! * `docs` — `docs/configuration.md`, generated and checked.
+
+mod config;
+pub(crate) mod declare;
+#[cfg(test)]
+mod docs;
+mod listen;
+mod resolve;
+mod table;
+mod toml_file;
+pub(crate) mod values;
+
+pub use config::{Config, TlsConfig};
+pub use declare::{Section, Setting};
+pub use listen::{parse_listen, parse_listen_range, DEFAULT_LISTEN, MAX_LISTENERS};
+pub use table::{ConfigLayer, SETTINGS};
+pub(crate) use toml_file::TomlFile;
+pub(crate) use values::did_you_mean;
+pub use values::{Bounds, CpuAffinity, OnOff, ServerLimit, Value};
+
+/// The most serving processes (httpd's hard `ServerLimit` bound).
+pub const MAX_SERVER_LIMIT: usize = 20_000;
+/// The most threads in one process (httpd's hard `ThreadLimit` bound).
+pub const MAX_THREADS_PER_CHILD: usize = 20_000;
+/// The longest request line or header field that may be allowed: a head is
+/// then at most eight times that.
+pub const MAX_FIELD_LIMIT: usize = 1 << 20;
+/// The largest request body that may be allowed (httpd's `LimitRequestBody`
+/// bound): bodies are buffered whole.
+pub const MAX_BODY_LIMIT: u64 = i32::MAX as u64;
+/// The largest file kept in memory by the open-file cache (it holds up to
+/// 256 files).
+pub const MAX_FILE_CACHE_SIZE: u64 = 16 << 20;
