@@ -8,7 +8,7 @@
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser, ValueParser};
 use clap::{Arg, ArgAction, ArgMatches};
 
-use super::values::{Bounds, Value};
+use super::values::{Bounds, Choices, Value};
 
 /// Where a setting's value is held in a layer: `Option<T>` for a setting
 /// given once, `Vec<T>` for one repeated (`--listen A --listen B`, a TOML
@@ -158,7 +158,7 @@ pub struct Setting {
     /// Its default, as the help and the docs show it.
     pub default: fn() -> String,
     /// The words it may be, when it is one of a few.
-    pub choices: fn() -> Option<Vec<(&'static str, Vec<&'static str>)>>,
+    pub choices: fn() -> Option<Choices>,
     /// Its flag.
     pub arg: fn(&Setting) -> Arg,
 }

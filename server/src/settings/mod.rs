@@ -29,7 +29,7 @@ pub use listen::{parse_listen, parse_listen_range, DEFAULT_LISTEN, MAX_LISTENERS
 pub use table::{ConfigLayer, SETTINGS};
 pub(crate) use toml_file::TomlFile;
 pub(crate) use values::did_you_mean;
-pub use values::{Bounds, CpuAffinity, OnOff, ServerLimit, Value};
+pub use values::{Bounds, Choices, CpuAffinity, OnOff, ServerLimit, Value};
 
 /// The most serving processes (httpd's hard `ServerLimit` bound).
 pub const MAX_SERVER_LIMIT: usize = 20_000;

@@ -16,6 +16,9 @@ use mpm_http::log_format::LogFormat;
 use mpm_http::Dotfiles;
 use mpm_prefork::AcceptMutex;
 
+/// The words a value may be, each with its other names (aliases).
+pub type Choices = Vec<(&'static str, Vec<&'static str>)>;
+
 /// A kind of setting value: read from a command-line word or a TOML value,
 /// shown back (for defaults), and measured (for [`Bounds`]).
 pub trait Value: Clone + Send + Sync + 'static {
@@ -35,7 +38,7 @@ pub trait Value: Clone + Send + Sync + 'static {
 
     /// The only words the value may be, if it is one of a few; the command
     /// line then lists them when given another.
-    fn choices() -> Option<Vec<(&'static str, Vec<&'static str>)>> {
+    fn choices() -> Option<Choices> {
         None
     }
 
@@ -153,7 +156,7 @@ impl Value for OnOff {
         if self.0 { "on" } else { "off" }.into()
     }
 
-    fn choices() -> Option<Vec<(&'static str, Vec<&'static str>)>> {
+    fn choices() -> Option<Choices> {
         Some(vec![("on", vec![]), ("off", vec![])])
     }
 }
@@ -250,7 +253,7 @@ macro_rules! choice_values {
                 Choice::name(*self).to_string()
             }
 
-            fn choices() -> Option<Vec<(&'static str, Vec<&'static str>)>> {
+            fn choices() -> Option<Choices> {
                 Some(
                     <$t as Choice>::ALL
                         .iter()
