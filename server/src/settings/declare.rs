@@ -218,14 +218,21 @@ pub(crate) fn arg<S: Slot>(setting: &Setting) -> Arg {
 /// field, whose name with dashes is the flag and the TOML key), its value
 /// name, its default (`value(EXPR)`, a value of its type the layers fall
 /// back on; or `text("...")`, where the default is worked out from other
-/// settings) and its [`Bounds`].
+/// settings), its [`Bounds`], and the [`Config`](super::Config) fields it
+/// makes (`config = TYPE`: its value as it is; `config by hand { FIELDS }`:
+/// fields `resolve.rs` fills).
 macro_rules! settings {
     ($(
         [$section:ident]
         $(
             $(#[doc = $doc:literal])*
             $field:ident: $slot:ty, $value_name:literal,
-            default = $kind:ident($default:expr), bounds = $bounds:expr;
+            default = $kind:ident($default:expr), bounds = $bounds:expr,
+            config
+            $(by hand {
+                $( $(#[doc = $cdoc:literal])* $cfield:ident: $cty:ty ),* $(,)?
+            })?
+            $(= $out:ty)?;
         )*
     )*) => {
         /// One source of settings, every field optional: the command line,
@@ -300,6 +307,53 @@ macro_rules! settings {
                     }
                 )*)*
                 Ok(())
+            }
+        }
+
+        /// A complete, validated configuration: every setting's value,
+        /// checked, and what `resolve.rs` works out from several of them.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Config {
+            $($(
+                $(
+                    #[doc = concat!(
+                        "The value of [`ConfigLayer::", stringify!($field), "`], checked."
+                    )]
+                    pub $field: $out,
+                )?
+                $($(
+                    $(#[doc = $cdoc])*
+                    pub $cfield: $cty,
+                )*)?
+            )*)*
+        }
+
+        /// The fields of [`Config`] that `resolve.rs` works out by hand.
+        pub(crate) struct ByHand {
+            $($( $($(
+                pub(crate) $cfield: $cty,
+            )*)? )*)*
+        }
+
+        impl Config {
+            /// The configuration of a merged, bounds-checked layer: each
+            /// setting's value as it is, and the values worked out by hand.
+            pub(crate) fn assemble(
+                l: &ConfigLayer,
+                by_hand: ByHand,
+            ) -> mpm_core::Result<Config> {
+                use $crate::settings::values::Resolve;
+                Ok(Config {
+                    $($(
+                        $(
+                            $field: <_ as Resolve<$out>>::resolve(
+                                l.$field.clone(),
+                                stringify!($field),
+                            )?,
+                        )?
+                        $($( $cfield: by_hand.$cfield, )*)?
+                    )*)*
+                })
             }
         }
 

@@ -23,10 +23,10 @@ mod table;
 mod toml_file;
 pub(crate) mod values;
 
-pub use config::{Config, TlsConfig};
+pub use config::TlsConfig;
 pub use declare::{Section, Setting};
 pub use listen::{parse_listen, parse_listen_range, DEFAULT_LISTEN, MAX_LISTENERS};
-pub use table::{ConfigLayer, SETTINGS};
+pub use table::{Config, ConfigLayer, SETTINGS};
 pub(crate) use toml_file::TomlFile;
 pub(crate) use values::did_you_mean;
 pub use values::{Bounds, Choices, CpuAffinity, OnOff, ServerLimit, Value};

@@ -1,33 +1,23 @@
 //! From a layer of settings to a checked [`Config`]: the declared defaults
-//! and bounds first, then one short function per concern for what depends
-//! on more than one setting (processes and threads, timeouts, TLS, the
-//! static site, the user).
+//! and bounds first (`table.rs`), then one short function per concern for
+//! the fields worked out by hand, from more than one setting (processes and
+//! threads, listeners and TLS, the static site, the user).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use mpm_core::listener_poller::PollerKind;
-use mpm_core::{Error, MpmKind, Result, Seconds};
+use mpm_core::{Error, MpmKind, Result};
 use mpm_http::{CacheRules, Dotfiles, ErrorPage, ErrorPages, Gzip, StaticFiles};
 
-use super::config::{slots_per_process, Config, TlsConfig};
-use super::values::{OnOff, ServerLimit};
-use super::{listen, ConfigLayer, MAX_SERVER_LIMIT};
+use super::config::{slots_per_process, TlsConfig};
+use super::table::ByHand;
+use super::values::{Bounds, Resolve, ServerLimit, Value};
+use super::{listen, Config, ConfigLayer, MAX_SERVER_LIMIT, MAX_THREADS_PER_CHILD};
 
-/// The value of a setting the declarations give a default: always there
-/// once the layers are merged over [`ConfigLayer::defaults`].
-fn given<T>(value: Option<T>, id: &str) -> Result<T> {
-    value.ok_or_else(|| Error::config(format!("--{}: no value", id.replace('_', "-"))))
-}
-
-/// A switch's value.
-fn on(value: Option<OnOff>, id: &str) -> Result<bool> {
-    given(value, id).map(|s| s.0)
-}
-
-/// A duration's value.
-fn time(value: Option<Seconds>, id: &str) -> Result<Duration> {
-    given(value, id).map(|s| s.0)
+/// The value of a setting the declarations give a default.
+fn given<T: Value>(value: Option<T>, id: &str) -> Result<T> {
+    value.resolve(id)
 }
 
 impl Config {
@@ -39,97 +29,40 @@ impl Config {
         let (listen, listen_tls) = listen::listeners(&l.listen, &l.listen_tls)?;
         let tls = tls_config(&l, !listen_tls.is_empty())?;
         let p = Processes::resolve(&l)?;
-        let (request_header_timeout, request_header_max_timeout) = header_timeouts(&l)?;
-        let dotfiles: Dotfiles = given(l.dotfiles, "dotfiles")?;
-        let docroot = docroot(l.docroot.clone())?;
-        let error_pages = error_pages(&l.error_page, docroot.as_deref(), dotfiles)?;
-        Ok(Config {
-            mpm: p.mpm,
+        check_docroot(l.docroot.as_deref())?;
+        check_upgrade_binary(l.upgrade_binary.as_deref())?;
+        let dotfiles = given(l.dotfiles, "dotfiles")?;
+        let by_hand = ByHand {
             listen,
             listen_tls,
             tls,
-            backlog: given(l.backlog, "backlog")?,
-            docroot,
-            max_request_workers: p.max_request_workers,
             server_limit: p.server_limit,
             server_limit_auto: p.server_limit_auto,
-            cpu_affinity: given(l.cpu_affinity, "cpu_affinity")?,
             threads_per_child: p.threads_per_child,
-            async_request_worker_factor: given(
-                l.async_request_worker_factor,
-                "async_request_worker_factor",
-            )?,
-            keepalive: on(l.keepalive, "keepalive")?,
-            keepalive_timeout: time(l.keepalive_timeout, "keepalive_timeout")?,
-            max_keepalive_requests: given(l.max_keepalive_requests, "max_keepalive_requests")?,
-            timeout: time(l.timeout, "timeout")?,
-            request_header_timeout,
-            graceful_timeout: time(l.graceful_timeout, "graceful_timeout")?,
-            sendfile: on(l.sendfile, "sendfile")?,
-            sendfile_max_chunk: given(l.sendfile_max_chunk, "sendfile_max_chunk")?,
-            epoll_exclusive: on(l.epoll_exclusive, "epoll_exclusive")?,
-            request_pool: on(l.request_pool, "request_pool")?,
-            file_cache_max_size: given(l.file_cache_max_size, "file_cache_max_size")?,
-            limit_request_line: given(l.limit_request_line, "limit_request_line")?,
-            limit_request_fields: given(l.limit_request_fields, "limit_request_fields")?,
-            limit_request_field_size: given(
-                l.limit_request_field_size,
-                "limit_request_field_size",
-            )?,
-            limit_request_body: given(l.limit_request_body, "limit_request_body")?,
-            status_path: path_or_off("status-path", l.status_path.clone())?,
-            status_remote: on(l.status_remote, "status_remote")?,
-            pid_file: l.pid_file.clone(),
             start_servers: p.start_servers,
             min_spare: p.min_spare,
             max_spare: p.max_spare,
-            max_connections_per_child: given(
-                l.max_connections_per_child,
-                "max_connections_per_child",
-            )?,
-            accept_mutex: given(l.accept_mutex, "accept_mutex")?,
-            poller: p.poller,
-            send_lowat: given(l.send_lowat, "send_lowat")?,
-            reuseport: p.reuseport,
-            run_as: resolve_user(l.user.as_deref(), l.group.as_deref())?,
-            dotfiles,
-            precompressed: on(l.precompressed, "precompressed")?,
-            gzip,
-            autoindex: on(l.autoindex, "autoindex")?,
-            error_pages,
-            expires: CacheRules::parse(&l.expires).map_err(Error::config)?,
+            status_path: path_or_off("status-path", l.status_path.clone())?,
             metrics_path: path_or_off("metrics-path", l.metrics_path.clone())?,
-            allocator: l.allocator,
-            access_log: l.access_log.clone(),
-            log_format: given(l.log_format, "log_format")?,
-            log_write: given(l.log_write, "log_write")?,
-            log_buffer: given(l.log_buffer, "log_buffer")?,
-            log_level: given(l.log_level, "log_level")?,
-            error_log: l.error_log.clone(),
-            upgrade_binary: upgrade_binary(l.upgrade_binary.clone())?,
-            upgrade_timeout: time(l.upgrade_timeout, "upgrade_timeout")?,
-            drain_delay: time(l.drain_delay, "drain_delay")?,
-            request_body_timeout: time(l.request_body_timeout, "request_body_timeout")?,
-            request_body_min_rate: given(l.request_body_min_rate, "request_body_min_rate")?,
-            request_header_min_rate: given(l.request_header_min_rate, "request_header_min_rate")?,
-            request_header_max_timeout,
-        })
+            run_as: resolve_user(l.user.as_deref(), l.group.as_deref())?,
+            gzip,
+            error_pages: error_pages(&l.error_page, l.docroot.as_deref(), dotfiles)?,
+            expires: CacheRules::parse(&l.expires).map_err(Error::config)?,
+            request_header_max_timeout: header_max_timeout(&l)?,
+        };
+        Config::assemble(&l, by_hand)
     }
 }
 
 /// The process model and how many processes and threads serve, each
 /// setting checked against the others.
 struct Processes {
-    mpm: MpmKind,
-    max_request_workers: usize,
     server_limit: usize,
     server_limit_auto: bool,
     threads_per_child: usize,
     start_servers: usize,
     min_spare: usize,
     max_spare: usize,
-    poller: PollerKind,
-    reuseport: bool,
 }
 
 impl Processes {
@@ -142,7 +75,7 @@ impl Processes {
                 "--poller {poller} applies to prefork and worker; the event MPM's loop is epoll"
             )));
         }
-        let reuseport = on(l.reuseport, "reuseport")?;
+        let reuseport: bool = l.reuseport.resolve("reuseport")?;
         if reuseport && mpm == MpmKind::Worker {
             return Err(Error::config("--reuseport is for --mpm prefork and event"));
         }
@@ -160,6 +93,10 @@ impl Processes {
             MpmKind::Prefork => 1,
             MpmKind::Worker => per_process,
         });
+        // A worked-out count is bounded as a given one is.
+        Bounds::Between(1, MAX_THREADS_PER_CHILD as u128)
+            .check("threads-per-child", &threads_per_child)
+            .map_err(Error::config)?;
         let slots = slots_per_process(mpm, threads_per_child.min(max_request_workers));
         if mpm_core::scoreboard::Scoreboard::slots_for(server_limit, slots).is_err() {
             return Err(Error::config(format!(
@@ -170,8 +107,6 @@ impl Processes {
         }
         let min_spare = given(l.min_spare, "min_spare")?.min(max_request_workers);
         Ok(Processes {
-            mpm,
-            max_request_workers,
             server_limit,
             server_limit_auto: limit == ServerLimit::Auto,
             threads_per_child,
@@ -180,8 +115,6 @@ impl Processes {
             max_spare: given(l.max_spare, "max_spare")?
                 .min(max_request_workers)
                 .max(min_spare + 1),
-            poller,
-            reuseport,
         })
     }
 }
@@ -203,10 +136,10 @@ fn server_limit(mpm: MpmKind, limit: ServerLimit) -> Result<usize> {
     }
 }
 
-/// `--request-header-timeout` and its maximum: twice the first allowance
-/// unless set, as httpd's 20-40, and never shorter than it.
-fn header_timeouts(l: &ConfigLayer) -> Result<(Duration, Duration)> {
-    let first = time(l.request_header_timeout, "request_header_timeout")?;
+/// `--request-header-max-timeout`: twice the first allowance unless set,
+/// as httpd's 20-40, and never shorter than it.
+fn header_max_timeout(l: &ConfigLayer) -> Result<Duration> {
+    let first: Duration = l.request_header_timeout.resolve("request_header_timeout")?;
     let max = l
         .request_header_max_timeout
         .map_or(first.saturating_mul(2), |s| s.0);
@@ -215,23 +148,22 @@ fn header_timeouts(l: &ConfigLayer) -> Result<(Duration, Duration)> {
             "--request-header-max-timeout {max:?} is shorter than --request-header-timeout {first:?}"
         )));
     }
-    Ok((first, max))
+    Ok(max)
 }
 
 /// `--docroot`: a directory that exists.
-fn docroot(dir: Option<PathBuf>) -> Result<Option<PathBuf>> {
+fn check_docroot(dir: Option<&Path>) -> Result<()> {
     let Some(dir) = dir else {
-        return Ok(None);
+        return Ok(());
     };
-    let meta =
-        std::fs::metadata(&dir).map_err(|e| Error::from(mpm_http::Error::docroot(&dir, e)))?;
+    let meta = std::fs::metadata(dir).map_err(|e| Error::from(mpm_http::Error::docroot(dir, e)))?;
     if !meta.is_dir() {
         return Err(Error::config(format!(
             "docroot {}: not a directory",
             dir.display()
         )));
     }
-    Ok(Some(dir))
+    Ok(())
 }
 
 /// A path setting (`--status-path`, `--metrics-path`) that may be `off`.
@@ -247,13 +179,13 @@ fn path_or_off(name: &str, value: Option<String>) -> Result<Option<String>> {
 }
 
 /// `--upgrade-binary`: a file that exists.
-fn upgrade_binary(path: Option<PathBuf>) -> Result<Option<PathBuf>> {
+fn check_upgrade_binary(path: Option<&Path>) -> Result<()> {
     match path {
         Some(p) if !p.is_file() => Err(Error::config(format!(
             "--upgrade-binary {}: no such file",
             p.display()
         ))),
-        other => Ok(other),
+        _ => Ok(()),
     }
 }
 
@@ -309,7 +241,8 @@ fn tls_config(l: &ConfigLayer, listening: bool) -> Result<Option<TlsConfig>> {
             keys.len()
         )));
     }
-    let session_cache = match given(l.tls_session_cache.as_deref(), "tls_session_cache")? {
+    let session_cache = given(l.tls_session_cache.clone(), "tls_session_cache")?;
+    let session_cache = match session_cache.as_str() {
         "off" => 0,
         n => match n.parse::<usize>() {
             Ok(n) if (1..=mpm_tls::session_cache::MAX_SESSIONS).contains(&n) => n,
@@ -324,8 +257,8 @@ fn tls_config(l: &ConfigLayer, listening: bool) -> Result<Option<TlsConfig>> {
     Ok(Some(TlsConfig {
         certs: certs.iter().cloned().zip(keys.iter().cloned()).collect(),
         session_cache,
-        session_tickets: on(l.tls_session_tickets, "tls_session_tickets")?,
-        session_timeout: time(l.tls_session_timeout, "tls_session_timeout")?,
+        session_tickets: l.tls_session_tickets.resolve("tls_session_tickets")?,
+        session_timeout: l.tls_session_timeout.resolve("tls_session_timeout")?,
     }))
 }
 
@@ -353,7 +286,8 @@ fn gzip(l: &ConfigLayer) -> Result<Option<Gzip>> {
         min_length: given(l.gzip_min_length, "gzip_min_length")?,
         types,
     };
-    Ok(on(l.gzip, "gzip")?.then_some(gzip))
+    let on: bool = l.gzip.resolve("gzip")?;
+    Ok(on.then_some(gzip))
 }
 
 /// The largest error page kept in memory.
@@ -446,6 +380,19 @@ mod tests {
         assert_eq!(c.keepalive_timeout, Duration::from_secs(2));
         assert!(!c.sendfile);
         assert_eq!(c.listen[0].ip().to_string(), "127.0.0.1");
+    }
+
+    #[test]
+    fn a_worked_out_thread_count_is_bounded_as_a_given_one() {
+        let many = ConfigLayer {
+            max_request_workers: Some(100_000),
+            ..ConfigLayer::default()
+        };
+        let err = Config::resolve(many).unwrap_err().to_string();
+        assert!(
+            err.contains("--threads-per-child 100000: at most 20000"),
+            "{err}"
+        );
     }
 
     #[test]

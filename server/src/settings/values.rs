@@ -390,6 +390,50 @@ impl Value for Vec<String> {
     }
 }
 
+/// How a setting's merged value becomes its field of
+/// [`Config`](super::Config): a switch a `bool`, a duration a `Duration`,
+/// anything else as it is; a setting without a default stays an `Option`.
+pub(crate) trait Resolve<Out> {
+    /// The field's value; `id` names the setting if it has none.
+    fn resolve(self, id: &str) -> mpm_core::Result<Out>;
+}
+
+/// The value of a setting the declarations give a default: always there
+/// once the layers are merged over the defaults.
+fn given<T>(value: Option<T>, id: &str) -> mpm_core::Result<T> {
+    value.ok_or_else(|| mpm_core::Error::config(format!("--{}: no value", id.replace('_', "-"))))
+}
+
+impl<T: Value> Resolve<T> for Option<T> {
+    fn resolve(self, id: &str) -> mpm_core::Result<T> {
+        given(self, id)
+    }
+}
+
+impl Resolve<bool> for Option<OnOff> {
+    fn resolve(self, id: &str) -> mpm_core::Result<bool> {
+        given(self, id).map(|s| s.0)
+    }
+}
+
+impl Resolve<std::time::Duration> for Option<Seconds> {
+    fn resolve(self, id: &str) -> mpm_core::Result<std::time::Duration> {
+        given(self, id).map(|s| s.0)
+    }
+}
+
+impl Resolve<Option<PathBuf>> for Option<PathBuf> {
+    fn resolve(self, _id: &str) -> mpm_core::Result<Option<PathBuf>> {
+        Ok(self)
+    }
+}
+
+impl Resolve<Option<AllocatorKind>> for Option<AllocatorKind> {
+    fn resolve(self, _id: &str) -> mpm_core::Result<Option<AllocatorKind>> {
+        Ok(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
