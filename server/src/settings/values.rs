@@ -80,11 +80,19 @@ impl Bounds {
             Bounds::Any => Ok(()),
             Bounds::NonZero if m == 0 => Err(format!("--{name} must be more than zero")),
             Bounds::NonZero => Ok(()),
-            Bounds::Between(min, _) if m < min => {
-                Err(format!("--{name} {}: must be at least {min}", value.show()))
-            }
-            Bounds::Between(_, max) if m > max => {
-                Err(format!("--{name} {}: at most {max}", value.show()))
+            Bounds::Between(min, max) if m < min || m > max => {
+                let bound = if m < min {
+                    format!("at least {min}")
+                } else {
+                    format!("at most {max}")
+                };
+                // A range bounded on both sides says both.
+                let range = if min > 0 && max < u128::MAX {
+                    format!(" (between {min} and {max})")
+                } else {
+                    String::new()
+                };
+                Err(format!("--{name} {}: {bound}{range}", value.show()))
             }
             Bounds::Between(..) => Ok(()),
         }
@@ -487,6 +495,10 @@ mod tests {
             .check("threads-per-child", &72_057_594_037_927_936usize)
             .unwrap_err();
         assert!(err.starts_with("--threads-per-child ") && err.contains("at most 20000"));
+        let err = Bounds::Between(1, 9)
+            .check("gzip-level", &12u32)
+            .unwrap_err();
+        assert_eq!(err, "--gzip-level 12: at most 9 (between 1 and 9)");
         assert!(Bounds::at_least(1).check("backlog", &0u32).is_err());
         assert!(Bounds::NonZero
             .check("timeout", &Seconds(std::time::Duration::ZERO))
