@@ -183,6 +183,7 @@ pub(crate) fn arg<S: Slot>(setting: &Setting) -> Arg {
     let arg = Arg::new(setting.id)
         .long(setting.name())
         .value_name(setting.value_name)
+        .help_heading(setting.section.title())
         .help(format!(
             "{} [default: {}]",
             setting.help(),

@@ -21,8 +21,7 @@ pub(crate) fn configuration_md() -> String {
          A flag given on the command line wins over the file, the file over the defaults.\n\
          A setting marked *repeatable* is given several times on the command line and is an\n\
          array in the file. A switch is `on` or `off` (in the file, also `true` or `false`).\n\
-         A duration is seconds (`5`, `2.5`) or has a unit (`500ms`, `5s`, `2m`); bounds of a\n\
-         duration are in nanoseconds.\n",
+         A duration is seconds (`5`, `2.5`) or has a unit (`500ms`, `5s`, `2m`).\n",
     );
     for section in Section::ALL {
         out.push_str(&format!("\n## {}\n\n", section.title()));
