@@ -451,27 +451,33 @@ impl<T: Settings> Invocation<T> {
         if own.is_empty() {
             return Ok((config, self.settings.clone()));
         }
-        let ours = toml::Table::try_from(&self.settings)
+        // The program's settings from the command line (and its flags'
+        // defaults), with the file's keys over them, except those given on
+        // the command line. Read from the file's parsed document, so that a
+        // bad value's error carries its span, and so its line.
+        let ours = toml::to_string(&self.settings)
             .map_err(|e| fail(format!("{}'s settings: {e}", self.name)))?;
-        let own: Vec<_> = own
-            .into_iter()
-            .filter(|(key, _)| !self.given.contains(key))
-            .collect();
-        let merge = |skip: Option<&str>| {
-            let mut merged = ours.clone();
-            for (key, value) in &own {
-                if Some(key.as_str()) != skip {
-                    merged.insert(key.clone(), value.clone());
-                }
+        let parse = |t| toml::de::DeTable::parse(t).map_err(|e| fail(e.message().to_string()));
+        let mut merged = parse(&ours)?.into_inner();
+        let document = parse(&text)?;
+        let mut from_file = Vec::new();
+        for (key, value) in document.get_ref().iter() {
+            let name = key.get_ref().to_string();
+            if own.contains_key(&name) && !self.given.contains(&name) {
+                from_file.push((value.span(), name));
+                merged.insert(key.clone(), value.clone());
             }
-            toml::Value::Table(merged).try_into::<T>()
-        };
-        let settings = merge(None).map_err(|e| {
-            let msg = e.to_string().replace('\n', " ").trim().to_string();
-            // A table keeps no positions: the key at fault is the one
-            // without which the rest parse.
-            match own.iter().find(|(key, _)| merge(Some(key)).is_ok()) {
-                Some((key, _)) => fail(format!("line {}: {key}: {msg}", file.line(key))),
+        }
+        let merged = toml::Spanned::new(0..0, toml::de::DeValue::Table(merged));
+        let settings = T::deserialize(toml::de::ValueDeserializer::from(merged)).map_err(|e| {
+            let msg = e.message().trim().replace('\n', " ");
+            let at = e.span().and_then(|at| {
+                from_file
+                    .iter()
+                    .find(|(value, _)| value.start <= at.start && at.end <= value.end)
+            });
+            match at {
+                Some((_, key)) => fail(format!("line {}: {key}: {msg}", file.line(key))),
                 None => fail(msg),
             }
         })?;

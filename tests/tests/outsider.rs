@@ -143,6 +143,8 @@ fn its_own_settings_are_checked_and_read_from_the_file_under_the_command_line() 
         "{}",
         e.stderr
     );
+    // The line comes from the parser's span of the value at fault.
+    assert!(e.stderr.contains("line 2: max-keys: "), "{}", e.stderr);
     let hidden = dir.write("hidden.toml", b"mpm = \"worker\"\ndocroot = \"/srv\"\n");
     let e = run_program(
         kv_bin(),
