@@ -1,17 +1,21 @@
 //! Server configuration: command-line flags and an optional TOML file with
 //! the same keys, the command line winning.
 //!
-//! * [`table`](self) — every setting declared once (`table.rs`): flag, key,
-//!   type, default, bounds, help;
-//! * `declare` — what a declaration makes: the [`ConfigLayer`] field, the
-//!   clap argument, the TOML key, the docs row ([`Setting`], [`SETTINGS`]);
-//! * `values` — the kinds of value: numbers, durations, [`OnOff`],
-//!   [`ServerLimit`], [`CpuAffinity`], names;
-//! * `toml_file` — the file, its errors on the line the parser points at;
-//! * `resolve` — from a merged layer to a checked [`Config`];
-//! * `config` — the [`Config`] and what each layer below reads of it;
-//! * `listen` — addresses, port ranges, host names;
-//! * `docs` — `docs/configuration.md`, generated and checked.
+//! * `table.rs` — every setting declared once: its help, its field of
+//!   [`ConfigLayer`] (flag and TOML key), the name of its value, its
+//!   default, its [`Bounds`] and the [`Config`] field it becomes;
+//! * `declare.rs` — what a declaration makes ([`Setting`], [`SETTINGS`]):
+//!   the layer, the clap arguments, the TOML keys, the defaults, [`Config`];
+//! * `values.rs` — the kinds of value ([`Value`]): numbers, durations,
+//!   [`OnOff`], [`ServerLimit`], [`CpuAffinity`], names;
+//! * `toml_file.rs` — the file, every error on the line the parser points at;
+//! * `resolve.rs` — from merged layers to a checked [`Config`], one short
+//!   function per concern;
+//! * `config.rs` — what each layer below (process model, HTTP, TLS) reads
+//!   of the [`Config`];
+//! * `listen.rs` — addresses, port ranges, host names;
+//! * `docs.rs` — `docs/configuration.md`, generated, and the test that
+//!   fails when it is stale (`MPM_BLESS=1` writes it).
 
 mod config;
 pub(crate) mod declare;
