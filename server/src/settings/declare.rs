@@ -36,7 +36,8 @@ impl<T: Value> Slot for Option<T> {
     const MANY: bool = false;
 
     fn from_matches(matches: &ArgMatches, id: &str) -> Self {
-        matches.try_get_one::<T>(id).ok().flatten().cloned()
+        let given = matches.try_get_many::<T>(id).ok().flatten()?;
+        T::join(given.cloned().collect())
     }
 
     fn from_toml(value: &toml::Value) -> Result<Self, String> {
@@ -190,7 +191,7 @@ pub(crate) fn arg<S: Slot>(setting: &Setting) -> Arg {
             (setting.default)()
         ))
         .required(false)
-        .action(if S::MANY {
+        .action(if S::MANY || <S::Item as Value>::REPEATS {
             ArgAction::Append
         } else {
             ArgAction::Set
@@ -398,3 +399,55 @@ macro_rules! settings {
 }
 
 pub(crate) use settings;
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, FromArgMatches};
+
+    use super::super::{ConfigLayer, OnOff};
+
+    fn parse(args: &[&str]) -> Result<ConfigLayer, clap::Error> {
+        let cmd = ConfigLayer::augment_args(clap::Command::new("t"));
+        let matches = cmd.try_get_matches_from(std::iter::once("t").chain(args.iter().copied()))?;
+        ConfigLayer::from_arg_matches(&matches)
+    }
+
+    #[test]
+    fn flags_fill_their_fields_and_a_list_may_be_given_twice() {
+        let l = parse(&[
+            "--listen",
+            "127.0.0.1:1",
+            "--listen",
+            "127.0.0.1:2",
+            "--gzip",
+            "ON",
+            "--gzip-types",
+            "text/html",
+            "--gzip-types",
+            "text/css,image/svg+xml",
+        ])
+        .unwrap();
+        assert_eq!(l.listen, ["127.0.0.1:1", "127.0.0.1:2"]);
+        assert_eq!(l.gzip, Some(OnOff(true)));
+        assert_eq!(
+            l.gzip_types.as_deref(),
+            Some(&["text/html", "text/css", "image/svg+xml"].map(String::from)[..])
+        );
+        assert_eq!(
+            l.backlog, None,
+            "a flag not given leaves the file's value alone"
+        );
+        assert!(parse(&["--backlog", "1", "--backlog", "2"]).is_err());
+    }
+
+    #[test]
+    fn a_bad_word_names_the_flag_and_the_valid_values() {
+        let err = parse(&["--autoindex", "true"]).unwrap_err().to_string();
+        assert!(
+            err.contains("'true'") && err.contains("--autoindex"),
+            "{err}"
+        );
+        let err = parse(&["--mpm", "wroker"]).unwrap_err().to_string();
+        assert!(err.contains("prefork, worker, event"), "{err}");
+    }
+}

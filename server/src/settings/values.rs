@@ -42,6 +42,16 @@ pub trait Value: Clone + Send + Sync + 'static {
         None
     }
 
+    /// Whether the flag may be given again, its values joined by
+    /// [`join`](Self::join) (a list: `--gzip-types a --gzip-types b`).
+    const REPEATS: bool = false;
+
+    /// The values of a flag given several times: the last, unless the
+    /// value is a list.
+    fn join(values: Vec<Self>) -> Option<Self> {
+        values.into_iter().last()
+    }
+
     /// The number [`Bounds`] are checked against, for a number or a duration
     /// (nanoseconds).
     fn magnitude(&self) -> Option<u128> {
@@ -395,6 +405,12 @@ impl Value for Vec<String> {
 
     fn show(&self) -> String {
         self.join(",")
+    }
+
+    const REPEATS: bool = true;
+
+    fn join(values: Vec<Self>) -> Option<Self> {
+        Some(values.concat())
     }
 }
 
