@@ -560,6 +560,24 @@ fn gcd(a: u32, b: u32) -> u32 {
     }
 }
 
+/// A duration in a workload file: whole seconds, a float, or text (`"2s"`),
+/// each bounded as `mpm_core::Seconds` bounds the command line's.
+fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Seconds>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Int(u64),
+        Float(f64),
+        Text(String),
+    }
+    let parsed = match Raw::deserialize(d)? {
+        Raw::Int(n) => Seconds::from_whole(n),
+        Raw::Float(f) => Seconds::from_float(f),
+        Raw::Text(s) => s.parse(),
+    };
+    parsed.map(Some).map_err(serde::de::Error::custom)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawWorkload {
@@ -568,6 +586,7 @@ struct RawWorkload {
     connections: Option<usize>,
     keepalive: Option<bool>,
     slow_clients: Option<f64>,
+    #[serde(default, deserialize_with = "seconds")]
     slow_pause: Option<Seconds>,
     slow_bytes: Option<usize>,
     #[serde(default)]

@@ -90,13 +90,19 @@ impl std::fmt::Display for AllocatorKind {
 
 /// Only the allocators this build has are values (`jemalloc` needs the
 /// `jemalloc` cargo feature).
-impl clap::ValueEnum for AllocatorKind {
-    fn value_variants<'a>() -> &'a [Self] {
-        &AllocatorKind::ALL
-    }
+impl crate::Choice for AllocatorKind {
+    const ALL: &'static [Self] = &AllocatorKind::ALL;
 
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.name()))
+    fn name(self) -> &'static str {
+        AllocatorKind::name(self)
+    }
+}
+
+impl std::str::FromStr for AllocatorKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        <Self as crate::Choice>::from_name(s)
     }
 }
 

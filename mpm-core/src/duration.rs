@@ -10,8 +10,6 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
-
 /// A duration given as seconds (`5`, `2.5`) or with a unit (`500ms`, `5s`, `2m`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seconds(pub Duration);
@@ -70,22 +68,17 @@ impl FromStr for Seconds {
     }
 }
 
-impl<'de> Deserialize<'de> for Seconds {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Float(f64),
-            Text(String),
-        }
-        // Every form goes through the same bound as the command line's.
-        match Raw::deserialize(d)? {
-            Raw::Int(n) => Seconds::bounded(Duration::from_secs(n), &n.to_string())
-                .map_err(serde::de::Error::custom),
-            Raw::Float(f) => f.to_string().parse().map_err(serde::de::Error::custom),
-            Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
-        }
+impl Seconds {
+    /// A file's integer form (`timeout = 5`): whole seconds, bounded as the
+    /// text form is.
+    pub fn from_whole(n: u64) -> Result<Seconds, String> {
+        Seconds::bounded(Duration::from_secs(n), &n.to_string())
+    }
+
+    /// A file's float form (`timeout = 2.5`): seconds, bounded as the text
+    /// form is.
+    pub fn from_float(f: f64) -> Result<Seconds, String> {
+        f.to_string().parse()
     }
 }
 
@@ -115,21 +108,12 @@ mod tests {
             Seconds::MAX,
             "the bound itself is allowed"
         );
-        #[derive(Debug, Deserialize)]
-        struct T {
-            #[allow(dead_code)]
-            d: Seconds,
-        }
-        for text in [
-            "d = 18446744073709551615",
-            "d = 1000000001",
-            "d = 1e300",
-            "d = \"18446744073709551615s\"",
-        ] {
-            let err = toml::from_str::<T>(text).unwrap_err().to_string();
-            assert!(err.contains("too long"), "{text}: {err}");
-        }
-        assert!(toml::from_str::<T>("d = 5").is_ok());
+        // The forms a file writes: an integer, a float, text.
+        assert!(Seconds::from_whole(18446744073709551615).is_err());
+        assert!(Seconds::from_whole(1000000001).is_err());
+        assert!(Seconds::from_float(1e300).is_err());
+        assert!("18446744073709551615s".parse::<Seconds>().is_err());
+        assert_eq!(Seconds::from_whole(5), Ok(Seconds(Duration::from_secs(5))));
     }
 
     #[test]

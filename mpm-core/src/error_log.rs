@@ -35,8 +35,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 
 /// How much the error log says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, clap::ValueEnum)]
-#[value(rename_all = "lower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum LogLevel {
     /// Something failed.
     Error,
@@ -71,6 +70,20 @@ impl LogLevel {
             3 => LogLevel::Info,
             _ => LogLevel::Debug,
         }
+    }
+}
+
+impl crate::Choice for LogLevel {
+    const ALL: &'static [Self] = &[
+        LogLevel::Error,
+        LogLevel::Warn,
+        LogLevel::Notice,
+        LogLevel::Info,
+        LogLevel::Debug,
+    ];
+
+    fn name(self) -> &'static str {
+        LogLevel::name(self)
     }
 }
 
@@ -421,9 +434,9 @@ mod tests {
     #[test]
     fn notice_is_written_at_every_level_and_debug_only_at_debug() {
         assert!(LogLevel::Error < LogLevel::Warn && LogLevel::Info < LogLevel::Debug);
-        use clap::ValueEnum;
-        assert_eq!(LogLevel::from_str("WARN", true), Ok(LogLevel::Warn));
-        assert!(LogLevel::from_str("loud", true).is_err());
+        use crate::Choice;
+        assert_eq!(LogLevel::from_name("WARN"), Ok(LogLevel::Warn));
+        assert!(LogLevel::from_name("loud").is_err());
         // The default, warn: notices yes, info no.
         assert!(enabled(LogLevel::Notice) && enabled(LogLevel::Error));
         assert!(!enabled(LogLevel::Info) && !enabled(LogLevel::Debug));

@@ -55,6 +55,7 @@
 pub mod allocator;
 pub mod blocking;
 pub mod buffered_output;
+mod choice;
 pub mod coarse_clock;
 mod connection_handler;
 pub mod design;
@@ -76,6 +77,7 @@ pub mod shared;
 mod stream;
 mod worker_threads;
 
+pub use choice::Choice;
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};
 pub use drain::{Drain, STOP_GRACE};
 pub use duration::{deadline, Seconds};

@@ -30,8 +30,7 @@ use crate::error::{Error, Result};
 use crate::listener::Listener;
 
 /// How a process waits on its listeners.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-#[value(rename_all = "lower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PollerKind {
     /// One epoll set per waiting thread, registered once.
     #[default]
@@ -53,6 +52,14 @@ impl PollerKind {
             PollerKind::Poll => "poll",
             PollerKind::Select => "select",
         }
+    }
+}
+
+impl crate::Choice for PollerKind {
+    const ALL: &'static [Self] = &PollerKind::ALL;
+
+    fn name(self) -> &'static str {
+        PollerKind::name(self)
     }
 }
 

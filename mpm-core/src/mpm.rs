@@ -10,8 +10,7 @@ use crate::scoreboard::Slot;
 use crate::settings::MpmSettings;
 
 /// The process models a server can run under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
-#[value(rename_all = "lower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MpmKind {
     /// Single-threaded child processes taking turns under an accept mutex.
     Prefork,
@@ -32,6 +31,22 @@ impl MpmKind {
             MpmKind::Worker => "worker",
             MpmKind::Event => "event",
         }
+    }
+}
+
+impl crate::Choice for MpmKind {
+    const ALL: &'static [Self] = &MpmKind::ALL;
+
+    fn name(self) -> &'static str {
+        MpmKind::name(self)
+    }
+}
+
+impl std::str::FromStr for MpmKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        <Self as crate::Choice>::from_name(s)
     }
 }
 

@@ -70,8 +70,7 @@ const FLUSH_CHECK: Duration = Duration::from_millis(200);
 pub const MAX_LOG_BUFFER: usize = 16 << 20;
 
 /// How an unbuffered line is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-#[value(rename_all = "lower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogWrite {
     /// One `writev(2)` gathering the line's pieces where they lie.
     Writev,
@@ -87,6 +86,14 @@ impl LogWrite {
             LogWrite::Writev => "writev",
             LogWrite::Copy => "copy",
         }
+    }
+}
+
+impl mpm_core::Choice for LogWrite {
+    const ALL: &'static [Self] = &[LogWrite::Writev, LogWrite::Copy];
+
+    fn name(self) -> &'static str {
+        LogWrite::name(self)
     }
 }
 

@@ -16,8 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use mpm_core::local_time::{local_time, MONTHS};
 
 /// Which fields an access-log line carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-#[value(rename_all = "lower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {
     /// The Common Log Format: `%h %l %u %t "%r" %>s %b`.
     #[default]
@@ -33,6 +32,14 @@ impl LogFormat {
             LogFormat::Common => "common",
             LogFormat::Combined => "combined",
         }
+    }
+}
+
+impl mpm_core::Choice for LogFormat {
+    const ALL: &'static [Self] = &[LogFormat::Common, LogFormat::Combined];
+
+    fn name(self) -> &'static str {
+        LogFormat::name(self)
     }
 }
 
@@ -150,18 +157,11 @@ mod tests {
 
     #[test]
     fn formats_are_named_as_httpd_names_them() {
-        use clap::ValueEnum;
-        assert_eq!(
-            LogFormat::from_str("Combined", true),
-            Ok(LogFormat::Combined)
-        );
+        use mpm_core::Choice;
+        assert_eq!(LogFormat::from_name("Combined"), Ok(LogFormat::Combined));
         // The valid names, which a bad value's one-line error lists.
-        let names: Vec<_> = LogFormat::value_variants()
-            .iter()
-            .filter_map(|v| v.to_possible_value())
-            .map(|v| v.get_name().to_string())
-            .collect();
+        let names: Vec<_> = LogFormat::ALL.iter().map(|v| v.name()).collect();
         assert_eq!(names, ["common", "combined"]);
-        assert!(LogFormat::from_str("json", true).is_err());
+        assert!(LogFormat::from_name("json").is_err());
     }
 }

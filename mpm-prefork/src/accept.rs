@@ -47,8 +47,7 @@ use mpm_sys::process_mutex::{OwnedProcessMutex, ProcessMutexGuard};
 use mpm_sys::shared_memory::SharedBox;
 
 /// How prefork children take turns to accept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-#[value(rename_all = "lower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AcceptMutex {
     /// `fcntl(F_SETLKW)` on a lock file.
     Fcntl,
@@ -71,6 +70,19 @@ impl AcceptMutex {
             AcceptMutex::Pthread => "pthread",
             AcceptMutex::None => "none",
         }
+    }
+}
+
+impl mpm_core::Choice for AcceptMutex {
+    const ALL: &'static [Self] = &[
+        AcceptMutex::Fcntl,
+        AcceptMutex::Flock,
+        AcceptMutex::Pthread,
+        AcceptMutex::None,
+    ];
+
+    fn name(self) -> &'static str {
+        AcceptMutex::name(self)
     }
 }
 

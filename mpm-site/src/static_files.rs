@@ -24,17 +24,30 @@ use crate::expires::CacheRules;
 use crate::mime;
 
 /// Whether names starting with a dot are served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-#[value(rename_all = "lower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Dotfiles {
     /// 403 for any path segment starting with a dot, except `.well-known`
     /// (RFC 8615): `.git`, `.env` and `.htpasswd` stay private.
     #[default]
-    #[value(alias = "off")]
     Deny,
     /// Serve them like any other file.
-    #[value(alias = "on")]
     Allow,
+}
+
+/// `deny` or `allow`; `off` and `on` are taken for them too.
+impl mpm_core::Choice for Dotfiles {
+    const ALL: &'static [Self] = &[Dotfiles::Deny, Dotfiles::Allow];
+
+    fn name(self) -> &'static str {
+        match self {
+            Dotfiles::Deny => "deny",
+            Dotfiles::Allow => "allow",
+        }
+    }
+
+    fn aliases() -> &'static [(&'static str, Self)] {
+        &[("off", Dotfiles::Deny), ("on", Dotfiles::Allow)]
+    }
 }
 
 /// An [`HttpHandler`] that serves the files under a document root.

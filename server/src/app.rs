@@ -12,7 +12,7 @@ use mpm_core::Error;
 use mpm_http::{HttpHandler, Request, Response};
 use mpm_site::{DefaultSite, Dotfiles, StaticFiles};
 
-use crate::config::{Config, ConfigLayer};
+use crate::settings::{Config, ConfigLayer};
 
 /// An application: who it is, its own settings, and the [`HttpHandler`]
 /// each worker runs.
@@ -147,6 +147,14 @@ pub const STATIC_SITE_SETTINGS: &[&str] = &[
 /// named as the flags are). The command line wins over the file, and the
 /// file over the flags' defaults; the merged value is checked in
 /// [`App::check`] and handed to every worker's [`App::handler`].
+///
+/// Its flags share one command line and one file with mpm's: a setting
+/// named like one of mpm's (`timeout`, `backlog`, `user`, `gzip`, or
+/// `config`) is refused when the program starts, in one line naming both
+/// (`the application's setting --timeout has the name of mpm's --timeout;
+/// rename it`), exit code 2. Name it for the application (`kv-timeout`).
+/// The struct's doc comment is not shown: `serve` and `check` keep their
+/// own description in `--help`.
 ///
 /// ```
 /// #[derive(Debug, Clone, clap::Args, serde::Serialize, serde::Deserialize)]

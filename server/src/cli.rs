@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::Resettable;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -21,7 +22,7 @@ use mpm_master::{Exit, ProcessManager, Sizing};
 use mpm_prefork::AcceptMutex;
 
 use crate::app::{App, Identity, NoSettings, Settings, STATIC_SITE_SETTINGS};
-use crate::config::{Config, ConfigLayer, CpuAffinity};
+use crate::settings::{Config, ConfigLayer, CpuAffinity, TomlFile};
 use crate::signal_command::SignalArgs;
 use crate::site::{Site, StatusRoute};
 
@@ -239,34 +240,6 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
     }
 }
 
-/// `serve` or `check` with each of mpm's settings' defaults in its help
-/// (`[default: ...]`): the flags have none of their own, since a flag not
-/// given must leave the file's value alone. A setting the program hides or
-/// removed is skipped.
-fn with_defaults(mut sub: clap::Command) -> clap::Command {
-    for (id, value) in crate::config::defaults() {
-        if !sub.get_arguments().any(|a| a.get_id() == id) {
-            continue;
-        }
-        sub = sub.mut_arg(id, |arg| {
-            let text = |help: Option<&clap::builder::StyledStr>| {
-                format!(
-                    "{} [default: {value}]",
-                    help.map(ToString::to_string).unwrap_or_default()
-                )
-            };
-            let long = arg.get_long_help().map(|h| text(Some(h)));
-            let short = text(arg.get_help());
-            let arg = arg.help(short);
-            match long {
-                Some(long) => arg.long_help(long),
-                None => arg,
-            }
-        });
-    }
-    sub
-}
-
 fn command_line<S: Service>(service: &S) -> i32 {
     let me = service.identity();
     mpm_core::error_log::set_program(&me.name);
@@ -286,10 +259,12 @@ fn command_line<S: Service>(service: &S) -> i32 {
         .bin_name(me.name.to_string())
         .version(me.version.to_string())
         .about(about);
+    if let Some(clash) = clash::<S::Settings>() {
+        eprintln!("{}: {clash}", me.name);
+        return 2;
+    }
     for sub in ["serve", "check"] {
-        command = command.mut_subcommand(sub, |c| {
-            with_defaults(shape::<S::Settings>(c, hidden, &heading))
-        });
+        command = command.mut_subcommand(sub, |c| shape::<S::Settings>(c, hidden, &heading));
     }
     let matches = match command.try_get_matches() {
         Ok(m) => m,
@@ -336,10 +311,33 @@ fn command_line<S: Service>(service: &S) -> i32 {
     }
 }
 
+/// The first of the application's settings named like one of mpm's (or
+/// `--config`), as the one line that refuses it: the two would be one flag
+/// and one file key.
+fn clash<T: clap::Args>() -> Option<String> {
+    let own = T::augment_args(clap::Command::new("settings"));
+    let names: Vec<String> = own
+        .get_arguments()
+        .map(|a| {
+            a.get_long()
+                .map_or_else(|| flag_name(a.get_id().as_str()), str::to_string)
+        })
+        .collect();
+    names
+        .iter()
+        .find(|n| *n == "config" || crate::settings::SETTINGS.iter().any(|s| s.name() == **n))
+        .map(|n| format!("the application's setting --{n} has the name of mpm's --{n}; rename it"))
+}
+
 /// `serve` and `check` as this program has them: its own settings after
 /// mpm's, under a heading of their own, and mpm's that do not apply hidden.
+/// The commands keep their own description: clap would take the settings
+/// struct's doc comment for it.
 fn shape<T: clap::Args>(c: clap::Command, hidden: &[&str], heading: &str) -> clap::Command {
-    let mut c = T::augment_args(c.next_help_heading(heading.to_string()));
+    let (about, long_about) = (c.get_about().cloned(), c.get_long_about().cloned());
+    let mut c = T::augment_args(c.next_help_heading(heading.to_string()))
+        .about(about.map_or(Resettable::Reset, Resettable::Value))
+        .long_about(long_about.map_or(Resettable::Reset, Resettable::Value));
     for flag in hidden {
         let id = flag.replace('-', "_");
         if c.get_arguments().any(|a| a.get_id() == id.as_str()) {
@@ -429,56 +427,61 @@ impl<T: Settings> Invocation<T> {
         };
         let fail = |m: String| Error::config(format!("config {}: {m}", path.display()));
         let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-        let table: toml::Table = crate::config::parse_toml(&text).map_err(fail)?;
-        let (mut mpm, mut own) = (toml::Table::new(), toml::Table::new());
-        for (key, value) in table {
+        let file = TomlFile::parse(&text).map_err(fail)?;
+        let mut own = toml::Table::new();
+        let mut mpm = Vec::new();
+        for (key, value) in &file.table {
             if self.hidden.contains(&key.as_str()) {
-                let line = crate::config::line_of(&text, &key);
                 return Err(fail(format!(
-                    "line {line}: `{key}` is not a setting of {}",
+                    "line {}: `{key}` is not a setting of {}",
+                    file.line(key),
                     self.name
                 )));
             }
-            if self.keys.contains(&key) {
-                own.insert(key, value);
+            if self.keys.contains(key) {
+                own.insert(key.clone(), value.clone());
             } else {
-                mpm.insert(key, value);
+                mpm.push(key);
             }
         }
-        let file = if own.is_empty() {
-            // Errors with the exact line, as the `mpm` binary gives them.
-            ConfigLayer::from_toml(&text).map_err(fail)?
-        } else {
-            ConfigLayer::from_table(mpm, &text).map_err(fail)?
-        };
-        let config = Config::resolve(self.args.layer.clone().or(file).or(self.defaults.clone()))?;
+        let file_layer = file.layer(mpm).map_err(fail)?;
+        let config = Config::resolve(
+            self.args
+                .layer
+                .clone()
+                .or(file_layer)
+                .or(self.defaults.clone()),
+        )?;
         if own.is_empty() {
             return Ok((config, self.settings.clone()));
         }
-        let ours = toml::Table::try_from(&self.settings)
+        // The program's settings from the command line (and its flags'
+        // defaults), with the file's keys over them, except those given on
+        // the command line. Read from the file's parsed document, so that a
+        // bad value's error carries its span, and so its line.
+        let ours = toml::to_string(&self.settings)
             .map_err(|e| fail(format!("{}'s settings: {e}", self.name)))?;
-        let own: Vec<_> = own
-            .into_iter()
-            .filter(|(key, _)| !self.given.contains(key))
-            .collect();
-        let merge = |skip: Option<&str>| {
-            let mut merged = ours.clone();
-            for (key, value) in &own {
-                if Some(key.as_str()) != skip {
-                    merged.insert(key.clone(), value.clone());
-                }
+        let parse = |t| toml::de::DeTable::parse(t).map_err(|e| fail(e.message().to_string()));
+        let mut merged = parse(&ours)?.into_inner();
+        let document = parse(&text)?;
+        let mut from_file = Vec::new();
+        for (key, value) in document.get_ref().iter() {
+            let name = key.get_ref().to_string();
+            if own.contains_key(&name) && !self.given.contains(&name) {
+                from_file.push((value.span(), name));
+                merged.insert(key.clone(), value.clone());
             }
-            toml::Value::Table(merged).try_into::<T>()
-        };
-        let settings = merge(None).map_err(|e| {
-            let msg = e.to_string().replace('\n', " ").trim().to_string();
-            // A table keeps no positions: the key at fault is the one
-            // without which the rest parse.
-            match own.iter().find(|(key, _)| merge(Some(key)).is_ok()) {
-                Some((key, _)) => fail(format!(
-                    "line {}: {key}: {msg}",
-                    crate::config::line_of(&text, key)
-                )),
+        }
+        let merged = toml::Spanned::new(0..0, toml::de::DeValue::Table(merged));
+        let settings = T::deserialize(toml::de::ValueDeserializer::from(merged)).map_err(|e| {
+            let msg = e.message().trim().replace('\n', " ");
+            let at = e.span().and_then(|at| {
+                from_file
+                    .iter()
+                    .find(|(value, _)| value.start <= at.start && at.end <= value.end)
+            });
+            match at {
+                Some((_, key)) => fail(format!("line {}: {key}: {msg}", file.line(key))),
                 None => fail(msg),
             }
         })?;
@@ -523,7 +526,7 @@ fn one_line(e: &clap::Error) -> String {
         line.push_str(tip.trim().trim_start_matches("tip: "));
         line.push(')');
     } else if let Some(ContextValue::String(bad)) = e.get(ContextKind::InvalidValue) {
-        if let Some(guess) = crate::config::did_you_mean(bad, valid.iter().map(String::as_str)) {
+        if let Some(guess) = crate::settings::did_you_mean(bad, valid.iter().map(String::as_str)) {
             line.push_str(&format!(" (did you mean '{guess}'?)"));
         }
     }

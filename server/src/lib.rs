@@ -3,13 +3,12 @@
 
 mod app;
 mod cli;
-pub mod config;
+pub mod settings;
 mod signal_command;
 mod site;
 
 pub use app::{App, Identity, NoSettings, Settings, SiteContent, StaticSite, STATIC_SITE_SETTINGS};
 pub use cli::{main, serve_protocol};
-pub use config::{Config, ConfigLayer};
 /// The logging facade whose logger [`main`] makes mpm's error log: lines an
 /// application logs with `log::warn!` and friends are written with mpm's.
 pub use log;
@@ -24,6 +23,9 @@ pub use mpm_core::allocator::MpmAllocator;
 pub use mpm_core::shared;
 /// The error type of `App::check` and of the shared-memory constructors.
 pub use mpm_core::Error;
+/// The settings under their former name.
+pub use settings as config;
+pub use settings::{Config, ConfigLayer};
 
 /// What an embedder uses, in one import: `use mpm::prelude::*;`.
 pub mod prelude {

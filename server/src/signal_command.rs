@@ -11,7 +11,7 @@ use nix::unistd::Pid;
 use mpm_core::Error;
 use mpm_master::pid_file::read_pid;
 
-use crate::config::ConfigLayer;
+use crate::settings::TomlFile;
 
 /// What to ask of a running server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -62,12 +62,8 @@ pub(crate) struct SignalArgs {
 fn pid_file_of(config: &std::path::Path) -> Result<PathBuf, Error> {
     let fail = |m: String| Error::config(format!("config {}: {m}", config.display()));
     let text = std::fs::read_to_string(config).map_err(|e| fail(e.to_string()))?;
-    let table: toml::Table = crate::config::parse_toml(&text).map_err(fail)?;
-    let mut only = toml::Table::new();
-    if let Some(v) = table.get("pid-file") {
-        only.insert("pid-file".into(), v.clone());
-    }
-    ConfigLayer::from_table(only, &text)
+    let file = TomlFile::parse(&text).map_err(fail)?;
+    file.layer([&"pid-file".to_string()])
         .map_err(fail)?
         .pid_file
         .ok_or_else(|| fail("no pid-file key; give --pid-file FILE".to_string()))

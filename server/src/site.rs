@@ -7,7 +7,7 @@ use mpm_core::scoreboard::Scoreboard;
 use mpm_http::{HttpHandler, Request, Response};
 use mpm_status::ServerStatus;
 
-use crate::config::Config;
+use crate::settings::Config;
 
 /// The status page and the metrics, shared by every worker's [`Site`].
 #[derive(Debug, Clone)]

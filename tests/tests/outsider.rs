@@ -88,6 +88,12 @@ fn the_program_names_itself_in_help_version_and_errors() {
     let serve = run_program(kv_bin(), &["serve", "--help"], Duration::from_secs(10));
     assert!(serve.stdout.contains("Options of kv:"), "{}", serve.stdout);
     assert!(serve.stdout.contains("--max-keys <N>"), "{}", serve.stdout);
+    // The settings struct's doc comment does not become the commands'
+    // description: serve and check keep their own.
+    for text in [&help.stdout, &serve.stdout] {
+        assert!(!text.contains("The service's own settings"), "{text}");
+        assert!(text.contains("Serve until SIGTERM or SIGINT"), "{text}");
+    }
     // The static site's settings mean nothing here: not listed, refused.
     for hidden in [
         "--docroot",
@@ -144,6 +150,8 @@ fn its_own_settings_are_checked_and_read_from_the_file_under_the_command_line() 
         "{}",
         e.stderr
     );
+    // The line comes from the parser's span of the value at fault.
+    assert!(e.stderr.contains("line 2: max-keys: "), "{}", e.stderr);
     let hidden = dir.write("hidden.toml", b"mpm = \"worker\"\ndocroot = \"/srv\"\n");
     let e = run_program(
         kv_bin(),

@@ -250,9 +250,10 @@ fn value(kind: Kind, wide: bool, places: &Paths) -> BoxedStrategy<String> {
                 "soon",
             ]),
         ),
+        // Only on and off (in any case): yes, true and 1 are refused.
         Kind::Switch => mix(
-            fixed(&["on", "off", "true", "no", "1"]),
-            fixed(&["maybe", ""]),
+            fixed(&["on", "off", "ON"]),
+            fixed(&["maybe", "", "yes", "true", "1"]),
         ),
         Kind::Choice(names) => {
             let mut good: Vec<String> = names.iter().map(|s| s.to_string()).collect();
