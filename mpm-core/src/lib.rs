@@ -28,7 +28,8 @@
 //! * [`ConnectionLedger`] — how many connections each process sharing a
 //!   listening socket holds, so that they spread evenly.
 //! * [`Drain`] — the one way every model stops, with one grace period
-//!   ([`STOP_GRACE`]).
+//!   ([`STOP_GRACE`]), one deadline and one answer to a stuck worker
+//!   ([`ABANDON_AFTER`]); a fast stop is the same drain with no grace.
 //! * [`scoreboard`] — one slot per worker in shared memory: states,
 //!   counters, request lines, read by the master and the status page.
 //! * [`allocator`] — system, mimalloc or a global-locked malloc, chosen at
@@ -76,7 +77,7 @@ mod stream;
 mod worker_threads;
 
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};
-pub use drain::{Drain, STOP_GRACE};
+pub use drain::{Drain, ABANDON_AFTER, STOP_GRACE};
 pub use duration::{deadline, Seconds};
 pub use error::{Error, Result};
 pub use hand_over::HandOver;

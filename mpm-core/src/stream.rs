@@ -82,6 +82,9 @@ pub struct Stream {
     drained: bool,
     held: bool,
     draining: Arc<AtomicBool>,
+    /// Set by a fast stop, for a stream no other thread can shut down (a
+    /// prefork child's): its reads and writes then fail at once.
+    cut: Option<Arc<AtomicBool>>,
     read_timeout: Option<Duration>,
     slot: Option<&'static Slot>,
     on_loop: bool,
@@ -122,6 +125,7 @@ impl Stream {
             drained: false,
             held: false,
             draining,
+            cut: None,
             read_timeout: None,
             slot: None,
             transport: None,
@@ -145,6 +149,7 @@ impl Stream {
             drained: false,
             held: false,
             draining,
+            cut: None,
             read_timeout: None,
             slot: None,
             transport: None,
@@ -199,6 +204,27 @@ impl Stream {
         self.draining.load(Ordering::Relaxed)
     }
 
+    /// Fail every read and write from the moment `flag` turns true (a fast
+    /// stop: [`Lifecycle::fast_stop_flag`](crate::Lifecycle::fast_stop_flag)),
+    /// including one interrupted by the signal that set it. For a
+    /// single-threaded process, where no other thread can shut the
+    /// connection down; a threaded model cuts connections with `shutdown(2)`.
+    pub fn cut_on(&mut self, flag: Arc<AtomicBool>) {
+        self.cut = Some(flag);
+    }
+
+    /// Cut by a fast stop ([`cut_on`](Self::cut_on)): the error every read
+    /// and write returns from then on.
+    fn check_cut(&self) -> io::Result<()> {
+        match &self.cut {
+            Some(cut) if cut.load(Ordering::Relaxed) => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed by a fast stop",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Is the step in progress running on an event loop? Then it must keep
     /// the loop's rule (see [`ConnectionHandler`](crate::ConnectionHandler)):
     /// nothing that may block, large bodies within a per-turn budget.
@@ -248,6 +274,8 @@ impl Stream {
         };
         let fd = self.socket.as_raw_fd();
         loop {
+            // Each try, for a send the fast stop's signal interrupted.
+            self.check_cut()?;
             // SAFETY: `buf` is a valid readable slice for its length and `fd`
             // is an open socket owned by `self`.
             let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) };
@@ -271,6 +299,7 @@ impl Stream {
         }
         let mut off = *offset as libc::off_t;
         loop {
+            self.check_cut()?;
             match nix::sys::sendfile::sendfile(
                 self.socket.as_fd(),
                 file.as_fd(),
@@ -444,6 +473,7 @@ impl Read for Stream {
         if let Some(r) = self.through(|t, raw| t.read(raw, buf)) {
             return r;
         }
+        self.check_cut()?;
         match self.socket.read(buf) {
             Ok(n) => {
                 self.drained = n < buf.len();
@@ -472,6 +502,7 @@ impl Write for Stream {
                 .map_or(&[][..], |b| &**b);
             return self.send(first, bufs.len() > 1);
         }
+        self.check_cut()?;
         match self.socket.write_vectored(bufs) {
             Ok(n) => {
                 self.count_send(false);

@@ -65,6 +65,7 @@ impl Mpm for Prefork {
         let mut poller = ListenerPoller::new(settings.poller, &listeners, lifecycle.wake_fd())?;
         let mut handler = factory.build();
         let draining = lifecycle.draining_flag();
+        let fast_stop = lifecycle.fast_stop_flag();
         let hand_over = listeners.iter().find_map(Listener::hand_over_channel);
         // Serve: one connection at a time, the process itself the worker.
         lifecycle.set_phase(Phase::Serving);
@@ -84,6 +85,10 @@ impl Mpm for Prefork {
                 continue;
             };
             stream.set_score_slot(slot);
+            // No other thread can shut this connection down: a fast stop
+            // (SIGTERM, from the master at once or at its graceful
+            // deadline) makes its reads and writes fail instead.
+            stream.cut_on(Arc::clone(&fast_stop));
             let mut park = KeepAliveWait {
                 lifecycle,
                 timeout: settings.keepalive_timeout,
@@ -104,9 +109,13 @@ impl Mpm for Prefork {
             }
         }
         // Drain: the connection in hand was finished above (an idle one was
-        // closed after the grace by `KeepAliveWait`); the listeners are the
-        // master's, shared with the siblings and the next generation.
-        Drain::begin(lifecycle, &listeners, settings.graceful_timeout);
+        // closed after the grace by `KeepAliveWait`), or cut by a fast stop;
+        // the listeners are the master's, shared with the siblings and the
+        // next generation. The drain's deadline is kept by the master, which
+        // turns a graceful stop into a fast one (SIGTERM) when it passes,
+        // and kills a child still running `ABANDON_AFTER` later: this
+        // single-threaded child has no thread to keep it.
+        let _drain = Drain::begin(lifecycle, &listeners, settings.graceful_timeout);
         if let Some(s) = slot {
             s.release();
         }

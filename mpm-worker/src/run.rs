@@ -72,20 +72,20 @@ impl Mpm for Worker {
         lifecycle.wait_stop();
         // Drain: the stop pipe woke the thread waiting in poll; idle
         // keep-alive connections close after the grace, requests in flight
-        // get the graceful timeout.
+        // get the graceful timeout (none in a fast stop), then are shut
+        // down; a thread still stuck after that is left behind.
         let drain = Drain::begin(
             lifecycle,
             shared.accept.listeners(),
             settings.graceful_timeout,
         );
         drain.wait(
-            || workers.all_finished(),
+            workers,
             || {
                 shared.slots.close_idle();
             },
             || shared.slots.close_all(),
         );
-        workers.join();
         lifecycle.set_phase(Phase::Stopped);
         Ok(())
     }
