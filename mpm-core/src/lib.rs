@@ -22,6 +22,9 @@
 //!   the seam a layer between them (TLS) plugs into.
 //! * [`HandOver`] — how a stopping generation passes connections that have
 //!   not sent a byte to the next one (`SCM_RIGHTS`).
+//! * [`take_turns`] — the one accept function of prefork and worker, whose
+//!   workers take turns on a mutex ([`take_turns::Turn`]) to wait on the
+//!   listeners.
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`WorkerThreads`] — a threaded model's workers, started and stopped together.
@@ -74,6 +77,7 @@ pub mod scoreboard;
 mod settings;
 pub mod shared;
 mod stream;
+pub mod take_turns;
 mod worker_threads;
 
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};

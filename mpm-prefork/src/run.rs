@@ -6,11 +6,12 @@ use std::sync::Arc;
 use mpm_core::blocking::{serve_blocking, Timeouts};
 use mpm_core::listener_poller::ListenerPoller;
 use mpm_core::scoreboard::{Slot, WorkerState};
+use mpm_core::take_turns::{self, AcceptErrors, Accepted};
 use mpm_core::{
     Drain, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings, Phase, Result, Stream,
 };
 
-use crate::accept::{accept, AcceptLock, AcceptMutex};
+use crate::accept::{AcceptLock, AcceptMutex, ChildTurn};
 use crate::keepalive::KeepAliveWait;
 
 /// The prefork MPM. Made in the master before forking (it holds the accept
@@ -59,10 +60,11 @@ impl Mpm for Prefork {
                 s.mark_accept_mutex();
             }
         }
-        let lock = self.lock.for_child()?;
         interrupt_on_stop_signals();
         // Made in the child: an epoll set must not be shared across fork.
-        let mut poller = ListenerPoller::new(settings.poller, &listeners, lifecycle.wake_fd())?;
+        let poller = ListenerPoller::new(settings.poller, &listeners, lifecycle.wake_fd())?;
+        let turn = ChildTurn::new(self.lock.for_child()?, poller);
+        let errors = AcceptErrors::new();
         let mut handler = factory.build();
         let draining = lifecycle.draining_flag();
         let fast_stop = lifecycle.fast_stop_flag();
@@ -74,7 +76,11 @@ impl Mpm for Prefork {
             if let Some(s) = slot {
                 s.set_state(WorkerState::Idle);
             }
-            let Some((socket, peer, waited)) = accept(&listeners, &mut poller, &lock, lifecycle)?
+            let Some(Accepted {
+                socket,
+                peer,
+                waited,
+            }) = take_turns::accept(&listeners, &turn, lifecycle, &errors)?
             else {
                 break;
             };

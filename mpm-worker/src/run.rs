@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use mpm_core::blocking::{serve_blocking, Timeouts};
 use mpm_core::scoreboard::{Slot, WorkerState};
+use mpm_core::take_turns::Accepted;
 use mpm_core::{
     ConnectionHandler, Drain, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings,
     Phase, Result, Stream, WorkerThreads,
 };
 
-use crate::accept::{Accepted, ListenerMutex};
+use crate::accept::ListenerMutex;
 use crate::keepalive::ConnectionSlots;
 
 /// The worker MPM. See the [crate documentation](crate).
@@ -107,7 +108,7 @@ fn worker_thread<F: HandlerFactory>(shared: &Shared<F>, index: usize, slot: Opti
         if let Some(s) = slot {
             s.set_state(WorkerState::Idle);
         }
-        let Ok(Accepted {
+        let Some(Accepted {
             socket,
             peer,
             waited,
