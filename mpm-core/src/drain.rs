@@ -176,3 +176,77 @@ impl Drain {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn a_graceful_drain_keeps_the_grace_and_the_graceful_timeout() {
+        let lifecycle = Lifecycle::new().unwrap();
+        lifecycle.stop();
+        let drain = Drain::begin(&lifecycle, &[], Duration::from_secs(30));
+        assert!(!drain.is_fast());
+        assert_eq!(drain.grace(), STOP_GRACE);
+        assert!(drain.deadline() >= Instant::now() + Duration::from_secs(29));
+        assert_eq!(drain.give_up_at(), drain.deadline() + ABANDON_AFTER);
+    }
+
+    #[test]
+    fn a_fast_stop_during_a_graceful_drain_moves_its_deadline_to_the_stop() {
+        let lifecycle = Lifecycle::new().unwrap();
+        lifecycle.stop();
+        let drain = Drain::begin(&lifecycle, &[], Duration::from_secs(30));
+        lifecycle.stop_now();
+        assert!(drain.is_fast());
+        assert_eq!(drain.grace(), Duration::ZERO);
+        assert!(drain.deadline() <= Instant::now(), "not cut at once");
+        assert!(drain.close_idle_at() <= Instant::now());
+    }
+
+    #[test]
+    fn a_worker_stuck_past_the_deadline_is_abandoned_not_waited_for() {
+        let lifecycle = Lifecycle::new().unwrap();
+        lifecycle.stop_now();
+        let release = Arc::new(AtomicBool::new(false));
+        let stuck = Arc::clone(&release);
+        let workers = WorkerThreads::spawn(
+            "stuck",
+            1,
+            |_| {
+                let stuck = Arc::clone(&stuck);
+                // A handler looping without I/O: no closed socket reaches it.
+                move || {
+                    while !stuck.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            },
+            || {},
+        )
+        .unwrap();
+        let drain = Drain::begin(&lifecycle, &[], Duration::from_secs(30));
+        let began = Instant::now();
+        let mut cuts = 0;
+        drain.wait(
+            workers,
+            || {},
+            || {
+                cuts += 1;
+                1
+            },
+        );
+        let took = began.elapsed();
+        release.store(true, Ordering::Relaxed);
+        assert!(cuts > 0, "the connection in flight was never cut");
+        assert!(
+            took >= ABANDON_AFTER - Duration::from_millis(50) && took < ABANDON_AFTER * 3,
+            "gave up after {took:?}, not {ABANDON_AFTER:?} past the deadline"
+        );
+    }
+}
