@@ -15,7 +15,7 @@
 //!
 //! The loop that takes the turn, waits on the listeners and accepts is
 //! worker's too: [`mpm_core::take_turns`] (where what counts as an accept
-//! wait is explained); this file brings prefork's lock to it ([`ChildTurn`]).
+//! wait is explained); this file brings prefork's lock to it (`ChildTurn`).
 
 use std::fs::File;
 use std::io;
