@@ -413,7 +413,12 @@ impl<H: ConnectionHandler> EventLoop<H> {
             until = until.min(d);
         }
         if let Some(d) = self.stop_deadline {
-            until = until.min(d);
+            // Past the deadline, what is left is in workers' hands: their
+            // returns wake the loop, the give-up time ends the wait.
+            match &self.drain {
+                Some(drain) if d <= self.now => until = until.min(drain.give_up_at()),
+                _ => until = until.min(d),
+            }
         }
         if let Some(d) = self.close_idle_at {
             until = until.min(d);
