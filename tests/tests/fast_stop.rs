@@ -75,6 +75,19 @@ fn sigterm_cuts_a_slow_download_and_exits_promptly(mpm: &str) {
     );
 }
 
+fn sigint_is_a_fast_stop_too(mpm: &str) {
+    let root = site::docroot_with_big_files();
+    let (mut server, mut conn, start) = start_slow_download(mpm, root.path());
+    server.signal(libc::SIGINT);
+    exits_promptly(&mut server, "SIGINT");
+    let stderr = server.stderr_text();
+    assert!(
+        stderr.contains("received SIGINT: stopping now (fast stop)"),
+        "{stderr}"
+    );
+    assert!(read_to_close(&mut conn, start) < BIG_LEN, "not cut");
+}
+
 fn sigwinch_lets_a_slow_download_complete_and_then_exits(mpm: &str) {
     let root = site::docroot_with_big_files();
     let (mut server, mut conn, start) = start_slow_download(mpm, root.path());
@@ -111,6 +124,7 @@ fn sigterm_during_a_graceful_stop_cuts_it_short(mpm: &str) {
 
 mpm_suite!(
     sigterm_cuts_a_slow_download_and_exits_promptly,
+    sigint_is_a_fast_stop_too,
     sigwinch_lets_a_slow_download_complete_and_then_exits,
     sigterm_during_a_graceful_stop_cuts_it_short,
 );
