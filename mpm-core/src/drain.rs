@@ -101,7 +101,7 @@ impl Drain {
     /// When a worker still busy is abandoned: [`ABANDON_AFTER`] past the
     /// [`deadline`](Self::deadline).
     pub fn give_up_at(&self) -> Instant {
-        self.deadline() + ABANDON_AFTER
+        crate::deadline(self.deadline(), ABANDON_AFTER)
     }
 
     /// For a model whose workers block: wait out the grace, then until

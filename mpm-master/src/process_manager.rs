@@ -501,7 +501,8 @@ impl<'a> ProcessManager<'a> {
                     let _ = kill(c.pid, Signal::SIGTERM);
                 }
             }
-            let kill_at = cut_at + mpm_core::ABANDON_AFTER + Duration::from_secs(1);
+            let kill_at =
+                mpm_core::deadline(cut_at, mpm_core::ABANDON_AFTER + Duration::from_secs(1));
             if cut && !killed && now >= kill_at {
                 killed = true;
                 for c in &children {
