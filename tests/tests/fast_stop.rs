@@ -19,7 +19,15 @@ const PROMPTLY: Duration = Duration::from_secs(8);
 /// (8 MiB) that has received its head and a few KB: most of the file is
 /// still unsent, held back by a client that reads nothing more for now.
 fn start_slow_download(mpm: &str, root: &std::path::Path) -> (Server, RawConn, usize) {
-    let server = Server::start(mpm, Some(root), &["--graceful-timeout", "30s"]);
+    start_slow_download_with(mpm, root, "30s")
+}
+
+fn start_slow_download_with(
+    mpm: &str,
+    root: &std::path::Path,
+    graceful_timeout: &str,
+) -> (Server, RawConn, usize) {
+    let server = Server::start(mpm, Some(root), &["--graceful-timeout", graceful_timeout]);
     let mut conn = server.connect();
     conn.set_recv_buffer(64 * 1024);
     conn.send(b"GET /big.bin HTTP/1.1\r\nHost: test\r\n\r\n")
@@ -122,9 +130,23 @@ fn sigterm_during_a_graceful_stop_cuts_it_short(mpm: &str) {
     );
 }
 
+fn a_graceful_stop_cuts_what_is_still_in_flight_at_its_timeout(mpm: &str) {
+    let root = site::docroot_with_big_files();
+    let (mut server, mut conn, start) = start_slow_download_with(mpm, root.path(), "1s");
+    server.graceful_stop();
+    // The same answer in every model: cut at the graceful timeout, said in
+    // the log (by the process that cut it: the master for prefork's
+    // single-threaded children).
+    exits_promptly(&mut server, "SIGWINCH with a graceful timeout of 1 s");
+    let stderr = server.stderr_text();
+    assert!(stderr.contains("graceful timeout"), "{stderr}");
+    assert!(read_to_close(&mut conn, start) < BIG_LEN, "not cut");
+}
+
 mpm_suite!(
     sigterm_cuts_a_slow_download_and_exits_promptly,
     sigint_is_a_fast_stop_too,
     sigwinch_lets_a_slow_download_complete_and_then_exits,
     sigterm_during_a_graceful_stop_cuts_it_short,
+    a_graceful_stop_cuts_what_is_still_in_flight_at_its_timeout,
 );
