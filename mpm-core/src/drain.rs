@@ -161,7 +161,11 @@ impl Drain {
     /// looping without I/O) is abandoned, in one log line naming how many,
     /// and the process goes on to exit without it.
     pub fn join(&self, workers: WorkerThreads) {
-        let stuck = workers.join_until(self.give_up_at());
+        // Never less than a moment: workers told to stop just now (an event
+        // loop that closed their channel at the give-up time) are idle, not
+        // stuck, and return at once.
+        let at_least = crate::deadline(Instant::now(), Duration::from_millis(100));
+        let stuck = workers.join_until(self.give_up_at().max(at_least));
         if stuck > 0 {
             let what = if stuck == 1 {
                 "worker thread"
