@@ -41,6 +41,49 @@
 //! its slot before closing the descriptor, under the slot's lock, so the
 //! stopping thread never shuts down a descriptor number that was reused.
 //!
+//! ## Two stops, one drain
+//!
+//! A stop is graceful (SIGWINCH, `mpm signal graceful-stop`,
+//! [`Lifecycle::stop`](crate::Lifecycle::stop)) or fast (SIGTERM, SIGINT,
+//! `mpm signal stop`, [`Lifecycle::stop_now`](crate::Lifecycle::stop_now)),
+//! as nginx's and httpd's are: a download in flight finishes, or is cut
+//! now. Both are one [`Drain`](crate::Drain), the fast one with no grace:
+//! stop accepting; close idle connections after
+//! [`STOP_GRACE`](crate::STOP_GRACE); cut what is in flight at the
+//! deadline; abandon, in one log line, a worker still busy
+//! [`ABANDON_AFTER`](crate::ABANDON_AFTER) later (a handler looping without
+//! I/O), and exit anyway. Every model keeps these moments and words: worker
+//! in [`Drain::wait`](crate::Drain::wait), event in its loop then
+//! [`Drain::join`](crate::Drain::join); a prefork child, single-threaded,
+//! has no thread to keep a deadline while it blocks in a write, so its
+//! stream fails once the fast-stop flag is up
+//! ([`Stream::cut_on`](crate::Stream::cut_on)) and the master, which tells
+//! children a fast stop with SIGTERM and a graceful one with SIGWINCH,
+//! sends the SIGTERM at the graceful deadline.
+//!
+//! ## What a model provides
+//!
+//! A model is a small crate on this skeleton ([`Mpm`](crate::Mpm)'s four
+//! steps). It brings only what differs:
+//!
+//! * **how it waits for connections**: its lock, if its workers take turns
+//!   to accept ([`take_turns::Turn`](crate::take_turns::Turn), then
+//!   [`take_turns::accept`](crate::take_turns::accept) is the whole accept
+//!   loop, as prefork's and worker's are), or its own loop (event's epoll,
+//!   an `io_uring` ring's multishot accept);
+//! * **how it drives a connection**: blocking
+//!   ([`blocking::serve_blocking`](crate::blocking::serve_blocking) with an
+//!   [`IdlePark`](crate::blocking::IdlePark)) or by readiness (its loop
+//!   calling the [`ConnectionHandler`](crate::ConnectionHandler)'s steps;
+//!   completions would call the same steps);
+//! * **how it finds its connections at a stop**: to close the idle ones and
+//!   cut the rest, the three closures or the loop's own sets that the
+//!   [`Drain`](crate::Drain)'s moments act on.
+//!
+//! What it gets for nothing: listeners, the lifecycle and both stops, the
+//! drain's timings and log lines, the scoreboard, the hand-over to the next
+//! generation, and the master's processes, signals and upgrades.
+//!
 //! ## The event loop reads ahead, and answers what cannot block
 //!
 //! httpd's event MPM hands a connection to a worker as soon as it is

@@ -22,13 +22,17 @@
 //!   the seam a layer between them (TLS) plugs into.
 //! * [`HandOver`] — how a stopping generation passes connections that have
 //!   not sent a byte to the next one (`SCM_RIGHTS`).
+//! * [`take_turns`] — the one accept function of prefork and worker, whose
+//!   workers take turns on a mutex ([`take_turns::Turn`]) to wait on the
+//!   listeners.
 //! * [`blocking`] — the loop prefork and worker use to drive a handler on a
 //!   blocking socket.
 //! * [`WorkerThreads`] — a threaded model's workers, started and stopped together.
 //! * [`ConnectionLedger`] — how many connections each process sharing a
 //!   listening socket holds, so that they spread evenly.
 //! * [`Drain`] — the one way every model stops, with one grace period
-//!   ([`STOP_GRACE`]).
+//!   ([`STOP_GRACE`]), one deadline and one answer to a stuck worker
+//!   ([`ABANDON_AFTER`]); a fast stop is the same drain with no grace.
 //! * [`scoreboard`] — one slot per worker in shared memory: states,
 //!   counters, request lines, read by the master and the status page.
 //! * [`allocator`] — system, mimalloc or a global-locked malloc, chosen at
@@ -75,11 +79,12 @@ pub mod scoreboard;
 mod settings;
 pub mod shared;
 mod stream;
+pub mod take_turns;
 mod worker_threads;
 
 pub use choice::Choice;
 pub use connection_handler::{ConnectionHandler, HandlerFactory, Interest, Prefetch, Wait};
-pub use drain::{Drain, STOP_GRACE};
+pub use drain::{Drain, ABANDON_AFTER, STOP_GRACE};
 pub use duration::{deadline, Seconds};
 pub use error::{Error, Result};
 pub use hand_over::HandOver;

@@ -37,6 +37,9 @@ struct Inner {
     phase: Mutex<Phase>,
     changed: Condvar,
     draining: Arc<AtomicBool>,
+    /// Set (before `draining`) when the stop is a fast one: connections in
+    /// flight are closed at once instead of finishing.
+    fast: Arc<AtomicBool>,
     /// Set when the stop is a hand-over: another generation takes over the
     /// listeners (graceful restart, restart, upgrade).
     successor: Arc<AtomicBool>,
@@ -59,6 +62,7 @@ impl Lifecycle {
                 phase: Mutex::new(Phase::Starting),
                 changed: Condvar::new(),
                 draining: Arc::new(AtomicBool::new(false)),
+                fast: Arc::new(AtomicBool::new(false)),
                 successor: Arc::new(AtomicBool::new(false)),
                 shared_listeners: AtomicBool::new(false),
                 generation: std::sync::atomic::AtomicU32::new(1),
@@ -100,13 +104,44 @@ impl Lifecycle {
         true
     }
 
-    /// Ask the server to stop: it stops accepting, finishes requests in
-    /// flight (closing idle keep-alive connections), and exits.
+    /// Ask the server to stop gracefully: it stops accepting, finishes
+    /// requests in flight within `graceful_timeout` (closing idle keep-alive
+    /// connections), and exits.
     pub fn stop(&self) {
         if !self.inner.draining.swap(true, Ordering::SeqCst) {
             // A full pipe or a closed reader both mean the wake-up is already visible.
             let _ = nix::unistd::write(&self.inner.wake_write, b"x");
         }
+        self.enter_draining();
+    }
+
+    /// Ask the server to stop now (a fast stop, as nginx's `-s stop`): it
+    /// stops accepting, closes every connection, in flight or idle, and
+    /// exits. Also cuts short a graceful stop already under way.
+    pub fn stop_now(&self) {
+        let first = !self.inner.fast.swap(true, Ordering::SeqCst);
+        self.inner.draining.store(true, Ordering::SeqCst);
+        if first {
+            // Written again even if a graceful stop wrote before: a loop
+            // that waits on the pipe edge-triggered must wake for this one.
+            let _ = nix::unistd::write(&self.inner.wake_write, b"x");
+        }
+        self.enter_draining();
+    }
+
+    /// Is the stop asked for a fast one ([`stop_now`](Self::stop_now))?
+    pub fn is_fast_stop(&self) -> bool {
+        self.inner.fast.load(Ordering::Relaxed)
+    }
+
+    /// The flag [`stop_now`](Self::stop_now) sets, for what must notice a
+    /// fast stop without a thread to tell it
+    /// ([`Stream::cut_on`](crate::Stream::cut_on)).
+    pub fn fast_stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.inner.fast)
+    }
+
+    fn enter_draining(&self) {
         let mut p = self.inner.phase.lock();
         if *p < Phase::Draining {
             *p = Phase::Draining;
@@ -164,21 +199,64 @@ impl Lifecycle {
         !self.inner.shared_listeners.load(Ordering::Relaxed)
     }
 
-    /// Stop when the process receives SIGTERM or SIGINT. Spawns a thread
-    /// that waits for the signals (signal-hook), so nothing runs in a
-    /// signal handler but a write to a pipe.
+    /// Stop as the process manager does: now on SIGTERM or SIGINT (a fast
+    /// stop, [`stop_now`](Self::stop_now)), gracefully on SIGWINCH
+    /// ([`stop`](Self::stop)). Spawns a thread that waits for the signals
+    /// (signal-hook), so nothing runs in a signal handler but a write to a
+    /// pipe; a SIGTERM after a SIGWINCH cuts the graceful stop short.
     pub fn stop_on_signals(&self) -> Result<()> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        self.stop_on(&[SIGTERM, SIGINT])
+        use signal_hook::consts::{SIGINT, SIGTERM, SIGWINCH};
+        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGWINCH])
+            .map_err(|e| Error::io("installing signal handlers", e))?;
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("mpm-signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    let name = signal_name(sig);
+                    if sig == SIGWINCH {
+                        crate::log_notice!(
+                            "mpm: received {name}: graceful stop: requests in flight finish first"
+                        );
+                        me.stop();
+                    } else {
+                        crate::log_notice!(
+                            "mpm: received {name}: fast stop: closing every connection now"
+                        );
+                        me.stop_now();
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| Error::io("starting the signal thread", e))?;
+        Ok(())
     }
 
-    /// Stop when the process receives any of `signals`, without a thread:
-    /// the handlers set the draining flag and write to the stop pipe, and
-    /// nothing else. For a process that must stay single-threaded (a prefork
-    /// child). Its phase is not moved; wait with [`wait_stop`](Self::wait_stop).
+    /// Stop gracefully when the process receives any of `signals`, without
+    /// a thread: the handlers set the draining flag and write to the stop
+    /// pipe, and nothing else. For a process that must stay single-threaded
+    /// (a prefork child). Its phase is not moved; wait with
+    /// [`wait_stop`](Self::wait_stop).
     pub fn stop_on_quietly(&self, signals: &[i32]) -> Result<()> {
+        self.on_quietly(signals, false)
+    }
+
+    /// Stop now ([`stop_now`](Self::stop_now)) when the process receives
+    /// any of `signals`, without a thread, as
+    /// [`stop_on_quietly`](Self::stop_on_quietly) does.
+    pub fn stop_now_on_quietly(&self, signals: &[i32]) -> Result<()> {
+        self.on_quietly(signals, true)
+    }
+
+    fn on_quietly(&self, signals: &[i32], fast: bool) -> Result<()> {
         let io = |e| Error::io("installing signal handlers", e);
         for &sig in signals {
+            // signal-hook runs a signal's actions in the order they were
+            // registered: the fast flag is set before a worker can see the
+            // draining one.
+            if fast {
+                signal_hook::flag::register(sig, Arc::clone(&self.inner.fast)).map_err(io)?;
+            }
             signal_hook::flag::register(sig, Arc::clone(&self.inner.draining)).map_err(io)?;
             let wake = self.inner.wake_write.try_clone().map_err(io)?;
             signal_hook::low_level::pipe::register(sig, wake).map_err(io)?;
@@ -212,8 +290,8 @@ impl Lifecycle {
         self.set_phase(Phase::Draining);
     }
 
-    /// Stop when the process receives any of `signals` (see
-    /// [`stop_on_signals`](Self::stop_on_signals)).
+    /// Stop gracefully when the process receives any of `signals`, from a
+    /// signal thread (see [`stop_on_signals`](Self::stop_on_signals)).
     pub fn stop_on(&self, signals: &[i32]) -> Result<()> {
         let mut signals = signal_hook::iterator::Signals::new(signals)
             .map_err(|e| Error::io("installing signal handlers", e))?;
@@ -222,7 +300,10 @@ impl Lifecycle {
             .name("mpm-signals".into())
             .spawn(move || {
                 if let Some(sig) = signals.forever().next() {
-                    crate::log_notice!("mpm: received {}, stopping", signal_name(sig));
+                    crate::log_notice!(
+                        "mpm: received {}: graceful stop: requests in flight finish first",
+                        signal_name(sig)
+                    );
                     me.stop();
                 }
             })

@@ -78,8 +78,13 @@ impl fmt::Display for MpmKind {
 /// 4. **drain**: [`Drain::begin`](crate::Drain::begin) moves the lifecycle to
 ///    [`Phase::Draining`](crate::Phase::Draining) and stops listening; idle
 ///    connections close after [`STOP_GRACE`](crate::STOP_GRACE), requests in
-///    flight get `graceful_timeout`; the model returns only after its workers
-///    have finished, having set [`Phase::Stopped`](crate::Phase::Stopped).
+///    flight get `graceful_timeout` (none in a fast stop,
+///    [`Lifecycle::stop_now`](crate::Lifecycle::stop_now)) and are then cut;
+///    the model returns once its workers have finished, or
+///    [`ABANDON_AFTER`](crate::ABANDON_AFTER) past the deadline without
+///    those still stuck ([`Drain::wait`](crate::Drain::wait),
+///    [`Drain::join`](crate::Drain::join)), having set
+///    [`Phase::Stopped`](crate::Phase::Stopped).
 pub trait Mpm {
     /// Which model this is.
     fn kind(&self) -> MpmKind;

@@ -85,6 +85,9 @@ pub struct Stream {
     end_reported: bool,
     held: bool,
     draining: Arc<AtomicBool>,
+    /// Set by a fast stop, for a stream no other thread can shut down (a
+    /// prefork child's): its reads and writes then fail at once.
+    cut: Option<Arc<AtomicBool>>,
     read_timeout: Option<Duration>,
     slot: Option<&'static Slot>,
     on_loop: bool,
@@ -126,6 +129,7 @@ impl Stream {
             end_reported: false,
             held: false,
             draining,
+            cut: None,
             read_timeout: None,
             slot: None,
             transport: None,
@@ -150,6 +154,7 @@ impl Stream {
             end_reported: false,
             held: false,
             draining,
+            cut: None,
             read_timeout: None,
             slot: None,
             transport: None,
@@ -204,6 +209,27 @@ impl Stream {
         self.draining.load(Ordering::Relaxed)
     }
 
+    /// Fail every read and write from the moment `flag` turns true (a fast
+    /// stop: [`Lifecycle::fast_stop_flag`](crate::Lifecycle::fast_stop_flag)),
+    /// including one interrupted by the signal that set it. For a
+    /// single-threaded process, where no other thread can shut the
+    /// connection down; a threaded model cuts connections with `shutdown(2)`.
+    pub fn cut_on(&mut self, flag: Arc<AtomicBool>) {
+        self.cut = Some(flag);
+    }
+
+    /// Cut by a fast stop ([`cut_on`](Self::cut_on)): the error every read
+    /// and write returns from then on.
+    fn check_cut(&self) -> io::Result<()> {
+        match &self.cut {
+            Some(cut) if cut.load(Ordering::Relaxed) => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed by a fast stop",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Is the step in progress running on an event loop? Then it must keep
     /// the loop's rule (see [`ConnectionHandler`](crate::ConnectionHandler)):
     /// nothing that may block, large bodies within a per-turn budget.
@@ -246,14 +272,19 @@ impl Stream {
         if let Some(r) = self.through(|t, raw| t.write(raw, buf, more)) {
             return r;
         }
-        match mpm_sys::socket::send(&self.socket, buf, more) {
-            Ok(n) => {
-                self.count_send(false);
-                Ok(n)
-            }
-            Err(err) => {
-                self.count_send(err.kind() == io::ErrorKind::WouldBlock);
-                Err(self.note(err))
+        loop {
+            // Each try, for a send the fast stop's signal interrupted.
+            self.check_cut()?;
+            match mpm_sys::socket::send(&self.socket, buf, more) {
+                Ok(n) => {
+                    self.count_send(false);
+                    return Ok(n);
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => {
+                    self.count_send(err.kind() == io::ErrorKind::WouldBlock);
+                    return Err(self.note(err));
+                }
             }
         }
     }
@@ -266,6 +297,7 @@ impl Stream {
         }
         let mut off = *offset as libc::off_t;
         loop {
+            self.check_cut()?;
             match nix::sys::sendfile::sendfile(
                 self.socket.as_fd(),
                 file.as_fd(),
@@ -458,6 +490,7 @@ impl Read for Stream {
         if let Some(r) = self.through(|t, raw| t.read(raw, buf)) {
             return r;
         }
+        self.check_cut()?;
         match self.socket.read(buf) {
             Ok(n) => {
                 // The end of the stream, once reported, is drained only
@@ -494,6 +527,7 @@ impl Write for Stream {
                 .map_or(&[][..], |b| &**b);
             return self.send(first, bufs.len() > 1);
         }
+        self.check_cut()?;
         match self.socket.write_vectored(bufs) {
             Ok(n) => {
                 self.count_send(false);

@@ -68,15 +68,24 @@ impl WorkerThreads {
     /// did: one stuck in a handler past the graceful timeout is left behind
     /// rather than waited on.
     pub fn join_within(self, within: Duration) {
-        let give_up = crate::deadline(Instant::now(), within);
+        self.join_until(crate::deadline(Instant::now(), within));
+    }
+
+    /// Wait until `give_up` at most for the threads to return, then join
+    /// those that did. Returns how many were left behind, still running.
+    pub fn join_until(self, give_up: Instant) -> usize {
         while !self.all_finished() && Instant::now() < give_up {
             std::thread::sleep(Duration::from_millis(5));
         }
+        let mut stuck = 0;
         for h in self.handles {
             if h.is_finished() {
                 let _ = h.join();
+            } else {
+                stuck += 1;
             }
         }
+        stuck
     }
 }
 

@@ -120,6 +120,9 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) lifecycle: Lifecycle,
     pub(crate) draining: Arc<AtomicBool>,
     pub(crate) stop_deadline: Option<Instant>,
+    /// The stop in progress, whose moments `stop_deadline` and
+    /// `close_idle_at` follow (a fast stop may come during a graceful one).
+    drain: Option<Drain>,
     /// When a stopping loop closes its idle keep-alive connections: a moment
     /// after the stop, so that a request already on its way is answered.
     pub(crate) close_idle_at: Option<Instant>,
@@ -229,6 +232,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             lifecycle: lifecycle.clone(),
             draining: lifecycle.draining_flag(),
             stop_deadline: None,
+            drain: None,
             close_idle_at: None,
             accept_paused_until: None,
             last_accept_error_log: None,
@@ -244,9 +248,12 @@ impl<H: ConnectionHandler> EventLoop<H> {
         Ok(this)
     }
 
-    /// Serve until stopped and drained (or the graceful timeout passes).
-    /// Returns the loop's counters; the job channel is closed on return.
-    pub fn run(mut self, graceful: Duration) -> LoopStats {
+    /// Serve until stopped and drained: the core [`Drain`]'s moments, its
+    /// deadline cutting what is still parked here, its give-up time leaving
+    /// behind what workers still hold. Returns the loop's counters and the
+    /// drain (for the caller to join the workers by); the job channel is
+    /// closed on return.
+    pub fn run(mut self, graceful: Duration) -> (LoopStats, Option<Drain>) {
         let mut events = vec![EpollEvent::empty(); EVENTS];
         loop {
             self.now = Instant::now();
@@ -259,21 +266,35 @@ impl<H: ConnectionHandler> EventLoop<H> {
             }
             self.returned = returned;
             self.run_again();
-            if self.lifecycle.is_stopping() && self.stop_deadline.is_none() {
+            if self.lifecycle.is_stopping() && self.drain.is_none() {
                 self.begin_stop(graceful);
+            }
+            if let Some(drain) = &self.drain {
+                self.stop_deadline = Some(drain.deadline());
+                if self.close_idle_at.is_some() {
+                    self.close_idle_at = Some(drain.close_idle_at());
+                }
             }
             if self.close_idle_at.is_some_and(|t| self.now >= t) {
                 self.close_idle_at = None;
                 self.close_idle();
                 self.run_again();
             }
-            if let Some(deadline) = self.stop_deadline {
+            if let Some(drain) = self.drain.clone() {
                 if self.slots.is_empty() {
                     break;
                 }
-                if self.now >= deadline {
+                if self.now >= drain.deadline() {
+                    let parked = self.slots.len().saturating_sub(self.in_flight);
                     self.close_parked(|_| true);
-                    if self.in_flight == 0 || self.now >= deadline + Duration::from_secs(1) {
+                    let cut =
+                        parked.saturating_sub(self.slots.len().saturating_sub(self.in_flight));
+                    if cut > 0 {
+                        drain.log_cut(cut);
+                    }
+                    // What workers still hold is theirs to finish; past
+                    // the give-up time the loop leaves it behind.
+                    if self.in_flight == 0 || self.now >= drain.give_up_at() {
                         break;
                     }
                 }
@@ -347,7 +368,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         if let Some(s) = self.slot {
             s.release();
         }
-        self.stats
+        (self.stats, self.drain)
     }
 
     /// Serve the connections that are ready now, without sleeping: between
@@ -396,7 +417,12 @@ impl<H: ConnectionHandler> EventLoop<H> {
             until = until.min(d);
         }
         if let Some(d) = self.stop_deadline {
-            until = until.min(d);
+            // Past the deadline, what is left is in workers' hands: their
+            // returns wake the loop, the give-up time ends the wait.
+            match &self.drain {
+                Some(drain) if d <= self.now => until = until.min(drain.give_up_at()),
+                _ => until = until.min(d),
+            }
         }
         if let Some(d) = self.close_idle_at {
             until = until.min(d);
@@ -758,6 +784,14 @@ impl<H: ConnectionHandler> EventLoop<H> {
         let drain = Drain::begin(&self.lifecycle, &self.listeners, graceful);
         self.stop_deadline = Some(drain.deadline());
         self.close_idle_at = Some(drain.close_idle_at());
+        self.drain = Some(drain);
+        // The stop pipe stays readable from now on: edge-triggered, it no
+        // longer wakes every wait of the drain, yet a fast stop asked
+        // during it (a second write) still does.
+        let _ = self.epoll.modify(
+            self.lifecycle.wake_fd(),
+            &mut EpollEvent::new(EpollFlags::EPOLLIN | EpollFlags::EPOLLET, STOP),
+        );
     }
 }
 

@@ -1,13 +1,11 @@
 //! The event MPM: setup → spawn → serve → drain, with an event loop per
 //! process and a pool of workers behind it.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use mpm_core::scoreboard::{Slot, WorkerState};
 use mpm_core::{
     HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings, Phase, Result, WorkerThreads,
 };
+use std::sync::Arc;
 
 use crate::event_loop::EventLoop;
 use crate::worker_pool::{worker_loop, PoolHandle, Returns};
@@ -82,7 +80,7 @@ impl Mpm for Event {
             slots.first(),
         )?;
         lifecycle.set_phase(Phase::Serving);
-        let stats = event_loop.run(settings.graceful_timeout);
+        let (stats, drain) = event_loop.run(settings.graceful_timeout);
         mpm_core::log_notice!(
             "mpm: event process {} accepted {} connections; {} requests answered on the \
              listener, {} handed to workers; accepting paused {} times (and {} for balance); \
@@ -99,9 +97,13 @@ impl Mpm for Event {
             stats.yields,
             stats.panics
         );
-        // The job channel is closed: idle workers exit at once. One stuck in a
-        // handler past the graceful timeout is left behind rather than waited on.
-        workers.join_within(Duration::from_secs(1));
+        // Drain, the rest: the job channel is closed, so idle workers exit at
+        // once; one stuck in a handler past the drain's give-up time is left
+        // behind rather than waited on.
+        match drain {
+            Some(drain) => drain.join(workers),
+            None => workers.join(),
+        }
         lifecycle.set_phase(Phase::Stopped);
         Ok(())
     }

@@ -9,8 +9,8 @@
 //!
 //! | signal to the master | meaning (as httpd's) |
 //! |---|---|
-//! | SIGTERM, SIGINT | stop: refuse new connections, children finish what they have within `--graceful-timeout`, then are killed |
-//! | SIGWINCH | graceful stop: the same |
+//! | SIGTERM, SIGINT | fast stop: refuse new connections, children close every connection now (in flight or idle) and exit |
+//! | SIGWINCH | graceful stop: refuse new connections, children finish what they have within `--graceful-timeout`; then what is still in flight is closed (a fast stop), and a child still running [`ABANDON_AFTER`](mpm_core::ABANDON_AFTER) later is killed |
 //! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
 //! | SIGHUP | restart: the children are stopped (gracefully, told with SIGUSR1 that a successor follows) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
 //! | SIGUSR2 | binary upgrade (see [`crate::upgrade`]): a new master inherits the listening sockets; once it is ready this one drains (its children told with SIGUSR1) and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
@@ -90,7 +90,7 @@ pub const MAX_BURST: usize = 32;
 pub const RAMP_TICK: Duration = Duration::from_millis(10);
 
 /// What a child runs: its own copies of the listeners, its own lifecycle
-/// (stopped by SIGTERM, SIGINT, SIGUSR1 or SIGWINCH; SIGUSR1, sent on a
+/// (stopped now by SIGTERM or SIGINT, gracefully by SIGUSR1 or SIGWINCH; SIGUSR1, sent on a
 /// graceful restart, a restart and an upgrade, also marks it as having a
 /// [successor](Lifecycle::has_successor)), and its process slot
 /// number (`0..children`, reused by its replacement and by its successor in
@@ -449,17 +449,30 @@ impl<'a> ProcessManager<'a> {
                 || drain_until.is_some_and(|d| Instant::now() >= d)
             {
                 let n = children.len();
-                mpm_core::log_notice!(
-                    "mpm: {}: stopping: {n} {} {} requests (at most {:?})",
-                    signals.stop_cause(),
-                    if n == 1 {
-                        "child finishes"
-                    } else {
-                        "children finish"
-                    },
-                    if n == 1 { "its" } else { "their" },
-                    self.graceful_timeout
-                );
+                if signals.stop_is_fast(lifecycle) {
+                    mpm_core::log_notice!(
+                        "mpm: {}: stopping now (fast stop): {n} {} {} connections",
+                        signals.stop_cause(),
+                        if n == 1 {
+                            "child closes"
+                        } else {
+                            "children close"
+                        },
+                        if n == 1 { "its" } else { "their" },
+                    );
+                } else {
+                    mpm_core::log_notice!(
+                        "mpm: {}: stopping gracefully: {n} {} {} requests (at most {:?})",
+                        signals.stop_cause(),
+                        if n == 1 {
+                            "child finishes"
+                        } else {
+                            "children finish"
+                        },
+                        if n == 1 { "its" } else { "their" },
+                        self.graceful_timeout
+                    );
+                }
                 break;
             }
             if signals.restart.swap(false, Ordering::SeqCst) {
@@ -554,15 +567,22 @@ impl<'a> ProcessManager<'a> {
         // follows, the listening sockets then refuse whatever still arrives.
         // When one does (a restart, an upgrade), SIGUSR1 tells them so: a
         // connection that has sent nothing is handed to it.
+        // A fast stop is told with SIGTERM, a graceful one with SIGWINCH.
+        let fast = exit == Exit::Stopped && signals.stop_is_fast(lifecycle);
         let told = match exit {
-            Exit::Stopped => Signal::SIGTERM,
+            Exit::Stopped if fast => Signal::SIGTERM,
+            Exit::Stopped => Signal::SIGWINCH,
             Exit::Restart | Exit::Upgraded => Signal::SIGUSR1,
         };
         for c in &children {
             let _ = kill(c.pid, told);
         }
         if exit == Exit::Stopped {
-            lifecycle.stop();
+            if fast {
+                lifecycle.stop_now();
+            } else {
+                lifecycle.stop();
+            }
             // Shared with the master that started this one (an upgrade not
             // yet complete), they must go on listening for it.
             if !ready.shares_listeners() {
@@ -571,12 +591,37 @@ impl<'a> ProcessManager<'a> {
                 }
             }
         }
-        let deadline = mpm_core::deadline(
-            Instant::now(),
-            self.graceful_timeout.saturating_add(Duration::from_secs(2)),
-        );
+        // The drain's moments, as a child's own (`mpm_core::Drain`): at the
+        // graceful deadline (at once in a fast stop) what is still in flight
+        // is cut, by a fast stop (SIGTERM: a single-threaded prefork child
+        // has no thread to keep its own deadline); a child still running
+        // `ABANDON_AFTER` (and a second's slack) later is killed.
+        let mut cut_at = if fast {
+            Instant::now()
+        } else {
+            mpm_core::deadline(Instant::now(), self.graceful_timeout)
+        };
+        let mut cut = fast;
+        let mut cut_by = "the graceful timeout";
+        let mut killed = false;
         while !children.is_empty() {
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if !cut && now >= cut_at {
+                cut = true;
+                let n = children.len();
+                mpm_core::log_notice!(
+                    "mpm: {cut_by}: closing the connections {n} {} still {}",
+                    if n == 1 { "child" } else { "children" },
+                    if n == 1 { "holds" } else { "hold" }
+                );
+                for c in &children {
+                    let _ = kill(c.pid, Signal::SIGTERM);
+                }
+            }
+            let kill_at =
+                mpm_core::deadline(cut_at, mpm_core::ABANDON_AFTER + Duration::from_secs(1));
+            if cut && !killed && now >= kill_at {
+                killed = true;
                 for c in &children {
                     mpm_core::log_warn!("mpm: child {} did not stop in time; killing it", c.pid);
                     let _ = kill(c.pid, Signal::SIGKILL);
@@ -587,6 +632,20 @@ impl<'a> ProcessManager<'a> {
                 let mut fds = [PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN)];
                 let _ = poll(&mut fds, PollTimeout::from(50u16));
                 signals.drain();
+                // SIGTERM during a graceful stop: cut it short.
+                if signals.stop.swap(false, Ordering::SeqCst)
+                    && !cut
+                    && exit == Exit::Stopped
+                    && signals.stop_is_fast(lifecycle)
+                {
+                    mpm_core::log_notice!(
+                        "mpm: {}: stopping now (fast stop)",
+                        signals.stop_cause()
+                    );
+                    lifecycle.stop_now();
+                    cut_at = Instant::now();
+                    cut_by = "fast stop";
+                }
             }
         }
         signals.uninstall();
@@ -685,7 +744,8 @@ fn run_child(
     // No signal thread: a prefork child must stay single-threaded. SIGUSR1
     // means a successor takes over: recorded before the stop is seen.
     lifecycle.successor_on_quietly(&[SIGUSR1])?;
-    lifecycle.stop_on_quietly(&[SIGTERM, SIGINT, SIGUSR1, SIGWINCH])?;
+    lifecycle.stop_now_on_quietly(&[SIGTERM, SIGINT])?;
+    lifecycle.stop_on_quietly(&[SIGUSR1, SIGWINCH])?;
     // Its handlers are in place: take the signals held since the fork.
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(mask), None)
         .map_err(|e| Error::io("unblocking signals", e.into()))?;

@@ -79,6 +79,18 @@ impl Signals {
         }
     }
 
+    /// Is the stop asked for a fast one? SIGTERM and SIGINT stop now (as
+    /// nginx's `-s stop`, httpd's `-k stop`), SIGWINCH gracefully; a stop
+    /// from the program is as `lifecycle` was told
+    /// ([`Lifecycle::stop_now`](mpm_core::Lifecycle::stop_now) or
+    /// [`stop`](mpm_core::Lifecycle::stop)).
+    pub(crate) fn stop_is_fast(&self, lifecycle: &mpm_core::Lifecycle) -> bool {
+        match self.stop_signal.load(Ordering::SeqCst) {
+            0 => lifecycle.is_fast_stop(),
+            sig => sig != SIGWINCH as usize,
+        }
+    }
+
     pub(crate) fn drain(&self) {
         let mut buf = [0u8; 64];
         while matches!(nix::unistd::read(self.wake_read.as_raw_fd(), &mut buf), Ok(n) if n > 0) {}

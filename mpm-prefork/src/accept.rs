@@ -19,30 +19,22 @@
 //! lock file at a path in a shared directory (`/tmp/mpm-accept-PID.lock`, as
 //! it once was) is a path any local user can plant a symbolic link at.
 //!
-//! **What counts as an accept wait.** A child blocked on the mutex while
-//! its holder waits in `poll` for a connection is not contention: nothing
-//! is waiting for it. A wait is counted when a child that had to wait for
-//! the turn finds a connection already queued as it gets it: that
-//! connection waited for the turn to be handed over, and the time counted
-//! is the hand-over's (from the previous holder's release, kept on the
-//! monotonic clock in memory shared by the children, to this one's
-//! acquisition). An idle server counts none; a busy one counts the
-//! hand-overs that kept connections queued.
+//! The loop that takes the turn, waits on the listeners and accepts is
+//! worker's too: [`mpm_core::take_turns`] (where what counts as an accept
+//! wait is explained); this file brings prefork's lock to it (`ChildTurn`).
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use nix::fcntl::{fcntl, FcntlArg};
 
-use std::time::{Duration, Instant};
-
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use mpm_core::listener_poller::{ListenerPoller, Woken};
-use mpm_core::scoreboard::monotonic_ns;
-use mpm_core::{Error, Lifecycle, Listener, Result};
+use mpm_core::listener_poller::ListenerPoller;
+use mpm_core::take_turns::Turn;
+use mpm_core::{Error, Result};
 use mpm_sys::process_mutex::{OwnedProcessMutex, ProcessMutexGuard};
 use mpm_sys::shared_memory::SharedBox;
 
@@ -292,115 +284,64 @@ impl ChildLock<'_> {
     }
 }
 
-/// Take the turn, wait for a connection on any listener (or the stop pipe),
-/// accept it, give the turn back. `None` once stopping. The duration is
-/// how long a queued connection waited for the turn to reach this child
-/// (zero unless the turn had to be waited for and a connection was queued
-/// when it came; see the module documentation).
-pub(crate) fn accept(
-    listeners: &[Listener],
-    poller: &mut ListenerPoller,
-    lock: &ChildLock<'_>,
-    lifecycle: &Lifecycle,
-) -> Result<Option<(std::net::TcpStream, std::net::SocketAddr, Duration)>> {
-    let stopping = || lifecycle.is_stopping();
-    let free = lock
-        .try_lock()
-        .map_err(|e| Error::io("taking the accept mutex", e))?;
-    let asked = (!free).then(monotonic_ns);
-    if !free
-        && !lock
-            .lock(&stopping)
-            .map_err(|e| Error::io("taking the accept mutex", e))?
-    {
-        return Ok(None);
-    }
-    let got = monotonic_ns();
-    // Told to stop while waiting: leave queued connections to the next
-    // generation (accept_locked below returns at once).
-    let queued = match asked {
-        Some(_) if !lifecycle.is_stopping() => accept_queued(listeners, poller),
-        _ => None,
-    };
-    let result = match (queued, asked) {
-        (Some((s, p)), Some(asked)) => {
-            let released = lock
-                .lock
-                .released()
-                .map_or(0, |r| r.load(Ordering::Acquire));
-            let waited = got.saturating_sub(asked.max(released)).max(1);
-            Some((s, p, Duration::from_nanos(waited)))
-        }
-        _ => accept_locked(listeners, poller, lifecycle).map(|(s, p)| (s, p, Duration::ZERO)),
-    };
-    if let Some(r) = lock.lock.released() {
-        r.store(monotonic_ns(), Ordering::Release);
-    }
-    lock.unlock()
-        .map_err(|e| Error::io("releasing the accept mutex", e))?;
-    Ok(result)
+/// One child's turn at accepting, for [`mpm_core::take_turns::accept`] (the loop
+/// worker's threads run too): its handle on the accept mutex, and its
+/// poller, which it uses only while it holds the turn.
+#[derive(Debug)]
+pub(crate) struct ChildTurn<'a> {
+    lock: ChildLock<'a>,
+    poller: RefCell<ListenerPoller>,
 }
 
-/// A connection already queued on any listener, taken without waiting.
-fn accept_queued(
-    listeners: &[Listener],
-    poller: &mut ListenerPoller,
-) -> Option<(std::net::TcpStream, std::net::SocketAddr)> {
-    if let [only] = listeners {
-        return only.accept().ok();
-    }
-    match poller.wait(Some(Duration::ZERO)) {
-        Ok(Woken::Ready) => poller
-            .ready()
-            .find_map(|i| listeners.get(i).and_then(|l| l.accept().ok())),
-        _ => None,
-    }
-}
-
-fn accept_locked(
-    listeners: &[Listener],
-    poller: &mut ListenerPoller,
-    lifecycle: &Lifecycle,
-) -> Option<(std::net::TcpStream, std::net::SocketAddr)> {
-    let mut last_log: Option<Instant> = None;
-    loop {
-        if lifecycle.is_stopping() {
-            return None;
+impl<'a> ChildTurn<'a> {
+    pub(crate) fn new(lock: ChildLock<'a>, poller: ListenerPoller) -> ChildTurn<'a> {
+        ChildTurn {
+            lock,
+            poller: RefCell::new(poller),
         }
-        match poller.wait(None) {
-            Ok(Woken::Stop) => return None,
-            Ok(Woken::Ready) => {}
-            Ok(Woken::Nothing) => continue,
+    }
+
+    /// The poller, with the turn just taken; given back if it is already
+    /// lent (which `take_turns::accept`, giving each turn back before the
+    /// next, never does).
+    fn held(&self) -> io::Result<RefMut<'_, ListenerPoller>> {
+        match self.poller.try_borrow_mut() {
+            Ok(p) => Ok(p),
             Err(_) => {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
+                self.lock.unlock()?;
+                Err(io::Error::other("the accept turn is already held"))
             }
         }
-        for l in poller.ready().map(|i| &listeners[i]) {
-            // Told to stop since the wait returned: leave the connection
-            // queued for the next generation rather than answer it `Connection: close`.
-            if lifecycle.is_stopping() {
-                return None;
-            }
-            match l.accept() {
-                Ok(c) => return Some(c),
-                Err(e) => match e.kind() {
-                    // A sibling won (no mutex), or the client gave up.
-                    std::io::ErrorKind::WouldBlock
-                    | std::io::ErrorKind::Interrupted
-                    | std::io::ErrorKind::ConnectionAborted
-                    | std::io::ErrorKind::ConnectionReset => {}
-                    _ if e.raw_os_error() == Some(libc::EINVAL) => return None,
-                    _ => {
-                        if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                            mpm_core::log_error!("mpm: accept failed: {e}; backing off");
-                            last_log = Some(Instant::now());
-                        }
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                },
-            }
+    }
+}
+
+impl Turn for ChildTurn<'_> {
+    type Held<'b>
+        = RefMut<'b, ListenerPoller>
+    where
+        Self: 'b;
+
+    fn try_take(&self) -> io::Result<Option<Self::Held<'_>>> {
+        match self.lock.try_lock()? {
+            true => self.held().map(Some),
+            false => Ok(None),
         }
+    }
+
+    fn take(&self, stopping: &dyn Fn() -> bool) -> io::Result<Option<Self::Held<'_>>> {
+        match self.lock.lock(stopping)? {
+            true => self.held().map(Some),
+            false => Ok(None),
+        }
+    }
+
+    fn give_back<'b>(&'b self, held: Self::Held<'b>) -> io::Result<()> {
+        drop(held);
+        self.lock.unlock()
+    }
+
+    fn released(&self) -> Option<&AtomicU64> {
+        self.lock.lock.released()
     }
 }
 

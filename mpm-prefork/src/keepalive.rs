@@ -28,7 +28,9 @@ impl IdlePark for KeepAliveWait<'_> {
 
     fn park(&mut self, conn: BorrowedFd<'_>) -> bool {
         if self.lifecycle.is_stopping() {
-            return mpm_core::blocking::input_arrives_within(conn, STOP_GRACE);
+            // A fast stop gives no grace: the connection closes at once.
+            return !self.lifecycle.is_fast_stop()
+                && mpm_core::blocking::input_arrives_within(conn, STOP_GRACE);
         }
         let mut fds = [
             PollFd::new(conn, PollFlags::POLLIN),
@@ -56,6 +58,9 @@ impl IdlePark for KeepAliveWait<'_> {
         // `Connection: close`): closing would drop a request the client had
         // already sent, the reload race nginx users know. Told to stop while
         // idle, it waits a moment for a request already on its way.
+        if self.lifecycle.is_fast_stop() {
+            return false;
+        }
         if fds[0].revents().is_some_and(|r| !r.is_empty()) {
             return true;
         }

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use mpm_core::blocking::{serve_blocking, Timeouts};
 use mpm_core::listener_poller::ListenerPoller;
 use mpm_core::scoreboard::{Slot, WorkerState};
+use mpm_core::take_turns::{self, AcceptErrors, Accepted};
 use mpm_core::{
     Drain, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings, Phase, Result, Stream,
 };
 
-use crate::accept::{accept, AcceptLock, AcceptMutex};
+use crate::accept::{AcceptLock, AcceptMutex, ChildTurn};
 use crate::keepalive::KeepAliveWait;
 
 /// The prefork MPM. Made in the master before forking (it holds the accept
@@ -59,12 +60,14 @@ impl Mpm for Prefork {
                 s.mark_accept_mutex();
             }
         }
-        let lock = self.lock.for_child()?;
         interrupt_on_stop_signals();
         // Made in the child: an epoll set must not be shared across fork.
-        let mut poller = ListenerPoller::new(settings.poller, &listeners, lifecycle.wake_fd())?;
+        let poller = ListenerPoller::new(settings.poller, &listeners, lifecycle.wake_fd())?;
+        let turn = ChildTurn::new(self.lock.for_child()?, poller);
+        let errors = AcceptErrors::new();
         let mut handler = factory.build();
         let draining = lifecycle.draining_flag();
+        let fast_stop = lifecycle.fast_stop_flag();
         let hand_over = listeners.iter().find_map(Listener::hand_over_channel);
         // Serve: one connection at a time, the process itself the worker.
         lifecycle.set_phase(Phase::Serving);
@@ -73,7 +76,11 @@ impl Mpm for Prefork {
             if let Some(s) = slot {
                 s.set_state(WorkerState::Idle);
             }
-            let Some((socket, peer, waited)) = accept(&listeners, &mut poller, &lock, lifecycle)?
+            let Some(Accepted {
+                socket,
+                peer,
+                waited,
+            }) = take_turns::accept(&listeners, &turn, lifecycle, &errors)?
             else {
                 break;
             };
@@ -84,6 +91,10 @@ impl Mpm for Prefork {
                 continue;
             };
             stream.set_score_slot(slot);
+            // No other thread can shut this connection down: a fast stop
+            // (SIGTERM, from the master at once or at its graceful
+            // deadline) makes its reads and writes fail instead.
+            stream.cut_on(Arc::clone(&fast_stop));
             let mut park = KeepAliveWait {
                 lifecycle,
                 timeout: settings.keepalive_timeout,
@@ -104,9 +115,13 @@ impl Mpm for Prefork {
             }
         }
         // Drain: the connection in hand was finished above (an idle one was
-        // closed after the grace by `KeepAliveWait`); the listeners are the
-        // master's, shared with the siblings and the next generation.
-        Drain::begin(lifecycle, &listeners, settings.graceful_timeout);
+        // closed after the grace by `KeepAliveWait`), or cut by a fast stop;
+        // the listeners are the master's, shared with the siblings and the
+        // next generation. The drain's deadline is kept by the master, which
+        // turns a graceful stop into a fast one (SIGTERM) when it passes,
+        // and kills a child still running `ABANDON_AFTER` later: this
+        // single-threaded child has no thread to keep it.
+        let _drain = Drain::begin(lifecycle, &listeners, settings.graceful_timeout);
         if let Some(s) = slot {
             s.release();
         }

@@ -102,14 +102,9 @@ pub fn send(socket: impl AsFd, buf: &[u8], more: bool) -> io::Result<usize> {
     } else {
         SendFlags::NOSIGNAL
     };
-    let fd = socket.as_fd();
-    loop {
-        match rustix::net::send(fd, buf, flags) {
-            Ok(n) => return Ok(n),
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
+    // EINTR is the caller's to retry: a signal may mean "stop" (a prefork
+    // child's fast stop), which only the caller can check between tries.
+    rustix::net::send(socket.as_fd(), buf, flags).map_err(io::Error::from)
 }
 
 #[cfg(test)]

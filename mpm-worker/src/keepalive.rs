@@ -126,8 +126,10 @@ impl IdlePark for SlotParker<'_> {
         // one that begins later finds the slot idle and shuts it down. A
         // request already sent is answered either way (a shutdown for
         // reading still delivers what had arrived).
+        // A fast stop gives no grace: the connection closes at once.
         !self.lifecycle.is_stopping()
-            || mpm_core::blocking::input_arrives_within(fd, mpm_core::STOP_GRACE)
+            || (!self.lifecycle.is_fast_stop()
+                && mpm_core::blocking::input_arrives_within(fd, mpm_core::STOP_GRACE))
     }
 
     fn first_request(&mut self, socket: &TcpStream, within: Duration) -> FirstRequest {

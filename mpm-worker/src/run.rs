@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use mpm_core::blocking::{serve_blocking, Timeouts};
 use mpm_core::scoreboard::{Slot, WorkerState};
+use mpm_core::take_turns::Accepted;
 use mpm_core::{
     ConnectionHandler, Drain, HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings,
     Phase, Result, Stream, WorkerThreads,
 };
 
-use crate::accept::{Accepted, ListenerMutex};
+use crate::accept::ListenerMutex;
 use crate::keepalive::ConnectionSlots;
 
 /// The worker MPM. See the [crate documentation](crate).
@@ -72,20 +73,20 @@ impl Mpm for Worker {
         lifecycle.wait_stop();
         // Drain: the stop pipe woke the thread waiting in poll; idle
         // keep-alive connections close after the grace, requests in flight
-        // get the graceful timeout.
+        // get the graceful timeout (none in a fast stop), then are shut
+        // down; a thread still stuck after that is left behind.
         let drain = Drain::begin(
             lifecycle,
             shared.accept.listeners(),
             settings.graceful_timeout,
         );
         drain.wait(
-            || workers.all_finished(),
+            workers,
             || {
                 shared.slots.close_idle();
             },
             || shared.slots.close_all(),
         );
-        workers.join();
         lifecycle.set_phase(Phase::Stopped);
         Ok(())
     }
@@ -107,7 +108,7 @@ fn worker_thread<F: HandlerFactory>(shared: &Shared<F>, index: usize, slot: Opti
         if let Some(s) = slot {
             s.set_state(WorkerState::Idle);
         }
-        let Ok(Accepted {
+        let Some(Accepted {
             socket,
             peer,
             waited,

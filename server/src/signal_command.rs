@@ -16,7 +16,7 @@ use crate::settings::TomlFile;
 /// What to ask of a running server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Action {
-    /// SIGTERM: stop, finishing requests in flight within --graceful-timeout.
+    /// SIGTERM: stop now, closing every connection (nginx's -s stop).
     Stop,
     /// SIGHUP: restart, reading the configuration again.
     Restart,
@@ -24,7 +24,8 @@ pub(crate) enum Action {
     Reload,
     /// SIGUSR1: graceful restart (new children at once, old ones finish).
     Graceful,
-    /// SIGWINCH: graceful stop.
+    /// SIGWINCH: graceful stop, requests in flight finishing within
+    /// --graceful-timeout.
     GracefulStop,
     /// SIGUSR2: binary upgrade (a new master takes the listening sockets).
     Upgrade,

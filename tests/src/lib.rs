@@ -632,7 +632,8 @@ impl Server {
         }
     }
 
-    /// Send SIGTERM without waiting.
+    /// Send SIGTERM (a fast stop: every connection closes now) without
+    /// waiting.
     pub fn terminate(&mut self) {
         self.signal(libc::SIGTERM);
     }
@@ -670,14 +671,31 @@ impl Server {
         self.exited
     }
 
-    /// Send SIGTERM and wait for the exit status. Panics if the process is
-    /// still running after a generous timeout.
+    /// Send SIGWINCH (a graceful stop: requests in flight finish) without
+    /// waiting.
+    pub fn graceful_stop(&mut self) {
+        self.signal(libc::SIGWINCH);
+    }
+
+    /// Send SIGTERM (a fast stop) and wait for the exit status. Panics if
+    /// the process is still running after a generous timeout.
     pub fn stop(&mut self) -> ExitStatus {
         self.terminate();
+        self.wait_stopped("SIGTERM")
+    }
+
+    /// Send SIGWINCH (a graceful stop) and wait for the exit status. Panics
+    /// if the process is still running after a generous timeout.
+    pub fn stop_gracefully(&mut self) -> ExitStatus {
+        self.graceful_stop();
+        self.wait_stopped("SIGWINCH")
+    }
+
+    fn wait_stopped(&mut self, signal: &str) -> ExitStatus {
         match self.wait_exit(STOP_TIMEOUT) {
             Some(status) => status,
             None => panic!(
-                "mpm {} did not exit within {STOP_TIMEOUT:?} of SIGTERM; stderr:\n{}",
+                "mpm {} did not exit within {STOP_TIMEOUT:?} of {signal}; stderr:\n{}",
                 self.mpm,
                 self.stderr_text()
             ),

@@ -218,7 +218,7 @@ fn every_write_mode_serves_correct_bytes_and_logs_every_request_to_a_graceful_st
         let big = server.get("/big.bin");
         assert!(big.body == site::big(), "{mode:?}: /big.bin differs");
         served += 1;
-        assert!(server.stop().success());
+        assert!(server.stop_gracefully().success());
         let got = lines(&log);
         assert_eq!(got.len(), served, "{mode:?}: {got:?}");
         for l in &got {

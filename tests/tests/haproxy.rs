@@ -132,7 +132,9 @@ fn an_instance_stopping_gracefully_behind_haproxy_loses_no_request() {
 
     let load = Load::start(balancer.addr, 8, "/who");
     std::thread::sleep(Duration::from_millis(1500));
-    b.terminate();
+    // A graceful stop: the requests in flight at the end of the drain
+    // delay finish.
+    b.graceful_stop();
     assert!(
         b.wait_for_stderr("draining", Duration::from_secs(10)),
         "{}",

@@ -111,3 +111,74 @@ fn event_serves_then_drains_then_stops() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("accepted 1 connections"), "{lines:?}");
 }
+
+/// Set once the test is done with the spinning handler, so that the thread
+/// left behind ends too.
+static SPIN_RELEASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Loops on `/spin` without any I/O (no closed socket can reach it) until
+/// the test releases it.
+struct Spins;
+
+impl HttpHandler for Spins {
+    fn handle(&mut self, req: &Request<'_>) -> Response {
+        if req.path() == "/spin" {
+            while !SPIN_RELEASED.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Response::new(200).body("done")
+    }
+}
+
+/// A fast stop with a handler stuck in a loop: the model cuts what it can,
+/// abandons the stuck worker `ABANDON_AFTER` later with one log line, and
+/// returns, long before the graceful timeout. (A prefork child is
+/// single-threaded: its stuck handler is the master's to kill.)
+fn a_fast_stop_abandons_a_stuck_worker_and_returns<M: Mpm + Send + Sync>(mpm: M) {
+    SPIN_RELEASED.store(false, std::sync::atomic::Ordering::Relaxed);
+    let abandoned = mpm_core::error_log::expect("abandoned");
+    let settings = MpmSettings {
+        max_request_workers: 2,
+        threads_per_child: 2,
+        graceful_timeout: Duration::from_secs(30),
+        ..MpmSettings::default()
+    };
+    let listeners = Listener::bind_all(&["127.0.0.1:0".parse().unwrap()], 64).unwrap();
+    let addr = listeners[0].local_addr();
+    let lifecycle = Lifecycle::new().unwrap();
+    let slots = Scoreboard::create(1, 3).unwrap().process_slots(0);
+    let factory = HttpFactory::new(HttpSettings::default(), || Spins);
+    std::thread::scope(|scope| {
+        let server = scope.spawn(|| mpm.run(&settings, listeners, factory, &lifecycle, slots));
+        assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(10)));
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /spin HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let asked = std::time::Instant::now();
+        lifecycle.stop_now();
+        assert!(
+            lifecycle.wait_for(Phase::Stopped, Duration::from_secs(10)),
+            "still running 10 s after a fast stop, with a graceful timeout of 30 s"
+        );
+        let took = asked.elapsed();
+        SPIN_RELEASED.store(true, std::sync::atomic::Ordering::Relaxed);
+        server.join().unwrap().unwrap();
+        assert!(
+            took >= mpm_core::ABANDON_AFTER - Duration::from_millis(100),
+            "returned after {took:?}: did it wait for the stuck worker at all?"
+        );
+    });
+    let lines = abandoned.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("1 worker thread still busy"), "{lines:?}");
+}
+
+/// One test for both threaded models, one after the other: the spinning
+/// handler's release and the log lines kept are the process's, not a test's.
+#[test]
+fn worker_and_event_a_fast_stop_abandons_a_stuck_worker_and_returns() {
+    a_fast_stop_abandons_a_stuck_worker_and_returns(mpm_worker::Worker);
+    a_fast_stop_abandons_a_stuck_worker_and_returns(mpm_event::Event);
+}

@@ -105,7 +105,8 @@ fn a_request_answered_during_a_stop_says_connection_close(mpm: &str) {
     idle.send(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
     assert_eq!(idle.read_response().unwrap().status, 200);
-    server.terminate();
+    // A graceful stop: the download in flight and the request behind it finish.
+    server.graceful_stop();
     assert!(server.wait_for_stderr("stopping", Duration::from_secs(10)));
     // The idle one is closed between requests, without waiting for its
     // keep-alive timeout.

@@ -1,5 +1,6 @@
-//! Stopping on SIGTERM: requests in flight finish, idle connections do not
-//! hold the server up, no new connection is taken, and the exit is clean.
+//! Stopping on SIGWINCH (a graceful stop): requests in flight finish, idle
+//! connections do not hold the server up, no new connection is taken, and
+//! the exit is clean. SIGTERM, the fast stop, is `fast_stop.rs`'s.
 
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
@@ -65,13 +66,13 @@ fn refused(addr: SocketAddr) -> bool {
     }
 }
 
-fn sigterm_lets_a_slow_download_finish_then_exits_with_status_0(mpm: &str) {
+fn sigwinch_lets_a_slow_download_finish_then_exits_with_status_0(mpm: &str) {
     let root = site::docroot_with_big_files();
     let (mut server, mut conn, start) = start_slow_download(mpm, root.path());
-    server.terminate();
+    server.graceful_stop();
     assert!(
         server.wait_for_stderr("stopping", Duration::from_secs(10)),
-        "no sign of SIGTERM on stderr:\n{}",
+        "no sign of SIGWINCH on stderr:\n{}",
         server.stderr_text()
     );
     assert!(server.is_running(), "exited with a download in flight");
@@ -115,11 +116,11 @@ fn sigterm_closes_idle_keepalive_connections_and_exits_promptly(mpm: &str) {
     }
 }
 
-fn new_connections_are_refused_after_sigterm(mpm: &str) {
+fn new_connections_are_refused_after_sigwinch(mpm: &str) {
     let root = site::docroot_with_big_files();
     let (mut server, mut conn, start) = start_slow_download(mpm, root.path());
     let addr = server.addr();
-    server.terminate();
+    server.graceful_stop();
     assert!(server.wait_for_stderr("stopping", Duration::from_secs(10)));
     // The stop is asynchronous to the stderr line: give it a moment (bounded)
     // to close the listener while the download keeps the server draining.
@@ -143,12 +144,12 @@ fn new_connections_are_refused_after_sigterm(mpm: &str) {
     );
     assert!(
         refused_while_draining,
-        "while draining after SIGTERM, {addr} still accepted connections (that are never served)"
+        "while draining after SIGWINCH, {addr} still accepted connections (that are never served)"
     );
 }
 
 mpm_suite!(
-    sigterm_lets_a_slow_download_finish_then_exits_with_status_0,
+    sigwinch_lets_a_slow_download_finish_then_exits_with_status_0,
     sigterm_closes_idle_keepalive_connections_and_exits_promptly,
-    new_connections_are_refused_after_sigterm,
+    new_connections_are_refused_after_sigwinch,
 );
