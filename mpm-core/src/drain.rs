@@ -68,7 +68,8 @@ impl Drain {
                 let cut = cut_all();
                 if cut > 0 {
                     crate::log_warn!(
-                        "mpm: graceful timeout: closed {cut} connections still in flight"
+                        "mpm: graceful timeout: closed {} still in flight",
+                        crate::plural(cut, "connection", "connections")
                     );
                 }
             }
