@@ -347,3 +347,31 @@ tests::mpm_suite!(
     routes_answer_404_405_and_decode_their_parameters,
     uploads_are_streamed_with_the_body_limit_and_timeout_enforced,
 );
+
+/// `.ci/run` lints the outsider in the workspace's target directory: the
+/// one `CARGO_TARGET_DIR` names when it is set, never a hard-coded `target`
+/// (which wrote some 300 MB into the checkout of a CI that set it).
+#[test]
+fn ci_lints_the_outsider_where_cargo_target_dir_says() {
+    let ci = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/run");
+    let script = std::fs::read_to_string(&ci).unwrap();
+    let target_dirs: Vec<&str> = script
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| l.split("--target-dir ").skip(1))
+        .map(|rest| rest.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert!(
+        !target_dirs.is_empty(),
+        "{} lints the outsider with no --target-dir",
+        ci.display()
+    );
+    for dir in target_dirs {
+        assert_eq!(
+            dir,
+            "\"${CARGO_TARGET_DIR:-target}\"",
+            "in {}",
+            ci.display()
+        );
+    }
+}
