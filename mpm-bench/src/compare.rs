@@ -415,9 +415,15 @@ mod estimate_tests {
         let keepalive = Scenario::workload(Workload::get("keepalive", "/"));
         let (one, warmup) = (Duration::from_secs(1), Duration::from_millis(300));
         let each = one + warmup + SERVER_START_AND_STOP;
-        assert_eq!(estimate(&[keepalive.clone()], 1, 1, one, warmup), each);
+        assert_eq!(
+            estimate(std::slice::from_ref(&keepalive), 1, 1, one, warmup),
+            each
+        );
         // Three variants, three rounds: nine servers, nine runs.
-        assert_eq!(estimate(&[keepalive.clone()], 3, 3, one, warmup), each * 9);
+        assert_eq!(
+            estimate(std::slice::from_ref(&keepalive), 3, 3, one, warmup),
+            each * 9
+        );
         // Two scenarios on one server: one start.
         let two = [keepalive.clone(), keepalive];
         assert_eq!(
