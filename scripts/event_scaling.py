@@ -3,7 +3,7 @@
 
 Four measurements, each printing a Markdown table (--json FILE writes the
 figures). The load is `mpm bench` (the same binary), so only `fairness`
-needs anything else (nginx, for its comparison row; `peers.py --install`
+needs anything else (nginx, for its comparison row; `bench/peers.py --install`
 installs it).
 
   balance   For the shared listening socket with --epoll-exclusive on (the
@@ -363,7 +363,7 @@ def fairness(args, work):
     servers.append((label, ours.url(""), ours.stop))
     proc, port = nginx(root, work)
     if proc is None:
-        print("nginx is not installed: only ours is measured (peers.py --install installs it)")
+        print("nginx is not installed: only ours is measured (bench/peers.py --install installs it)")
     else:
         def stop_nginx(p=proc):
             os.killpg(p.pid, signal.SIGTERM)

@@ -10,8 +10,7 @@
 #   scripts/per_request_cost.sh techempower 8080 /plaintext        # a server started beforehand
 #   scripts/per_request_cost.sh techempower 8080 /plaintext 16     # pipelined 16 deep
 #
-# Pipelining uses the bench kit's pipeline.lua: PIPELINE_LUA, or
-# ../shared/bench/rust_peers/pipeline.lua beside this checkout.
+# Pipelining uses bench/rust_peers/pipeline.lua (or PIPELINE_LUA).
 #
 # A client at ~1.00 CPUs is the bottleneck: req/s then says more about wrk
 # than about the server, and the server's CPU per request is the figure to
@@ -25,7 +24,7 @@ fi
 name=$1 port=$2 path=$3 depth=${4:-}
 wrk_args=(-t1 -c256 -d10s)
 if [ -n "$depth" ]; then
-  lua=${PIPELINE_LUA:-$(dirname "$0")/../../shared/bench/rust_peers/pipeline.lua}
+  lua=${PIPELINE_LUA:-$(dirname "$0")/../bench/rust_peers/pipeline.lua}
   [ -f "$lua" ] || { echo "pipeline.lua not found at $lua (set PIPELINE_LUA)" >&2; exit 2; }
   wrk_args+=(-s "$lua")
 fi

@@ -144,15 +144,11 @@ impl Drain {
     /// Say, once, that `cut` connections still in flight were closed: by
     /// the graceful timeout, or by a fast stop.
     pub fn log_cut(&self, cut: usize) {
-        let what = if cut == 1 {
-            "connection"
-        } else {
-            "connections"
-        };
+        let what = crate::plural(cut, "connection", "connections");
         if self.is_fast() {
-            crate::log_notice!("mpm: fast stop: closed {cut} {what} still in flight");
+            crate::log_notice!("mpm: fast stop: closed {what} still in flight");
         } else {
-            crate::log_warn!("mpm: graceful timeout: closed {cut} {what} still in flight");
+            crate::log_warn!("mpm: graceful timeout: closed {what} still in flight");
         }
     }
 

@@ -82,20 +82,19 @@ impl Mpm for Event {
         lifecycle.set_phase(Phase::Serving);
         let (stats, drain) = event_loop.run(settings.graceful_timeout);
         mpm_core::log_notice!(
-            "mpm: event process {} accepted {} connections; {} requests answered on the \
-             listener, {} handed to workers; accepting paused {} times (and {} for balance); \
-             woken {} times by a listener, {} of them for nothing; {} yields; {} panics caught \
-             on the loop",
+            "mpm: event process {} accepted {}; {} answered on the listener, {} handed to \
+             workers; accepting paused {} (and {} for balance); woken {} by a listener, {} of \
+             them for nothing; {}; {} caught on the loop",
             std::process::id(),
-            stats.accepted,
-            stats.inline_steps,
+            mpm_core::plural(stats.accepted, "connection", "connections"),
+            mpm_core::plural(stats.inline_steps, "request", "requests"),
             stats.handoffs,
-            stats.listener_pauses,
+            mpm_core::plural(stats.listener_pauses, "time", "times"),
             stats.balance_pauses,
-            stats.listener_wakeups,
+            mpm_core::plural(stats.listener_wakeups, "time", "times"),
             stats.empty_wakeups,
-            stats.yields,
-            stats.panics
+            mpm_core::plural(stats.yields, "yield", "yields"),
+            mpm_core::plural(stats.panics, "panic", "panics")
         );
         // Drain, the rest: the job channel is closed, so idle workers exit at
         // once; one stuck in a handler past the drain's give-up time is left

@@ -274,8 +274,9 @@ impl AccessLog {
         {
             let lost = self.health.dropped.swap(0, Ordering::Relaxed);
             mpm_core::log_warn!(
-                "mpm: access log {} is written again; {lost} lines were lost",
-                self.path.display()
+                "mpm: access log {} is written again; {} lost",
+                self.path.display(),
+                mpm_core::plural(lost, "line was", "lines were")
             );
         }
     }

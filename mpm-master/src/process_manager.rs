@@ -382,10 +382,10 @@ impl<'a> ProcessManager<'a> {
                     Outcome::Ready => {
                         mpm_core::log_notice!(
                             "mpm: upgrade: new master {} is serving; this master ({}) drains \
-                             {} children and exits",
+                             {} and exits",
                             p.pid,
                             std::process::id(),
-                            children.len()
+                            mpm_core::plural(children.len(), "child", "children")
                         );
                         // Like nginx's, `FILE.oldbin` names this master until it exits.
                         handed_over_pid_file = Some(p.pid_file().map(Path::to_path_buf));
@@ -530,7 +530,10 @@ impl<'a> ProcessManager<'a> {
                     crashes += 1;
                     let backoff =
                         Duration::from_millis(100 << crashes.min(7)).min(Duration::from_secs(10));
-                    mpm_core::log_error!("mpm: child crashed at start {crashes} times in a row; next try in {backoff:?}");
+                    mpm_core::log_error!(
+                        "mpm: child crashed at start {} in a row; next try in {backoff:?}",
+                        mpm_core::plural(crashes, "time", "times")
+                    );
                     next_spawn = Instant::now() + backoff;
                 } else {
                     crashes = 0;

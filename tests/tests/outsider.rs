@@ -356,3 +356,92 @@ tests::mpm_suite!(
     routes_answer_404_405_and_decode_their_parameters,
     uploads_are_streamed_with_the_body_limit_and_timeout_enforced,
 );
+
+/// `.ci/run` lints the outsider in the workspace's target directory: the
+/// one `CARGO_TARGET_DIR` names when it is set, never a hard-coded `target`
+/// (which wrote some 300 MB into the checkout of a CI that set it).
+#[test]
+fn ci_lints_the_outsider_where_cargo_target_dir_says() {
+    let ci = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/run");
+    let script = std::fs::read_to_string(&ci).unwrap();
+    let target_dirs: Vec<&str> = script
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| l.split("--target-dir ").skip(1))
+        .map(|rest| rest.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert!(
+        !target_dirs.is_empty(),
+        "{} lints the outsider with no --target-dir",
+        ci.display()
+    );
+    for dir in target_dirs {
+        assert_eq!(
+            dir,
+            "\"${CARGO_TARGET_DIR:-target}\"",
+            "in {}",
+            ci.display()
+        );
+    }
+}
+
+/// The guide's `Cargo.toml` (docs/embedding.md, "The smallest program")
+/// names every crate its examples use by path (`clap::Args`,
+/// `serde::Deserialize`): an outsider who copies it builds them all, where
+/// it once lacked `clap` and `serde` (8 errors for the kv service).
+#[test]
+fn the_guides_cargo_toml_names_every_crate_its_examples_use() {
+    let guide = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/embedding.md");
+    let text = std::fs::read_to_string(&guide).unwrap();
+    let (mut toml, mut rust) = (String::new(), String::new());
+    let mut block: Option<&str> = None;
+    for line in text.lines() {
+        match (block, line.strip_prefix("```")) {
+            (None, Some(lang)) => {
+                block = Some(if lang.starts_with("toml") {
+                    "toml"
+                } else if lang.starts_with("rust") {
+                    "rust"
+                } else {
+                    "other"
+                })
+            }
+            (Some(_), Some(_)) => block = None,
+            (Some("toml"), None) => toml.push_str(&format!("{line}\n")),
+            (Some("rust"), None) => rust.push_str(&format!("{line}\n")),
+            _ => {}
+        }
+    }
+    let declared: HashSet<&str> = toml
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('=').map(|(name, _)| name.trim()))
+        .collect();
+    // The first segment of each path: `clap::Args` names `clap`, not `Args`.
+    let mut used = HashSet::new();
+    let bytes = rust.as_bytes();
+    for (at, _) in rust.match_indices("::") {
+        let start = rust[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |i| i + 1);
+        let name = &rust[start..at];
+        let leads = start < 2 || &bytes[start - 2..start] != b"::";
+        if leads && name.starts_with(|c: char| c.is_ascii_lowercase()) {
+            used.insert(name);
+        }
+    }
+    let builtin = ["std", "core", "alloc", "crate", "self", "super", "mpm"];
+    let missing: Vec<&&str> = used
+        .iter()
+        .filter(|n| !builtin.contains(n) && !declared.contains(**n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} uses {missing:?} but its Cargo.toml does not name them (it names {declared:?})",
+        guide.display()
+    );
+    assert!(
+        declared.contains("clap") && declared.contains("serde"),
+        "{declared:?}"
+    );
+}

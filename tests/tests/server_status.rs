@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tests::{site, RawConn, Server, TempDir};
 
-/// Every top-level field the README and the module documentation promise.
+/// Every top-level field docs/operations.md and the module documentation promise.
 const FIELDS: &[&str] = &[
     "uptime_seconds",
     "mpm",
