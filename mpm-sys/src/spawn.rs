@@ -151,7 +151,9 @@ mod tests {
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
         let fd = write.as_raw_fd();
         let mut cmd = Command::new("sh");
-        cmd.args(["-c", &format!("echo kept >&{fd}")])
+        // dash reads `>&12` as `>&1` and `2`: a descriptor past 9 is
+        // reached by its /proc name instead.
+        cmd.args(["-c", &format!("echo kept > /proc/self/fd/{fd}")])
             .stdout(Stdio::null());
         let status = spawn_inheriting(&mut cmd, &[write.as_fd()])
             .unwrap()

@@ -109,7 +109,7 @@ fn event_serves_then_drains_then_stops() {
     // A stopping event process says what its loop did, once.
     let lines = summary.lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
-    assert!(lines[0].contains("accepted 1 connections"), "{lines:?}");
+    assert!(lines[0].contains("accepted 1 connection;"), "{lines:?}");
 }
 
 /// Set once the test is done with the spinning handler, so that the thread

@@ -64,7 +64,7 @@ fn run<F: HandlerFactory>(
 /// Serve `root` (and `/stream`) under `mpm` while `client` runs.
 fn with_server(mpm: &str, root: &Path, client: impl FnOnce(SocketAddr, &'static Scoreboard)) {
     // What a stopping event process says of its one connection.
-    let _told = mpm_core::error_log::expect("accepted 1 connections;");
+    let _told = mpm_core::error_log::expect("accepted 1 connection;");
     let settings = MpmSettings {
         max_request_workers: 2,
         threads_per_child: 2,
