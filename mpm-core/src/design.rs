@@ -285,12 +285,18 @@
 //!
 //! ## Layers, and which way they point
 //!
-//! This crate is the contract and nothing else: it knows no protocol, no
-//! process model and no configuration file. The HTTP layer (`mpm-http`) and
-//! the models (`mpm-prefork`, `mpm-worker`, `mpm-event`) each depend on it
-//! alone, so a protocol never learns which model runs it and a model never
-//! parses a request; the master (`mpm-master`) forks and signals without
-//! knowing either. Only the `mpm` crate sees every flag: it builds an
+//! This crate is the contract and nothing else: it knows no protocol, runs
+//! no process model and reads no configuration file. [`MpmKind`](crate::MpmKind)
+//! names the three models (the `--mpm` value, what [`Mpm::kind`](crate::Mpm::kind)
+//! reports), but each model's code is a crate of its own;
+//! [`MpmSettings`](crate::MpmSettings) is plain data with no `clap` or `serde`
+//! derive, and this crate depends on neither. The HTTP layer (`mpm-http`)
+//! and the models (`mpm-prefork`, `mpm-worker`, `mpm-event`) each depend on
+//! it and on no other layer (but `mpm-sys`, beneath it, for a system call),
+//! so a protocol never learns which model runs it and a model never parses
+//! a request; the master (`mpm-master`) forks and signals without knowing
+//! either. Only the `mpm` crate knows every flag and the TOML file (each
+//! setting declared once, in `server/src/settings/table.rs`): it builds an
 //! [`MpmSettings`](crate::MpmSettings) for the model and the protocol's own
 //! settings, and hands each layer what it reads. Where a lower layer needs a
 //! service from a higher one at run time (a prefork child flushing the HTTP

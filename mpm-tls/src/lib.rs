@@ -3,7 +3,8 @@
 //! TLS 1.2 and 1.3 (rustls) in front of any
 //! [`ConnectionHandler`](mpm_core::ConnectionHandler): HTTP, the line-echo
 //! example and an embedder's own protocol get TLS unchanged, under prefork,
-//! worker and event. It depends on `mpm-core` alone.
+//! worker and event. It depends on `mpm-core` alone (and `mpm-sys`, beneath
+//! it, for the session cache's cross-process lock).
 //!
 //! * [`TlsSettings`] — certificates, ALPN, sessions, timeouts; [`Tls`] — what
 //!   they make once per server start (before any fork): the rustls

@@ -37,7 +37,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve until SIGTERM or SIGINT.
+    /// Serve until SIGTERM or SIGINT (stop now) or SIGWINCH (stop gracefully).
     Serve(Box<ServeArgs>),
     /// Check the configuration (flags and file) and exit: 0 if it is good,
     /// 2 with one line saying what is wrong, as `apachectl configtest`.
@@ -1021,7 +1021,8 @@ fn reload_certificates(tls: Option<&Arc<mpm_tls::Tls>>, why: &str) {
 /// already set): it keeps the master's freed chunks scattered over its heap,
 /// and every child's first allocations then take them, copying a page each.
 /// Without it a child's share of memory (PSS) is about a fifth smaller
-/// (85 KiB against 107 here); a prefork child is single-threaded, and
+/// (86 KiB per idle connection against 106, in one run of `bench/peers.py`
+/// quoted in docs/benchmarks.md); a prefork child is single-threaded, and
 /// serving a cached page allocates three times, so the cache gains it little.
 fn run_again_if_needed(config: &Config) -> Result<(), Error> {
     let mut env: Vec<(&str, &str)> = Vec::new();

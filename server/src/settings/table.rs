@@ -93,7 +93,9 @@ settings! {
             start_servers: usize,
         };
 
-    /// Prefork: fewest idle children kept (more are forked, 1, 2, 4 ... 32 a second).
+    /// Prefork: fewest idle children kept (more are forked, 1, 2, 4 ... 32 a
+    /// second, and, while connections wait with no child idle, at once in
+    /// rounds of up to 32 every 10 ms).
     min_spare: Option<usize>, "N",
         default = value(8), bounds = Bounds::Any,
         config by hand {
@@ -255,9 +257,10 @@ settings! {
         bounds = Bounds::at_most(MAX_BODY_LIMIT as u128),
         config = u64;
 
-    /// On SIGTERM or SIGWINCH, serve on this long with the status page
-    /// answering 503 (draining), so that a load balancer's health check
-    /// takes the instance out before it stops listening.
+    /// On a stop (SIGTERM, SIGINT or SIGWINCH), serve on this long with the
+    /// status page answering 503 (draining), so that a load balancer's
+    /// health check takes the instance out before it stops listening; a
+    /// second stop signal ends it.
     drain_delay: Option<Seconds>, "DURATION",
         default = value(Seconds(Duration::ZERO)), bounds = Bounds::Any,
         config = Duration;
