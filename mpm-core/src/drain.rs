@@ -199,6 +199,7 @@ mod tests {
 
     #[test]
     fn a_fast_stop_during_a_graceful_drain_moves_its_deadline_to_the_stop() {
+        let _cut = crate::error_log::expect("fast stop: closed");
         let lifecycle = Lifecycle::new().unwrap();
         lifecycle.stop();
         let drain = Drain::begin(&lifecycle, &[], Duration::from_secs(30));

@@ -104,6 +104,7 @@ fn worker_serves_then_drains_then_stops() {
 
 #[test]
 fn event_serves_then_drains_then_stops() {
+    let _alone = EVENT_SUMMARIES.lock().unwrap_or_else(|e| e.into_inner());
     let summary = mpm_core::error_log::expect("event process");
     serves_then_drains_then_stops(mpm_event::Event);
     // A stopping event process says what its loop did, once.
@@ -111,6 +112,11 @@ fn event_serves_then_drains_then_stops() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("accepted 1 connection;"), "{lines:?}");
 }
+
+/// Taken by the tests that run an event process: a guard on "event process"
+/// keeps every such line of this test process, so only one of them may run
+/// at a time for the one-line count to be this test's.
+static EVENT_SUMMARIES: Mutex<()> = Mutex::new(());
 
 /// Set once the test is done with the spinning handler, so that the thread
 /// left behind ends too.
@@ -137,7 +143,11 @@ impl HttpHandler for Spins {
 /// single-threaded: its stuck handler is the master's to kill.)
 fn a_fast_stop_abandons_a_stuck_worker_and_returns<M: Mpm + Send + Sync>(mpm: M) {
     SPIN_RELEASED.store(false, std::sync::atomic::Ordering::Relaxed);
+    let _alone = EVENT_SUMMARIES.lock().unwrap_or_else(|e| e.into_inner());
     let abandoned = mpm_core::error_log::expect("abandoned");
+    // Said on purpose by the stop; kept, not printed among the results.
+    let _cut = mpm_core::error_log::expect("fast stop: closed");
+    let _summary = mpm_core::error_log::expect("event process");
     let settings = MpmSettings {
         max_request_workers: 2,
         threads_per_child: 2,
