@@ -212,6 +212,9 @@ mod tests {
 
     #[test]
     fn a_worker_stuck_past_the_deadline_is_abandoned_not_waited_for() {
+        // The lines this stop says on purpose: kept, not printed among the results.
+        let _cut = crate::error_log::expect("fast stop: closed");
+        let abandoned = crate::error_log::expect("abandoned");
         let lifecycle = Lifecycle::new().unwrap();
         lifecycle.stop_now();
         let release = Arc::new(AtomicBool::new(false));
@@ -249,5 +252,8 @@ mod tests {
             took >= ABANDON_AFTER - Duration::from_millis(50) && took < ABANDON_AFTER * 3,
             "gave up after {took:?}, not {ABANDON_AFTER:?} past the deadline"
         );
+        let lines = abandoned.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("1 worker thread still busy"), "{lines:?}");
     }
 }
