@@ -3,6 +3,7 @@
 //! log level still filters them. (A process of its own: the `log` facade
 //! takes one logger per process.)
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Mutex;

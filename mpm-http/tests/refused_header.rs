@@ -4,6 +4,7 @@
 //! and release builds alike; nothing it meant for the response is sent, and
 //! the connection goes on to the next request.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;

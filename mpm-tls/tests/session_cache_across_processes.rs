@@ -3,6 +3,8 @@
 //! tests/across_processes.rs.) No test harness: `fork` needs this process to have one
 //! thread, so the tests run one after another on `main`.
 
+#![forbid(unsafe_code)]
+
 use std::time::Duration;
 
 use mpm_sys::fork::{exit_child, fork, Forked};

@@ -8,6 +8,8 @@
 //! curl 'http://127.0.0.1:8080/api/hello'          # neither: answered on the event loop
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::time::Duration;
 
 use mpm::prelude::*;

@@ -7,6 +7,8 @@
 //! printf 'hello\nworld\n' | nc -q1 127.0.0.1 7007
 //! ```
 
+#![forbid(unsafe_code)]
+
 #[path = "line_protocol.rs"]
 #[allow(dead_code)] // its own `main` runs it under worker only
 mod protocol;

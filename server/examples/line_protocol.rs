@@ -6,6 +6,8 @@
 //! printf 'hello\nworld\n' | nc -q1 127.0.0.1 7007
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::io::{ErrorKind, Read, Write};
 
 use mpm_core::{ConnectionHandler, Interest, Lifecycle, Listener, Mpm, MpmSettings, Stream, Wait};

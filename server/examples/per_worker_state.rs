@@ -7,6 +7,8 @@
 //! curl http://127.0.0.1:8080/whoami
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

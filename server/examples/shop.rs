@@ -18,6 +18,8 @@
 //! other processes): read them from a server of one process
 //! (`--server-limit 1` under worker or event) to see every request.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

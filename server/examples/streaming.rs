@@ -7,6 +7,8 @@
 //! curl -s 'http://127.0.0.1:8080/lines?count=100000' | wc -l
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::io::Read;
 
 use mpm::prelude::*;

@@ -13,6 +13,8 @@
 //! python3 ../shared/bench/rust_peers/rust_peers.py --ours target/release/examples/techempower
 //! ```
 
+#![forbid(unsafe_code)]
+
 use mpm::prelude::*;
 use serde::Serialize;
 

@@ -6,6 +6,7 @@
 //! the rest of the workspace and before any test runs, so that the suite in
 //! `tests/` finds it fresh and never runs a `cargo build` of its own.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::process::Command;

@@ -1,6 +1,7 @@
 //! An application's log lines (the `log` crate's macros) go to mpm's error
 //! log, in its one-line format, next to mpm's own, in every MPM.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;

@@ -5,6 +5,7 @@
 //! that exits within a few seconds did not wait it out (a correctness
 //! bound, not a speed goal).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};

@@ -9,6 +9,7 @@
 //! The connection stayed open and silent until a request timeout (here a
 //! minute, so that a lost end of file shows as a hang).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};

@@ -10,6 +10,8 @@
 //! Every process sees the same store: it lives in shared memory made before
 //! the serving processes start.
 
+#![forbid(unsafe_code)]
+
 use std::io::Read;
 use std::sync::OnceLock;
 
