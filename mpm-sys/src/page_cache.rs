@@ -53,12 +53,9 @@ struct CachestatRange {
     target_arch = "powerpc64",
     target_arch = "s390x"
 ))]
-const SYS_CACHESTAT: libc::c_long = 451;
-
-/// How much of `offset..offset + len` of `file` the page cache holds
-/// (`len` 0: to the end of the file). `ENOSYS` from a kernel before 6.5 or
-/// another architecture; `EPERM` where a seccomp filter forbids it.
-#[cfg(any(
+const SYS_CACHESTAT: Option<libc::c_long> = Some(451);
+/// Unknown here: [`cachestat`] answers `ENOSYS`.
+#[cfg(not(any(
     target_arch = "x86_64",
     target_arch = "x86",
     target_arch = "aarch64",
@@ -67,9 +64,17 @@ const SYS_CACHESTAT: libc::c_long = 451;
     target_arch = "loongarch64",
     target_arch = "powerpc64",
     target_arch = "s390x"
-))]
+)))]
+const SYS_CACHESTAT: Option<libc::c_long> = None;
+
+/// How much of `offset..offset + len` of `file` the page cache holds
+/// (`len` 0: to the end of the file). `ENOSYS` from a kernel before 6.5 or
+/// another architecture; `EPERM` where a seccomp filter forbids it.
 pub fn cachestat(file: impl AsFd, offset: u64, len: u64) -> io::Result<CacheStat> {
     use std::os::fd::AsRawFd;
+    let Some(number) = SYS_CACHESTAT else {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    };
     let range = CachestatRange { off: offset, len };
     let mut stat = CacheStat::default();
     // SAFETY: the descriptor is borrowed, so open for the call; `range` and
@@ -78,7 +83,7 @@ pub fn cachestat(file: impl AsFd, offset: u64, len: u64) -> io::Result<CacheStat
     // `stat` is written; the flags are 0, the only value defined.
     let rc = unsafe {
         libc::syscall(
-            SYS_CACHESTAT,
+            number,
             file.as_fd().as_raw_fd(),
             &range as *const CachestatRange,
             &mut stat as *mut CacheStat,
@@ -90,21 +95,6 @@ pub fn cachestat(file: impl AsFd, offset: u64, len: u64) -> io::Result<CacheStat
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-/// `ENOSYS`: this architecture's number for `cachestat(2)` is not known here.
-#[cfg(not(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64",
-    target_arch = "loongarch64",
-    target_arch = "powerpc64",
-    target_arch = "s390x"
-)))]
-pub fn cachestat(_file: impl AsFd, _offset: u64, _len: u64) -> io::Result<CacheStat> {
-    Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// One `preadv2(RWF_NOWAIT)` into `buf` at `offset`: bytes read (0 at end of

@@ -39,12 +39,30 @@ pub fn spawn_inheriting(cmd: &mut Command, fds: &[BorrowedFd<'_>]) -> io::Result
 /// Targets are placed in order: a later source must not sit at an earlier
 /// target.
 pub fn spawn_with_fds_at(cmd: &mut Command, fds: &[(BorrowedFd<'_>, RawFd)]) -> io::Result<Child> {
-    let moves: Vec<(RawFd, RawFd)> = fds.iter().map(|(fd, to)| (fd.as_raw_fd(), *to)).collect();
+    let moves = fds.iter().map(|(fd, to)| (fd.as_raw_fd(), *to)).collect();
+    place_at(cmd, moves, Vec::new());
+    cmd.spawn()
+}
+
+/// The child gets `fd` as its descriptor number `child_fd`, left open
+/// across exec (as systemd passes a listening socket as descriptor 3).
+/// The parent's `fd` is closed when `cmd` is dropped.
+pub fn pass_fd(cmd: &mut Command, fd: OwnedFd, child_fd: RawFd) -> &mut Command {
+    place_at(cmd, vec![(fd.as_raw_fd(), child_fd)], vec![fd]);
+    cmd
+}
+
+/// The one set-up behind [`spawn_with_fds_at`] and [`pass_fd`]: each
+/// `(from, to)` of `moves`, in order, makes the child's descriptor `to` a
+/// copy of `from`, open across exec. `owned` stays open as long as `cmd`.
+fn place_at(cmd: &mut Command, moves: Vec<(RawFd, RawFd)>, owned: Vec<OwnedFd>) {
     // SAFETY: between fork and exec the closure only calls dup2 and fcntl,
-    // both async-signal-safe, on numbers copied before the fork, and
-    // allocates nothing; it changes the child's descriptor table only.
+    // both async-signal-safe, on numbers copied before the fork (open: they
+    // are borrowed until the spawn, or owned by the closure), and allocates
+    // nothing; it changes the child's descriptor table only.
     unsafe {
         cmd.pre_exec(move || {
+            let _keep_open = &owned;
             for &(from, to) in &moves {
                 // dup2 onto itself keeps close-on-exec set: clear it instead.
                 let rc = if from == to {
@@ -59,7 +77,6 @@ pub fn spawn_with_fds_at(cmd: &mut Command, fds: &[(BorrowedFd<'_>, RawFd)]) -> 
             Ok(())
         });
     }
-    cmd.spawn()
 }
 
 /// Have the child started by `cmd` get `signal` when the thread that
@@ -109,32 +126,6 @@ pub fn pin_to_cpu(cmd: &mut Command, cpu: usize) -> &mut Command {
                 Ok(())
             } else {
                 Err(io::Error::last_os_error())
-            }
-        })
-    }
-}
-
-/// The child gets `fd` as its descriptor number `child_fd`, left open
-/// across exec (as systemd passes a listening socket as descriptor 3).
-/// The parent's `fd` is closed when `cmd` is dropped.
-pub fn pass_fd(cmd: &mut Command, fd: OwnedFd, child_fd: i32) -> &mut Command {
-    // SAFETY: in the child, the closure calls only fcntl or dup2, both
-    // async-signal-safe, on `fd` (open: the closure owns it) and on the
-    // child's own descriptor number `child_fd`, which dup2 replaces: the
-    // parent's descriptors are not touched.
-    unsafe {
-        cmd.pre_exec(move || {
-            let from = fd.as_raw_fd();
-            let rc = if from == child_fd {
-                // Already in place: only clear close-on-exec.
-                libc::fcntl(from, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(from, child_fd)
-            };
-            if rc < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(())
             }
         })
     }
