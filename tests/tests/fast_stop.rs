@@ -1,7 +1,8 @@
 //! Two stops, as nginx and httpd have: SIGTERM (and SIGINT, `mpm signal
 //! stop`) stops now, closing every connection, in flight or idle;
 //! SIGWINCH (`mpm signal graceful-stop`) lets requests in flight finish
-//! within `--graceful-timeout`. The graceful timeout here is 30 s: a server
+//! within `--graceful-timeout` (that download completing, byte for byte, is
+//! tests/tests/shutdown.rs's). The graceful timeout here is 30 s: a server
 //! that exits within a few seconds did not wait it out (a correctness
 //! bound, not a speed goal).
 
@@ -97,24 +98,6 @@ fn sigint_is_a_fast_stop_too(mpm: &str) {
     assert!(read_to_close(&mut conn, start) < BIG_LEN, "not cut");
 }
 
-fn sigwinch_lets_a_slow_download_complete_and_then_exits(mpm: &str) {
-    let root = site::docroot_with_big_files();
-    let (mut server, mut conn, start) = start_slow_download(mpm, root.path());
-    server.graceful_stop();
-    assert!(
-        server.wait_for_stderr("stopping gracefully", Duration::from_secs(10)),
-        "the log does not say which stop it was:\n{}",
-        server.stderr_text()
-    );
-    // Held back by the client a while: the server waits for it.
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(server.is_running(), "exited with a download in flight");
-    let got = read_to_close(&mut conn, start);
-    assert_eq!(got, BIG_LEN, "the download was cut by a graceful stop");
-    // Then the server exits, well before its graceful timeout.
-    exits_promptly(&mut server, "the download");
-}
-
 fn sigterm_during_a_graceful_stop_cuts_it_short(mpm: &str) {
     let root = site::docroot_with_big_files();
     let (mut server, mut conn, start) = start_slow_download(mpm, root.path());
@@ -147,7 +130,6 @@ fn a_graceful_stop_cuts_what_is_still_in_flight_at_its_timeout(mpm: &str) {
 mpm_suite!(
     sigterm_cuts_a_slow_download_and_exits_promptly,
     sigint_is_a_fast_stop_too,
-    sigwinch_lets_a_slow_download_complete_and_then_exits,
     sigterm_during_a_graceful_stop_cuts_it_short,
     a_graceful_stop_cuts_what_is_still_in_flight_at_its_timeout,
 );
