@@ -1,7 +1,7 @@
 //! Driving a [`ConnectionHandler`] on a blocking socket, as prefork and worker do.
 
 use std::net::TcpStream;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -275,6 +275,15 @@ pub fn serve_blocking<H: ConnectionHandler>(
                 stream.set_state(WorkerState::Closing);
                 stream.linger_close(timeouts.linger);
                 return steps;
+            }
+            Interest::Await(wait) => {
+                // httpd's shape: this thread (or process) waits with the
+                // request, in poll(2) on the upstream socket (and the
+                // client's, when the step asks), then the step resumes.
+                last_read = true;
+                stream.set_state(WorkerState::Writing);
+                crate::waiting::block_until(&wait, Some(stream.socket().as_raw_fd()));
+                catch(|| handler.readable(&mut conn, &mut stream))
             }
             Interest::Yield => unreachable!("made a read above"),
         };

@@ -1,6 +1,7 @@
 //! The protocol-agnostic contract between a process model and a protocol.
 
 use crate::stream::Stream;
+use crate::waiting::Await;
 
 /// What a connection waits for after a step.
 ///
@@ -28,6 +29,19 @@ pub enum Interest {
     /// then decides again through [`prefetch`](ConnectionHandler::prefetch)
     /// whether it runs on the loop or on a worker.
     Yield,
+    /// Wait on a descriptor of the connection's own (an upstream socket),
+    /// not on the client: call [`readable`](ConnectionHandler::readable)
+    /// again when it is ready as [`Await`] says, or at its deadline,
+    /// whichever comes first. An event loop parks the connection with both
+    /// descriptors and holds no thread meanwhile (and resumes it through
+    /// [`prefetch`](ConnectionHandler::prefetch), as after a
+    /// [`Yield`](Interest::Yield)); a blocking MPM blocks in `poll(2)`. The
+    /// deadline is the step's own: it is not one of the server's timeouts,
+    /// and [`timed_out`](ConnectionHandler::timed_out) is not called for it
+    /// (the step resumes and answers its timeout, a 504, say). A stopping
+    /// server lets such a wait finish within the graceful timeout, then
+    /// closes the connection.
+    Await(Await),
 }
 
 /// What a read-ahead on an event loop found; see [`ConnectionHandler::prefetch`].
@@ -84,6 +98,12 @@ pub enum Wait {
 ///   large body (the HTTP layer's `--sendfile-max-chunk`) and then yields,
 ///   so that one fast download never keeps the others waiting; the loop
 ///   resumes it on its next turn, so it is never starved either.
+/// * **Waiting on an upstream.** A step that waits for another server
+///   returns [`Interest::Await`] naming that socket (see
+///   [`waiting`](crate::waiting)) rather than blocking on it: one
+///   handler is then httpd's shape under prefork and worker (the thread
+///   waits) and nginx's under event (the loop holds the socket, no thread
+///   does). The step that resumes must expect a spurious wake.
 /// * **Panics.** A panic in any step is caught by the MPM
 ///   ([`panics::catch`](crate::panics::catch)), logged in one line, and
 ///   costs that connection only: it is closed, and its worker, slot and

@@ -47,6 +47,9 @@
 //!   [`local_time`], the time stamps it and the access log write.
 //! * [`Seconds`] — durations as flags and files write them, bounded; and
 //!   [`deadline`], the one way a deadline is computed from a setting.
+//! * [`waiting`] — a step waiting on a descriptor of its own (an upstream
+//!   socket) without holding a thread on an event loop: [`Await`], and the
+//!   futures glue that lets `async` code run on it.
 //! * [`panics`] — a panic in a step caught and logged in one line, costing
 //!   that connection only.
 //!
@@ -81,6 +84,7 @@ mod settings;
 pub mod shared;
 mod stream;
 pub mod take_turns;
+pub mod waiting;
 mod worker_threads;
 
 pub use choice::Choice;
@@ -96,4 +100,5 @@ pub use mpm::{Mpm, MpmKind};
 pub use plural::plural;
 pub use settings::MpmSettings;
 pub use stream::{Stream, Transport, LINGER_BYTES, LINGER_TIME};
+pub use waiting::Await;
 pub use worker_threads::WorkerThreads;

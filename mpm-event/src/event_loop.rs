@@ -1,6 +1,7 @@
 //! The listener thread: one epoll set over the listening sockets and every
 //! connection that is waiting, whatever it waits for.
 
+use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read};
 use std::net::Shutdown;
 use std::sync::atomic::AtomicBool;
@@ -13,7 +14,7 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use slab::Slab;
 
 use mpm_core::{
-    ConnectionHandler, Drain, Error, Interest, LedgerSeat, Lifecycle, Listener, MpmSettings,
+    Await, ConnectionHandler, Drain, Error, Interest, LedgerSeat, Lifecycle, Listener, MpmSettings,
     Prefetch, Result, Wait, LINGER_BYTES, LINGER_TIME,
 };
 
@@ -26,6 +27,8 @@ use crate::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
 
 /// Tokens at or above this are not connections.
 pub(crate) const LISTENER: u64 = 1 << 62;
+/// A connection's upstream descriptor: its token with this bit set.
+const UPSTREAM: u64 = 1 << 61;
 const RETURNS: u64 = 1 << 63;
 const STOP: u64 = (1 << 63) + 1;
 
@@ -38,6 +41,10 @@ pub(crate) enum Parked {
     Read(Wait),
     Write,
     Linger,
+    /// On a descriptor of its own (an upstream), and perhaps on the
+    /// client's socket, until a deadline of its own: in `awaits`, not in a
+    /// timeout queue.
+    Await(Await),
 }
 
 pub(crate) enum Slot<C> {
@@ -88,6 +95,9 @@ pub struct LoopStats {
     /// Times accepting was paused because this process held more
     /// connections than a sibling sharing its listeners.
     pub balance_pauses: u64,
+    /// Times a connection was parked waiting on a descriptor of its own
+    /// (an upstream), holding no thread.
+    pub awaits: u64,
 }
 
 /// The event loop of one process.
@@ -140,6 +150,9 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) returned: Vec<Done<H::Conn>>,
     pub(crate) stats: LoopStats,
     pub(crate) slot: Option<&'static ScoreSlot>,
+    /// Connections parked on a wait of their own ([`Parked::Await`]), by
+    /// the deadline it gave: resumed then, ready or not.
+    awaits: BTreeSet<(Instant, usize)>,
 }
 
 /// How soon a process that stopped accepting for balance looks at the
@@ -243,6 +256,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             returned: Vec::new(),
             stats: LoopStats::default(),
             slot,
+            awaits: BTreeSet::new(),
         };
         this.set_listening(true)?;
         Ok(this)
@@ -413,6 +427,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
         if let Some(d) = self.timeouts.next_deadline() {
             until = until.min(d);
         }
+        if let Some(&(d, _)) = self.awaits.first() {
+            until = until.min(d);
+        }
         if let Some(d) = self.accept_paused_until {
             until = until.min(d);
         }
@@ -435,6 +452,20 @@ impl<H: ConnectionHandler> EventLoop<H> {
             STOP => {} // noticed at the top of the loop
             RETURNS => self.returns.clear_wake(),
             t if t >= LISTENER => self.accept((t - LISTENER) as usize, true),
+            t if t & UPSTREAM != 0 => {
+                // One report per arming: the step that resumes arms it again
+                // if it still waits. A connection not waiting on it now (it
+                // went on for another reason) finds out by its own I/O.
+                let t = (t & !UPSTREAM) as usize;
+                if let Some(Slot::Parked {
+                    wait: Parked::Await(_),
+                    queued: false,
+                    ..
+                }) = self.slots.get(t)
+                {
+                    self.step(t);
+                }
+            }
             t => {
                 let t = t as usize;
                 let readable = flags.intersects(
@@ -477,6 +508,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
                             && match wait {
                                 Parked::Read(_) | Parked::Linger => readable,
                                 Parked::Write => writable,
+                                Parked::Await(w) => {
+                                    (w.client_read && readable) || (w.client_write && writable)
+                                }
                             };
                         if go {
                             self.step(t);
@@ -495,8 +529,12 @@ impl<H: ConnectionHandler> EventLoop<H> {
         };
         // Its wait is over: out of the timeout queue until it parks again.
         // A lingering close keeps its one deadline however often it reads.
-        if wait != Parked::Linger {
-            self.timeouts.remove(t);
+        match wait {
+            Parked::Linger => {}
+            Parked::Await(w) => {
+                self.awaits.remove(&(w.until, t));
+            }
+            _ => self.timeouts.remove(t),
         }
         let Some(slot) = self.slots.get_mut(t) else {
             return;
@@ -512,7 +550,8 @@ impl<H: ConnectionHandler> EventLoop<H> {
             return;
         };
         match wait {
-            Parked::Read(_) => self.read_step(t, conn),
+            // Resumed as after a yield: `prefetch` says where it runs.
+            Parked::Read(_) | Parked::Await(_) => self.read_step(t, conn),
             Parked::Write => self.write_step(t, conn),
             Parked::Linger => self.linger_drain(t, conn),
         }
@@ -672,6 +711,28 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 self.park(t, conn, Parked::Read(Wait::Request), TimeoutKind::Request);
                 self.queue_resume(t);
             }
+            Interest::Await(wait) => {
+                self.stats.awaits += 1;
+                let mut ready_now = (wait.client_read && (seen_readable || !conn.stream.drained()))
+                    || (wait.client_write && seen_writable);
+                // Armed for one report; one already due is reported at
+                // once. A descriptor the set refuses: the step resumes and
+                // meets the error in its own I/O.
+                if mpm_core::waiting::arm_once(&self.epoll.0, &wait, t as u64 | UPSTREAM).is_err() {
+                    ready_now = true;
+                }
+                if let Some(slot) = self.slots.get_mut(t) {
+                    *slot = Slot::Parked {
+                        conn,
+                        wait: Parked::Await(wait),
+                        queued: false,
+                    };
+                    self.awaits.insert((wait.until, t));
+                }
+                if ready_now {
+                    self.queue_resume(t);
+                }
+            }
             Interest::Close => {
                 self.close(t);
             }
@@ -718,6 +779,13 @@ impl<H: ConnectionHandler> EventLoop<H> {
     /// (dropping it closes the socket).
     pub(crate) fn close(&mut self, t: usize) {
         self.timeouts.remove(t);
+        if let Some(Slot::Parked {
+            wait: Parked::Await(w),
+            ..
+        }) = self.slots.get(t)
+        {
+            self.awaits.remove(&(w.until, t));
+        }
         self.slots.try_remove(t);
     }
 
@@ -760,6 +828,23 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     fn expire(&mut self) {
+        // Waits of their own whose deadline came: resumed, ready or not;
+        // the step answers its own timeout.
+        while let Some(&(until, t)) = self.awaits.first() {
+            if until > self.now {
+                break;
+            }
+            self.awaits.remove(&(until, t));
+            if let Some(Slot::Parked {
+                wait: Parked::Await(_),
+                queued: false,
+                ..
+            }) = self.slots.get(t)
+            {
+                self.again.push(t);
+            }
+        }
+        self.run_again();
         let mut due = Vec::new();
         self.timeouts
             .expire(self.now, |kind, t| due.push((kind, t)));

@@ -42,6 +42,7 @@ pub mod fork;
 pub mod open_beneath;
 pub mod page_cache;
 pub mod process_mutex;
+pub mod readiness;
 pub mod shared_memory;
 pub mod signals;
 pub mod socket;

@@ -1,0 +1,394 @@
+//! Waiting on a descriptor of the connection's own: an upstream socket.
+//!
+//! A step that sends a request to another server (a reverse proxy's
+//! upstream, a database, an API a handler calls) returns
+//! [`Interest::Await`](crate::Interest::Await) when that socket would block,
+//! instead of blocking on it. Under the event MPM the connection is then
+//! parked on the loop with the upstream descriptor, holding no thread, and
+//! resumed ([`ConnectionHandler::readable`](crate::ConnectionHandler::readable),
+//! through [`prefetch`](crate::ConnectionHandler::prefetch) on a loop) when
+//! that descriptor is ready or the wait's deadline passes; under prefork and
+//! worker the same step blocks its process or thread in `poll(2)`, as httpd's
+//! mod_proxy does. One handler serves every model.
+//!
+//! Futures are the second half of this module: code that reads as `async`
+//! Rust (an axum user's handler) runs on the same mechanism. An I/O future
+//! of mpm's ([`ready`], [`sleep`]) records what it waits for with
+//! [`wait_on`] and returns `Pending`; the protocol that polls the future
+//! ([`poll_once`]) turns that record into an [`Await`]. No runtime, no
+//! waker threads: the waker is a no-op and the record is all.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use mpm_core::waiting::{poll_once, sleep, Polled};
+//!
+//! let mut call = Box::pin(async {
+//!     sleep(Duration::from_millis(5)).await;
+//!     42
+//! });
+//! // The first poll parks the future: a timer, no descriptor.
+//! let Polled::Wait(wait) = poll_once(call.as_mut()) else { panic!("not parked") };
+//! assert_eq!(wait.fd, None);
+//! // A driver waits until the deadline, then polls again.
+//! std::thread::sleep(wait.until.saturating_duration_since(Instant::now()));
+//! assert!(matches!(poll_once(call.as_mut()), Polled::Ready(42)));
+//! ```
+
+use std::cell::Cell;
+use std::future::Future;
+use std::io;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// What a step waits for when it returns [`Interest::Await`](crate::Interest::Await).
+///
+/// The connection is resumed when *any* of the named readiness conditions
+/// holds, or at `until` whichever comes first; the step finds out which by
+/// trying its I/O again (a `WouldBlock` means not yet) and by looking at the
+/// clock against its own deadline. A spurious resume is allowed: a step
+/// must expect one and may return the same wait again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Await {
+    /// The descriptor waited on, owned by the connection's state (an
+    /// upstream socket), open until the step resumes; `None` for a timer.
+    pub fd: Option<RawFd>,
+    /// Resume when `fd` is readable (or at its end, or failed).
+    pub read: bool,
+    /// Resume when `fd` can take bytes (a connect finished, or failed).
+    pub write: bool,
+    /// Resume when the client's socket is readable too: a tunnel, or a
+    /// request whose body is read while the upstream is written.
+    pub client_read: bool,
+    /// Resume when the client's socket can take bytes: a tunnel whose
+    /// client was slower than its upstream.
+    pub client_write: bool,
+    /// Resume no later than this, ready or not.
+    pub until: Instant,
+}
+
+impl Await {
+    /// Wait until `fd` is readable, at most until `until`.
+    pub fn readable(fd: RawFd, until: Instant) -> Await {
+        Await {
+            fd: Some(fd),
+            read: true,
+            write: false,
+            client_read: false,
+            client_write: false,
+            until,
+        }
+    }
+
+    /// Wait until `fd` is writable, at most until `until`.
+    pub fn writable(fd: RawFd, until: Instant) -> Await {
+        Await {
+            write: true,
+            read: false,
+            ..Await::readable(fd, until)
+        }
+    }
+
+    /// Wait only for the time `until`.
+    pub fn timer(until: Instant) -> Await {
+        Await {
+            fd: None,
+            read: false,
+            write: false,
+            client_read: false,
+            client_write: false,
+            until,
+        }
+    }
+
+    /// The same wait, also resumed by input from the client.
+    pub fn or_client_input(mut self) -> Await {
+        self.client_read = true;
+        self
+    }
+
+    /// The same wait, also resumed when the client can take bytes.
+    pub fn or_client_room(mut self) -> Await {
+        self.client_write = true;
+        self
+    }
+
+    /// Of two waits, the one to park on while both are pending (futures
+    /// joined in one step). Both must complete before the step can, so
+    /// waiting on either never delays the step; the earlier deadline keeps
+    /// both timeouts honest, and a timer gives way to a descriptor.
+    fn merge(self, other: Await) -> Await {
+        let until = self.until.min(other.until);
+        let mut kept = if self.fd.is_none() && other.fd.is_some() {
+            other
+        } else {
+            self
+        };
+        kept.until = until;
+        kept.client_read |= other.client_read;
+        kept.client_write |= other.client_write;
+        kept
+    }
+}
+
+thread_local! {
+    /// The wait recorded by the futures polled in the step running on this
+    /// thread: set by [`wait_on`], taken by [`poll_once`].
+    static RECORDED: Cell<Option<Await>> = const { Cell::new(None) };
+}
+
+/// Record, for the step polling the current future, that it waits for
+/// `wait`. Called by an I/O future just before it returns `Pending`; a
+/// future that returns `Pending` without recording anything is polled again
+/// on the driver's next turn ([`Polled::Again`]).
+pub fn wait_on(wait: Await) {
+    RECORDED.with(|r| {
+        let merged = match r.get() {
+            Some(earlier) => earlier.merge(wait),
+            None => wait,
+        };
+        r.set(Some(merged));
+    });
+}
+
+/// What one poll of a future came to.
+#[derive(Debug)]
+pub enum Polled<T> {
+    /// It finished.
+    Ready(T),
+    /// It waits for this: return [`Interest::Await`](crate::Interest::Await)
+    /// with it, and poll again when resumed.
+    Wait(Await),
+    /// It is pending on something that recorded no wait (a future not made
+    /// by mpm's I/O): poll again on the next turn
+    /// ([`Interest::Yield`](crate::Interest::Yield)).
+    Again,
+}
+
+/// Poll `future` once, on this thread, and say what it waits for.
+pub fn poll_once<F: Future + ?Sized>(future: Pin<&mut F>) -> Polled<F::Output> {
+    RECORDED.with(|r| r.set(None));
+    let mut cx = Context::from_waker(Waker::noop());
+    match future.poll(&mut cx) {
+        Poll::Ready(v) => {
+            RECORDED.with(|r| r.set(None));
+            Polled::Ready(v)
+        }
+        Poll::Pending => match RECORDED.with(|r| r.take()) {
+            Some(wait) => Polled::Wait(wait),
+            None => Polled::Again,
+        },
+    }
+}
+
+/// Run `future` to completion on this thread, blocking in `poll(2)` on
+/// what it waits for: for a blocking model's worker, a test, or a command
+/// line tool. A step on an event loop never calls this; it returns the
+/// wait instead.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    loop {
+        match poll_once(future.as_mut()) {
+            Polled::Ready(v) => return v,
+            Polled::Wait(wait) => {
+                block_until(&wait, None);
+            }
+            Polled::Again => std::thread::yield_now(),
+        }
+    }
+}
+
+/// Block in `poll(2)` until `wait` is over: its descriptor (and, given
+/// `client`, the client's socket) ready as it asks, or its deadline passed.
+/// Returns whether something was (or may be) ready; false: the time ran out.
+pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
+    use mpm_sys::readiness::{poll_numbers, Ready};
+    let mut fds: Vec<(RawFd, Ready)> = Vec::with_capacity(2);
+    if let Some(fd) = wait.fd {
+        fds.push((
+            fd,
+            Ready {
+                read: wait.read,
+                write: wait.write,
+            },
+        ));
+    }
+    if let Some(c) = client.filter(|_| wait.client_read || wait.client_write) {
+        fds.push((
+            c,
+            Ready {
+                read: wait.client_read,
+                write: wait.client_write,
+            },
+        ));
+    }
+    loop {
+        let left = wait.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        match poll_numbers(&fds, Some(left.max(Duration::from_millis(1)))) {
+            Ok(ready) if ready.iter().any(|r| r.read || r.write) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Nothing to wait on that poll accepts: the step finds out
+            // when it resumes and tries its I/O.
+            Err(_) => return true,
+        }
+    }
+}
+
+/// For an event loop: arm the descriptor of `wait` in the epoll set
+/// `epoll` for one report under `token` (`EPOLLONESHOT`, level-triggered:
+/// arming it again reports at once what is already ready, so nothing is
+/// lost between two waits, and a descriptor that went back to a pool
+/// reports nothing more). A timer has nothing to arm.
+pub fn arm_once(epoll: impl std::os::fd::AsFd, wait: &Await, token: u64) -> io::Result<()> {
+    let Some(fd) = wait.fd else { return Ok(()) };
+    let want = mpm_sys::readiness::Ready {
+        read: wait.read,
+        write: wait.write,
+    };
+    mpm_sys::readiness::epoll_arm_once(epoll, fd, want, token)
+}
+
+/// A future that is ready once `fd` is ready as `wait` says or its deadline
+/// passed: `Ok(())` when ready (or possibly ready: try the I/O), a
+/// `TimedOut` error at the deadline. Its first poll always waits: call it
+/// after an operation returned `WouldBlock`.
+pub fn ready(wait: Await) -> Ready {
+    Ready {
+        wait,
+        polled: false,
+    }
+}
+
+/// See [`ready`].
+#[derive(Debug)]
+pub struct Ready {
+    wait: Await,
+    polled: bool,
+}
+
+impl Future for Ready {
+    type Output = io::Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.polled {
+            if self.wait.fd.is_none() || Instant::now() >= self.wait.until {
+                if self.wait.fd.is_none() {
+                    return Poll::Ready(Ok(()));
+                }
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "timed out waiting for the upstream",
+                )));
+            }
+            return Poll::Ready(Ok(()));
+        }
+        self.polled = true;
+        wait_on(self.wait);
+        Poll::Pending
+    }
+}
+
+/// A future that completes after `duration`, parking the step meanwhile.
+pub fn sleep(duration: Duration) -> Sleep {
+    Sleep {
+        until: crate::deadline(Instant::now(), duration),
+    }
+}
+
+/// See [`sleep`].
+#[derive(Debug)]
+pub struct Sleep {
+    until: Instant,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.until {
+            return Poll::Ready(());
+        }
+        wait_on(Await::timer(self.until));
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn a_pending_read_is_reported_as_a_wait_on_its_descriptor() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        b.set_nonblocking(true).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        let fd = b.as_raw_fd();
+        let mut read = Box::pin(async move {
+            let mut b = b;
+            let mut buf = [0u8; 8];
+            loop {
+                match b.read(&mut buf) {
+                    Ok(n) => return buf[..n].to_vec(),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        ready(Await::readable(fd, until)).await.unwrap()
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        match poll_once(read.as_mut()) {
+            Polled::Wait(w) => assert_eq!(w, Await::readable(fd, until)),
+            other => panic!("expected a wait, got {other:?}"),
+        }
+        a.write_all(b"hi").unwrap();
+        match poll_once(read.as_mut()) {
+            Polled::Ready(v) => assert_eq!(v, b"hi"),
+            other => panic!("expected the bytes, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn joined_waits_park_on_a_descriptor_with_the_earlier_deadline() {
+        let now = Instant::now();
+        let a = Await::timer(now + Duration::from_millis(10));
+        let b = Await::readable(7, now + Duration::from_secs(1));
+        let m = a.merge(b);
+        assert_eq!(m.fd, Some(7));
+        assert_eq!(m.until, now + Duration::from_millis(10));
+    }
+
+    #[test]
+    fn a_wait_past_its_deadline_is_a_timeout_error() {
+        let (_a, b) = UnixStream::pair().unwrap();
+        let fd = b.as_raw_fd();
+        let until = Instant::now() + Duration::from_millis(20);
+        let got = block_on(async move {
+            let _keep = b;
+            ready(Await::readable(fd, until)).await?;
+            ready(Await::readable(fd, until)).await
+        });
+        assert_eq!(got.unwrap_err().kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[test]
+    fn a_future_that_records_nothing_is_polled_again() {
+        let mut first = true;
+        let mut f = Box::pin(std::future::poll_fn(move |_| {
+            if std::mem::take(&mut first) {
+                Poll::Pending
+            } else {
+                Poll::Ready(1)
+            }
+        }));
+        assert!(matches!(poll_once(f.as_mut()), Polled::Again));
+        assert!(matches!(poll_once(f.as_mut()), Polled::Ready(1)));
+    }
+}
