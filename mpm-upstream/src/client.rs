@@ -470,3 +470,53 @@ impl fmt::Debug for ClientResponse {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_send<T: Send + 'static>(_: &T) {}
+
+    #[test]
+    fn its_futures_can_move_between_a_loops_threads() {
+        // Under the event MPM a parked future may resume on another thread
+        // of the process: what a handler awaits must be Send and 'static.
+        let client = Client::new();
+        is_send(&client.get("http://127.0.0.1:1/").send());
+        let pool = Arc::new(Pool::default());
+        let target = crate::Target::plain("127.0.0.1:1".parse().expect("an address"));
+        is_send(&async move { pool.connect(&target, Instant::now()).await });
+    }
+
+    #[test]
+    fn a_url_it_cannot_use_is_an_error_at_send() {
+        let e = mpm_core::waiting::block_on(Client::new().get("ftp://x/").send()).unwrap_err();
+        assert!(matches!(e, Error::Url(_)), "{e}");
+    }
+
+    #[test]
+    fn content_length_is_the_clients_to_set() {
+        let e = mpm_core::waiting::block_on(
+            Client::new()
+                .post("http://127.0.0.1:1/")
+                .header("Content-Length", "3")
+                .send(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::InvalidRequest(_)), "{e}");
+    }
+
+    #[test]
+    fn a_path_is_joined_to_the_upstreams_own() {
+        let up = Upstream::parse("http://127.0.0.1:1/api/").expect("a URL");
+        let client = Client::new();
+        assert_eq!(
+            client.request_to("GET", &up, "/users?x=1").target,
+            "/api/users?x=1"
+        );
+        assert_eq!(client.request_to("GET", &up, "users").target, "/api/users");
+        let bare = Upstream::parse("http://127.0.0.1:1").expect("a URL");
+        assert_eq!(client.request_to("GET", &bare, "/u").target, "/u");
+        assert_eq!(client.get("http://127.0.0.1:1").target, "/");
+    }
+}

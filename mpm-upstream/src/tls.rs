@@ -135,8 +135,17 @@ impl TlsStream {
         tls.set_buffer_limit(Some(PLAINTEXT_LIMIT));
         let mut s = TlsStream { tls, sock };
         let fd = s.sock.as_raw_fd();
-        let failed =
-            |e: rustls::Error| Error::Tls(format!("the handshake with {server_name} failed: {e}"));
+        let failed = |e: rustls::Error| {
+            let hint = match e {
+                rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
+                    " (give the certificate of the CA that signed it as the upstream's CA file)"
+                }
+                _ => "",
+            };
+            Error::Tls(format!(
+                "the handshake with {server_name} failed: {e}{hint}"
+            ))
+        };
         while s.tls.is_handshaking() || s.tls.wants_write() {
             if s.tls.wants_write() {
                 match s.tls.write_tls(&mut s.sock) {
