@@ -13,8 +13,10 @@ use parking_lot::Mutex;
 
 use crate::address::Upstream;
 use crate::connection::Connection;
-use crate::error::{Error, Phase, Result};
-use crate::http1::{read_response_head, write_request_head, BodyReader, HeadLimits, ResponseHead};
+use crate::error::{Error, Result};
+use crate::http1::{
+    read_response_head, write_request, write_request_head, BodyReader, HeadLimits, ResponseHead,
+};
 use crate::pool::Pool;
 
 /// How long a request may take, connect to last body byte, by default.
@@ -341,12 +343,7 @@ async fn exchange(
     limits: HeadLimits,
     until: Instant,
 ) -> Result<ResponseHead> {
-    if let Err(e) = conn.write_all(message, until).await {
-        return Err(match e.kind() {
-            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => Error::Closed,
-            _ => Error::io_in(Phase::Send, e),
-        });
-    }
+    write_request(conn, message, until).await?;
     let mut buf = Vec::new();
     read_response_head(conn, &mut buf, limits, until).await
 }

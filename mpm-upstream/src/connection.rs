@@ -176,6 +176,16 @@ impl Connection {
         self.flush(until).await
     }
 
+    /// Shut the writing half (after close_notify, for TLS), as a tunnel
+    /// does when its client finished sending; reading goes on. A TLS
+    /// record that did not fit the socket at once is lost.
+    pub fn shutdown_write(&mut self) -> io::Result<()> {
+        match &mut self.io {
+            Io::Plain(s) => s.shutdown(std::net::Shutdown::Write),
+            Io::Tls(t) => t.shutdown_write(),
+        }
+    }
+
     /// Send the pending TLS records, waiting until `until`.
     pub async fn flush(&mut self, until: Instant) -> io::Result<()> {
         loop {

@@ -147,6 +147,21 @@ where
     Ok(())
 }
 
+/// Send `bytes` (a request head, and a body small enough to hold) on
+/// `conn`, waiting until `until`. The upstream resetting or having closed
+/// the connection is [`Error::Closed`] (nothing of an answer came: a pooled
+/// connection the upstream closed just now, an idempotent request may go
+/// again); the deadline is an [`Error::Timeout`] in [`Phase::Send`].
+pub async fn write_request(conn: &mut Connection, bytes: &[u8], until: Instant) -> Result<()> {
+    conn.write_all(bytes, until).await.map_err(|e| {
+        if is_reset(&e) {
+            Error::Closed
+        } else {
+            Error::io_in(Phase::Send, e)
+        }
+    })
+}
+
 /// How much a head read asks the socket for at a time.
 const HEAD_READ: usize = 16 * 1024;
 

@@ -26,8 +26,8 @@
 //!   upstream closed or wrote to is dropped at checkout.
 //!
 //! **The protocol** ([`http1`])
-//! * [`write_request_head`], [`BodyWriter`] — a request going out,
-//!   its body `Content-Length` or chunked.
+//! * [`write_request_head`], [`write_request`], [`BodyWriter`] — a
+//!   request going out, its body `Content-Length` or chunked.
 //! * [`read_response_head`] → [`ResponseHead`], [`BodyFraming`],
 //!   [`BodyReader`] — a response coming in, its body decoded from its
 //!   framing with bounded memory; a body cut short is an error, never an
@@ -76,8 +76,8 @@ pub use connect::connect_tcp;
 pub use connection::Connection;
 pub use error::{Error, Phase, Result};
 pub use http1::{
-    read_response_head, write_request_head, BodyFraming, BodyReader, BodyWriter, HeadLimits,
-    RequestFraming, ResponseHead,
+    read_response_head, write_request, write_request_head, BodyFraming, BodyReader, BodyWriter,
+    HeadLimits, RequestFraming, ResponseHead,
 };
 pub use pool::{Pool, PoolKey, PoolSettings, PoolStats, Target};
 pub use tls::TlsConfig;

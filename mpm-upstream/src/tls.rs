@@ -250,12 +250,32 @@ impl TlsStream {
         Ok(n)
     }
 
+    /// Say the plain text is over (close_notify), then shut the socket's
+    /// writing half.
+    pub(crate) fn shutdown_write(&mut self) -> io::Result<()> {
+        self.tls.send_close_notify();
+        match self.try_flush() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            other => other?,
+        }
+        self.sock.shutdown(std::net::Shutdown::Write)
+    }
+
     /// Send the records rustls holds: `WouldBlock` while some remain.
     pub(crate) fn try_flush(&mut self) -> io::Result<()> {
         while self.tls.wants_write() {
             self.tls.write_tls(&mut self.sock)?;
         }
         Ok(())
+    }
+}
+
+impl Drop for TlsStream {
+    fn drop(&mut self) {
+        // Say goodbye properly if the socket takes it at once (an idle
+        // connection closed by the pool); never wait for it.
+        self.tls.send_close_notify();
+        let _ = self.try_flush();
     }
 }
 

@@ -486,3 +486,58 @@ fn a_json_body_goes_out_and_comes_back_typed() {
     });
     assert_eq!(got.unwrap(), Answer { id: 7 });
 }
+
+#[test]
+fn after_a_101_the_connection_carries_bytes_both_ways_and_half_closes() {
+    let up = Upstream::start(|mut conn| {
+        if read_request(&mut conn).is_none() {
+            return;
+        }
+        let _ = conn.write_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhi",
+        );
+        // Echo until the client half-closes, then say goodbye.
+        let mut buf = [0u8; 64];
+        while let Ok(n @ 1..) = conn.read(&mut buf) {
+            let _ = conn.write_all(&buf[..n]);
+        }
+        let _ = conn.write_all(b"bye");
+    });
+    let pool = Pool::default();
+    let got = block_on(async {
+        let until = in_secs(30);
+        let mut conn = pool.connect(&Target::plain(up.addr), until).await?;
+        let mut head = Vec::new();
+        write_request_head(
+            &mut head,
+            "GET",
+            "/chat",
+            [
+                ("Host", "up"),
+                ("Connection", "Upgrade"),
+                ("Upgrade", "echo"),
+            ],
+        )?;
+        mpm_upstream::write_request(&mut conn, &head, until).await?;
+        let mut buf = Vec::new();
+        let head = read_response_head(&mut conn, &mut buf, HeadLimits::default(), until).await?;
+        assert_eq!(head.status, 101);
+        assert_eq!(
+            mpm_upstream::BodyFraming::for_response("GET", &head)?,
+            mpm_upstream::BodyFraming::None
+        );
+        let mut seen = head.bytes_after_head.clone();
+        conn.write_all(b" there", until).await?;
+        conn.shutdown_write()?;
+        let mut chunk = [0u8; 64];
+        loop {
+            let n = conn.read(&mut chunk, until).await?;
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        Ok::<Vec<u8>, Error>(seen)
+    });
+    assert_eq!(got.unwrap(), b"hi therebye");
+}

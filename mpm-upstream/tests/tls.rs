@@ -136,3 +136,44 @@ fn a_ca_file_that_is_not_pem_is_refused_saying_so() {
     std::fs::remove_file(&path).unwrap();
     assert!(e.to_string().contains("no CERTIFICATE"), "{e}");
 }
+
+#[test]
+fn a_mebibyte_goes_up_and_comes_down_over_tls() {
+    const SIZE: usize = 1 << 20;
+    let cert = localhost_cert();
+    let config = cert.config.clone();
+    let server = Server::start(move |sock| {
+        let Ok(tls) = ServerConnection::new(config.clone()) else {
+            return;
+        };
+        let mut stream = StreamOwned::new(tls, sock);
+        while let Some(head) = read_request(&mut stream) {
+            assert!(head.contains(&format!("Content-Length: {SIZE}")), "{head}");
+            let body: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+            let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\n\r\n");
+            if stream.write_all(answer.as_bytes()).is_err()
+                || stream.write_all(&body).is_err()
+                || stream.flush().is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut up = upstream(&server);
+    let ca = ca_file(&cert.pem);
+    up.set_ca_file(&ca).unwrap();
+    std::fs::remove_file(&ca).unwrap();
+    let client = Client::with_pool(Arc::new(Pool::default()));
+    let got = block_on(async {
+        client
+            .request_to("POST", &up, "/up")
+            .body(vec![7u8; SIZE])
+            .send()
+            .await?
+            .bytes()
+            .await
+    })
+    .unwrap();
+    assert_eq!(got.len(), SIZE);
+    assert!(got.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+}
