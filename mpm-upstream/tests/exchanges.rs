@@ -541,3 +541,28 @@ fn after_a_101_the_connection_carries_bytes_both_ways_and_half_closes() {
     });
     assert_eq!(got.unwrap(), b"hi therebye");
 }
+
+#[test]
+fn idle_connections_past_the_limit_are_closed_oldest_first() {
+    let up = Upstream::start(|mut conn| {
+        let _ = conn.read(&mut [0u8; 1]);
+    });
+    let pool = Pool::new(PoolSettings {
+        idle_per_upstream: 2,
+        idle_timeout: Duration::from_secs(60),
+    });
+    let target = Target::plain(up.addr);
+    let conns: Vec<_> = (0..3)
+        .map(|_| block_on(pool.connect(&target, in_secs(30))).unwrap())
+        .collect();
+    let kept: Vec<_> = conns[1..].iter().map(|c| c.raw_fd()).collect();
+    for conn in conns {
+        pool.give_back(conn);
+    }
+    let stats = pool.stats(&target.key());
+    assert_eq!((stats.opened, stats.idle_now, stats.expired), (3, 2, 1));
+    // The newest comes out first.
+    let again = block_on(pool.connect(&target, in_secs(30))).unwrap();
+    assert_eq!(again.raw_fd(), kept[1]);
+    assert_eq!(again.requests_served(), 1);
+}

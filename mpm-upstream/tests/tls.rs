@@ -177,3 +177,52 @@ fn a_mebibyte_goes_up_and_comes_down_over_tls() {
     assert_eq!(got.len(), SIZE);
     assert!(got.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
 }
+
+#[test]
+fn an_idle_tls_connection_the_upstream_closed_is_replaced_without_error() {
+    let cert = localhost_cert();
+    let config = cert.config.clone();
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel();
+    let closed_tx = std::sync::Mutex::new(closed_tx);
+    let server = Server::start(move |sock| {
+        let Ok(tls) = ServerConnection::new(config.clone()) else {
+            return;
+        };
+        let mut stream = StreamOwned::new(tls, sock);
+        if read_request(&mut stream).is_some() {
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            let _ = stream.flush();
+        }
+        // One answer, then close_notify and the close.
+        stream.conn.send_close_notify();
+        let _ = stream.conn.complete_io(&mut stream.sock);
+        drop(stream);
+        let _ = closed_tx.lock().unwrap().send(());
+    });
+    let mut up = upstream(&server);
+    let ca = ca_file(&cert.pem);
+    up.set_ca_file(&ca).unwrap();
+    std::fs::remove_file(&ca).unwrap();
+    let pool = Arc::new(Pool::default());
+    let client = Client::with_pool(pool.clone());
+    let get = || {
+        block_on(async {
+            client
+                .request_to("POST", &up, "/")
+                .send()
+                .await?
+                .text()
+                .await
+        })
+    };
+    assert_eq!(get().unwrap(), "ok");
+    closed_rx.recv().unwrap();
+    assert_eq!(get().unwrap(), "ok");
+    assert_eq!(server.accepts(), 2);
+    let addr = up
+        .addrs()
+        .iter()
+        .find(|a| a.port() == server.addr.port() && a.is_ipv4());
+    let stats = pool.stats(&up.target(*addr.unwrap()).key());
+    assert_eq!((stats.opened, stats.reused, stats.dropped_stale), (2, 0, 1));
+}
