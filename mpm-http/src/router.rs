@@ -131,9 +131,36 @@ impl<S> Clone for PathRoutes<S> {
     }
 }
 
+/// A whole handler that serves every path under a prefix: the prototype
+/// every worker's router clones its own from.
+struct Mount {
+    prefix: String,
+    make: Arc<dyn Fn() -> Box<dyn HttpHandler + Send> + Send + Sync>,
+}
+
+impl Clone for Mount {
+    fn clone(&self) -> Self {
+        Mount {
+            prefix: self.prefix.clone(),
+            make: Arc::clone(&self.make),
+        }
+    }
+}
+
+impl Mount {
+    /// Does `path` lie under this prefix, at a `/` boundary?
+    fn covers(&self, path: &str) -> bool {
+        let p = self.prefix.as_str();
+        path.starts_with(p)
+            && (p.ends_with('/') || path.len() == p.len() || path.as_bytes()[p.len()] == b'/')
+    }
+}
+
 struct Table<S> {
     matcher: matchit::Router<usize>,
     paths: Vec<PathRoutes<S>>,
+    /// Longest prefix first, so that the first that covers a path wins.
+    mounts: Vec<Mount>,
     fallback: Option<Handler<S>>,
     /// The path and index of the endpoint added last, for the modifiers.
     last: Option<(usize, usize)>,
@@ -144,6 +171,7 @@ impl<S> Clone for Table<S> {
         Table {
             matcher: self.matcher.clone(),
             paths: self.paths.clone(),
+            mounts: self.mounts.clone(),
             fallback: self.fallback.clone(),
             last: self.last,
         }
@@ -212,6 +240,9 @@ impl<S> fmt::Debug for Routes<S> {
                 list.entry(&format_args!("{} {}", e.method, p.pattern));
             }
         }
+        for m in &self.table.mounts {
+            list.entry(&format_args!("* {}", m.prefix));
+        }
         list.finish()
     }
 }
@@ -229,6 +260,7 @@ impl<S> Routes<S> {
             table: Arc::new(Table {
                 matcher: matchit::Router::new(),
                 paths: Vec::new(),
+                mounts: Vec::new(),
                 fallback: None,
                 last: None,
             }),
@@ -358,6 +390,79 @@ impl<S> Routes<S> {
         self
     }
 
+    /// Serve every path under `prefix`, whatever the method, with
+    /// `handler`: a whole [`HttpHandler`] (a reverse proxy, a site, another
+    /// router), asked too whether it
+    /// [`answers_without_blocking`](HttpHandler::answers_without_blocking)
+    /// and [`streams_body`](HttpHandler::streams_body) for its requests.
+    ///
+    /// A prefix covers the paths that continue it at a `/`: `/api` covers
+    /// `/api` and `/api/users`, not `/apix`; `/api/` covers `/api/` and
+    /// below; `/` covers everything. The longest mounted prefix that covers
+    /// a path wins, and a route declared with [`route`](Self::route)
+    /// (`get`, `post`, ...) wins over every mount for the paths its pattern
+    /// matches (with its 405 for a method it lacks). The handler sees the
+    /// request as it came, its path whole.
+    ///
+    /// Each worker's [`Router`] has its own clone of `handler` (made by
+    /// [`with_state`](Self::with_state)), so it is used through `&mut`
+    /// without a lock, as a handler built per worker is: share what the
+    /// workers must share (a connection pool, counters) inside it, behind
+    /// an `Arc`.
+    ///
+    /// ```
+    /// use mpm_http::{HttpHandler, Request, Response, Routes, Version};
+    ///
+    /// #[derive(Clone)]
+    /// struct Api;
+    /// impl HttpHandler for Api {
+    ///     fn handle(&mut self, req: &Request<'_>) -> Response {
+    ///         Response::new(200).body(format!("api saw {}", req.path()))
+    ///     }
+    /// }
+    ///
+    /// let routes = Routes::new()
+    ///     .get("/api/health", |_: &mut (), _: &Request<'_>| "ok")
+    ///     .mount("/api", Api);
+    /// let mut router = routes.with_state(());
+    /// let mut call = |target| {
+    ///     let r = router.handle(&Request::for_test("GET", target, Version::Http11, &[], b""));
+    ///     (r.status(), r.body_ref().len())
+    /// };
+    /// assert_eq!(call("/api/users/7"), (200, Some("api saw /api/users/7".len() as u64)));
+    /// assert_eq!(call("/api/health"), (200, Some(2))); // the route wins
+    /// assert_eq!(call("/apix").0, 404); // not under /api
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// On a prefix that does not start with `/`, or one mounted twice.
+    pub fn mount<H>(mut self, prefix: &str, handler: H) -> Routes<S>
+    where
+        H: HttpHandler + Clone + Send + 'static,
+    {
+        assert!(
+            prefix.starts_with('/'),
+            "mount {prefix:?}: a prefix is a path, starting with /"
+        );
+        let table = self.table();
+        assert!(
+            !table.mounts.iter().any(|m| m.prefix == prefix),
+            "mount {prefix} is registered twice"
+        );
+        // Locked only when a worker's router is made, at start-up: a
+        // handler need not be Sync to be shared as a prototype.
+        let prototype = parking_lot::Mutex::new(handler);
+        table.mounts.push(Mount {
+            prefix: prefix.to_string(),
+            make: Arc::new(move || Box::new(prototype.lock().clone())),
+        });
+        table
+            .mounts
+            .sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()));
+        self
+    }
+
     /// Answer requests no route matches with `handler` instead of 404.
     pub fn fallback<F, R>(mut self, handler: F) -> Routes<S>
     where
@@ -374,6 +479,7 @@ impl<S> Routes<S> {
     pub fn with_state(&self, state: S) -> Router<S> {
         Router {
             routes: self.clone(),
+            mounted: self.table.mounts.iter().map(|m| (m.make)()).collect(),
             state,
         }
     }
@@ -390,6 +496,11 @@ enum Found<'t, 'p, S> {
 }
 
 impl<S> Table<S> {
+    /// The mount that serves `path` (the longest prefix covering it).
+    fn mount_for(&self, path: &str) -> Option<usize> {
+        self.mounts.iter().position(|m| m.covers(path))
+    }
+
     /// Is `method` one HTTP defines, or one some route takes?
     fn implements(&self, method: &str) -> bool {
         crate::response::is_known_method(method)
@@ -437,6 +548,8 @@ fn allow<S>(endpoints: &[Endpoint<S>]) -> String {
 /// locks). It is an [`HttpHandler`], so wrappers compose with it.
 pub struct Router<S> {
     routes: Routes<S>,
+    /// This worker's clones of the mounted handlers, in the table's order.
+    mounted: Vec<Box<dyn HttpHandler + Send>>,
     state: S,
 }
 
@@ -486,26 +599,51 @@ impl<S> HttpHandler for Router<S> {
             Found::Methods(_) if !table.implements(request.method()) => Response::error(501),
             Found::Methods(endpoints) => Response::error(405).header("Allow", allow(endpoints)),
             Found::Options(endpoints) => Response::new(204).header("Allow", allow(endpoints)),
-            Found::Nothing => match &table.fallback {
-                Some(fallback) => fallback(&mut self.state, request),
-                None => Response::error(404),
+            Found::Nothing => match table.mount_for(request.path()) {
+                Some(i) => match self.mounted.get_mut(i) {
+                    Some(mounted) => mounted.handle(request),
+                    None => Response::error(500),
+                },
+                None => self.fallback(request),
             },
         }
     }
 
     fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
-        match self.routes.table.find(request.method(), request.path()) {
+        let table = &*self.routes.table;
+        match table.find(request.method(), request.path()) {
             Found::Endpoint(e, _) => e.inline,
             // The router's own answers never block; a fallback might.
             Found::Methods(_) | Found::Options(_) => true,
-            Found::Nothing => self.routes.table.fallback.is_none(),
+            Found::Nothing => match table.mount_for(request.path()) {
+                Some(i) => self
+                    .mounted
+                    .get(i)
+                    .is_some_and(|m| m.answers_without_blocking(request)),
+                None => table.fallback.is_none(),
+            },
         }
     }
 
     fn streams_body(&self, request: &Request<'_>) -> bool {
-        match self.routes.table.find(request.method(), request.path()) {
+        let table = &*self.routes.table;
+        match table.find(request.method(), request.path()) {
             Found::Endpoint(e, _) => e.streamed,
+            Found::Nothing => table
+                .mount_for(request.path())
+                .and_then(|i| self.mounted.get(i))
+                .is_some_and(|m| m.streams_body(request)),
             _ => false,
+        }
+    }
+}
+
+impl<S> Router<S> {
+    /// A path no route nor mount serves: the fallback, else 404.
+    fn fallback(&mut self, request: &Request<'_>) -> Response {
+        match &self.routes.table.fallback {
+            Some(fallback) => fallback(&mut self.state, request),
+            None => Response::error(404),
         }
     }
 }
