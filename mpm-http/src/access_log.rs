@@ -770,7 +770,9 @@ mod tests {
                 r.set_upstream("10.0.0.1:8080", Some(201), Duration::from_micros(21_600));
             });
             assert!(
-                l.ends_with("] \"GET /api HTTP/1.1\" 200 - \"-\" \"-\" \"10.0.0.1:8080\" 201 0.021"),
+                l.ends_with(
+                    "] \"GET /api HTTP/1.1\" 200 - \"-\" \"-\" \"10.0.0.1:8080\" 201 0.021"
+                ),
                 "{l}"
             );
             let l = line(&log, |r| {
@@ -781,7 +783,10 @@ mod tests {
                 r.capture(LogFormat::Upstream, b"GET / HTTP/1.1", None, None, 502);
                 r.set_upstream("a:1, b:2", None, Duration::from_millis(3_004));
             });
-            assert!(l.ends_with(" 502 - \"-\" \"-\" \"a:1, b:2\" - 3.004"), "{l}");
+            assert!(
+                l.ends_with(" 502 - \"-\" \"-\" \"a:1, b:2\" - 3.004"),
+                "{l}"
+            );
             let _ = std::fs::remove_file(&path);
         }
     }

@@ -407,10 +407,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         self.sender.log_done(c, s, true);
         // Mid-request with nothing being written: tell the client why we
         // close (not into a tunnel, nor ahead of an answer still to come).
-        if c.start < c.filled
-            && c.out_pos >= c.out.len()
-            && c.pending.is_none()
-            && !c.is_waiting()
+        if c.start < c.filled && c.out_pos >= c.out.len() && c.pending.is_none() && !c.is_waiting()
         {
             self.sender
                 .log_start(&mut c.log, &c.buf[c.start..c.filled], None, 408);

@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
-use std::io::Read;
 use std::future::Future;
+use std::io::Read;
 use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -443,9 +443,7 @@ impl Response {
 
     /// The future of a [`later`](Self::later) answer, taken out (to run it
     /// in a test, or to wrap it).
-    pub fn into_later(
-        self,
-    ) -> Option<Pin<Box<dyn Future<Output = Response> + Send + 'static>>> {
+    pub fn into_later(self) -> Option<Pin<Box<dyn Future<Output = Response> + Send + 'static>>> {
         self.later.map(|l| l.0)
     }
 
@@ -488,7 +486,12 @@ impl Response {
     /// `"a, b"`, when one was tried after another), the status it answered
     /// (`$upstream_status`; `None`: no answer, a 502 or 504 of ours) and
     /// how long the exchange took (`$upstream_response_time`).
-    pub fn upstream(mut self, addr: impl Into<String>, status: Option<u16>, time: Duration) -> Response {
+    pub fn upstream(
+        mut self,
+        addr: impl Into<String>,
+        status: Option<u16>,
+        time: Duration,
+    ) -> Response {
         self.upstream = Some(Box::new(Upstream {
             addr: addr.into(),
             status,

@@ -730,6 +730,96 @@ mod tests {
         assert!(!r.answers_without_blocking(&req("GET", "/kv/a")));
     }
 
+    /// A mounted handler that names itself and says what it is asked.
+    #[derive(Clone)]
+    struct Named(&'static str);
+
+    impl HttpHandler for Named {
+        fn handle(&mut self, req: &Request<'_>) -> Response {
+            Response::new(200)
+                .header("X-Mount", self.0)
+                .body(req.path().to_string())
+        }
+        fn answers_without_blocking(&self, _: &Request<'_>) -> bool {
+            self.0 == "api"
+        }
+        fn streams_body(&self, req: &Request<'_>) -> bool {
+            self.0 == "api" && req.method() == "POST"
+        }
+    }
+
+    fn mounted() -> Router<Vec<String>> {
+        routes()
+            .get("/api/health", |_: &mut Vec<String>, _: &Request<'_>| "ok")
+            .mount("/api", Named("api"))
+            .mount("/api/v2/", Named("v2"))
+            .mount("/kv", Named("kv"))
+            .with_state(Vec::new())
+    }
+
+    fn mount_of(r: &mut Router<Vec<String>>, method: &str, target: &str) -> Option<String> {
+        call(r, method, target)
+            .header_value("x-mount")
+            .map(str::to_string)
+    }
+
+    #[test]
+    fn a_mount_serves_its_prefix_at_a_slash_boundary_and_the_longest_wins() {
+        let mut r = mounted();
+        for (target, mount) in [
+            ("/api", Some("api")),
+            ("/api/", Some("api")),
+            ("/api/users/7?x=1", Some("api")),
+            ("/apix", None),
+            ("/api/v2", Some("api")), // "/api/v2/" covers what is below it
+            ("/api/v2/", Some("v2")),
+            ("/api/v2/users", Some("v2")),
+        ] {
+            assert_eq!(
+                mount_of(&mut r, "GET", target).as_deref(),
+                mount,
+                "{target}"
+            );
+        }
+        assert_eq!(call(&mut r, "GET", "/apix").status(), 404);
+        // Every method, the path whole.
+        let res = call(&mut r, "DELETE", "/api/users/7");
+        assert_eq!(res.body_ref().len(), Some("/api/users/7".len() as u64));
+    }
+
+    #[test]
+    fn declared_routes_win_over_mounts_for_the_paths_they_match() {
+        let mut r = mounted();
+        // A route on the exact path: its answer, and its 405.
+        assert_eq!(call(&mut r, "GET", "/api/health").status(), 200);
+        assert_eq!(mount_of(&mut r, "GET", "/api/health"), None);
+        assert_eq!(call(&mut r, "POST", "/api/health").status(), 405);
+        // A pattern route under a mount's prefix: the route.
+        assert_eq!(mount_of(&mut r, "GET", "/kv/a"), None);
+        assert_eq!(r.state().as_slice(), ["a"]);
+        // Paths the patterns do not match: the mount.
+        assert_eq!(mount_of(&mut r, "GET", "/kv/a/b").as_deref(), Some("kv"));
+        assert_eq!(mount_of(&mut r, "GET", "/kv").as_deref(), Some("kv"));
+    }
+
+    #[test]
+    fn a_mounted_handler_is_asked_whether_it_blocks_or_streams() {
+        let r = mounted();
+        let req = |m, t| Request::for_test(m, t, Version::Http11, &[], b"");
+        assert!(r.answers_without_blocking(&req("GET", "/api/x")));
+        assert!(!r.answers_without_blocking(&req("GET", "/api/v2/x")));
+        assert!(r.streams_body(&req("POST", "/api/x")));
+        assert!(!r.streams_body(&req("POST", "/api/v2/x")));
+        // The route on /api/health is not the mount's to answer for.
+        assert!(!r.answers_without_blocking(&req("GET", "/api/health")));
+    }
+
+    #[test]
+    #[should_panic(expected = "registered twice")]
+    fn a_prefix_mounted_twice_is_refused_at_once() {
+        let _ = routes().mount("/a", Named("a")).mount("/a", Named("b"));
+    }
+
     #[test]
     #[should_panic(expected = "registered twice")]
     fn a_route_registered_twice_is_refused_at_once() {

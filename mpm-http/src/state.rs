@@ -200,7 +200,9 @@ impl HttpConn {
 
     /// Does the connection wait on an answer still to come, or a tunnel?
     pub(crate) fn is_waiting(&self) -> bool {
-        self.occasional.as_ref().is_some_and(|o| o.waits_on.is_some())
+        self.occasional
+            .as_ref()
+            .is_some_and(|o| o.waits_on.is_some())
     }
 
     /// What it waits on, to go on with.
