@@ -459,7 +459,7 @@ impl<S> Routes<S> {
         });
         table
             .mounts
-            .sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()));
+            .sort_by_key(|m| std::cmp::Reverse(m.prefix.len()));
         self
     }
 

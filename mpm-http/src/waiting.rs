@@ -59,6 +59,9 @@ pub(crate) type LaterAnswer = Pin<Box<dyn Future<Output = Response> + Send + 'st
 /// let r = Response::new(200).body(Body::Polled(Box::new(Countdown(3))));
 /// assert_eq!(r.body_ref().len(), Some(3));
 /// ```
+// `len` is the length announced in advance, if any: an `is_empty` beside
+// it would have to say "not known" too, which `len() == Some(0)` does.
+#[allow(clippy::len_without_is_empty)]
 pub trait PollRead: Send {
     /// Read into `buf`: `Ready(Ok(n))` with `n` bytes, `Ready(Ok(0))` at the
     /// end, `Wait` when nothing is there yet (with what to wait for),
