@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::{read_response, serve_http, Driver, DRIVERS};
-use mpm_core::waiting::{Await, Polled};
+use mpm_core::waiting::{sleep, Await, Polled};
 use mpm_http::{Body, HttpHandler, PollRead, Request, Response};
 
 /// The body's bytes: `i % 251` at offset `i`, so that a byte out of place
@@ -72,6 +72,10 @@ impl HttpHandler for Bodies {
     fn handle(&mut self, req: &Request<'_>) -> Response {
         let mut parts = req.path().trim_start_matches('/').split('/');
         let kind = parts.next().unwrap_or_default();
+        let (later, kind) = match kind.strip_prefix("later-") {
+            Some(rest) => (true, rest),
+            None => (false, kind),
+        };
         let total: u64 = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
         let source = Source {
             total,
@@ -80,7 +84,15 @@ impl HttpHandler for Bodies {
             known: !kind.starts_with("unknown"),
             fail_at: kind.ends_with("fail").then_some(100 * 1024),
         };
-        Response::new(200).body(Body::Polled(Box::new(source)))
+        let answer = Response::new(200).body(Body::Polled(Box::new(source)));
+        if later {
+            // An upstream's answer: the head comes later, then its body.
+            return Response::later(async move {
+                sleep(Duration::from_millis(2)).await;
+                answer
+            });
+        }
+        answer
     }
 
     fn answers_without_blocking(&self, _: &Request<'_>) -> bool {
@@ -228,6 +240,33 @@ fn polled_bodies_are_framed_alike_by_both_drivers() {
         let mut rest = Vec::new();
         c.read_to_end(&mut rest).unwrap();
         assert!(rest.is_empty(), "{driver:?}: nothing after the body");
+        server.join().unwrap();
+    }
+}
+
+#[test]
+fn a_later_answer_may_have_a_polled_body() {
+    for driver in DRIVERS {
+        let (addr, server) = serve_http(driver, Bodies);
+        let mut c = connect(addr);
+        let n = 2 * 1024 * 1024;
+        c.write_all(
+            format!(
+                "GET /later-known/{n} HTTP/1.1\r\nHost: a\r\n\r\n\
+                 GET /later-unknown/{n} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let head = read_head(&mut c);
+        assert!(
+            head.contains(&format!("Content-Length: {n}\r\n")),
+            "{driver:?}: {head}"
+        );
+        expect_pattern(&mut c, 0, n);
+        let head = read_head(&mut c);
+        assert!(head.contains("Transfer-Encoding: chunked\r\n"), "{head}");
+        assert_eq!(expect_chunked_pattern(&mut c), n);
         server.join().unwrap();
     }
 }
