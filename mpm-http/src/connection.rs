@@ -538,6 +538,57 @@ mod tests {
         (client, stream)
     }
 
+    /// Answers later, after a timer.
+    struct Later;
+
+    impl HttpHandler for Later {
+        fn handle(&mut self, _: &Request<'_>) -> Response {
+            Response::later(async {
+                mpm_core::waiting::sleep(Duration::from_millis(20)).await;
+                Response::new(204)
+            })
+        }
+    }
+
+    #[test]
+    fn a_connection_waiting_on_a_later_answer_keeps_it_and_is_not_handed_over() {
+        let mut svc = HttpService::new(Later, &HttpSettings::default());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /next HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let Interest::Await(wait) = svc.readable(&mut conn, &mut stream) else {
+            panic!("not waiting on the answer");
+        };
+        assert_eq!(wait.fd, None, "a timer");
+        // Parked meanwhile: the answer and the pipelined request stay.
+        svc.parked(&mut conn);
+        assert!(conn.is_waiting());
+        assert!(
+            conn.start < conn.filled,
+            "the next request is still buffered"
+        );
+        assert!(!svc.can_hand_over(&conn));
+        // The loop resumes it inline, reading nothing.
+        stream.set_on_event_loop(true);
+        assert_eq!(
+            svc.prefetch(&mut conn, &mut stream),
+            mpm_core::Prefetch::ReadyInline
+        );
+        std::thread::sleep(Duration::from_millis(25));
+        // The answer; then the pipelined request, which this handler does
+        // not say it answers without blocking: for a worker.
+        assert_eq!(svc.readable(&mut conn, &mut stream), Interest::Yield);
+        let mut got = [0u8; 512];
+        let n = client.read(&mut got).unwrap();
+        assert!(got[..n].starts_with(b"HTTP/1.1 204 No Content\r\n"));
+    }
+
     #[test]
     fn a_parked_connection_drops_what_a_chunked_request_needed() {
         let mut svc = HttpService::new(BodyLength, &HttpSettings::default());

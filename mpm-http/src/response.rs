@@ -403,6 +403,12 @@ impl Response {
     /// [`handle`](crate::HttpHandler::handle) instead (on a worker), or
     /// with non-blocking sockets and [`mpm_core::waiting`].
     ///
+    /// The future is `'static`: it cannot borrow the request. Copy into it
+    /// what the answer needs (the path, a header, `request.body()`, read
+    /// whole before `handle` runs); a body read as it arrives
+    /// ([`streams_body`](crate::HttpHandler::streams_body)) is read in
+    /// `handle`, before the later answer is returned.
+    ///
     /// The future has its own deadlines: the server's timeouts do not
     /// bound it (an upstream client answers 504 on its own). A client that
     /// closes meanwhile is noticed once the future completes. A panic in
@@ -460,6 +466,10 @@ impl Response {
     ///
     /// The handler sets `Upgrade` (and the protocol's fields, as
     /// `Sec-WebSocket-Accept`); the layer writes `Connection: Upgrade`.
+    /// Upgrading is HTTP/1.1's: a handler does not tunnel an HTTP/1.0
+    /// request (RFC 9110 §7.8). The tunnel may come out of a
+    /// [`later`](Self::later) answer (a proxy's, once its upstream said
+    /// 101).
     /// On a status other than 101 the tunnel is refused as a bad field is
     /// (see [`header`](Self::header)): the response becomes a 500.
     pub fn tunnel(mut self, tunnel: Box<dyn Tunnel>) -> Response {
