@@ -20,6 +20,7 @@ pub mod charts;
 pub mod experiments;
 pub mod html;
 pub mod machine;
+pub mod origin;
 pub mod perf;
 pub mod proc_sample;
 pub mod report;
