@@ -27,6 +27,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod server_child;
+pub mod shape;
 pub mod strace;
 
 use std::fs;
@@ -39,10 +40,11 @@ use mpm_core::allocator::AllocatorKind;
 use mpm_core::Seconds;
 use mpm_core::{Error, MpmKind};
 
-use crate::workload::Workload;
+use crate::workload::{Workload, MAX_CONNECTIONS};
 use experiments::{Experiment, Selection, EXPERIMENTS};
+use origin::Origin;
 use report::{terminal_row, Report};
-use scenario::ServerBin;
+use scenario::{ServerBin, Upstream, UPSTREAM_BODY};
 
 /// `mpm compare`.
 #[derive(Debug, Clone, clap::Args)]
@@ -70,6 +72,32 @@ pub struct CompareArgs {
     /// experiment's scenarios, served by the program as `serve` runs it.
     #[arg(long, value_delimiter = ',', value_name = "FILE.toml,...")]
     pub workload: Vec<PathBuf>,
+    /// Put every server behind a proxy route to an origin compare starts
+    /// itself, answering each request after this delay (`20ms`; `0`: at
+    /// once): the scenario becomes `upstream`, GET / through the proxy on
+    /// `--connections` keep-alive connections (or the given workloads, sent
+    /// through it), and the report adds, per model, the requests waiting on
+    /// the origin mid-run, the threads and processes holding them, KiB per
+    /// waiting request, upstream connections opened per 1,000 requests,
+    /// and the shape in words.
+    #[arg(long, value_name = "DURATION")]
+    pub upstream_delay: Option<Seconds>,
+    /// Bytes in each of the origin's answers (with `--upstream-delay`).
+    #[arg(long, default_value_t = UPSTREAM_BODY, value_name = "BYTES")]
+    pub upstream_body: usize,
+    /// Clients of the `upstream` scenario, each a keep-alive connection
+    /// with one request in flight: N concurrent requests.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub connections: usize,
+    /// Requests the `waiting` experiment holds, comma-separated: a server
+    /// of each model sized for each count.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "100,1000,10000",
+        value_name = "N,..."
+    )]
+    pub waiting: Vec<usize>,
     /// Idle keep-alive connection counts to measure memory at, comma-separated.
     #[arg(
         long,
@@ -208,8 +236,21 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
             args.repeat
         )));
     }
+    let upstream = upstream(args, experiment)?;
+    if let Some(&n) = args
+        .waiting
+        .iter()
+        .find(|&&n| n == 0 || n > MAX_CONNECTIONS)
+    {
+        return Err(Error::config(format!(
+            "--waiting {n}: counts from 1 to {MAX_CONNECTIONS}"
+        )));
+    }
     let (workloads, names) = workloads(args, app)?;
     let selection = Selection {
+        upstream,
+        connections: args.connections,
+        waiting: args.waiting.clone(),
         mpms: if args.mpm.is_empty() {
             MpmKind::ALL.to_vec()
         } else {
@@ -257,6 +298,25 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     } else {
         None
     };
+    // The origin behind the proxied scenarios (one per run: they share its
+    // delay), started before any server so that they inherit the
+    // descriptor limit raised for it.
+    let origin = match scenarios.iter().find_map(|s| s.upstream) {
+        Some(up) => {
+            if scenarios
+                .iter()
+                .any(|s| s.upstream.is_some_and(|u| u != up))
+            {
+                return Err(Error::config(
+                    "the selected scenarios need origins with different delays: select them \
+                     in separate runs",
+                ));
+            }
+            origin::raise_fd_limit();
+            Some(Arc::new(Origin::start(up.delay, up.body)?))
+        }
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     // Ctrl-C (or a SIGTERM) ends the current run; the servers are then stopped.
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -272,6 +332,7 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
         per_syscall: experiment.per_syscall,
         serve_flags: args.serve_flags.clone(),
         stop,
+        origin: origin.clone(),
     };
     let estimate = estimate(
         &scenarios,
@@ -291,9 +352,15 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     );
     let started = SystemTime::now();
     let watch = machine::Watch::start();
+    // A proxied load shows what its waiting requests hold.
+    let columns: Vec<report::Column> = if upstream.is_some() {
+        shape::UPSTREAM_COLUMNS.to_vec()
+    } else {
+        experiment.columns.to_vec()
+    };
     let cells = run::run_all(&settings, &variants, &scenarios, |label, cell| {
         let idle = cell.idle_connections.is_some();
-        println!("{}", terminal_row(label, cell, experiment.columns, idle));
+        println!("{}", terminal_row(label, cell, &columns, idle));
     })?;
     let (machine, mut warnings) = watch.finish();
     if args.repeat == 1 {
@@ -323,7 +390,7 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
         findings: String::new(),
         recommendations: Vec::new(),
         valid_cells,
-        columns: experiment.columns.to_vec(),
+        columns,
         scenarios: scenarios
             .iter()
             .map(|s| (s.name.clone(), s.title.clone()))
@@ -331,6 +398,10 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
         cells,
     };
     report.findings = (experiment.findings)(&report);
+    if let Some(up) = upstream {
+        let shapes = shape::load_findings(&report, up.delay);
+        report.findings = format!("{shapes} {}", report.findings);
+    }
     report.recommendations = experiments::recommend(&report);
     html::write_all(&report, &args.out)?;
     println!("\n{}", report.findings);
@@ -354,6 +425,45 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
         return Ok(1);
     }
     Ok(0)
+}
+
+/// `--upstream-delay` and `--upstream-body`, checked: the origin the
+/// matrix's scenarios are proxied to, if one is asked for.
+fn upstream(args: &CompareArgs, experiment: &Experiment) -> Result<Option<Upstream>, Error> {
+    if args.connections == 0 || args.connections > MAX_CONNECTIONS {
+        return Err(Error::config(format!(
+            "--connections {}: from 1 to {MAX_CONNECTIONS}",
+            args.connections
+        )));
+    }
+    if args.upstream_body > origin::MAX_BODY {
+        return Err(Error::config(format!(
+            "--upstream-body {}: at most {} bytes",
+            args.upstream_body,
+            origin::MAX_BODY
+        )));
+    }
+    let Some(delay) = args.upstream_delay else {
+        return Ok(None);
+    };
+    if delay.0 > origin::MAX_DELAY {
+        return Err(Error::config(format!(
+            "--upstream-delay {:?}: at most {:?}",
+            delay.0,
+            origin::MAX_DELAY
+        )));
+    }
+    if experiment.name != "matrix" {
+        return Err(Error::config(format!(
+            "--upstream-delay: with the default experiment (matrix) only; {} has scenarios of \
+             its own",
+            experiment.name
+        )));
+    }
+    Ok(Some(Upstream {
+        delay: delay.0,
+        body: args.upstream_body,
+    }))
 }
 
 /// What starting a variant's server and stopping it costs, beside its runs:

@@ -103,9 +103,7 @@ impl Origin {
             move |e| Error::io(format!("the origin: {what}"), e)
         };
         let socket = Socket::new(Domain::IPV4, Type::STREAM, None).map_err(io("a socket"))?;
-        socket
-            .set_reuse_address(true)
-            .map_err(io("SO_REUSEADDR"))?;
+        socket.set_reuse_address(true).map_err(io("SO_REUSEADDR"))?;
         let addr = SocketAddr::from(([127, 0, 0, 1], 0));
         socket
             .bind(&addr.into())
@@ -306,7 +304,10 @@ impl Loop {
             let fd = stream.as_raw_fd() as usize;
             if self
                 .epoll
-                .add(stream.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, fd as u64))
+                .add(
+                    stream.as_fd(),
+                    EpollEvent::new(EpollFlags::EPOLLIN, fd as u64),
+                )
                 .is_err()
             {
                 continue;
@@ -414,8 +415,8 @@ fn take_requests(
                 c.discard = header(head, b"content-length")
                     .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok())
                     .unwrap_or(0);
-                c.close = header(head, b"connection")
-                    .is_some_and(|v| v.eq_ignore_ascii_case(b"close"));
+                c.close =
+                    header(head, b"connection").is_some_and(|v| v.eq_ignore_ascii_case(b"close"));
                 p += end + 4;
                 new += 1;
             }
@@ -516,7 +517,8 @@ mod tests {
         let origin = Origin::start(delay, 1456).expect("origin");
         assert_eq!((origin.connections(), origin.requests()), (0, 0));
         let mut a = TcpStream::connect(origin.addr()).expect("connect");
-        a.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        a.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
         let get = b"GET /anything HTTP/1.1\r\nHost: x\r\n\r\n";
         // Two requests on one keep-alive connection, a third on another.
         for _ in 0..2 {
@@ -526,7 +528,8 @@ mod tests {
             assert_eq!((status.as_str(), body), ("HTTP/1.1 200 OK", 1456));
         }
         let mut b = TcpStream::connect(origin.addr()).expect("connect");
-        b.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        b.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
         let post = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
         assert_eq!(exchange(&mut b, post).1, 1456);
         assert_eq!(origin.connections(), 2);
@@ -558,7 +561,8 @@ mod tests {
     fn connection_close_is_answered_then_closed() {
         let origin = Origin::start(Duration::ZERO, 3).expect("origin");
         let mut s = TcpStream::connect(origin.addr()).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
         s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .expect("send");
         let mut all = Vec::new();
