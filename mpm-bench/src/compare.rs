@@ -543,3 +543,116 @@ mod estimate_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod option_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CompareArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<CompareArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("compare").chain(args.iter().copied())).map(|c| c.args)
+    }
+
+    /// The error `mpm compare ARGS` stops with before starting anything.
+    fn refused(args: &[&str]) -> Error {
+        let args = parse(args).expect("parsed");
+        command(&args, &[]).expect_err("refused")
+    }
+
+    #[test]
+    fn a_delay_that_is_not_a_duration_is_refused_with_exit_2() {
+        let e = parse(&["--upstream-delay", "soon"]).expect_err("not a duration");
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        assert!(
+            first.contains("--upstream-delay") && first.contains("is not a duration"),
+            "{text}"
+        );
+        let ok = parse(&["--upstream-delay", "20ms"]).expect("a duration");
+        assert_eq!(
+            ok.upstream_delay.map(|s| s.0),
+            Some(Duration::from_millis(20))
+        );
+        assert_eq!((ok.upstream_body, ok.connections), (1456, 1000));
+        assert_eq!(ok.waiting, [100, 1000, 10_000]);
+    }
+
+    #[test]
+    fn upstream_and_waiting_values_out_of_bounds_are_one_line_and_exit_2() {
+        for (args, says) in [
+            (
+                &["--upstream-delay", "20ms", "--connections", "0"][..],
+                "--connections 0",
+            ),
+            (
+                &["--upstream-delay", "20ms", "--upstream-body", "999999999"],
+                "--upstream-body",
+            ),
+            (&["--upstream-delay", "1000s"], "--upstream-delay"),
+            (
+                &["--upstream-delay", "20ms", "--experiment", "tls"],
+                "with the default experiment (matrix) only",
+            ),
+            (
+                &["--experiment", "waiting", "--waiting", "100,0"],
+                "--waiting 0",
+            ),
+        ] {
+            let e = refused(args);
+            let text = e.to_string();
+            assert_eq!(e.exit_code(), 2, "{args:?}: {text}");
+            assert!(
+                text.contains(says) && !text.contains('\n'),
+                "{args:?}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_upstream_delay_makes_the_matrix_a_proxied_load() {
+        let args = parse(&["--upstream-delay", "20ms", "--connections", "300"]).expect("parsed");
+        let matrix = experiments::find("matrix").expect("matrix");
+        let up = upstream(&args, matrix).expect("valid").expect("asked for");
+        let sel = Selection {
+            mpms: vec![MpmKind::Worker],
+            allocators: vec![AllocatorKind::System],
+            idle: vec![100, 500],
+            duration: Duration::from_secs(1),
+            workloads: Vec::new(),
+            upstream: Some(up),
+            connections: args.connections,
+            waiting: args.waiting.clone(),
+        };
+        let s = (matrix.scenarios)(&sel);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(
+            (s[0].name.as_str(), s[0].workload.connections, s[0].upstream),
+            ("upstream", 300, Some(up))
+        );
+        // The servers keep their floor of workers (the idle counts are not
+        // run), fewer than the clients.
+        let v = (matrix.variants)(&sel);
+        assert!(
+            v[0].flags.join(" ").contains("--max-request-workers 256"),
+            "{v:?}"
+        );
+        // Given workloads go through the proxy instead.
+        let sel = Selection {
+            workloads: vec![Workload::get("api", "/api/users/1")],
+            ..sel
+        };
+        let s = (matrix.scenarios)(&sel);
+        assert_eq!((s[0].name.as_str(), s[0].upstream), ("api", Some(up)));
+        assert!(upstream(&parse(&[]).expect("parsed"), matrix)
+            .expect("valid")
+            .is_none());
+    }
+}

@@ -397,22 +397,52 @@ fn measure_waiting(
     scenario: &Scenario,
     requests: usize,
 ) -> Result<Run, Error> {
-    use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
-    use socket2::{Domain, Socket, Type};
     let pid = server.pid();
     let idle = proc_sample::sample(pid);
+    let request = scenario
+        .first_request()
+        .to_bytes(&server.addr.to_string(), false);
+    let (mut run, socks) = park(server.addr, &request, requests, origin)?;
+    // Let every process settle (threads parked, buffers freed), as idle does.
+    std::thread::sleep(Duration::from_millis(300));
+    let held = proc_sample::sample(pid);
+    drop(socks);
+    waiting_figures(
+        &mut run.metrics,
+        &idle,
+        &held,
+        run.responses - run.unexpected,
+    );
+    Ok(run)
+}
+
+/// A waiting scenario's connection and whether its request is sent; None
+/// once done with (answered, closed or refused).
+type Parked = Option<(socket2::Socket, bool)>;
+
+/// Open `requests` connections to `addr` at once, each sending `request`,
+/// until `origin` has received all of them (or their count stops growing
+/// for [`WAIT_STILL`] once every one is sent, or [`WAIT_AT_MOST`] has
+/// passed): the run (responses: the requests held at the origin and the
+/// answers that came before it; unexpected: those answers; errors: refused
+/// and closed connections) and the connections, still open.
+fn park(
+    addr: SocketAddr,
+    request: &[u8],
+    requests: usize,
+    origin: &Origin,
+) -> Result<(Run, Vec<Parked>), Error> {
+    use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+    use socket2::{Domain, Socket, Type};
     let before = origin.requests();
-    let first = scenario.first_request();
-    let request = first.to_bytes(&server.addr.to_string(), false);
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
         .map_err(|e| Error::io("a waiting scenario's epoll set", std::io::Error::from(e)))?;
     let mut run = Run::default();
-    // Each connection and whether its request is sent; None once done with.
-    let mut socks: Vec<Option<(Socket, bool)>> = Vec::with_capacity(requests);
+    let mut socks: Vec<Parked> = Vec::with_capacity(requests);
     let connect = |i: usize| -> std::io::Result<Socket> {
         let s = Socket::new(Domain::IPV4, Type::STREAM, None)?;
         s.set_nonblocking(true)?;
-        match s.connect(&server.addr.into()) {
+        match s.connect(&addr.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(e),
@@ -435,9 +465,9 @@ fn measure_waiting(
     let mut events = vec![EpollEvent::empty(); 1024];
     let (mut last, mut still_since) = (0, Instant::now());
     let mut buf = [0u8; 4096];
+    let reached = || origin.requests().saturating_sub(before);
     loop {
-        let reached = origin.requests().saturating_sub(before);
-        let done = reached + run.errors + run.unexpected;
+        let done = reached() + run.errors + run.unexpected;
         if done >= requests as u64 || started.elapsed() >= WAIT_AT_MOST {
             break;
         }
@@ -454,11 +484,11 @@ fn measure_waiting(
             let Some((s, sent)) = socks.get_mut(i).and_then(Option::as_mut) else {
                 continue;
             };
-            let failed = if !*sent {
+            let alive = if !*sent {
                 // Connected, or refused: the request is far below a
                 // socket buffer, so it goes whole or not at all.
                 let ok = matches!(s.take_error(), Ok(None))
-                    && s.send(&request).is_ok_and(|w| w == request.len());
+                    && s.send(request).is_ok_and(|w| w == request.len());
                 *sent = ok;
                 let mut ev = EpollEvent::new(EpollFlags::EPOLLIN, i as u64);
                 ok && epoll.modify(&*s, &mut ev).is_ok()
@@ -480,21 +510,17 @@ fn measure_waiting(
                     _ => false,
                 }
             };
-            if !failed {
+            if !alive {
                 run.errors += 1;
                 let _ = epoll.delete(&*s);
                 socks[i] = None;
             }
         }
     }
-    // Let every process settle (threads parked, buffers freed), as idle does.
-    std::thread::sleep(Duration::from_millis(300));
-    let held = proc_sample::sample(pid);
-    let reached = origin.requests().saturating_sub(before);
-    drop(socks);
-    run.responses = reached;
-    waiting_figures(&mut run.metrics, &idle, &held, reached);
-    Ok(run)
+    // (A proxy that retried a request would count it twice.)
+    let held = reached().min(requests as u64);
+    run.responses = held + run.unexpected;
+    Ok((run, socks))
 }
 
 /// The status code of a response head, if it has one.
@@ -703,9 +729,38 @@ fn measure_idle(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_status_line_gives_its_code() {
         assert_eq!(super::status_of(b"HTTP/1.1 404 Not Found\r\n"), Some(404));
         assert_eq!(super::status_of(b"garbage"), None);
+    }
+
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    #[test]
+    fn requests_parked_at_the_origin_are_held_and_counted() {
+        let origin = Origin::start(Duration::from_secs(30), 10).expect("origin");
+        // Sent straight to the origin: every one reaches it and waits.
+        let (run, socks) = park(origin.addr(), GET, 40, &origin).expect("parked");
+        assert_eq!((run.responses, run.unexpected, run.errors), (40, 0, 0));
+        assert_eq!(socks.iter().flatten().count(), 40, "all still open");
+        assert_eq!(origin.waiting(), 40);
+    }
+
+    #[test]
+    fn an_answer_before_the_origins_is_unexpected_and_a_refusal_an_error() {
+        let counted = Origin::start(Duration::from_secs(30), 10).expect("origin");
+        // A "server" that answers at once and never reaches the origin.
+        let quick = Origin::start(Duration::ZERO, 10).expect("origin");
+        let (run, _) = park(quick.addr(), GET, 5, &counted).expect("parked");
+        assert_eq!((run.responses, run.unexpected, run.errors), (5, 5, 0));
+        assert_eq!(run.statuses.get(&200), Some(&5));
+        // Nothing listening: each connection refused.
+        let gone = quick.addr();
+        drop(quick);
+        let (run, _) = park(gone, GET, 3, &counted).expect("parked");
+        assert_eq!((run.responses, run.errors), (0, 3));
     }
 }
