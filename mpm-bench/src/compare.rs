@@ -483,10 +483,11 @@ fn estimate(
     duration: Duration,
     warmup: Duration,
 ) -> Duration {
-    let mut bins: Vec<ServerBin> = Vec::new();
+    // One server per program, and one per waiting count.
+    let mut bins: Vec<(ServerBin, Option<usize>)> = Vec::new();
     for s in scenarios {
-        if !bins.contains(&s.server) {
-            bins.push(s.server);
+        if !bins.contains(&s.server_key()) {
+            bins.push(s.server_key());
         }
     }
     let per_variant: Duration = scenarios
@@ -540,6 +541,17 @@ mod estimate_tests {
         assert_eq!(
             estimate(&two, 1, 1, one, warmup),
             (one + warmup) * 2 + SERVER_START_AND_STOP
+        );
+    }
+
+    #[test]
+    fn each_waiting_count_is_counted_as_a_server_of_its_own() {
+        let (one, warmup) = (Duration::from_secs(1), Duration::ZERO);
+        let w = [Scenario::waiting(100), Scenario::waiting(1000)];
+        let runs: Duration = w.iter().map(|s| s.estimate(one, warmup)).sum();
+        assert_eq!(
+            estimate(&w, 1, 1, one, warmup),
+            runs + SERVER_START_AND_STOP * 2
         );
     }
 }

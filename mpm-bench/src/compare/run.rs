@@ -398,7 +398,7 @@ fn measure_waiting(
     requests: usize,
 ) -> Result<Run, Error> {
     let pid = server.pid();
-    let idle = proc_sample::sample(pid);
+    let idle = settled(pid);
     let request = scenario
         .first_request()
         .to_bytes(&server.addr.to_string(), false);
@@ -414,6 +414,23 @@ fn measure_waiting(
         run.responses - run.unexpected,
     );
     Ok(run)
+}
+
+/// The tree once its thread count has stopped changing (a worker sized
+/// for 10,000 requests is still starting threads when its processes are
+/// all there), within 10 s.
+fn settled(pid: i32) -> Sample {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = proc_sample::sample(pid);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = proc_sample::sample(pid);
+        if (now.threads, now.processes) == (last.threads, last.processes) {
+            return now;
+        }
+        last = now;
+    }
+    last
 }
 
 /// A waiting scenario's connection and whether its request is sent; None
