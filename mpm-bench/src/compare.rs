@@ -10,6 +10,10 @@
 //!   application's own, `--workload` files, `METHOD:/path`); [`run`] — the
 //!   cells, measured; [`server_child`] — a server under test, always
 //!   stopped and reaped.
+//! * [`origin`] — the origin behind a proxy route (`--upstream-delay`, the
+//!   `waiting` experiment): one epoll thread answering after a delay;
+//!   [`shape`] — what a waiting request holds, said in words from the
+//!   measured threads and processes.
 //! * [`proc_sample`] — CPU, PSS, RSS, processes, threads from /proc;
 //!   [`perf`] — system calls by `perf stat`, [`strace`] — by name, when
 //!   present; [`machine`] — the machine and its load.
