@@ -94,7 +94,8 @@ pub fn sentence(label: &str, h: &Held, delay: Duration) -> String {
     }
     // At least a thread (or a process) per waiting request: one apiece, or
     // a pool larger than the requests? Clients queued beyond the waiting
-    // requests, with every unit busy, say one apiece.
+    // requests (a tenth of them or more: a few are always between two
+    // requests), with every unit busy, say one apiece.
     let (unit, units, count) = if p >= w {
         ("process", "processes", p)
     } else {
@@ -130,10 +131,21 @@ pub fn sentence(label: &str, h: &Held, delay: Duration) -> String {
         );
     }
     match h.clients {
+        Some(_) if queued > 0.0 && w < BUSY * count => format!(
+            "{held}, while {} more {} not at the upstream (queued in the server, for the CPU, \
+             or between requests) with most of its {units} free: these counts cannot tell a \
+             {unit} per waiting request from a pool larger than the requests waiting.",
+            thousands(queued),
+            if queued.round() == 1.0 {
+                "client's request was"
+            } else {
+                "clients' requests were"
+            }
+        ),
         Some(_) => format!(
-            "{held}: at least one {unit} per waiting request, but with no client left waiting \
-             for one these counts cannot tell a {unit} per request from a pool larger than the \
-             load (more --connections than {} would).",
+            "{held}: at least one {unit} per waiting request, but with nearly every client's \
+             request at the upstream these counts cannot tell a {unit} per request from a pool \
+             larger than the load (more --connections than {} would).",
             thousands(count)
         ),
         None => format!("{held}: at least one {unit} per waiting request."),
@@ -214,6 +226,18 @@ pub fn series_sentence(label: &str, points: &[Point]) -> String {
         .iter()
         .map(|p| thousands(p.held.processes))
         .collect();
+    // The same count at every step is said once: "in 3 processes".
+    let counts_of = |v: &[String], one: f64, unit: &str| {
+        if v.windows(2).all(|w| w[0] == w[1]) {
+            plural(one, unit)
+        } else {
+            format!(
+                "{} {unit}{}",
+                list(v),
+                if unit.ends_with('s') { "es" } else { "s" }
+            )
+        }
+    };
     let (w, t, pr) = (last.held.waiting, last.held.threads, last.held.processes);
     let shape = if t * 4.0 <= w {
         "no thread per waiting request"
@@ -225,10 +249,10 @@ pub fn series_sentence(label: &str, points: &[Point]) -> String {
         "a thread per waiting request"
     };
     let mut s = format!(
-        "{label}: {} waiting requests held {} threads in {} processes ({shape})",
+        "{label}: {} waiting requests held {} in {} ({shape})",
         list(&counts),
-        list(&threads),
-        list(&procs),
+        counts_of(&threads, t, "thread"),
+        counts_of(&procs, pr, "process"),
     );
     let kib: Vec<String> = reached
         .iter()
@@ -323,9 +347,14 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("more --connections than 70"), "{s}");
-        // Clients queued, but most threads idle: not saturated either.
-        let s = sentence("event", &held(20.0, 70.0, 3.0, Some(1000.0)), DELAY);
-        assert!(s.contains("cannot tell"), "{s}");
+        // Clients queued, but most threads free: not saturated either
+        // (a server short of CPU, not of threads).
+        let s = sentence("event", &held(39.0, 204.0, 1.0, Some(300.0)), DELAY);
+        assert!(
+            s.contains("while 261 more clients' requests were not at the upstream")
+                && s.contains("with most of its threads free: these counts cannot tell"),
+            "{s}"
+        );
     }
 
     #[test]
@@ -359,9 +388,9 @@ mod tests {
         ];
         assert_eq!(
             series_sentence("event", &event),
-            "event: 100, 1,000 and 10,000 waiting requests held 70, 70 and 71 threads in 3, 3 \
-             and 3 processes (no thread per waiting request), 12.0, 5.5 and 4.2 KiB of PSS \
-             added per waiting request."
+            "event: 100, 1,000 and 10,000 waiting requests held 70, 70 and 71 threads in 3 \
+             processes (no thread per waiting request), 12.0, 5.5 and 4.2 KiB of PSS added per \
+             waiting request."
         );
         let prefork = [
             point(100, 100.0, 102.0, 102.0, 300.0),
