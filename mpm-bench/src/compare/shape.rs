@@ -202,7 +202,13 @@ pub struct Point {
     pub held: Held,
     /// PSS they added, per waiting request, KiB.
     pub kib: Option<f64>,
+    /// PSS of the tree before them (sized for `asked`), KiB.
+    pub idle_kib: Option<f64>,
 }
+
+/// Idle PSS growth per request a server was sized for, below which the
+/// sizing is said to cost nothing (KiB): noise between two servers.
+const SIZING_NOISE_KIB: f64 = 1.0;
 
 fn list(items: &[String]) -> String {
     match items {
@@ -275,6 +281,24 @@ pub fn series_sentence(label: &str, points: &[Point]) -> String {
             )
         })
         .collect();
+    // A server sized for more requests that is bigger before any arrives
+    // (threads made at start) pays for them up front, beside what the
+    // waiting requests add.
+    let sized: Vec<(usize, f64)> = points
+        .iter()
+        .filter_map(|p| Some((p.asked, p.idle_kib?)))
+        .collect();
+    if let (Some(&(n0, k0)), Some(&(n1, k1))) = (sized.first(), sized.last()) {
+        let per = (k1 - k0) / (n1 as f64 - n0 as f64).max(1.0);
+        if n1 > n0 && per >= SIZING_NOISE_KIB {
+            s.push_str(&format!(
+                "; sized for them, it was {per:.1} KiB bigger idle per request it was sized for \
+                 (from {} to {})",
+                thousands(n0 as f64),
+                thousands(n1 as f64)
+            ));
+        }
+    }
     if !short.is_empty() {
         s.push_str(&format!("; it could not hold {}", list(&short)));
     }
@@ -376,6 +400,7 @@ mod tests {
             asked,
             held: held(waiting, threads, processes, None),
             kib: Some(kib),
+            idle_kib: Some(10_000.0),
         }
     }
 
@@ -404,6 +429,25 @@ mod tests {
         );
         let worker = [point(100, 100.0, 166.0, 2.0, 40.0)];
         assert!(series_sentence("worker", &worker).contains("(a thread per waiting request)"));
+        // Threads made at start: the idle tree grows with the sizing.
+        let worker = [
+            Point {
+                idle_kib: Some(10_000.0),
+                ..point(100, 100.0, 166.0, 2.0, 40.0)
+            },
+            Point {
+                idle_kib: Some(19_000.0),
+                ..point(1000, 1000.0, 1066.0, 2.0, 38.0)
+            },
+        ];
+        let s = series_sentence("worker", &worker);
+        assert!(
+            s.contains(
+                "it was 10.0 KiB bigger idle per request it was sized for (from 100 to 1,000)"
+            ),
+            "{s}"
+        );
+        assert!(!series_sentence("event", &event).contains("bigger idle"));
         assert!(series_sentence("none", &[point(5, 0.0, 3.0, 1.0, 0.0)]).contains("no request"));
     }
 }

@@ -82,6 +82,7 @@ fn findings(report: &Report) -> String {
                     asked: c.idle_connections?,
                     held: shape::held(c)?,
                     kib: c.median.pss_per_waiting_kib,
+                    idle_kib: c.median.baseline_pss_kib,
                 })
             })
             .collect();
