@@ -28,6 +28,12 @@
 //!   [`response_fields`] sorts the upstream's answer; [`streams`] says
 //!   whether it is buffered.
 //! * Counters (`stats.rs`): [`UpstreamSnapshot`] for the status page.
+//! * [`ReverseProxy`] (`reverse_proxy.rs`): all of the above as the server
+//!   holds it, built once before the processes fork, and [`Proxy`], one
+//!   worker's, made from it ([`PoolSettings`]: the upstream pools').
+//! * [`Plan`] (`plan.rs`): what a request becomes before a byte goes to an
+//!   upstream: its route, the upstream chosen, the head ([`Exchange`]);
+//!   whether a failed try goes on to the next ([`Proxy::may_retry`]).
 //! * [`Error`] — this crate's one error type.
 
 #![forbid(unsafe_code)]
@@ -40,6 +46,8 @@ mod error;
 mod headers;
 mod health;
 mod path;
+mod plan;
+mod reverse_proxy;
 mod shared_state;
 mod stats;
 
@@ -54,6 +62,8 @@ pub use error::{Error, Result};
 pub use headers::{request_head, response_fields, streams, ClientInfo, Framing, ResponseFields};
 pub use health::{http_probe, Checker, Probe, Transition};
 pub use path::{map_target, normalize, RouteTable};
+pub use plan::{is_idempotent, wants_upgrade, Exchange, Plan};
+pub use reverse_proxy::{PoolSettings, Proxy, ReverseProxy};
 pub use shared_state::{now_ms, ProxyState, Slots, UpstreamState, MAX_UPSTREAMS};
 pub use stats::UpstreamSnapshot;
 

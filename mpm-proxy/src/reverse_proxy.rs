@@ -1,0 +1,150 @@
+//! The proxy as the server holds it: [`ReverseProxy`], built once from the
+//! routes (in the master, before it forks, so that the upstreams' shared
+//! state is every process's), and [`Proxy`], one worker's handler made
+//! from it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::balance::{Balancer, InFlight};
+use crate::config::{check_routes, ProxyRoute};
+use crate::error::Result;
+use crate::health::{http_probe, Checker, Probe};
+use crate::path::RouteTable;
+use crate::shared_state::ProxyState;
+use crate::stats::UpstreamSnapshot;
+use crate::{DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_TIMEOUT};
+
+/// The upstream connection pools' settings (`--proxy-keepalive`,
+/// `--proxy-keepalive-timeout`): per upstream, per process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// Idle connections kept per upstream (0: none, each closed after its
+    /// request).
+    pub keepalive: usize,
+    /// How long an idle connection is kept.
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            keepalive: DEFAULT_KEEPALIVE,
+            keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
+        }
+    }
+}
+
+/// Everything the workers of a server share: the routes, each upstream's
+/// state in shared memory, the health checker, and, per process, the
+/// in-flight counts least-conn reads. Cheap to clone.
+#[derive(Clone)]
+pub struct ReverseProxy {
+    pub(crate) table: Arc<RouteTable>,
+    pub(crate) state: ProxyState,
+    /// Per route, this process's requests in flight per upstream. Made
+    /// before fork: each process then counts in its own copy.
+    pub(crate) in_flight: Arc<Vec<InFlight>>,
+    pub(crate) pools: PoolSettings,
+    checker: Checker,
+    probe: Probe,
+}
+
+impl std::fmt::Debug for ReverseProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReverseProxy")
+            .field("routes", &self.table.routes().len())
+            .field("pools", &self.pools)
+            .finish()
+    }
+}
+
+impl ReverseProxy {
+    /// The proxy of `routes` (checked together: no prefix twice), its
+    /// upstreams' state in the server's shared memory (kept from the last
+    /// one built for upstreams still listed: call this again on a reload).
+    pub fn new(routes: Vec<ProxyRoute>, pools: PoolSettings) -> Result<ReverseProxy> {
+        check_routes(&routes)?;
+        let table = RouteTable::new(routes);
+        let state = ProxyState::new(&table)?;
+        Ok(ReverseProxy::with_state(table, state, pools))
+    }
+
+    /// The proxy of `table` with its state made elsewhere (a test's own
+    /// [`Slots`](crate::Slots)).
+    pub fn with_state(table: RouteTable, state: ProxyState, pools: PoolSettings) -> ReverseProxy {
+        let in_flight = table
+            .routes()
+            .iter()
+            .map(|r| InFlight::new(r.upstreams.len()))
+            .collect();
+        ReverseProxy {
+            table: Arc::new(table),
+            state,
+            in_flight: Arc::new(in_flight),
+            pools,
+            checker: Checker::new(),
+            probe: http_probe(),
+        }
+    }
+
+    /// The same proxy with active checks done by `probe` (the upstream
+    /// client's, for TLS upstreams; a test's).
+    pub fn with_probe(mut self, probe: Probe) -> ReverseProxy {
+        self.probe = probe;
+        self
+    }
+
+    /// The routes, longest prefix first.
+    pub fn table(&self) -> &RouteTable {
+        &self.table
+    }
+
+    /// The upstreams' shared state.
+    pub fn state(&self) -> &ProxyState {
+        &self.state
+    }
+
+    /// The pools' settings.
+    pub fn pools(&self) -> PoolSettings {
+        self.pools
+    }
+
+    /// Every upstream's counters and health, for the status page.
+    pub fn snapshot(&self) -> Vec<UpstreamSnapshot> {
+        self.state.snapshot()
+    }
+
+    /// One worker's handler. The first made in a process starts that
+    /// process's health-check thread, if a route has active checks.
+    pub fn worker(&self) -> Proxy {
+        self.checker
+            .ensure_running(&self.table, &self.state, self.probe.clone());
+        let balancers = self
+            .table
+            .routes()
+            .iter()
+            .zip(self.in_flight.iter())
+            .map(|(r, f)| Balancer::new(r, f.clone()))
+            .collect();
+        Proxy {
+            shared: self.clone(),
+            balancers,
+        }
+    }
+}
+
+/// One worker's proxy: the shared [`ReverseProxy`] and the worker's own
+/// round-robin positions.
+#[derive(Debug)]
+pub struct Proxy {
+    pub(crate) shared: ReverseProxy,
+    pub(crate) balancers: Vec<Balancer>,
+}
+
+impl Proxy {
+    /// The proxy this worker's handler was made from.
+    pub fn shared(&self) -> &ReverseProxy {
+        &self.shared
+    }
+}
