@@ -32,8 +32,9 @@
 //!   holds it, built once before the processes fork, and [`Proxy`], one
 //!   worker's, made from it ([`PoolSettings`]: the upstream pools').
 //! * [`Plan`] (`plan.rs`): what a request becomes before a byte goes to an
-//!   upstream: its route, the upstream chosen, the head ([`Exchange`]);
-//!   whether a failed try goes on to the next ([`Proxy::may_retry`]).
+//!   upstream ([`Forward`]: what is kept of it); [`Picker`]: each try's
+//!   upstream and head ([`Attempt`]), and whether a failed try goes on to
+//!   the next.
 //! * [`Error`] — this crate's one error type.
 
 #![forbid(unsafe_code)]
@@ -62,7 +63,10 @@ pub use error::{Error, Result};
 pub use headers::{request_head, response_fields, streams, ClientInfo, Framing, ResponseFields};
 pub use health::{http_probe, Checker, Probe, Transition};
 pub use path::{map_target, normalize, RouteTable};
-pub use plan::{is_idempotent, wants_upgrade, Exchange, Plan};
+pub use plan::{
+    is_idempotent, streams_upload, wants_upgrade, Attempt, Forward, Picker, Plan,
+    STREAMED_BODY_ABOVE,
+};
 pub use reverse_proxy::{PoolSettings, Proxy, ReverseProxy};
 pub use shared_state::{now_ms, ProxyState, Slots, UpstreamState, MAX_UPSTREAMS};
 pub use stats::UpstreamSnapshot;

@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+
 use crate::balance::{Balancer, InFlight};
 use crate::config::{check_routes, ProxyRoute};
 use crate::error::Result;
@@ -129,7 +131,7 @@ impl ReverseProxy {
             .collect();
         Proxy {
             shared: self.clone(),
-            balancers,
+            balancers: Arc::new(Mutex::new(balancers)),
         }
     }
 }
@@ -139,7 +141,9 @@ impl ReverseProxy {
 #[derive(Debug)]
 pub struct Proxy {
     pub(crate) shared: ReverseProxy,
-    pub(crate) balancers: Vec<Balancer>,
+    /// Shared with the futures this worker's requests become (see
+    /// [`Picker`](crate::Picker)).
+    pub(crate) balancers: Arc<Mutex<Vec<Balancer>>>,
 }
 
 impl Proxy {
