@@ -5,11 +5,11 @@
 //! The memory ([`Slots`]) is mapped once, in the first process that builds
 //! a [`ProxyState`] (the master, before it forks: the `mpm` crate's
 //! `App::check` or wherever it builds the application), and never
-//! unmapped: a reload
-//! (SIGHUP) builds a new `ProxyState` in the same memory, and an upstream
-//! that was in the old configuration (same route prefix, same URL) keeps
-//! its slot, so its health and counters carry over; an upstream no longer
-//! listed gives its slot back, and a new one starts from zero. A process of
+//! unmapped: a reload (SIGHUP) builds a new `ProxyState` in the same
+//! memory, and an upstream that was in the old configuration (same route
+//! prefix, same URL) keeps its slot, so its health and counters carry
+//! over; an upstream no longer listed gives its slot back, and a new one
+//! starts from zero. A process of
 //! the old generation still serving during a graceful restart may write to
 //! a slot just given to a new upstream: at worst, one counter or one
 //! failure lands on the wrong upstream, once.
