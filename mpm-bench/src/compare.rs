@@ -10,6 +10,10 @@
 //!   application's own, `--workload` files, `METHOD:/path`); [`run`] — the
 //!   cells, measured; [`server_child`] — a server under test, always
 //!   stopped and reaped.
+//! * [`origin`] — the origin behind a proxy route (`--upstream-delay`, the
+//!   `waiting` experiment): one epoll thread answering after a delay;
+//!   [`shape`] — what a waiting request holds, said in words from the
+//!   measured threads and processes.
 //! * [`proc_sample`] — CPU, PSS, RSS, processes, threads from /proc;
 //!   [`perf`] — system calls by `perf stat`, [`strace`] — by name, when
 //!   present; [`machine`] — the machine and its load.
@@ -20,12 +24,14 @@ pub mod charts;
 pub mod experiments;
 pub mod html;
 pub mod machine;
+pub mod origin;
 pub mod perf;
 pub mod proc_sample;
 pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod server_child;
+pub mod shape;
 pub mod strace;
 
 use std::fs;
@@ -38,10 +44,11 @@ use mpm_core::allocator::AllocatorKind;
 use mpm_core::Seconds;
 use mpm_core::{Error, MpmKind};
 
-use crate::workload::Workload;
+use crate::workload::{Workload, MAX_CONNECTIONS};
 use experiments::{Experiment, Selection, EXPERIMENTS};
+use origin::Origin;
 use report::{terminal_row, Report};
-use scenario::ServerBin;
+use scenario::{ServerBin, Upstream, UPSTREAM_BODY};
 
 /// `mpm compare`.
 #[derive(Debug, Clone, clap::Args)]
@@ -69,6 +76,32 @@ pub struct CompareArgs {
     /// experiment's scenarios, served by the program as `serve` runs it.
     #[arg(long, value_delimiter = ',', value_name = "FILE.toml,...")]
     pub workload: Vec<PathBuf>,
+    /// Put every server behind a proxy route to an origin compare starts
+    /// itself, answering each request after this delay (`20ms`; `0`: at
+    /// once): the scenario becomes `upstream`, GET / through the proxy on
+    /// `--connections` keep-alive connections (or the given workloads, sent
+    /// through it), and the report adds, per model, the requests waiting on
+    /// the origin mid-run, the threads and processes holding them, KiB per
+    /// waiting request, upstream connections opened per 1,000 requests,
+    /// and the shape in words.
+    #[arg(long, value_name = "DURATION")]
+    pub upstream_delay: Option<Seconds>,
+    /// Bytes in each of the origin's answers (with `--upstream-delay`).
+    #[arg(long, default_value_t = UPSTREAM_BODY, value_name = "BYTES")]
+    pub upstream_body: usize,
+    /// Clients of the `upstream` scenario, each a keep-alive connection
+    /// with one request in flight: N concurrent requests.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub connections: usize,
+    /// Requests the `waiting` experiment holds, comma-separated: a server
+    /// of each model sized for each count.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "100,1000,10000",
+        value_name = "N,..."
+    )]
+    pub waiting: Vec<usize>,
     /// Idle keep-alive connection counts to measure memory at, comma-separated.
     #[arg(
         long,
@@ -207,8 +240,21 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
             args.repeat
         )));
     }
+    let upstream = upstream(args, experiment)?;
+    if let Some(&n) = args
+        .waiting
+        .iter()
+        .find(|&&n| n == 0 || n > MAX_CONNECTIONS)
+    {
+        return Err(Error::config(format!(
+            "--waiting {n}: counts from 1 to {MAX_CONNECTIONS}"
+        )));
+    }
     let (workloads, names) = workloads(args, app)?;
     let selection = Selection {
+        upstream,
+        connections: args.connections,
+        waiting: args.waiting.clone(),
         mpms: if args.mpm.is_empty() {
             MpmKind::ALL.to_vec()
         } else {
@@ -256,6 +302,25 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     } else {
         None
     };
+    // The origin behind the proxied scenarios (one per run: they share its
+    // delay), started before any server so that they inherit the
+    // descriptor limit raised for it.
+    let origin = match scenarios.iter().find_map(|s| s.upstream) {
+        Some(up) => {
+            if scenarios
+                .iter()
+                .any(|s| s.upstream.is_some_and(|u| u != up))
+            {
+                return Err(Error::config(
+                    "the selected scenarios need origins with different delays: select them \
+                     in separate runs",
+                ));
+            }
+            origin::raise_fd_limit();
+            Some(Arc::new(Origin::start(up.delay, up.body)?))
+        }
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     // Ctrl-C (or a SIGTERM) ends the current run; the servers are then stopped.
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -271,6 +336,7 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
         per_syscall: experiment.per_syscall,
         serve_flags: args.serve_flags.clone(),
         stop,
+        origin: origin.clone(),
     };
     let estimate = estimate(
         &scenarios,
@@ -290,9 +356,15 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     );
     let started = SystemTime::now();
     let watch = machine::Watch::start();
+    // A proxied load shows what its waiting requests hold.
+    let columns: Vec<report::Column> = if upstream.is_some() {
+        shape::UPSTREAM_COLUMNS.to_vec()
+    } else {
+        experiment.columns.to_vec()
+    };
     let cells = run::run_all(&settings, &variants, &scenarios, |label, cell| {
         let idle = cell.idle_connections.is_some();
-        println!("{}", terminal_row(label, cell, experiment.columns, idle));
+        println!("{}", terminal_row(label, cell, &columns, idle));
     })?;
     let (machine, mut warnings) = watch.finish();
     if args.repeat == 1 {
@@ -322,7 +394,7 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
         findings: String::new(),
         recommendations: Vec::new(),
         valid_cells,
-        columns: experiment.columns.to_vec(),
+        columns,
         scenarios: scenarios
             .iter()
             .map(|s| (s.name.clone(), s.title.clone()))
@@ -330,6 +402,10 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
         cells,
     };
     report.findings = (experiment.findings)(&report);
+    if let Some(up) = upstream {
+        let shapes = shape::load_findings(&report, up.delay);
+        report.findings = format!("{shapes} {}", report.findings);
+    }
     report.recommendations = experiments::recommend(&report);
     html::write_all(&report, &args.out)?;
     println!("\n{}", report.findings);
@@ -355,6 +431,45 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     Ok(0)
 }
 
+/// `--upstream-delay` and `--upstream-body`, checked: the origin the
+/// matrix's scenarios are proxied to, if one is asked for.
+fn upstream(args: &CompareArgs, experiment: &Experiment) -> Result<Option<Upstream>, Error> {
+    if args.connections == 0 || args.connections > MAX_CONNECTIONS {
+        return Err(Error::config(format!(
+            "--connections {}: from 1 to {MAX_CONNECTIONS}",
+            args.connections
+        )));
+    }
+    if args.upstream_body > origin::MAX_BODY {
+        return Err(Error::config(format!(
+            "--upstream-body {}: at most {} bytes",
+            args.upstream_body,
+            origin::MAX_BODY
+        )));
+    }
+    let Some(delay) = args.upstream_delay else {
+        return Ok(None);
+    };
+    if delay.0 > origin::MAX_DELAY {
+        return Err(Error::config(format!(
+            "--upstream-delay {:?}: at most {:?}",
+            delay.0,
+            origin::MAX_DELAY
+        )));
+    }
+    if experiment.name != "matrix" {
+        return Err(Error::config(format!(
+            "--upstream-delay: with the default experiment (matrix) only; {} has scenarios of \
+             its own",
+            experiment.name
+        )));
+    }
+    Ok(Some(Upstream {
+        delay: delay.0,
+        body: args.upstream_body,
+    }))
+}
+
 /// What starting a variant's server and stopping it costs, beside its runs:
 /// `serve` binding and its first worker answering, then SIGTERM and the exit.
 /// Measured on a loaded 2-core machine: one event cell of 1 s (with the
@@ -372,10 +487,11 @@ fn estimate(
     duration: Duration,
     warmup: Duration,
 ) -> Duration {
-    let mut bins: Vec<ServerBin> = Vec::new();
+    // One server per program, and one per waiting count.
+    let mut bins: Vec<(ServerBin, Option<usize>)> = Vec::new();
     for s in scenarios {
-        if !bins.contains(&s.server) {
-            bins.push(s.server);
+        if !bins.contains(&s.server_key()) {
+            bins.push(s.server_key());
         }
     }
     let per_variant: Duration = scenarios
@@ -430,5 +546,129 @@ mod estimate_tests {
             estimate(&two, 1, 1, one, warmup),
             (one + warmup) * 2 + SERVER_START_AND_STOP
         );
+    }
+
+    #[test]
+    fn each_waiting_count_is_counted_as_a_server_of_its_own() {
+        let (one, warmup) = (Duration::from_secs(1), Duration::ZERO);
+        let w = [Scenario::waiting(100), Scenario::waiting(1000)];
+        let runs: Duration = w.iter().map(|s| s.estimate(one, warmup)).sum();
+        assert_eq!(
+            estimate(&w, 1, 1, one, warmup),
+            runs + SERVER_START_AND_STOP * 2
+        );
+    }
+}
+
+#[cfg(test)]
+mod option_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CompareArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<CompareArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("compare").chain(args.iter().copied())).map(|c| c.args)
+    }
+
+    /// The error `mpm compare ARGS` stops with before starting anything.
+    fn refused(args: &[&str]) -> Error {
+        let args = parse(args).expect("parsed");
+        command(&args, &[]).expect_err("refused")
+    }
+
+    #[test]
+    fn a_delay_that_is_not_a_duration_is_refused_with_exit_2() {
+        let e = parse(&["--upstream-delay", "soon"]).expect_err("not a duration");
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        assert!(
+            first.contains("--upstream-delay") && first.contains("is not a duration"),
+            "{text}"
+        );
+        let ok = parse(&["--upstream-delay", "20ms"]).expect("a duration");
+        assert_eq!(
+            ok.upstream_delay.map(|s| s.0),
+            Some(Duration::from_millis(20))
+        );
+        assert_eq!((ok.upstream_body, ok.connections), (1456, 1000));
+        assert_eq!(ok.waiting, [100, 1000, 10_000]);
+    }
+
+    #[test]
+    fn upstream_and_waiting_values_out_of_bounds_are_one_line_and_exit_2() {
+        for (args, says) in [
+            (
+                &["--upstream-delay", "20ms", "--connections", "0"][..],
+                "--connections 0",
+            ),
+            (
+                &["--upstream-delay", "20ms", "--upstream-body", "999999999"],
+                "--upstream-body",
+            ),
+            (&["--upstream-delay", "1000s"], "--upstream-delay"),
+            (
+                &["--upstream-delay", "20ms", "--experiment", "tls"],
+                "with the default experiment (matrix) only",
+            ),
+            (
+                &["--experiment", "waiting", "--waiting", "100,0"],
+                "--waiting 0",
+            ),
+        ] {
+            let e = refused(args);
+            let text = e.to_string();
+            assert_eq!(e.exit_code(), 2, "{args:?}: {text}");
+            assert!(
+                text.contains(says) && !text.contains('\n'),
+                "{args:?}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_upstream_delay_makes_the_matrix_a_proxied_load() {
+        let args = parse(&["--upstream-delay", "20ms", "--connections", "300"]).expect("parsed");
+        let matrix = experiments::find("matrix").expect("matrix");
+        let up = upstream(&args, matrix).expect("valid").expect("asked for");
+        let sel = Selection {
+            mpms: vec![MpmKind::Worker],
+            allocators: vec![AllocatorKind::System],
+            idle: vec![100, 500],
+            duration: Duration::from_secs(1),
+            workloads: Vec::new(),
+            upstream: Some(up),
+            connections: args.connections,
+            waiting: args.waiting.clone(),
+        };
+        let s = (matrix.scenarios)(&sel);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(
+            (s[0].name.as_str(), s[0].workload.connections, s[0].upstream),
+            ("upstream", 300, Some(up))
+        );
+        // The servers keep their floor of workers (the idle counts are not
+        // run), fewer than the clients.
+        let v = (matrix.variants)(&sel);
+        assert!(
+            v[0].flags.join(" ").contains("--max-request-workers 256"),
+            "{v:?}"
+        );
+        // Given workloads go through the proxy instead.
+        let sel = Selection {
+            workloads: vec![Workload::get("api", "/api/users/1")],
+            ..sel
+        };
+        let s = (matrix.scenarios)(&sel);
+        assert_eq!((s[0].name.as_str(), s[0].upstream), ("api", Some(up)));
+        assert!(upstream(&parse(&[]).expect("parsed"), matrix)
+            .expect("valid")
+            .is_none());
     }
 }

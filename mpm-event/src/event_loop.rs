@@ -98,6 +98,8 @@ pub struct LoopStats {
     /// Times a connection was parked waiting on a descriptor of its own
     /// (an upstream), holding no thread.
     pub awaits: u64,
+    /// Of the steps that resumed after such a wait, those run on the loop.
+    pub resumed_inline: u64,
 }
 
 /// The event loop of one process.
@@ -551,7 +553,8 @@ impl<H: ConnectionHandler> EventLoop<H> {
         };
         match wait {
             // Resumed as after a yield: `prefetch` says where it runs.
-            Parked::Read(_) | Parked::Await(_) => self.read_step(t, conn),
+            Parked::Read(_) => self.read_step(t, conn, false),
+            Parked::Await(_) => self.read_step(t, conn, true),
             Parked::Write => self.write_step(t, conn),
             Parked::Linger => self.linger_drain(t, conn),
         }
@@ -559,7 +562,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
     /// Input arrived: read ahead, then answer on the loop what cannot block,
     /// and hand the rest to a worker.
-    fn read_step(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>) {
+    /// `resumed`: after a wait of its own (an upstream), not new input:
+    /// counted apart from requests answered on the loop.
+    fn read_step(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, resumed: bool) {
         conn.stream.set_on_event_loop(true);
         let Some(found) = self.guarded(&mut conn, "prefetch", |h, c| {
             h.prefetch(&mut c.state, &mut c.stream)
@@ -570,7 +575,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
             Prefetch::Wait(next) => self.apply(t, conn, next),
             Prefetch::Ready => self.dispatch(t, conn, Step::Read),
             Prefetch::ReadyInline => {
-                self.stats.inline_steps += 1;
+                if resumed {
+                    self.stats.resumed_inline += 1;
+                } else {
+                    self.stats.inline_steps += 1;
+                }
                 conn.stream.set_score_slot(self.slot);
                 let next = self.guarded(&mut conn, "readable", |h, c| {
                     h.readable(&mut c.state, &mut c.stream)

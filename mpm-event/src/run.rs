@@ -84,7 +84,8 @@ impl Mpm for Event {
         mpm_core::log_notice!(
             "mpm: event process {} accepted {}; {} answered on the listener, {} handed to \
              workers; accepting paused {} (and {} for balance); woken {} by a listener, {} of \
-             them for nothing; {}; {} caught on the loop",
+             them for nothing; {}; {} caught on the loop; {} parked on an upstream, \
+             {} resumed on the loop",
             std::process::id(),
             mpm_core::plural(stats.accepted, "connection", "connections"),
             mpm_core::plural(stats.inline_steps, "request", "requests"),
@@ -94,7 +95,9 @@ impl Mpm for Event {
             mpm_core::plural(stats.listener_wakeups, "time", "times"),
             stats.empty_wakeups,
             mpm_core::plural(stats.yields, "yield", "yields"),
-            mpm_core::plural(stats.panics, "panic", "panics")
+            mpm_core::plural(stats.panics, "panic", "panics"),
+            mpm_core::plural(stats.awaits, "wait", "waits"),
+            stats.resumed_inline
         );
         // Drain, the rest: the job channel is closed, so idle workers exit at
         // once; one stuck in a handler past the drain's give-up time is left

@@ -296,6 +296,11 @@ pub struct Record {
     request: (u32, u32),
     referer: Option<(u32, u32)>,
     user_agent: Option<(u32, u32)>,
+    /// One more than where in `fields` the upstream's text begins (it runs
+    /// to the end): `"$upstream_addr" $upstream_status
+    /// $upstream_response_time` written out; 0 for none. One number, not
+    /// three fields: every connection carries a record.
+    upstream_from: u32,
 }
 
 impl Record {
@@ -312,7 +317,7 @@ impl Record {
     ) {
         self.fields.clear();
         self.request = push_escaped(&mut self.fields, request_line);
-        if format == LogFormat::Combined {
+        if format != LogFormat::Common {
             self.referer = referer.map(|v| push_escaped(&mut self.fields, v));
             self.user_agent = user_agent.map(|v| push_escaped(&mut self.fields, v));
         } else {
@@ -322,7 +327,38 @@ impl Record {
         self.status = status;
         self.head_len = 0;
         self.sent = 0;
+        self.upstream_from = 0;
         self.active = true;
+    }
+
+    /// The status, when it was not known at [`capture`](Self::capture)
+    /// (an answer that came later).
+    pub fn set_status(&mut self, status: u16) {
+        self.status = status;
+    }
+
+    /// The upstream the answer came from (for the `upstream` format):
+    /// its address, the status it answered, how long the exchange took.
+    pub fn set_upstream(&mut self, addr: &str, status: Option<u16>, time: Duration) {
+        self.upstream_from = self.fields.len() as u32 + 1;
+        self.fields.push(b'"');
+        escape_into(&mut self.fields, addr.as_bytes());
+        self.fields.extend_from_slice(b"\" ");
+        match status {
+            Some(s) => self
+                .fields
+                .extend_from_slice(Small::number(u64::from(s)).as_bytes()),
+            None => self.fields.push(b'-'),
+        }
+        self.fields.push(b' ');
+        self.fields
+            .extend_from_slice(Small::seconds(time).as_bytes());
+    }
+
+    /// The upstream's text, if the answer came from one.
+    fn upstream(&self) -> Option<&[u8]> {
+        let from = (self.upstream_from as usize).checked_sub(1)?;
+        self.fields.get(from..)
     }
 
     /// Is a line waiting for its response to finish?
@@ -364,7 +400,7 @@ fn push_escaped(fields: &mut Vec<u8>, value: &[u8]) -> (u32, u32) {
 }
 
 /// Most pieces a line is made of.
-const MAX_PIECES: usize = 14;
+const MAX_PIECES: usize = 16;
 
 /// A small text on the stack: an address or a number.
 struct Small {
@@ -395,6 +431,26 @@ impl Small {
         }
         buf.copy_within(i..20, 0);
         Small { buf, len: 20 - i }
+    }
+
+    /// Seconds with milliseconds, as nginx writes times: `0.021`.
+    fn seconds(d: Duration) -> Small {
+        let ms = d.as_millis().min(u128::from(u64::MAX)) as u64;
+        let mut s = Small::number(ms / 1000);
+        let frac = ms % 1000;
+        s.buf[s.len] = b'.';
+        s.buf[s.len + 1] = b'0' + (frac / 100) as u8;
+        s.buf[s.len + 2] = b'0' + (frac / 10 % 10) as u8;
+        s.buf[s.len + 3] = b'0' + (frac % 10) as u8;
+        s.len += 4;
+        s
+    }
+
+    fn dash() -> Small {
+        Small {
+            buf: [b'-'; 48],
+            len: 1,
+        }
     }
 
     fn as_bytes(&self) -> &[u8] {
@@ -438,10 +494,7 @@ impl Writer {
         let status = Small::number(u64::from(record.status));
         let body = record.sent.saturating_sub(record.head_len);
         let bytes = if body == 0 {
-            Small {
-                buf: [b'-'; 48],
-                len: 1,
-            }
+            Small::dash()
         } else {
             Small::number(body)
         };
@@ -464,17 +517,28 @@ impl Writer {
             b"",
             b"",
             b"",
+            b"",
+            b"",
         ];
-        let count = if self.log.format == LogFormat::Combined {
-            let dash = &b"-"[..];
-            pieces[9] = b" \"";
-            pieces[10] = record.referer.map_or(dash, |r| record.get(r));
-            pieces[11] = b"\" \"";
-            pieces[12] = record.user_agent.map_or(dash, |r| record.get(r));
-            pieces[13] = b"\"\n";
-            14
+        let dash = &b"-"[..];
+        let count = match self.log.format {
+            LogFormat::Common => 10,
+            LogFormat::Combined | LogFormat::Upstream => {
+                pieces[9] = b" \"";
+                pieces[10] = record.referer.map_or(dash, |r| record.get(r));
+                pieces[11] = b"\" \"";
+                pieces[12] = record.user_agent.map_or(dash, |r| record.get(r));
+                pieces[13] = b"\"\n";
+                14
+            }
+        };
+        let count = if self.log.format == LogFormat::Upstream {
+            pieces[13] = b"\" ";
+            pieces[14] = record.upstream().unwrap_or(b"\"-\" - -");
+            pieces[15] = b"\n";
+            16
         } else {
-            10
+            count
         };
         let pieces = &pieces[..count];
         match &self.buffer {
@@ -699,6 +763,30 @@ mod tests {
                 r.capture(LogFormat::Combined, b"", None, Some(b"curl/8"), 400);
             });
             assert!(l.ends_with("] \"-\" 400 - \"-\" \"curl/8\""), "{l}");
+            let log =
+                AccessLog::open_path(&path, LogFormat::Upstream, write, buffer, true).unwrap();
+            let l = line(&log, |r| {
+                r.capture(LogFormat::Upstream, b"GET /api HTTP/1.1", None, None, 200);
+                r.set_upstream("10.0.0.1:8080", Some(201), Duration::from_micros(21_600));
+            });
+            assert!(
+                l.ends_with(
+                    "] \"GET /api HTTP/1.1\" 200 - \"-\" \"-\" \"10.0.0.1:8080\" 201 0.021"
+                ),
+                "{l}"
+            );
+            let l = line(&log, |r| {
+                r.capture(LogFormat::Upstream, b"GET / HTTP/1.1", None, None, 404);
+            });
+            assert!(l.ends_with(" 404 - \"-\" \"-\" \"-\" - -"), "{l}");
+            let l = line(&log, |r| {
+                r.capture(LogFormat::Upstream, b"GET / HTTP/1.1", None, None, 502);
+                r.set_upstream("a:1, b:2", None, Duration::from_millis(3_004));
+            });
+            assert!(
+                l.ends_with(" 502 - \"-\" \"-\" \"a:1, b:2\" - 3.004"),
+                "{l}"
+            );
             let _ = std::fs::remove_file(&path);
         }
     }

@@ -10,6 +10,8 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mpm_core::panics::catch;
+use mpm_core::waiting::{poll_once, Polled};
 use mpm_core::{ConnectionHandler, Interest, Prefetch, Stream, Wait};
 
 use crate::access_log::Record;
@@ -20,9 +22,10 @@ use crate::reading::{deadline, Gate, Reader, Received, Step};
 use crate::request::{Headers, Request};
 use crate::request_pool::PoolArena;
 use crate::settings::{HttpSettings, ServiceSettings};
-use crate::state::{After, HttpConn, Pending, Started};
+use crate::state::{After, HttpConn, LaterState, Pending, Started, Waiting};
+use crate::tunnel;
 use crate::writing::{Flush, Sender};
-use crate::HttpHandler;
+use crate::{HttpHandler, Response};
 
 /// The [`ConnectionHandler`] that speaks HTTP/1.1 and hands each request to
 /// an [`HttpHandler`].
@@ -97,6 +100,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         if c.has_output() {
             return self.writable(c, s);
         }
+        // An answer still to come, or a tunnel: nothing else is read.
+        if c.is_waiting() {
+            return self.resume(c, s);
+        }
         let mut did_read = false;
         loop {
             if c.start < c.filled {
@@ -110,6 +117,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                     Gate::Any
                 };
                 match self.reader.step(&mut self.sender, c, s, gate) {
+                    // An answer to wait for, or a tunnel after this 101.
+                    Step::Later => return self.resume(c, s),
+                    Step::Responded if c.is_waiting() => return self.resume(c, s),
                     Step::Responded => {
                         // Pipelined requests answered together go out in one write.
                         if c.after == After::KeepAlive
@@ -131,9 +141,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                                 After::Close => return Interest::Close,
                                 After::Linger => return Interest::Linger,
                             },
-                            Flush::Blocked => return Interest::Write,
-                            Flush::Yield => return Interest::Yield,
-                            Flush::Failed => return Interest::Close,
+                            stop => return stop.interest().unwrap_or(Interest::Close),
                         }
                     }
                     Step::Deferred => {
@@ -160,16 +168,13 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                     }
                     Step::Interim => match self.sender.write_queued(c, s) {
                         Flush::Done => {}
-                        Flush::Blocked => {
-                            c.interim = true;
-                            return Interest::Write;
-                        }
-                        // In memory: nothing to yield for, but it would resume.
-                        Flush::Yield => {
-                            c.interim = true;
-                            return Interest::Yield;
-                        }
                         Flush::Failed => return Interest::Close,
+                        // Blocked; or in memory, nothing to yield for, but
+                        // it would resume.
+                        stop => {
+                            c.interim = true;
+                            return stop.interest().unwrap_or(Interest::Close);
+                        }
                     },
                 }
             }
@@ -223,21 +228,20 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                     c.interim = false;
                     Interest::Read(c.wait())
                 }
-                Flush::Blocked => Interest::Write,
-                Flush::Yield => Interest::Yield,
-                Flush::Failed => Interest::Close,
+                stop => stop.interest().unwrap_or(Interest::Close),
             };
         }
         match self.sender.flush(c, s) {
+            // A tunnel after the 101 just sent, or an answer still to come
+            // behind the ones just sent.
+            Flush::Done if c.is_waiting() => self.resume(c, s),
             Flush::Done => match c.after {
                 After::KeepAlive if c.start < c.filled => self.readable(c, s),
                 After::KeepAlive => Interest::Read(Wait::KeepAlive),
                 After::Close => Interest::Close,
                 After::Linger => Interest::Linger,
             },
-            Flush::Blocked => Interest::Write,
-            Flush::Yield => Interest::Yield,
-            Flush::Failed => Interest::Close,
+            stop => stop.interest().unwrap_or(Interest::Close),
         }
     }
 
@@ -245,6 +249,16 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         c.approved = false;
         if std::mem::take(&mut c.for_a_worker) {
             return Prefetch::Ready;
+        }
+        // Resuming a future, or moving bytes between two non-blocking
+        // sockets, never blocks (the rule async code keeps): on the loop.
+        // Nothing is read here: the client's bytes wait for their turn.
+        if c.is_waiting() {
+            return if !c.has_output() || self.writes_without_blocking(c) {
+                Prefetch::ReadyInline
+            } else {
+                Prefetch::Ready
+            };
         }
         // A response still going out (it yielded its turn): the question is
         // whether the rest can be written without blocking. Not reading
@@ -358,15 +372,16 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
 
     /// Nothing read, nothing written: the socket is the whole connection.
     fn can_hand_over(&self, c: &HttpConn) -> bool {
-        c.served == 0 && c.start == c.filled && !c.has_output()
+        c.served == 0 && c.start == c.filled && !c.has_output() && !c.is_waiting()
     }
 
     /// In-memory output always; a file body when the next stretch of it
     /// (up to `--sendfile-max-chunk`) is in the page cache; a streamed body
-    /// never (its reader may block).
+    /// never (its reader may block); a polled body always (its source
+    /// never blocks).
     fn writes_without_blocking(&self, c: &HttpConn) -> bool {
         match &c.pending {
-            None => true,
+            None | Some(Pending::Polled(_)) => true,
             Some(Pending::Stream { .. }) => false,
             Some(Pending::File { file, offset, end }) => {
                 let next = (*end - *offset).min(self.sender.settings.sendfile_max_chunk);
@@ -376,7 +391,8 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn parked(&mut self, c: &mut HttpConn) {
-        if c.start == c.filled && !c.has_output() {
+        // A connection waiting on an answer or a tunnel keeps all it has.
+        if c.start == c.filled && !c.has_output() && !c.is_waiting() {
             c.start = 0;
             c.filled = 0;
             c.pool.put_read(std::mem::take(&mut c.buf));
@@ -389,8 +405,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         // Responses cut short by the timeout are logged with what was sent.
         self.sender.finish_gathered(c, s);
         self.sender.log_done(c, s, true);
-        // Mid-request with nothing being written: tell the client why we close.
-        if c.start < c.filled && c.out_pos >= c.out.len() && c.pending.is_none() {
+        // Mid-request with nothing being written: tell the client why we
+        // close (not into a tunnel, nor ahead of an answer still to come).
+        if c.start < c.filled && c.out_pos >= c.out.len() && c.pending.is_none() && !c.is_waiting()
+        {
             self.sender
                 .log_start(&mut c.log, &c.buf[c.start..c.filled], None, 408);
             if let Some(slot) = s.score_slot() {
@@ -408,6 +426,81 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             }
             self.sender.log_done(c, s, true);
         }
+    }
+}
+
+impl<H: HttpHandler> HttpService<H> {
+    /// Go on with what the connection waits on: once the output queued
+    /// before it is sent, poll the answer still to come (and send it as
+    /// `handle`'s answer is sent, then read on), or pump the tunnel.
+    fn resume(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        loop {
+            if let Some(stop) = self.sender.flush_first(c, s) {
+                return stop;
+            }
+            let Some(waiting) = c.waiting_mut() else {
+                return self.writable(c, s);
+            };
+            let later = match waiting {
+                Waiting::Tunnel(_) => {
+                    return tunnel::pump(c, s, self.sender.settings.sendfile_max_chunk);
+                }
+                Waiting::Answer(later) => later,
+            };
+            let answer = match catch(|| poll_once(later.answer.as_mut())) {
+                Ok(Polled::Wait(wait)) => return Interest::Await(wait),
+                Ok(Polled::Again) => return Interest::Yield,
+                Ok(Polled::Ready(answer)) => answer,
+                Err(p) => {
+                    mpm_core::log_error!(
+                        "mpm: the later answer to {} panicked: {p}; answered 500",
+                        later.request
+                    );
+                    Response::error(500)
+                }
+            };
+            let Some(Waiting::Answer(later)) = c.take_waiting().map(|w| *w) else {
+                return Interest::Close;
+            };
+            self.answer_later(c, s, later, answer);
+            if !c.is_waiting() {
+                // Sent as any answer, then keep-alive (a pipelined request
+                // read from the buffer) or the close.
+                return self.writable(c, s);
+            }
+            // A tunnel after this 101, or an answer that is itself later.
+        }
+    }
+
+    /// Queue the answer a later future came to, as `step` queues what
+    /// `handle` returns (an answer that is itself later waits again).
+    fn answer_later(
+        &mut self,
+        c: &mut HttpConn,
+        s: &mut Stream,
+        mut later: LaterState,
+        mut answer: Response,
+    ) {
+        if let Some(again) = answer.take_later() {
+            later.answer = again;
+            c.set_waiting(Box::new(Waiting::Answer(later)));
+            return;
+        }
+        self.sender.begin_response(c);
+        let answer = answer.into_parts();
+        c.log = later.record;
+        c.log.set_status(answer.status);
+        self.sender
+            .log_upstream(&mut c.log, answer.upstream.as_deref());
+        if let Some(slot) = s.score_slot() {
+            slot.record_status(answer.status);
+        }
+        // A server that began stopping meanwhile closes after this answer.
+        let keep = later.keep && !s.is_draining();
+        let keep = self
+            .sender
+            .queue(c, answer, later.is_head, keep, later.version);
+        c.after = crate::reading::after(keep, c, later.unfinished);
     }
 }
 
@@ -443,6 +536,57 @@ mod tests {
         let (sock, peer) = listener.accept().unwrap();
         let stream = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
         (client, stream)
+    }
+
+    /// Answers later, after a timer.
+    struct Later;
+
+    impl HttpHandler for Later {
+        fn handle(&mut self, _: &Request<'_>) -> Response {
+            Response::later(async {
+                mpm_core::waiting::sleep(Duration::from_millis(20)).await;
+                Response::new(204)
+            })
+        }
+    }
+
+    #[test]
+    fn a_connection_waiting_on_a_later_answer_keeps_it_and_is_not_handed_over() {
+        let mut svc = HttpService::new(Later, &HttpSettings::default());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /next HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let Interest::Await(wait) = svc.readable(&mut conn, &mut stream) else {
+            panic!("not waiting on the answer");
+        };
+        assert_eq!(wait.fd, None, "a timer");
+        // Parked meanwhile: the answer and the pipelined request stay.
+        svc.parked(&mut conn);
+        assert!(conn.is_waiting());
+        assert!(
+            conn.start < conn.filled,
+            "the next request is still buffered"
+        );
+        assert!(!svc.can_hand_over(&conn));
+        // The loop resumes it inline, reading nothing.
+        stream.set_on_event_loop(true);
+        assert_eq!(
+            svc.prefetch(&mut conn, &mut stream),
+            mpm_core::Prefetch::ReadyInline
+        );
+        std::thread::sleep(Duration::from_millis(25));
+        // The answer; then the pipelined request, which this handler does
+        // not say it answers without blocking: for a worker.
+        assert_eq!(svc.readable(&mut conn, &mut stream), Interest::Yield);
+        let mut got = [0u8; 512];
+        let n = client.read(&mut got).unwrap();
+        assert!(got[..n].starts_with(b"HTTP/1.1 204 No Content\r\n"));
     }
 
     #[test]

@@ -40,6 +40,30 @@
 //! none of this applies, but each `sendfile` still asks for at most the
 //! chunk.
 //!
+//! ## Waiting on another server holds no thread under event
+//!
+//! An answer that comes from another server is a future
+//! ([`Response::later`](crate::Response::later)), a body read from one a
+//! [`PollRead`](crate::PollRead), an upgraded connection a
+//! [`Tunnel`](crate::Tunnel). None of them blocks: each step polls or
+//! moves what is ready and returns
+//! [`Interest::Await`](mpm_core::Interest::Await) with the descriptor it
+//! waits on. The event loop parks the connection with it and resumes it
+//! through `prefetch`, which runs the step on the loop itself (polling a
+//! future and moving bytes between non-blocking sockets never blocks: the
+//! rule async code follows, as in tokio); prefork and worker wait in
+//! `poll(2)`, a thread or process per waiting request, as httpd's
+//! mod_proxy. There is no runtime and no waker: mpm's I/O futures record
+//! what they wait for, and a pending future with nothing recorded is
+//! polled again next turn. While an answer waits, the connection reads no
+//! further request: pipelined ones wait in its buffer and are answered in
+//! order after it. A polled body moves one buffer (64 KiB) from the source
+//! to the client at a time, and the source is not read while the client is
+//! slow, so memory stays bounded both ways; a tunnel pumps through two
+//! buffers, the connection's read buffer toward the upstream and one of
+//! 16 KiB toward the client. What this costs an idle connection is one
+//! pointer, in the box of occasional state it already had.
+//!
 //! ## Each worker has its own open-file table
 //!
 //! The static site's cache of open files (`mpm-site`) is two-level: each

@@ -8,6 +8,11 @@
 //! * [`HttpHandler`] — request in, response out; [`Request`] and
 //!   [`Response`], with [`Body`] bytes, a stream, or a [`FileBody`] sent by
 //!   sendfile.
+//! * Waiting on another server without a thread (`waiting.rs`): an answer
+//!   still to come ([`Response::later`], a future), a body from a
+//!   non-blocking source ([`PollRead`]), an upgraded connection's
+//!   [`Tunnel`] (pumped by `tunnel.rs`); all driven by the core's
+//!   [`Interest::Await`](mpm_core::Interest::Await).
 //! * [`HttpFactory`] — the [`HandlerFactory`](mpm_core::HandlerFactory) that
 //!   runs a handler in every worker, with the [`HttpSettings`] it is given.
 //! * [`HttpService`] — the state machine behind it: `connection.rs` drives
@@ -18,8 +23,9 @@
 //!   those after it in that order.
 //! * [`RequestPool`] — a request's scratch arena, reset after it.
 //! * [`Routes`] and [`Router`] — routing by method and path with path
-//!   parameters; [`IntoResponse`] for what route handlers return, and with
-//!   the `json` feature `Json` and `Request::json`.
+//!   parameters, and whole handlers mounted under a prefix;
+//!   [`IntoResponse`] for what route handlers return, and with the `json`
+//!   feature `Json` and `Request::json`.
 //! * A request body read as it arrives: [`HttpHandler::streams_body`] and
 //!   [`Request::body_reader`].
 //! * [`ErrorPages`] — pages that replace the built-in error pages, status
@@ -80,6 +86,8 @@ mod response;
 mod router;
 mod settings;
 mod state;
+mod tunnel;
+mod waiting;
 mod writing;
 
 /// The allocator trait and collections a [`RequestPool`] plugs into.
@@ -100,3 +108,4 @@ pub use response::{
 pub use router::{IntoResponse, Rejection, Router, Routes};
 pub use settings::{HttpSettings, DEFAULT_SENDFILE_MAX_CHUNK};
 pub use state::HttpConn;
+pub use waiting::{PollRead, Tunnel};

@@ -3,6 +3,14 @@
 //!
 //! * `common`: `%h %l %u %t "%r" %>s %b`
 //! * `combined`: `common` followed by ` "%{Referer}i" "%{User-agent}i"`
+//! * `upstream`: `combined` followed by nginx's upstream variables,
+//!   ` "$upstream_addr" $upstream_status $upstream_response_time`: the
+//!   address a reverse proxy (or a handler that called another server,
+//!   [`Response::upstream`](crate::Response::upstream)) sent the request
+//!   to (several, `a, b`, when one was tried after another), the status
+//!   it answered, and the time the exchange took in seconds with
+//!   milliseconds (`0.021`); `-` for each when the answer came from no
+//!   upstream, or the upstream gave none (a 502 or 504 of the proxy's).
 //!
 //! Request fields are escaped as httpd's `ap_escape_logitem` does: `"` and
 //! `\` get a backslash, `\n \r \t \b \v` their C escapes, and every other
@@ -23,6 +31,9 @@ pub enum LogFormat {
     Common,
     /// Common plus `"%{Referer}i" "%{User-agent}i"`.
     Combined,
+    /// Combined plus `"$upstream_addr" $upstream_status
+    /// $upstream_response_time`, as nginx names them.
+    Upstream,
 }
 
 impl LogFormat {
@@ -31,12 +42,13 @@ impl LogFormat {
         match self {
             LogFormat::Common => "common",
             LogFormat::Combined => "combined",
+            LogFormat::Upstream => "upstream",
         }
     }
 }
 
 impl mpm_core::Choice for LogFormat {
-    const ALL: &'static [Self] = &[LogFormat::Common, LogFormat::Combined];
+    const ALL: &'static [Self] = &[LogFormat::Common, LogFormat::Combined, LogFormat::Upstream];
 
     fn name(self) -> &'static str {
         LogFormat::name(self)
@@ -161,7 +173,7 @@ mod tests {
         assert_eq!(LogFormat::from_name("Combined"), Ok(LogFormat::Combined));
         // The valid names, which a bad value's one-line error lists.
         let names: Vec<_> = LogFormat::ALL.iter().map(|v| v.name()).collect();
-        assert_eq!(names, ["common", "combined"]);
+        assert_eq!(names, ["common", "combined", "upstream"]);
         assert!(LogFormat::from_name("json").is_err());
     }
 }

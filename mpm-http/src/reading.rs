@@ -18,7 +18,7 @@ use crate::request::{Headers, Request, Version};
 use crate::request_pool::PoolArena;
 use crate::response::Response;
 use crate::settings::ServiceSettings;
-use crate::state::{After, HttpConn, Started};
+use crate::state::{After, HttpConn, LaterState, Started, Waiting};
 use crate::writing::Sender;
 use crate::HttpHandler;
 
@@ -42,6 +42,9 @@ pub(crate) enum Step {
     /// A whole request is buffered, but answering it may block and the
     /// [`Gate`] said not to: nothing was consumed.
     Deferred,
+    /// The handler answered [`Response::later`](crate::Response::later):
+    /// the request is consumed, its answer waits in `c.waiting`.
+    Later,
 }
 
 /// Which requests a step may answer.
@@ -250,18 +253,43 @@ impl<H: HttpHandler> Reader<H> {
             keep &= done.done && done.failed.is_none();
             outcome = Some(done);
         }
-        let response = match response {
+        let mut response = match response {
             Some(r) => r,
             None => self.call(&head, body, None, s.peer_addr()),
-        }
-        .into_parts();
-        out.log_start(&mut c.log, data, Some(head.headers), response.status);
-        if let Some(slot) = s.score_slot() {
-            let line = request_line(data, head.method, head.target);
-            slot.record_request(&data[line], response.body.len().unwrap_or(0));
-            slot.record_status(response.status);
-        }
-        let keep = out.queue(c, response, is_head, keep, version);
+        };
+        let line = request_line(data, head.method, head.target);
+        let mut later = None;
+        let keep = match response.take_later() {
+            // A later answer: its log line and slot are started now, while
+            // the request's bytes are here; the status comes with it.
+            Some(answer) => {
+                let mut record = std::mem::take(&mut c.log);
+                out.log_start(&mut record, data, Some(head.headers), 0);
+                if let Some(slot) = s.score_slot() {
+                    slot.record_request(&data[line], 0);
+                }
+                later = Some(LaterState {
+                    answer,
+                    record,
+                    request: format!("{} {}", head.method, head.target).into_boxed_str(),
+                    is_head,
+                    keep,
+                    version,
+                    unfinished: false,
+                });
+                keep
+            }
+            None => {
+                let response = response.into_parts();
+                out.log_start(&mut c.log, data, Some(head.headers), response.status);
+                out.log_upstream(&mut c.log, response.upstream.as_deref());
+                if let Some(slot) = s.score_slot() {
+                    slot.record_request(&data[line], response.body.len().unwrap_or(0));
+                    slot.record_status(response.status);
+                }
+                out.queue(c, response, is_head, keep, version)
+            }
+        };
         c.served += 1;
         c.started = Started::default();
         c.deadline = None;
@@ -280,14 +308,25 @@ impl<H: HttpHandler> Reader<H> {
             c.buf[c.filled..c.filled + o.leftover.len()].copy_from_slice(&o.leftover);
             c.filled += o.leftover.len();
         }
-        c.after = if keep {
-            After::KeepAlive
-        } else if c.start < c.filled || unfinished {
-            After::Linger
-        } else {
-            After::Close
-        };
+        if let Some(mut later) = later {
+            later.unfinished = unfinished;
+            c.set_waiting(Box::new(Waiting::Answer(later)));
+            return Step::Later;
+        }
+        c.after = after(keep, c, unfinished);
         Step::Responded
+    }
+}
+
+/// What follows a response: keep-alive, or a close (lingering when input
+/// is left unread: pipelined requests, or a streamed body not read to its end).
+pub(crate) fn after(keep: bool, c: &HttpConn, unfinished: bool) -> After {
+    if keep {
+        After::KeepAlive
+    } else if c.start < c.filled || unfinished {
+        After::Linger
+    } else {
+        After::Close
     }
 }
 

@@ -3,11 +3,16 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
+use std::future::Future;
 use std::io::Read;
 use std::ops::Deref;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use smallvec::SmallVec;
+
+use crate::waiting::{LaterAnswer, PollRead, Tunnel};
 
 /// Header fields as (name, value) pairs, in the order they are sent; the
 /// usual handful is kept inline, so building a response need not allocate.
@@ -108,6 +113,30 @@ pub struct Response {
     /// A field or reason phrase was refused: this is the 500 that replaced
     /// the response, and the builder calls after it leave it alone.
     refused: bool,
+    /// The answer is still to come (`Response::later`).
+    later: Option<Later>,
+    /// After this `101`, the connection carries bytes both ways.
+    tunnel: Option<Box<dyn Tunnel>>,
+    /// What the answer came from, for the access log.
+    upstream: Option<Box<Upstream>>,
+}
+
+/// The future of a [`Response::later`].
+struct Later(LaterAnswer);
+
+impl fmt::Debug for Later {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Later")
+    }
+}
+
+/// The upstream an answer came from, for the access log's
+/// `$upstream_addr`, `$upstream_status` and `$upstream_response_time`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Upstream {
+    pub(crate) addr: String,
+    pub(crate) status: Option<u16>,
+    pub(crate) time: Duration,
 }
 
 /// Why a header field was refused by [`Response::try_header`].
@@ -186,6 +215,13 @@ pub enum Body {
     /// (by `sendfile`): a `multipart/byteranges` answer, say. The length is
     /// known: it is sent with `Content-Length`.
     Parts(Vec<Part>),
+    /// Bytes read from a non-blocking source (an upstream's response body)
+    /// as the client takes them, a buffer at a time, without holding a
+    /// thread while the source waits: see [`PollRead`]. Sent with
+    /// `Content-Length` when its [`len`](PollRead::len) is known, else as
+    /// [`Stream`](Body::Stream) is. Under the event MPM it is sent from the
+    /// loop (`--sendfile-max-chunk` bytes a turn, as a file).
+    Polled(Box<dyn PollRead>),
 }
 
 /// One piece of a [`Body::Parts`].
@@ -236,12 +272,17 @@ impl fmt::Debug for Body {
             Body::File(fb) => write!(f, "File({} bytes at {})", fb.len, fb.offset),
             Body::Stream(_) => f.write_str("Stream"),
             Body::Parts(p) => write!(f, "Parts({} parts)", p.len()),
+            Body::Polled(p) => match p.len() {
+                Some(n) => write!(f, "Polled({n} bytes)"),
+                None => f.write_str("Polled"),
+            },
         }
     }
 }
 
 impl Body {
-    /// The body's length when known in advance (not for a stream).
+    /// The body's length when known in advance (not for a stream, nor a
+    /// polled source that does not know its own).
     pub fn len(&self) -> Option<u64> {
         match self {
             Body::Empty => Some(0),
@@ -252,6 +293,7 @@ impl Body {
             Body::Parts(p) => p
                 .iter()
                 .try_fold(0u64, |sum, part| sum.checked_add(part.len())),
+            Body::Polled(p) => p.len(),
         }
     }
 
@@ -330,7 +372,150 @@ impl Response {
             has_server: false,
             stock: false,
             refused: false,
+            later: None,
+            tunnel: None,
+            upstream: None,
         }
+    }
+
+    /// An answer still to come: the handler returns at once, and the
+    /// connection polls `answer` (with
+    /// [`poll_once`](mpm_core::waiting::poll_once)) until it is ready; what
+    /// it returns is then sent exactly as if [`handle`](crate::HttpHandler::handle)
+    /// had returned it (status, fields, framing, `HEAD`, keep-alive, the
+    /// access-log line). Meanwhile the connection reads no further request
+    /// (pipelined ones stay buffered, answered in order after it).
+    ///
+    /// The future waits without a thread: an I/O future of mpm's (an
+    /// upstream client's, [`mpm_core::waiting::ready`],
+    /// [`sleep`](mpm_core::waiting::sleep)) records what it waits for and
+    /// returns `Pending`; the connection then waits for that
+    /// ([`Interest::Await`](mpm_core::Interest::Await)): under prefork and
+    /// worker the thread waits in `poll(2)`, under event the loop parks the
+    /// connection and no thread waits. A future pending on anything else
+    /// (one that recorded no wait) is polled again on the next turn.
+    ///
+    /// **The rule async code follows, as in tokio:** a poll never blocks.
+    /// The event loop resumes the connection and polls the future on the
+    /// loop itself, so a future that blocks (a blocking socket, a file
+    /// read, a lock held long, `std::thread::sleep`) stalls every
+    /// connection of the loop. Do blocking work in
+    /// [`handle`](crate::HttpHandler::handle) instead (on a worker), or
+    /// with non-blocking sockets and [`mpm_core::waiting`].
+    ///
+    /// The future is `'static`: it cannot borrow the request. Copy into it
+    /// what the answer needs (the path, a header, `request.body()`, read
+    /// whole before `handle` runs); a body read as it arrives
+    /// ([`streams_body`](crate::HttpHandler::streams_body)) is read in
+    /// `handle`, before the later answer is returned.
+    ///
+    /// The future has its own deadlines: the server's timeouts do not
+    /// bound it (an upstream client answers 504 on its own). A client that
+    /// closes meanwhile is noticed once the future completes. A panic in
+    /// the future answers 500, as one in `handle` does, and the connection
+    /// serves on. The handler should say
+    /// [`answers_without_blocking`](crate::HttpHandler::answers_without_blocking)
+    /// for such requests, so that under event no worker is taken at all.
+    ///
+    /// `status()` of the returned value is 0 (not known yet); builder calls
+    /// on it (`header`, `body`, ...) are ignored: the future's response is
+    /// the answer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mpm_core::waiting::{block_on, sleep};
+    /// use mpm_http::Response;
+    ///
+    /// let r = Response::later(async {
+    ///     sleep(Duration::from_millis(5)).await; // parks, holds no thread
+    ///     Response::new(200).body("later\n")
+    /// });
+    /// assert!(r.is_later());
+    /// // A test can run the answer to its end itself:
+    /// assert_eq!(block_on(r.into_later().unwrap()).status(), 200);
+    /// ```
+    pub fn later(answer: impl Future<Output = Response> + Send + 'static) -> Response {
+        let mut r = Response::new(200);
+        r.status = 0;
+        r.refused = true; // builder calls leave it alone
+        r.later = Some(Later(Box::pin(answer)));
+        r
+    }
+
+    /// Is this an answer still to come ([`later`](Self::later))?
+    pub fn is_later(&self) -> bool {
+        self.later.is_some()
+    }
+
+    /// The future of a [`later`](Self::later) answer, taken out (to run it
+    /// in a test, or to wrap it).
+    pub fn into_later(self) -> Option<Pin<Box<dyn Future<Output = Response> + Send + 'static>>> {
+        self.later.map(|l| l.0)
+    }
+
+    /// After this `101 Switching Protocols` (the answer to an `Upgrade`
+    /// request, a WebSocket), the connection becomes a tunnel: once the
+    /// head is written, bytes go both ways between the client and
+    /// `tunnel` (the upstream), those the client already sent after its
+    /// request head first, through two bounded buffers, waiting on both
+    /// sockets without a thread under the event MPM. When one side closes,
+    /// the other's writing is shut down, and the connection ends when both
+    /// are done; after [`idle_timeout`](Tunnel::idle_timeout) with nothing
+    /// moved either way, it closes. The access log has one line, at the
+    /// `101`.
+    ///
+    /// The handler sets `Upgrade` (and the protocol's fields, as
+    /// `Sec-WebSocket-Accept`); the layer writes `Connection: Upgrade`.
+    /// Upgrading is HTTP/1.1's: a handler does not tunnel an HTTP/1.0
+    /// request (RFC 9110 §7.8). The tunnel may come out of a
+    /// [`later`](Self::later) answer (a proxy's, once its upstream said
+    /// 101).
+    /// On a status other than 101 the tunnel is refused as a bad field is
+    /// (see [`header`](Self::header)): the response becomes a 500.
+    pub fn tunnel(mut self, tunnel: Box<dyn Tunnel>) -> Response {
+        if self.refused {
+            return self;
+        }
+        if self.status != 101 {
+            return Response::refusal(&format_args!(
+                "a tunnel follows a 101 answer, not a {}",
+                self.status
+            ));
+        }
+        self.tunnel = Some(tunnel);
+        self
+    }
+
+    /// Does the connection become a [`tunnel`](Self::tunnel) after this?
+    pub fn is_tunnel(&self) -> bool {
+        self.tunnel.is_some()
+    }
+
+    /// Record the upstream this answer came from, for the access log
+    /// (format `upstream`): its address (`$upstream_addr`; several,
+    /// `"a, b"`, when one was tried after another), the status it answered
+    /// (`$upstream_status`; `None`: no answer, a 502 or 504 of ours) and
+    /// how long the exchange took (`$upstream_response_time`).
+    pub fn upstream(
+        mut self,
+        addr: impl Into<String>,
+        status: Option<u16>,
+        time: Duration,
+    ) -> Response {
+        self.upstream = Some(Box::new(Upstream {
+            addr: addr.into(),
+            status,
+            time,
+        }));
+        self
+    }
+
+    /// The upstream recorded with [`upstream`](Self::upstream): address,
+    /// status and time.
+    pub fn upstream_info(&self) -> Option<(&str, Option<u16>, Duration)> {
+        self.upstream
+            .as_deref()
+            .map(|u| (u.addr.as_str(), u.status, u.time))
     }
 
     /// A small HTML page explaining an error status, as httpd sends. Each
@@ -530,6 +715,11 @@ impl Response {
         self.body
     }
 
+    /// The future of a later answer, taken out.
+    pub(crate) fn take_later(&mut self) -> Option<LaterAnswer> {
+        self.later.take().map(|l| l.0)
+    }
+
     pub(crate) fn into_parts(self) -> Parts {
         Parts {
             status: self.status,
@@ -539,6 +729,8 @@ impl Response {
             close: self.close,
             has_server: self.has_server,
             stock: self.stock,
+            tunnel: self.tunnel,
+            upstream: self.upstream,
         }
     }
 }
@@ -579,6 +771,8 @@ pub(crate) struct Parts {
     pub(crate) has_server: bool,
     /// The built-in error page's body (see `ErrorPages`).
     pub(crate) stock: bool,
+    pub(crate) tunnel: Option<Box<dyn Tunnel>>,
+    pub(crate) upstream: Option<Box<Upstream>>,
 }
 
 /// The reason phrase registered for a status code ("Not Found" for 404),

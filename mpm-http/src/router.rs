@@ -131,9 +131,36 @@ impl<S> Clone for PathRoutes<S> {
     }
 }
 
+/// A whole handler that serves every path under a prefix: the prototype
+/// every worker's router clones its own from.
+struct Mount {
+    prefix: String,
+    make: Arc<dyn Fn() -> Box<dyn HttpHandler + Send> + Send + Sync>,
+}
+
+impl Clone for Mount {
+    fn clone(&self) -> Self {
+        Mount {
+            prefix: self.prefix.clone(),
+            make: Arc::clone(&self.make),
+        }
+    }
+}
+
+impl Mount {
+    /// Does `path` lie under this prefix, at a `/` boundary?
+    fn covers(&self, path: &str) -> bool {
+        let p = self.prefix.as_str();
+        path.starts_with(p)
+            && (p.ends_with('/') || path.len() == p.len() || path.as_bytes()[p.len()] == b'/')
+    }
+}
+
 struct Table<S> {
     matcher: matchit::Router<usize>,
     paths: Vec<PathRoutes<S>>,
+    /// Longest prefix first, so that the first that covers a path wins.
+    mounts: Vec<Mount>,
     fallback: Option<Handler<S>>,
     /// The path and index of the endpoint added last, for the modifiers.
     last: Option<(usize, usize)>,
@@ -144,6 +171,7 @@ impl<S> Clone for Table<S> {
         Table {
             matcher: self.matcher.clone(),
             paths: self.paths.clone(),
+            mounts: self.mounts.clone(),
             fallback: self.fallback.clone(),
             last: self.last,
         }
@@ -212,6 +240,9 @@ impl<S> fmt::Debug for Routes<S> {
                 list.entry(&format_args!("{} {}", e.method, p.pattern));
             }
         }
+        for m in &self.table.mounts {
+            list.entry(&format_args!("* {}", m.prefix));
+        }
         list.finish()
     }
 }
@@ -229,6 +260,7 @@ impl<S> Routes<S> {
             table: Arc::new(Table {
                 matcher: matchit::Router::new(),
                 paths: Vec::new(),
+                mounts: Vec::new(),
                 fallback: None,
                 last: None,
             }),
@@ -358,6 +390,79 @@ impl<S> Routes<S> {
         self
     }
 
+    /// Serve every path under `prefix`, whatever the method, with
+    /// `handler`: a whole [`HttpHandler`] (a reverse proxy, a site, another
+    /// router), asked too whether it
+    /// [`answers_without_blocking`](HttpHandler::answers_without_blocking)
+    /// and [`streams_body`](HttpHandler::streams_body) for its requests.
+    ///
+    /// A prefix covers the paths that continue it at a `/`: `/api` covers
+    /// `/api` and `/api/users`, not `/apix`; `/api/` covers `/api/` and
+    /// below; `/` covers everything. The longest mounted prefix that covers
+    /// a path wins, and a route declared with [`route`](Self::route)
+    /// (`get`, `post`, ...) wins over every mount for the paths its pattern
+    /// matches (with its 405 for a method it lacks). The handler sees the
+    /// request as it came, its path whole.
+    ///
+    /// Each worker's [`Router`] has its own clone of `handler` (made by
+    /// [`with_state`](Self::with_state)), so it is used through `&mut`
+    /// without a lock, as a handler built per worker is: share what the
+    /// workers must share (a connection pool, counters) inside it, behind
+    /// an `Arc`.
+    ///
+    /// ```
+    /// use mpm_http::{HttpHandler, Request, Response, Routes, Version};
+    ///
+    /// #[derive(Clone)]
+    /// struct Api;
+    /// impl HttpHandler for Api {
+    ///     fn handle(&mut self, req: &Request<'_>) -> Response {
+    ///         Response::new(200).body(format!("api saw {}", req.path()))
+    ///     }
+    /// }
+    ///
+    /// let routes = Routes::new()
+    ///     .get("/api/health", |_: &mut (), _: &Request<'_>| "ok")
+    ///     .mount("/api", Api);
+    /// let mut router = routes.with_state(());
+    /// let mut call = |target| {
+    ///     let r = router.handle(&Request::for_test("GET", target, Version::Http11, &[], b""));
+    ///     (r.status(), r.body_ref().len())
+    /// };
+    /// assert_eq!(call("/api/users/7"), (200, Some("api saw /api/users/7".len() as u64)));
+    /// assert_eq!(call("/api/health"), (200, Some(2))); // the route wins
+    /// assert_eq!(call("/apix").0, 404); // not under /api
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// On a prefix that does not start with `/`, or one mounted twice.
+    pub fn mount<H>(mut self, prefix: &str, handler: H) -> Routes<S>
+    where
+        H: HttpHandler + Clone + Send + 'static,
+    {
+        assert!(
+            prefix.starts_with('/'),
+            "mount {prefix:?}: a prefix is a path, starting with /"
+        );
+        let table = self.table();
+        assert!(
+            !table.mounts.iter().any(|m| m.prefix == prefix),
+            "mount {prefix} is registered twice"
+        );
+        // Locked only when a worker's router is made, at start-up: a
+        // handler need not be Sync to be shared as a prototype.
+        let prototype = parking_lot::Mutex::new(handler);
+        table.mounts.push(Mount {
+            prefix: prefix.to_string(),
+            make: Arc::new(move || Box::new(prototype.lock().clone())),
+        });
+        table
+            .mounts
+            .sort_by_key(|m| std::cmp::Reverse(m.prefix.len()));
+        self
+    }
+
     /// Answer requests no route matches with `handler` instead of 404.
     pub fn fallback<F, R>(mut self, handler: F) -> Routes<S>
     where
@@ -374,6 +479,7 @@ impl<S> Routes<S> {
     pub fn with_state(&self, state: S) -> Router<S> {
         Router {
             routes: self.clone(),
+            mounted: self.table.mounts.iter().map(|m| (m.make)()).collect(),
             state,
         }
     }
@@ -390,6 +496,11 @@ enum Found<'t, 'p, S> {
 }
 
 impl<S> Table<S> {
+    /// The mount that serves `path` (the longest prefix covering it).
+    fn mount_for(&self, path: &str) -> Option<usize> {
+        self.mounts.iter().position(|m| m.covers(path))
+    }
+
     /// Is `method` one HTTP defines, or one some route takes?
     fn implements(&self, method: &str) -> bool {
         crate::response::is_known_method(method)
@@ -437,6 +548,8 @@ fn allow<S>(endpoints: &[Endpoint<S>]) -> String {
 /// locks). It is an [`HttpHandler`], so wrappers compose with it.
 pub struct Router<S> {
     routes: Routes<S>,
+    /// This worker's clones of the mounted handlers, in the table's order.
+    mounted: Vec<Box<dyn HttpHandler + Send>>,
     state: S,
 }
 
@@ -486,26 +599,51 @@ impl<S> HttpHandler for Router<S> {
             Found::Methods(_) if !table.implements(request.method()) => Response::error(501),
             Found::Methods(endpoints) => Response::error(405).header("Allow", allow(endpoints)),
             Found::Options(endpoints) => Response::new(204).header("Allow", allow(endpoints)),
-            Found::Nothing => match &table.fallback {
-                Some(fallback) => fallback(&mut self.state, request),
-                None => Response::error(404),
+            Found::Nothing => match table.mount_for(request.path()) {
+                Some(i) => match self.mounted.get_mut(i) {
+                    Some(mounted) => mounted.handle(request),
+                    None => Response::error(500),
+                },
+                None => self.fallback(request),
             },
         }
     }
 
     fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
-        match self.routes.table.find(request.method(), request.path()) {
+        let table = &*self.routes.table;
+        match table.find(request.method(), request.path()) {
             Found::Endpoint(e, _) => e.inline,
             // The router's own answers never block; a fallback might.
             Found::Methods(_) | Found::Options(_) => true,
-            Found::Nothing => self.routes.table.fallback.is_none(),
+            Found::Nothing => match table.mount_for(request.path()) {
+                Some(i) => self
+                    .mounted
+                    .get(i)
+                    .is_some_and(|m| m.answers_without_blocking(request)),
+                None => table.fallback.is_none(),
+            },
         }
     }
 
     fn streams_body(&self, request: &Request<'_>) -> bool {
-        match self.routes.table.find(request.method(), request.path()) {
+        let table = &*self.routes.table;
+        match table.find(request.method(), request.path()) {
             Found::Endpoint(e, _) => e.streamed,
+            Found::Nothing => table
+                .mount_for(request.path())
+                .and_then(|i| self.mounted.get(i))
+                .is_some_and(|m| m.streams_body(request)),
             _ => false,
+        }
+    }
+}
+
+impl<S> Router<S> {
+    /// A path no route nor mount serves: the fallback, else 404.
+    fn fallback(&mut self, request: &Request<'_>) -> Response {
+        match &self.routes.table.fallback {
+            Some(fallback) => fallback(&mut self.state, request),
+            None => Response::error(404),
         }
     }
 }
@@ -590,6 +728,96 @@ mod tests {
         assert!(!r.streams_body(&req("GET", "/kv/a")));
         assert!(r.answers_without_blocking(&req("GET", "/files/a")));
         assert!(!r.answers_without_blocking(&req("GET", "/kv/a")));
+    }
+
+    /// A mounted handler that names itself and says what it is asked.
+    #[derive(Clone)]
+    struct Named(&'static str);
+
+    impl HttpHandler for Named {
+        fn handle(&mut self, req: &Request<'_>) -> Response {
+            Response::new(200)
+                .header("X-Mount", self.0)
+                .body(req.path().to_string())
+        }
+        fn answers_without_blocking(&self, _: &Request<'_>) -> bool {
+            self.0 == "api"
+        }
+        fn streams_body(&self, req: &Request<'_>) -> bool {
+            self.0 == "api" && req.method() == "POST"
+        }
+    }
+
+    fn mounted() -> Router<Vec<String>> {
+        routes()
+            .get("/api/health", |_: &mut Vec<String>, _: &Request<'_>| "ok")
+            .mount("/api", Named("api"))
+            .mount("/api/v2/", Named("v2"))
+            .mount("/kv", Named("kv"))
+            .with_state(Vec::new())
+    }
+
+    fn mount_of(r: &mut Router<Vec<String>>, method: &str, target: &str) -> Option<String> {
+        call(r, method, target)
+            .header_value("x-mount")
+            .map(str::to_string)
+    }
+
+    #[test]
+    fn a_mount_serves_its_prefix_at_a_slash_boundary_and_the_longest_wins() {
+        let mut r = mounted();
+        for (target, mount) in [
+            ("/api", Some("api")),
+            ("/api/", Some("api")),
+            ("/api/users/7?x=1", Some("api")),
+            ("/apix", None),
+            ("/api/v2", Some("api")), // "/api/v2/" covers what is below it
+            ("/api/v2/", Some("v2")),
+            ("/api/v2/users", Some("v2")),
+        ] {
+            assert_eq!(
+                mount_of(&mut r, "GET", target).as_deref(),
+                mount,
+                "{target}"
+            );
+        }
+        assert_eq!(call(&mut r, "GET", "/apix").status(), 404);
+        // Every method, the path whole.
+        let res = call(&mut r, "DELETE", "/api/users/7");
+        assert_eq!(res.body_ref().len(), Some("/api/users/7".len() as u64));
+    }
+
+    #[test]
+    fn declared_routes_win_over_mounts_for_the_paths_they_match() {
+        let mut r = mounted();
+        // A route on the exact path: its answer, and its 405.
+        assert_eq!(call(&mut r, "GET", "/api/health").status(), 200);
+        assert_eq!(mount_of(&mut r, "GET", "/api/health"), None);
+        assert_eq!(call(&mut r, "POST", "/api/health").status(), 405);
+        // A pattern route under a mount's prefix: the route.
+        assert_eq!(mount_of(&mut r, "GET", "/kv/a"), None);
+        assert_eq!(r.state().as_slice(), ["a"]);
+        // Paths the patterns do not match: the mount.
+        assert_eq!(mount_of(&mut r, "GET", "/kv/a/b").as_deref(), Some("kv"));
+        assert_eq!(mount_of(&mut r, "GET", "/kv").as_deref(), Some("kv"));
+    }
+
+    #[test]
+    fn a_mounted_handler_is_asked_whether_it_blocks_or_streams() {
+        let r = mounted();
+        let req = |m, t| Request::for_test(m, t, Version::Http11, &[], b"");
+        assert!(r.answers_without_blocking(&req("GET", "/api/x")));
+        assert!(!r.answers_without_blocking(&req("GET", "/api/v2/x")));
+        assert!(r.streams_body(&req("POST", "/api/x")));
+        assert!(!r.streams_body(&req("POST", "/api/v2/x")));
+        // The route on /api/health is not the mount's to answer for.
+        assert!(!r.answers_without_blocking(&req("GET", "/api/health")));
+    }
+
+    #[test]
+    #[should_panic(expected = "registered twice")]
+    fn a_prefix_mounted_twice_is_refused_at_once() {
+        let _ = routes().mount("/a", Named("a")).mount("/a", Named("b"));
     }
 
     #[test]

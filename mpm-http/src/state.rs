@@ -11,7 +11,9 @@ use mpm_core::Wait;
 
 use crate::access_log::Record;
 use crate::buffer_pool::BufferPool;
+use crate::request::Version;
 use crate::response::Part;
+use crate::waiting::{LaterAnswer, PollRead, Tunnel};
 
 /// What to do once the response in progress is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +34,63 @@ pub(crate) enum Pending {
         reader: Box<dyn Read + Send>,
         chunked: bool,
     },
+    /// Boxed: the connection's state stays small for the common bodies.
+    Polled(Box<PolledBody>),
+}
+
+/// A [`Body::Polled`](crate::Body::Polled) being sent.
+pub(crate) struct PolledBody {
+    pub(crate) source: Box<dyn PollRead>,
+    pub(crate) chunked: bool,
+    /// Bytes still to send when the length was announced: a source that
+    /// ends before cuts the connection, and it is never asked for more.
+    pub(crate) left: Option<u64>,
+    /// Body bytes sent so far, for the error-log line of a source that fails.
+    pub(crate) sent: u64,
+}
+
+/// What a connection waits on besides its client, between steps: made
+/// when a request needs it, so that other connections carry one pointer.
+pub(crate) enum Waiting {
+    /// A [`Response::later`](crate::Response::later) still to come.
+    Answer(LaterState),
+    /// Bytes pumped both ways after a `101`.
+    Tunnel(TunnelState),
+}
+
+/// A request whose answer is a future: what its response needs once the
+/// future is ready, captured while the request's bytes were there.
+pub(crate) struct LaterState {
+    pub(crate) answer: LaterAnswer,
+    /// Its access-log line, started (status to come).
+    pub(crate) record: Record,
+    /// Method and target, for the error-log line of a panic.
+    pub(crate) request: Box<str>,
+    pub(crate) is_head: bool,
+    /// Keep-alive as the request asked (and the server allowed).
+    pub(crate) keep: bool,
+    pub(crate) version: Version,
+    /// A streamed request body was not read to its end: close after.
+    pub(crate) unfinished: bool,
+}
+
+/// An upgraded connection's tunnel: the upstream, and the buffer of bytes
+/// going to the client. Bytes going to the upstream wait in the
+/// connection's read buffer (where those the client sent early already are).
+pub(crate) struct TunnelState {
+    pub(crate) tunnel: Box<dyn Tunnel>,
+    pub(crate) down: Vec<u8>,
+    pub(crate) down_pos: usize,
+    /// The client's end of the stream was read.
+    pub(crate) client_ended: bool,
+    /// The upstream's end of the stream was read.
+    pub(crate) upstream_ended: bool,
+    /// The upstream was told the client is done (writing shut down).
+    pub(crate) upstream_shut: bool,
+    /// The client was told the upstream is done.
+    pub(crate) client_shut: bool,
+    /// When a byte last moved either way: the idle timeout runs from here.
+    pub(crate) last_moved: Instant,
 }
 
 /// A response gathered into `out` behind others, whose access-log line is
@@ -44,7 +103,8 @@ pub(crate) struct Gathered {
 }
 
 /// What only some requests need (pipelined answers gathered behind
-/// others, a chunked body, a composite body): made when one first does,
+/// others, a chunked body, a composite body, an answer that waits on
+/// another server): made when one first does,
 /// and dropped when the connection parks idle, so that an idle connection
 /// holds one pointer for all of it (104 bytes of every idle connection
 /// otherwise, of the few hundred one costs).
@@ -58,6 +118,9 @@ pub(crate) struct Occasional {
     pub(crate) chunk_body: Vec<u8>,
     /// What follows the pending body of a [`Body::Parts`](crate::Body::Parts).
     pub(crate) parts: VecDeque<Part>,
+    /// An answer still to come, or a tunnel: while there is one, no
+    /// further request is read.
+    pub(crate) waits_on: Option<Box<Waiting>>,
 }
 
 /// Per-connection HTTP state.
@@ -133,6 +196,28 @@ impl HttpConn {
         if let Some(o) = &mut self.occasional {
             o.parts.clear();
         }
+    }
+
+    /// Does the connection wait on an answer still to come, or a tunnel?
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.occasional
+            .as_ref()
+            .is_some_and(|o| o.waits_on.is_some())
+    }
+
+    /// What it waits on, to go on with.
+    pub(crate) fn waiting_mut(&mut self) -> Option<&mut Waiting> {
+        self.occasional.as_mut()?.waits_on.as_deref_mut()
+    }
+
+    /// What it waits on, taken out.
+    pub(crate) fn take_waiting(&mut self) -> Option<Box<Waiting>> {
+        self.occasional.as_mut()?.waits_on.take()
+    }
+
+    /// Wait on this from now on.
+    pub(crate) fn set_waiting(&mut self, waiting: Box<Waiting>) {
+        self.occasional.get_or_insert_with(Box::default).waits_on = Some(waiting);
     }
 
     pub(crate) fn wait(&self) -> Wait {

@@ -8,20 +8,24 @@ use std::io::{self, ErrorKind, Read};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use mpm_core::waiting::{Await, Polled};
 use mpm_core::{Interest, Stream};
 
 use crate::access_log::{Record, Writer};
 use crate::date;
 use crate::page_cache;
 use crate::request::Version;
-use crate::response::{reason_phrase, Body, HeaderText, Part, Parts, Response};
+use crate::response::{reason_phrase, Body, HeaderText, Part, Parts, Response, Upstream};
 use crate::settings::ServiceSettings;
-use crate::state::{After, Gathered, HttpConn, Pending, Started};
+use crate::state::{After, Gathered, HttpConn, Pending, PolledBody, Started, TunnelState, Waiting};
 
 /// Bytes read from a file per write when sendfile is off.
 const COPY_CHUNK: usize = 64 * 1024;
 /// Bytes per chunk of a streamed body.
 const STREAM_CHUNK: usize = 16 * 1024;
+/// Most bytes of a polled body moved per read of its source: one buffer,
+/// the same as a file's when sendfile is off.
+const POLLED_CHUNK: usize = 64 * 1024;
 
 /// What sends responses: the service's settings, and this worker's
 /// access-log writer.
@@ -38,7 +42,23 @@ pub(crate) enum Flush {
     /// On an event loop: the per-turn budget is spent, or the rest is not in
     /// the page cache; resume later (perhaps on a worker).
     Yield,
+    /// A polled body's source has nothing yet: wait for it.
+    Await(Await),
     Failed,
+}
+
+impl Flush {
+    /// What the connection waits for when writing stopped short.
+    #[inline]
+    pub(crate) fn interest(self) -> Option<Interest> {
+        match self {
+            Flush::Done => None,
+            Flush::Blocked => Some(Interest::Write),
+            Flush::Yield => Some(Interest::Yield),
+            Flush::Await(a) => Some(Interest::Await(a)),
+            Flush::Failed => Some(Interest::Close),
+        }
+    }
 }
 
 // Not generic over the handler (as these were when they were methods of
@@ -78,6 +98,24 @@ impl Sender {
             has_server: response.has_server,
         };
         self.write_head(c, &head, length, chunked);
+        if let Some(tunnel) = response.tunnel {
+            // A 101: the connection becomes the tunnel once this is sent.
+            c.out.extend_from_slice(b"Connection: Upgrade\r\n\r\n");
+            c.log.set_head_len(c.out.len() - c.resp_start);
+            c.pending = None;
+            c.clear_parts();
+            c.set_waiting(Box::new(Waiting::Tunnel(TunnelState {
+                tunnel,
+                down: Vec::new(),
+                down_pos: 0,
+                client_ended: false,
+                upstream_ended: false,
+                upstream_shut: false,
+                client_shut: false,
+                last_moved: std::time::Instant::now(),
+            })));
+            return false;
+        }
         // Connection header, then the blank line.
         match (keep, version) {
             (false, _) => c.out.extend_from_slice(b"Connection: close\r\n\r\n"),
@@ -104,6 +142,14 @@ impl Sender {
                 }
             }
             Body::Stream(reader) => c.pending = Some(Pending::Stream { reader, chunked }),
+            Body::Polled(source) => {
+                c.pending = Some(Pending::Polled(Box::new(PolledBody {
+                    source,
+                    chunked,
+                    left: length,
+                    sent: 0,
+                })))
+            }
             Body::Parts(parts) => {
                 c.occasional
                     .get_or_insert_with(Box::default)
@@ -230,19 +276,14 @@ impl Sender {
         c.started = Started::default();
         c.deadline = None;
         c.after = After::Linger;
-        match self.flush(c, s) {
-            Flush::Done => Interest::Linger,
-            Flush::Blocked => Interest::Write,
-            Flush::Yield => Interest::Yield,
-            Flush::Failed => Interest::Close,
-        }
+        self.flush(c, s).interest().unwrap_or(Interest::Linger)
     }
 
     /// Write the queued responses; once they are done (or failed), log them.
     pub(crate) fn flush(&mut self, c: &mut HttpConn, s: &mut Stream) -> Flush {
         let flushed = self.write_queued(c, s);
         match flushed {
-            Flush::Blocked | Flush::Yield => {}
+            Flush::Blocked | Flush::Yield | Flush::Await(_) => {}
             Flush::Done => {
                 let ends = c.after != After::KeepAlive;
                 self.log_done(c, s, ends);
@@ -262,12 +303,7 @@ impl Sender {
         if !c.has_output() {
             return None;
         }
-        match self.flush(c, s) {
-            Flush::Done => None,
-            Flush::Blocked => Some(Interest::Write),
-            Flush::Yield => Some(Interest::Yield),
-            Flush::Failed => Some(Interest::Close),
-        }
+        self.flush(c, s).interest()
     }
 
     /// `n` bytes of `out` from `out_pos` were sent: the gathered responses
@@ -329,10 +365,22 @@ impl Sender {
                 .map(|h| h.value)
         };
         let (referer, agent) = match log.format() {
-            crate::log_format::LogFormat::Combined => (field("referer"), field("user-agent")),
+            crate::log_format::LogFormat::Combined | crate::log_format::LogFormat::Upstream => {
+                (field("referer"), field("user-agent"))
+            }
             crate::log_format::LogFormat::Common => (None, None),
         };
         record.capture(log.format(), line, referer, agent, status);
+    }
+
+    /// Add the upstream an answer came from to its access-log line (only
+    /// the `upstream` format writes it).
+    pub(crate) fn log_upstream(&self, record: &mut Record, upstream: Option<&Upstream>) {
+        if let (Some(log), Some(u)) = (&self.log, upstream)
+            && log.format() == crate::log_format::LogFormat::Upstream
+        {
+            record.set_upstream(&u.addr, u.status, u.time);
+        }
     }
 
     /// Write the access-log line of the response just finished, if any.
@@ -358,7 +406,12 @@ impl Sender {
         let mut budget = chunk;
         loop {
             while c.out_pos < c.out.len() {
-                let more = c.pending.is_some();
+                // Not before a polled body: its next bytes may be long in
+                // coming (an event stream), and corked bytes would wait.
+                let more = c
+                    .pending
+                    .as_ref()
+                    .is_some_and(|p| !matches!(p, Pending::Polled(_)));
                 match s.send(&c.out[c.out_pos..], more) {
                     Ok(0) => return Flush::Failed,
                     Ok(n) => {
@@ -450,6 +503,79 @@ impl Sender {
                     c.for_a_worker = true;
                     return Flush::Yield;
                 }
+                Pending::Polled(body) => {
+                    if on_loop && budget == 0 {
+                        return Flush::Yield;
+                    }
+                    let header = if body.chunked { 10 } else { 0 };
+                    let mut want = POLLED_CHUNK;
+                    if let Some(left) = body.left {
+                        want = want.min(usize::try_from(left).unwrap_or(usize::MAX));
+                    }
+                    if on_loop {
+                        want = want.min(usize::try_from(budget).unwrap_or(usize::MAX));
+                    }
+                    if want == 0 {
+                        // The announced length is all sent: the source is
+                        // not asked for more.
+                        c.pending = None;
+                        continue;
+                    }
+                    c.out.resize(header + want, 0);
+                    let n = match body.source.poll_read(&mut c.out[header..]) {
+                        Polled::Ready(Ok(n)) => n.min(want),
+                        Polled::Ready(Err(e)) if e.kind() == ErrorKind::Interrupted => {
+                            c.out.clear();
+                            continue;
+                        }
+                        Polled::Ready(Err(e)) => {
+                            c.out.clear();
+                            mpm_core::log_error!(
+                                "mpm: a response body's source failed after {} bytes ({e}); \
+                                 cut the connection to {}",
+                                body.sent,
+                                s.peer_addr()
+                            );
+                            return Flush::Failed;
+                        }
+                        Polled::Wait(wait) => {
+                            c.out.clear();
+                            return Flush::Await(wait);
+                        }
+                        Polled::Again => {
+                            c.out.clear();
+                            return Flush::Yield;
+                        }
+                    };
+                    if n == 0 && body.left.is_some_and(|l| l > 0) {
+                        c.out.clear();
+                        mpm_core::log_error!(
+                            "mpm: a response body's source ended after {} bytes, {} short of \
+                             its Content-Length; cut the connection to {}",
+                            body.sent,
+                            body.left.unwrap_or(0),
+                            s.peer_addr()
+                        );
+                        return Flush::Failed;
+                    }
+                    body.sent += n as u64;
+                    budget = budget.saturating_sub(n as u64);
+                    if let Some(left) = &mut body.left {
+                        *left -= n as u64;
+                    }
+                    if !body.chunked {
+                        c.out.truncate(n);
+                        if n == 0 || body.left == Some(0) {
+                            c.pending = None;
+                        }
+                        continue;
+                    }
+                    let chunked_end = n == 0;
+                    frame_chunk(&mut c.out, &mut c.out_pos, header, n);
+                    if chunked_end {
+                        c.pending = None;
+                    }
+                }
                 Pending::Stream { reader, chunked } => {
                     let header = if *chunked { 10 } else { 0 };
                     c.out.resize(header + STREAM_CHUNK, 0);
@@ -467,17 +593,9 @@ impl Sender {
                         }
                         continue;
                     }
-                    c.out.truncate(header + n);
-                    // Fill the reserved room with the size line, right-aligned.
-                    let size = format!("{n:x}\r\n");
-                    let at = header - size.len();
-                    c.out[at..header].copy_from_slice(size.as_bytes());
-                    c.out_pos = at;
+                    frame_chunk(&mut c.out, &mut c.out_pos, header, n);
                     if n == 0 {
-                        c.out.extend_from_slice(b"\r\n");
                         c.pending = None;
-                    } else {
-                        c.out.extend_from_slice(b"\r\n");
                     }
                 }
             }
@@ -493,6 +611,18 @@ pub(crate) struct Head<'r> {
     pub(crate) headers: &'r [(HeaderText, HeaderText)],
     /// Did the handler set `Server` itself?
     pub(crate) has_server: bool,
+}
+
+/// Frame the `n` bytes read into `out` after `header` reserved bytes as one
+/// chunk (the last one when `n` is 0): the size line right-aligned in the
+/// reserved room, where sending starts, and the CRLF after the data.
+fn frame_chunk(out: &mut Vec<u8>, out_pos: &mut usize, header: usize, n: usize) {
+    out.truncate(header + n);
+    let size = format!("{n:x}\r\n");
+    let at = header - size.len();
+    out[at..header].copy_from_slice(size.as_bytes());
+    *out_pos = at;
+    out.extend_from_slice(b"\r\n");
 }
 
 fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {

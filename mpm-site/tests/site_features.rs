@@ -71,6 +71,7 @@ fn body(r: Response) -> Vec<u8> {
             reader.read_to_end(&mut out).unwrap();
             out
         }
+        Body::Polled(_) => panic!("the site answers no polled body"),
         Body::Parts(parts) => parts
             .into_iter()
             .flat_map(|part| match part {

@@ -16,6 +16,7 @@ mod poller;
 mod sendfile;
 mod syscalls;
 mod tls;
+mod waiting;
 
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ use mpm_core::allocator::AllocatorKind;
 use mpm_core::MpmKind;
 
 use super::report::{Cell, Column, Metrics, Report, Spread};
-use super::scenario::Scenario;
+use super::scenario::{Scenario, Upstream};
 
 /// Every experiment `--experiment` knows; the first is the default.
 pub const EXPERIMENTS: &[&Experiment] = &[
@@ -35,6 +36,7 @@ pub const EXPERIMENTS: &[&Experiment] = &[
     &logwrite::LOGWRITE,
     &syscalls::SYSCALLS,
     &tls::TLS,
+    &waiting::WAITING,
 ];
 
 /// The experiment named `name`.
@@ -54,6 +56,13 @@ pub struct Selection {
     pub idle: Vec<usize>,
     /// `--duration` of each timed run.
     pub duration: Duration,
+    /// `--upstream-delay` and `--upstream-body`: the matrix's loads go
+    /// through a proxy route to compare's origin.
+    pub upstream: Option<Upstream>,
+    /// `--connections`: clients of the proxied load.
+    pub connections: usize,
+    /// `--waiting`: the waiting experiment's counts.
+    pub waiting: Vec<usize>,
     /// The workloads given (`--workload`, `--scenario METHOD:/path`, or the
     /// application's own): when there are any, they replace the
     /// experiment's own scenarios.
@@ -458,6 +467,9 @@ mod tests {
             idle: vec![10, 20],
             duration: Duration::from_secs(1),
             workloads: Vec::new(),
+            upstream: None,
+            connections: 1000,
+            waiting: vec![100],
         }
     }
 

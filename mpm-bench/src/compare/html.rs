@@ -104,15 +104,19 @@ pub fn charts(report: &Report) -> Result<Vec<(String, String, String)>, Error> {
         s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
     if !series.is_empty() {
+        // The waiting experiment's connections each hold a request parked
+        // on the upstream, not an idle keep-alive connection.
+        let (held, short) = if report.experiment == "waiting" {
+            ("requests waiting on the upstream", "waiting requests")
+        } else {
+            ("idle keep-alive connections", "idle connections")
+        };
         out.push((
             "memory.svg".into(),
-            "PSS of the server's process tree against idle keep-alive connections".into(),
+            format!("PSS of the server's process tree against {held}"),
             charts::lines(
-                "memory: PSS against idle connections",
-                (
-                    "idle keep-alive connections",
-                    "PSS MiB, whole tree (median, min–max)",
-                ),
+                &format!("memory: PSS against {short}"),
+                (held, "PSS MiB, whole tree (median, min–max)"),
                 &series,
                 None,
             )

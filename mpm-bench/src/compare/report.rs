@@ -93,6 +93,24 @@ metrics! {
     processes,
     /// Threads in the tree.
     threads,
+    /// Threads in the tree before any connection (waiting scenarios, and
+    /// proxied loads: before the warm-up).
+    baseline_threads,
+    /// Concurrent clients of a proxied load (its connections).
+    clients,
+    /// Requests waiting on compare's origin when the tree was sampled
+    /// (mid-run for a proxied load; held, for a waiting scenario).
+    waiting_requests,
+    /// PSS the waiting requests added over the baseline, per waiting request, KiB.
+    pss_per_waiting_kib,
+    /// Threads in the tree per waiting request (all of them, not those added).
+    threads_per_waiting,
+    /// Processes in the tree per waiting request.
+    processes_per_waiting,
+    /// Connections the origin accepted per 1,000 requests the server
+    /// answered over the timed run: near 0 when the proxy keeps its
+    /// upstream connections alive, 1,000 when it opens one per request.
+    upstream_conns_per_1k,
 }
 
 fn median(sorted: &[f64]) -> f64 {
@@ -360,6 +378,18 @@ pub enum Column {
     SendsPerReq,
     /// Socket writes that found the socket full, per request.
     SendWaitsPerReq,
+    /// Requests waiting on the upstream (of the clients, or of those sent).
+    Waiting,
+    /// PSS, processes and threads before the load or the waiting requests.
+    IdleFootprint,
+    /// PSS, processes and threads with the requests waiting.
+    WaitingFootprint,
+    /// PSS added per waiting request, KiB.
+    KibPerWaiting,
+    /// Threads and processes per waiting request.
+    ThreadsPerWaiting,
+    /// Upstream connections opened per 1,000 requests.
+    UpstreamConnsPer1k,
 }
 
 /// "n/a": not measured, or not a figure of this variant.
@@ -402,6 +432,12 @@ impl Column {
             Column::SyscallsByName => "syscalls/req by name",
             Column::SendsPerReq => "send calls/req",
             Column::SendWaitsPerReq => "full-socket returns/req",
+            Column::Waiting => "waiting on upstream",
+            Column::IdleFootprint => "idle PSS MiB, procs/threads",
+            Column::WaitingFootprint => "waiting PSS MiB, procs/threads",
+            Column::KibPerWaiting => "KiB/waiting req",
+            Column::ThreadsPerWaiting => "threads, procs/waiting req",
+            Column::UpstreamConnsPer1k => "upstream conns/1k req",
         }
     }
 
@@ -444,6 +480,22 @@ impl Column {
                 _ => NA.into(),
             },
             Column::IdleServed => one_text(c.idle_sample_served.clone()),
+            Column::Waiting => match (m.waiting_requests, c.idle_connections, m.clients) {
+                (None, _, _) => NA.into(),
+                (Some(w), Some(n), _) => format!("{w:.0} of {n}"),
+                (Some(w), None, Some(n)) => format!("{w:.0} of {n:.0}"),
+                (Some(w), None, None) => format!("{w:.0}"),
+            },
+            Column::IdleFootprint => {
+                footprint(m.baseline_pss_kib, m.baseline_processes, m.baseline_threads)
+            }
+            Column::WaitingFootprint => footprint(m.pss_kib, m.processes, m.threads),
+            Column::KibPerWaiting => ranged(c, |m| m.pss_per_waiting_kib, |v| format!("{v:.1}")),
+            Column::ThreadsPerWaiting => match (m.threads_per_waiting, m.processes_per_waiting) {
+                (Some(t), Some(p)) => format!("{t:.3}, {p:.3}"),
+                _ => NA.into(),
+            },
+            Column::UpstreamConnsPer1k => one(m.upstream_conns_per_1k, |v| format!("{v:.1}")),
             Column::SyscallsByName => match &c.syscalls_by_name {
                 None => NA.into(),
                 Some(v) => {
@@ -467,8 +519,27 @@ impl Column {
             self,
             Column::PssPerConnKib | Column::IdleServed | Column::RssMib | Column::ProcsThreads
         );
-        let load_only = !idle_only && self != Column::PssMib;
+        // Figures of a tree holding connections, whether they are idle,
+        // waiting requests, or a proxied load's clients.
+        let both = matches!(
+            self,
+            Column::PssMib
+                | Column::Waiting
+                | Column::IdleFootprint
+                | Column::WaitingFootprint
+                | Column::KibPerWaiting
+                | Column::ThreadsPerWaiting
+        );
+        let load_only = !idle_only && !both;
         (idle || !idle_only) && (!idle || !load_only)
+    }
+}
+
+/// `PSS MiB, procs/threads`, or n/a when any is missing.
+fn footprint(pss_kib: Option<f64>, procs: Option<f64>, threads: Option<f64>) -> String {
+    match (pss_kib, procs, threads) {
+        (Some(k), Some(p), Some(t)) => format!("{:.1}, {p:.0}/{t:.0}", k / 1024.0),
+        _ => NA.into(),
     }
 }
 

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use mpm_core::Error;
 
 use super::experiments::Variant;
+use super::origin::Origin;
 use super::perf::SyscallCount;
 use super::proc_sample::{self, Sample};
 use super::report::{Cell, Metrics, Run};
@@ -48,6 +49,9 @@ pub struct Settings {
     pub serve_flags: Vec<String>,
     /// Set on Ctrl-C: finish nothing more, stop the servers.
     pub stop: Arc<AtomicBool>,
+    /// Compare's origin, when a scenario is proxied to it: the servers of
+    /// proxied scenarios get `--proxy /=http://ORIGIN`.
+    pub origin: Option<Arc<Origin>>,
 }
 
 /// Measure every variant under every scenario, `settings.repeat` times
@@ -71,21 +75,23 @@ pub fn run_all(
             })
         })
         .collect();
-    // One server per program, in the order scenarios first need it.
-    let mut bins: Vec<ServerBin> = Vec::new();
+    // One server per program (and per waiting count: each is sized for
+    // its requests), in the order scenarios first need it.
+    let mut bins: Vec<(ServerBin, Option<usize>)> = Vec::new();
     for s in scenarios {
-        if !bins.contains(&s.server) {
-            bins.push(s.server);
+        if !bins.contains(&s.server_key()) {
+            bins.push(s.server_key());
         }
     }
     let repeat = settings.repeat.max(1);
     for round in 0..repeat {
         let label = format!("run {}/{repeat}", round + 1);
         for (vi, variant) in variants.iter().enumerate() {
-            for &bin in &bins {
+            for &key in &bins {
+                let bin = key.0;
                 // Idle scenarios first: their baseline is the fresh server.
                 let mut mine: Vec<usize> = (0..scenarios.len())
-                    .filter(|&i| scenarios[i].server == bin)
+                    .filter(|&i| scenarios[i].server_key() == key)
                     .collect();
                 mine.sort_by_key(|&i| scenarios[i].idle_connections().is_none());
                 let index = |si: usize| vi * scenarios.len() + si;
@@ -121,6 +127,14 @@ pub fn run_all(
                     variant.allocator.to_string(),
                 ]);
                 args.extend(variant.flags.iter().cloned());
+                args.extend(scenarios[mine[0]].server_flags(variant.mpm));
+                let origin = settings
+                    .origin
+                    .as_ref()
+                    .filter(|_| mine.iter().any(|&si| scenarios[si].upstream.is_some()));
+                if let Some(o) = origin {
+                    args.extend(o.proxy_flags());
+                }
                 // The counters are read from the status page: where compare
                 // expects it, whatever the program's own default.
                 args.extend(["--status-path".into(), "/server-status".into()]);
@@ -144,6 +158,7 @@ pub fn run_all(
                     }
                 };
                 let mut baseline = None;
+                let mut waited = false;
                 for &si in &mine {
                     if settings.stop.load(Ordering::Relaxed) {
                         return Err(Error::config("interrupted; the servers were stopped"));
@@ -159,12 +174,26 @@ pub fn run_all(
                             chunk,
                             pause_us,
                         } => measure_slow_reader(&server, s, transfers, chunk, pause_us)?,
+                        Load::Waiting { requests } => {
+                            waited = true;
+                            let origin = origin.ok_or_else(|| {
+                                Error::config(format!("{}: no origin to proxy to", s.name))
+                            })?;
+                            measure_waiting(&server, origin, s, requests)?
+                        }
                     };
                     let c = &mut cells[index(si)];
                     c.add(run);
                     on_run(&label, c);
                 }
-                server.stop()?;
+                if waited {
+                    // Its requests were cut, not answered: a server that
+                    // takes its time to drain them has been measured
+                    // already, and is killed with its group if it must be.
+                    let _ = server.stop();
+                } else {
+                    server.stop()?;
+                }
             }
         }
     }
@@ -239,6 +268,13 @@ fn measure_load(
     );
     load.url = format!("{scheme}://{host} ({})", scenario.workload.name);
     load.tls = tls;
+    // A proxied load: the tree before it, as the baseline of what its
+    // waiting requests add.
+    let origin = settings
+        .origin
+        .as_deref()
+        .filter(|_| scenario.upstream.is_some());
+    let idle = origin.map(|_| proc_sample::sample(server.pid()));
     let run = |load: &engine::Load| {
         engine::run(load, &Progress::new(Arc::clone(&settings.stop)))
             .map_err(|e| Error::io("running the load", e))
@@ -263,7 +299,21 @@ fn measure_load(
     let before = server.status()?;
     let proc_before = proc_sample::sample(pid);
     load.limit = Limit::Duration(settings.duration);
-    let summary = run(&load)?;
+    let opened_before = origin.map(Origin::connections);
+    // Mid-run, the tree and the requests waiting on the origin, sampled
+    // together: what the server holds for the requests in flight.
+    let (summary, mid) = std::thread::scope(|scope| {
+        let sampler = origin.map(|o| {
+            let half = settings.duration / 2;
+            scope.spawn(move || {
+                std::thread::sleep(half);
+                (proc_sample::sample(pid), o.waiting())
+            })
+        });
+        let summary = run(&load);
+        (summary, sampler.and_then(|t| t.join().ok()))
+    });
+    let summary = summary?;
     let proc_after = proc_sample::sample(pid);
     let after = server.status()?;
     let syscalls = perf.and_then(SyscallCount::finish);
@@ -284,6 +334,12 @@ fn measure_load(
         m.p99_9_us = Some(l.p99_9 as f64);
     }
     server_costs(&mut m, &per);
+    if let (Some(o), Some(idle), Some((held, waiting))) = (origin, idle, mid) {
+        let opened = o.connections() - opened_before.unwrap_or(0);
+        m.upstream_conns_per_1k = Some(1000.0 * opened as f64 / requests);
+        m.clients = Some(scenario.workload.connections as f64);
+        waiting_figures(&mut m, &idle, &held, waiting);
+    }
     Ok(Run {
         metrics: m,
         responses: summary.responses,
@@ -297,6 +353,191 @@ fn measure_load(
         }),
         idle_sample: None,
     })
+}
+
+/// The tree idle and holding `waiting` requests: its footprint both ways,
+/// and per waiting request the PSS added and the threads and processes
+/// held (all of them: a pool made at start holds the requests as much as
+/// one that grew for them).
+fn waiting_figures(m: &mut Metrics, idle: &Sample, held: &Sample, waiting: u64) {
+    m.baseline_pss_kib = Some(idle.pss_kib as f64);
+    m.baseline_processes = Some(idle.processes as f64);
+    m.baseline_threads = Some(idle.threads as f64);
+    m.pss_kib = Some(held.pss_kib as f64);
+    m.rss_kib = Some(held.rss_kib as f64);
+    m.processes = Some(held.processes as f64);
+    m.threads = Some(held.threads as f64);
+    m.waiting_requests = Some(waiting as f64);
+    if waiting > 0 {
+        let w = waiting as f64;
+        m.pss_per_waiting_kib = Some((held.pss_kib as f64 - idle.pss_kib as f64) / w);
+        m.threads_per_waiting = Some(held.threads as f64 / w);
+        m.processes_per_waiting = Some(held.processes as f64 / w);
+    }
+}
+
+/// The longest a waiting scenario waits for its requests to reach the
+/// origin (which answers at 10 s): then the tree is sampled with those
+/// that did.
+const WAIT_AT_MOST: Duration = Duration::from_secs(8);
+/// Once every request is sent, how long the count at the origin may stay
+/// still before the tree is sampled: a server that holds no more (prefork
+/// at its process cap) is not waited on for the whole bound.
+const WAIT_STILL: Duration = Duration::from_millis(1500);
+
+/// Open `requests` connections at once, each sending the scenario's
+/// request to the proxied route, and sample the tree once the origin has
+/// them all (or once their count stops growing, or after
+/// [`WAIT_AT_MOST`]), against the tree before them. Requests held are
+/// those that reached the origin; an answer before it (the origin answers
+/// after 10 s) is unexpected, a refused or closed connection an error.
+fn measure_waiting(
+    server: &ServerChild,
+    origin: &Origin,
+    scenario: &Scenario,
+    requests: usize,
+) -> Result<Run, Error> {
+    let pid = server.pid();
+    let idle = settled(pid);
+    let request = scenario
+        .first_request()
+        .to_bytes(&server.addr.to_string(), false);
+    let (mut run, socks) = park(server.addr, &request, requests, origin)?;
+    // Let every process settle (threads parked, buffers freed), as idle does.
+    std::thread::sleep(Duration::from_millis(300));
+    let held = proc_sample::sample(pid);
+    drop(socks);
+    waiting_figures(
+        &mut run.metrics,
+        &idle,
+        &held,
+        run.responses - run.unexpected,
+    );
+    Ok(run)
+}
+
+/// The tree once its thread count has stopped changing (a worker sized
+/// for 10,000 requests is still starting threads when its processes are
+/// all there), within 10 s.
+fn settled(pid: i32) -> Sample {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = proc_sample::sample(pid);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = proc_sample::sample(pid);
+        if (now.threads, now.processes) == (last.threads, last.processes) {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+/// A waiting scenario's connection and whether its request is sent; None
+/// once done with (answered, closed or refused).
+type Parked = Option<(socket2::Socket, bool)>;
+
+/// Open `requests` connections to `addr` at once, each sending `request`,
+/// until `origin` has received all of them (or their count stops growing
+/// for [`WAIT_STILL`] once every one is sent, or [`WAIT_AT_MOST`] has
+/// passed): the run (responses: the requests held at the origin and the
+/// answers that came before it; unexpected: those answers; errors: refused
+/// and closed connections) and the connections, still open.
+fn park(
+    addr: SocketAddr,
+    request: &[u8],
+    requests: usize,
+    origin: &Origin,
+) -> Result<(Run, Vec<Parked>), Error> {
+    use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+    use socket2::{Domain, Socket, Type};
+    let before = origin.requests();
+    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
+        .map_err(|e| Error::io("a waiting scenario's epoll set", std::io::Error::from(e)))?;
+    let mut run = Run::default();
+    let mut socks: Vec<Parked> = Vec::with_capacity(requests);
+    let connect = |i: usize| -> std::io::Result<Socket> {
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+        s.set_nonblocking(true)?;
+        match s.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        epoll
+            .add(&s, EpollEvent::new(EpollFlags::EPOLLOUT, i as u64))
+            .map_err(std::io::Error::from)?;
+        Ok(s)
+    };
+    for i in 0..requests {
+        match connect(i) {
+            Ok(s) => socks.push(Some((s, false))),
+            Err(_) => {
+                run.errors += 1;
+                socks.push(None);
+            }
+        }
+    }
+    let started = Instant::now();
+    let mut events = vec![EpollEvent::empty(); 1024];
+    let (mut last, mut still_since) = (0, Instant::now());
+    let mut buf = [0u8; 4096];
+    let reached = || origin.requests().saturating_sub(before);
+    loop {
+        let done = reached() + run.errors + run.unexpected;
+        if done >= requests as u64 || started.elapsed() >= WAIT_AT_MOST {
+            break;
+        }
+        if done != last {
+            (last, still_since) = (done, Instant::now());
+        } else if socks.iter().flatten().all(|(_, sent)| *sent)
+            && still_since.elapsed() >= WAIT_STILL
+        {
+            break;
+        }
+        let n = epoll.wait(&mut events, 20u16).unwrap_or(0);
+        for ev in &events[..n] {
+            let i = ev.data() as usize;
+            let Some((s, sent)) = socks.get_mut(i).and_then(Option::as_mut) else {
+                continue;
+            };
+            let alive = if !*sent {
+                // Connected, or refused: the request is far below a
+                // socket buffer, so it goes whole or not at all.
+                let ok = matches!(s.take_error(), Ok(None))
+                    && s.send(request).is_ok_and(|w| w == request.len());
+                *sent = ok;
+                let mut ev = EpollEvent::new(EpollFlags::EPOLLIN, i as u64);
+                ok && epoll.modify(&*s, &mut ev).is_ok()
+            } else {
+                // Anything now is an answer before the origin's (an error
+                // page) or a close.
+                use std::io::Read as _;
+                match (&*s).read(&mut buf) {
+                    Ok(n) if n > 0 => {
+                        run.unexpected += 1;
+                        if let Some(status) = status_of(&buf[..n]) {
+                            *run.statuses.entry(status).or_insert(0) += 1;
+                        }
+                        let _ = epoll.delete(&*s);
+                        socks[i] = None;
+                        continue;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    _ => false,
+                }
+            };
+            if !alive {
+                run.errors += 1;
+                let _ = epoll.delete(&*s);
+                socks[i] = None;
+            }
+        }
+    }
+    // (A proxy that retried a request would count it twice.)
+    let held = reached().min(requests as u64);
+    run.responses = held + run.unexpected;
+    Ok((run, socks))
 }
 
 /// The status code of a response head, if it has one.
@@ -505,9 +746,38 @@ fn measure_idle(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_status_line_gives_its_code() {
         assert_eq!(super::status_of(b"HTTP/1.1 404 Not Found\r\n"), Some(404));
         assert_eq!(super::status_of(b"garbage"), None);
+    }
+
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    #[test]
+    fn requests_parked_at_the_origin_are_held_and_counted() {
+        let origin = Origin::start(Duration::from_secs(30), 10).expect("origin");
+        // Sent straight to the origin: every one reaches it and waits.
+        let (run, socks) = park(origin.addr(), GET, 40, &origin).expect("parked");
+        assert_eq!((run.responses, run.unexpected, run.errors), (40, 0, 0));
+        assert_eq!(socks.iter().flatten().count(), 40, "all still open");
+        assert_eq!(origin.waiting(), 40);
+    }
+
+    #[test]
+    fn an_answer_before_the_origins_is_unexpected_and_a_refusal_an_error() {
+        let counted = Origin::start(Duration::from_secs(30), 10).expect("origin");
+        // A "server" that answers at once and never reaches the origin.
+        let quick = Origin::start(Duration::ZERO, 10).expect("origin");
+        let (run, _) = park(quick.addr(), GET, 5, &counted).expect("parked");
+        assert_eq!((run.responses, run.unexpected, run.errors), (5, 5, 0));
+        assert_eq!(run.statuses.get(&200), Some(&5));
+        // Nothing listening: each connection refused.
+        let gone = quick.addr();
+        drop(quick);
+        let (run, _) = park(gone, GET, 3, &counted).expect("parked");
+        assert_eq!((run.responses, run.errors), (0, 3));
     }
 }

@@ -31,6 +31,14 @@ pub enum Load {
         /// Connections held.
         connections: usize,
     },
+    /// Open this many connections, each sending the workload's first
+    /// request to a proxied route whose origin sits on it, and measure the
+    /// server holding them (a server of its own, sized for them: see
+    /// [`Scenario::server_flags`]).
+    Waiting {
+        /// Requests sent, one per connection.
+        requests: usize,
+    },
     /// Fetch the workload's first request `transfers` times, one at a time,
     /// reading slower than the server can send: `chunk` bytes, then a
     /// `pause_us` pause.
@@ -55,9 +63,31 @@ pub enum Tls {
     Resumed,
 }
 
+/// The origin compare starts behind a proxy route (`--upstream-delay`,
+/// the `waiting` experiment): every server under test gets
+/// `--proxy /=http://ORIGIN`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Upstream {
+    /// How long the origin waits before each answer.
+    pub delay: Duration,
+    /// Bytes in each answer's body.
+    pub body: usize,
+}
+
+/// The origin's body when `--upstream-body` does not say: the peers' page.
+pub const UPSTREAM_BODY: usize = 1456;
+/// How long the `waiting` experiment's origin sits on each request (as
+/// proxy_peers.py's `waiting`): far longer than the measurement.
+pub const WAITING_DELAY: Duration = Duration::from_secs(10);
+/// The most processes a prefork server under test may have: a waiting
+/// request beyond them is reported as not held, rather than forked for.
+pub const PREFORK_CAP: usize = 256;
+
 /// One load, run against every variant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
+    /// Behind a proxy route to compare's origin, if it is.
+    pub upstream: Option<Upstream>,
     /// Over TLS (the server's `--listen-tls` listener), and how.
     pub tls: Tls,
     /// Short name (`--scenario` selects by it; `idle` selects every idle count).
@@ -84,6 +114,7 @@ impl Scenario {
     /// connections (a static file: every 200 must have the same length).
     pub fn keepalive(name: &str, title: &str, path: &str, connections: usize) -> Scenario {
         Scenario {
+            upstream: None,
             tls: Tls::Off,
             name: name.into(),
             title: title.into(),
@@ -106,6 +137,7 @@ impl Scenario {
     /// A workload as a scenario, served by the program itself.
     pub fn workload(workload: Workload) -> Scenario {
         Scenario {
+            upstream: None,
             tls: Tls::Off,
             name: workload.name.clone(),
             title: workload.describe(),
@@ -119,6 +151,7 @@ impl Scenario {
     /// docroot's page once.
     pub fn idle(connections: usize) -> Scenario {
         Scenario {
+            upstream: None,
             tls: Tls::Off,
             name: format!("idle-{connections}"),
             title: format!("{connections} idle keep-alive connections"),
@@ -135,6 +168,7 @@ impl Scenario {
         let mut w = Workload::new("idle");
         w.requests.extend(first);
         Scenario {
+            upstream: None,
             tls: Tls::Off,
             name: format!("idle-{connections}"),
             title: format!(
@@ -169,6 +203,78 @@ impl Scenario {
         }
     }
 
+    /// GET / through the proxy route to an origin answering after
+    /// `upstream.delay`, on `connections` keep-alive connections.
+    pub fn upstream(upstream: Upstream, connections: usize) -> Scenario {
+        let title = format!(
+            "GET / through the proxy to an origin answering after {} ms, {connections} \
+             keep-alive connections",
+            upstream.delay.as_millis()
+        );
+        let workload = Workload::new("upstream")
+            .title(title)
+            .request(WorkloadRequest::get("/"))
+            .connections(connections);
+        Scenario::workload(workload).through(upstream)
+    }
+
+    /// `requests` connections, each sending one GET through the proxy
+    /// route to an origin that answers after [`WAITING_DELAY`]: held, not
+    /// answered, while the server is measured.
+    pub fn waiting(requests: usize) -> Scenario {
+        Scenario {
+            upstream: Some(Upstream {
+                delay: WAITING_DELAY,
+                body: UPSTREAM_BODY,
+            }),
+            tls: Tls::Off,
+            name: format!("waiting-{requests}"),
+            title: format!("{requests} requests waiting on the upstream"),
+            server: ServerBin::Program,
+            workload: Workload::get("waiting", "/"),
+            load: Load::Waiting { requests },
+        }
+    }
+
+    /// The same, its requests sent through the proxy route to compare's origin.
+    pub fn through(self, upstream: Upstream) -> Scenario {
+        Scenario {
+            upstream: Some(upstream),
+            ..self
+        }
+    }
+
+    /// The `serve` flags this scenario's server needs besides the
+    /// variant's: a waiting scenario's server is sized for its requests
+    /// (`--max-request-workers` N + 64, as peers.py sizes for idle
+    /// connections; prefork at most [`PREFORK_CAP`] processes, started
+    /// small as httpd's), and stops its drain after a second (the origin
+    /// would hold the requests for ten).
+    pub fn server_flags(&self, mpm: mpm_core::MpmKind) -> Vec<String> {
+        let Load::Waiting { requests } = self.load else {
+            return Vec::new();
+        };
+        let mut workers = requests + 64;
+        if mpm == mpm_core::MpmKind::Prefork {
+            workers = workers.min(PREFORK_CAP);
+        }
+        vec![
+            "--max-request-workers".into(),
+            workers.to_string(),
+            "--graceful-timeout".into(),
+            "1s".into(),
+        ]
+    }
+
+    /// Which server a scenario runs on: scenarios with the same key share
+    /// one per variant (a waiting scenario has one of its own).
+    pub fn server_key(&self) -> (ServerBin, Option<usize>) {
+        match self.load {
+            Load::Waiting { requests } => (self.server, Some(requests)),
+            _ => (self.server, None),
+        }
+    }
+
     /// The same over TLS, handshaking as `tls` says.
     pub fn over_tls(self, tls: Tls) -> Scenario {
         Scenario { tls, ..self }
@@ -179,15 +285,20 @@ impl Scenario {
         Scenario { server, ..self }
     }
 
-    /// Does `--scenario NAME` select it? (`idle` selects every idle count.)
+    /// Does `--scenario NAME` select it? (`idle` selects every idle
+    /// count, `waiting` every waiting one.)
     pub fn matches(&self, name: &str) -> bool {
-        self.name == name || (name == "idle" && matches!(self.load, Load::Idle { .. }))
+        self.name == name
+            || (name == "idle" && matches!(self.load, Load::Idle { .. }))
+            || (name == "waiting" && matches!(self.load, Load::Waiting { .. }))
     }
 
-    /// Idle connections held, for an idle scenario.
+    /// Connections held, for an idle or a waiting scenario (its cells are
+    /// memory against connections, not requests a second).
     pub fn idle_connections(&self) -> Option<usize> {
         match self.load {
             Load::Idle { connections } => Some(connections),
+            Load::Waiting { requests } => Some(requests),
             Load::Requests | Load::SlowReader { .. } => None,
         }
     }
@@ -209,6 +320,10 @@ impl Scenario {
                 Duration::from_millis(400) + Duration::from_micros(200 * connections as u64)
             }
             Load::SlowReader { transfers, .. } => Duration::from_millis(200) * transfers as u32,
+            // Sent, then sampled once the origin has them all (at most 8 s).
+            Load::Waiting { requests } => {
+                Duration::from_millis(1500) + Duration::from_micros(300 * requests as u64)
+            }
         }
     }
 }

@@ -3,14 +3,17 @@
 
 #![allow(clippy::unwrap_used, dead_code)]
 
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mpm_core::blocking::{serve_blocking, NoPark, Timeouts};
-use mpm_core::Stream;
+use mpm_core::waiting::{block_until, Await};
+use mpm_core::{ConnectionHandler, Interest, Prefetch, Stream, Wait};
 use mpm_http::{HttpHandler, HttpService, HttpSettings};
 
 /// Listen on an ephemeral port and serve the first connection with
@@ -38,4 +41,189 @@ pub(crate) fn serve_one<H: HttpHandler + Send + 'static>(
         );
     });
     (addr, server)
+}
+
+/// Which driver serves a test's connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Driver {
+    /// `serve_blocking`, as a prefork child or a worker thread.
+    Blocking,
+    /// A non-blocking socket driven as the event loop drives it: every
+    /// wake through `prefetch`, which says whether the step runs on the
+    /// loop or on a worker; `Interest::Await` waited on with `block_until`.
+    Loop,
+}
+
+pub(crate) const DRIVERS: [Driver; 2] = [Driver::Blocking, Driver::Loop];
+
+/// Listen on an ephemeral port and serve the first connection with the
+/// service `make` builds, by `driver`; the address, and the serving thread,
+/// which returns every interest the steps returned (the loop driver's; the
+/// blocking driver's are not seen).
+pub(crate) fn serve_by<S, F>(driver: Driver, make: F) -> (SocketAddr, JoinHandle<Vec<Interest>>)
+where
+    S: ConnectionHandler,
+    F: FnOnce() -> S + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let mut service = make();
+        let (sock, peer) = listener.accept().unwrap();
+        let draining = Arc::new(AtomicBool::new(false));
+        match driver {
+            Driver::Blocking => {
+                let stream = Stream::new(sock, peer, true, draining).unwrap();
+                let timeouts = Timeouts {
+                    request: Duration::from_secs(10),
+                    keepalive: Duration::from_secs(10),
+                    linger: Duration::from_millis(100),
+                    first_request: Duration::from_secs(10),
+                    inherited: false,
+                };
+                serve_blocking(&mut service, stream, &timeouts, &mut NoPark);
+                Vec::new()
+            }
+            Driver::Loop => {
+                let stream = Stream::new(sock, peer, false, draining).unwrap();
+                drive_like_a_loop(&mut service, stream)
+            }
+        }
+    });
+    (addr, server)
+}
+
+/// Serve `handler` under the default settings by `driver`.
+pub(crate) fn serve_http<H: HttpHandler + Send + 'static>(
+    driver: Driver,
+    handler: H,
+) -> (SocketAddr, JoinHandle<Vec<Interest>>) {
+    serve_by(driver, move || {
+        HttpService::new(handler, &HttpSettings::default())
+    })
+}
+
+/// Is `fd` ready as asked within `within`?
+fn ready(fd: RawFd, read: bool, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    let wait = if read {
+        Await::timer(until).or_client_input()
+    } else {
+        Await::timer(until).or_client_room()
+    };
+    block_until(&wait, Some(fd))
+}
+
+/// One wake of the event loop: `prefetch`, then `readable` on the loop or
+/// (as a worker would) off it.
+fn wake<S: ConnectionHandler>(h: &mut S, conn: &mut S::Conn, s: &mut Stream) -> Interest {
+    s.set_on_event_loop(true);
+    let found = h.prefetch(conn, s);
+    s.take_would_block();
+    let next = match found {
+        Prefetch::Wait(next) => next,
+        Prefetch::ReadyInline => h.readable(conn, s),
+        Prefetch::Ready => {
+            s.set_on_event_loop(false);
+            h.readable(conn, s)
+        }
+    };
+    // WouldBlock on a non-blocking socket is not a timeout.
+    s.take_would_block();
+    next
+}
+
+/// Drive one connection as the event loop does, until it closes (or
+/// nothing happens for 10 s); every interest returned.
+fn drive_like_a_loop<S: ConnectionHandler>(h: &mut S, mut s: Stream) -> Vec<Interest> {
+    let fd = s.as_raw_fd();
+    let mut conn = h.connected(&s);
+    let mut seen = Vec::new();
+    let mut interest = Interest::Read(Wait::Request);
+    loop {
+        interest = match interest {
+            Interest::Read(wait) => {
+                if wait == Wait::KeepAlive {
+                    h.parked(&mut conn);
+                }
+                if s.drained() && !ready(fd, true, Duration::from_secs(10)) {
+                    return seen;
+                }
+                wake(h, &mut conn, &mut s)
+            }
+            Interest::Write => {
+                if !ready(fd, false, Duration::from_secs(10)) {
+                    return seen;
+                }
+                s.set_on_event_loop(h.writes_without_blocking(&conn));
+                let next = h.writable(&mut conn, &mut s);
+                s.take_would_block();
+                next
+            }
+            Interest::Yield => wake(h, &mut conn, &mut s),
+            Interest::Await(wait) => {
+                // Parked: a test holds no worker here, only this poll.
+                block_until(&wait, Some(fd));
+                wake(h, &mut conn, &mut s)
+            }
+            Interest::Close | Interest::Linger => return seen,
+        };
+        seen.push(interest);
+    }
+}
+
+/// Read one response from `c`: its head, and its body as its framing
+/// says (Content-Length, chunked, or to the close).
+pub(crate) fn read_response(c: &mut impl Read) -> (String, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if c.read(&mut byte).unwrap() == 0 {
+            panic!(
+                "the connection closed mid-head: {:?}",
+                String::from_utf8_lossy(&head)
+            );
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let field = |name: &str| {
+        head.lines()
+            .find_map(|l| {
+                l.split_once(':')
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            })
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let status: u16 = head[9..12].parse().unwrap();
+    let mut body = Vec::new();
+    if status == 101 || status == 204 || status == 304 {
+        return (head, body);
+    }
+    if let Some(n) = field("content-length") {
+        let n: usize = n.parse().unwrap();
+        body.resize(n, 0);
+        c.read_exact(&mut body).unwrap();
+    } else if field("transfer-encoding").as_deref() == Some("chunked") {
+        loop {
+            let mut line = Vec::new();
+            while !line.ends_with(b"\r\n") {
+                assert_eq!(c.read(&mut byte).unwrap(), 1, "cut in a chunk's size line");
+                line.push(byte[0]);
+            }
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&line[..line.len() - 2]).unwrap(), 16)
+                    .unwrap();
+            let at = body.len();
+            body.resize(at + size + 2, 0);
+            c.read_exact(&mut body[at..]).unwrap();
+            body.truncate(at + size);
+            if size == 0 {
+                break;
+            }
+        }
+    } else {
+        c.read_to_end(&mut body).unwrap();
+    }
+    (head, body)
 }

@@ -442,8 +442,10 @@ settings! {
         default = text("none"), bounds = Bounds::Any,
         config = Option<PathBuf>;
 
-    /// Access-log line format: common or combined (adds Referer and User-Agent).
-    log_format: Option<LogFormat>, "common|combined",
+    /// Access-log line format: common, combined (adds Referer and
+    /// User-Agent) or upstream (combined, then the upstream's address,
+    /// status and time, as nginx's $upstream_* variables).
+    log_format: Option<LogFormat>, "common|combined|upstream",
         default = value(LogFormat::Common), bounds = Bounds::Any,
         config = LogFormat;
 

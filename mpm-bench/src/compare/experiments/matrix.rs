@@ -47,7 +47,15 @@ pub(super) const MATRIX: Experiment = Experiment {
 };
 
 fn variants(sel: &Selection) -> Vec<Variant> {
-    let workers = (sel.idle.iter().copied().max().unwrap_or(0) + 64).max(256);
+    // Behind a proxy, no idle connection is held: the servers keep the
+    // floor of 256 workers, fewer than the clients by default, so that a
+    // model that holds a worker per waiting request shows it.
+    let held = if sel.upstream.is_some() {
+        0
+    } else {
+        sel.idle.iter().copied().max().unwrap_or(0)
+    };
+    let workers = (held + 64).max(256);
     mpm_by_allocator(sel, &AllocatorKind::ALL, |mpm| {
         let mut flags = vec!["--max-request-workers".into(), workers.to_string()];
         if mpm == MpmKind::Prefork {
@@ -62,6 +70,20 @@ fn variants(sel: &Selection) -> Vec<Variant> {
 }
 
 fn scenarios(sel: &Selection) -> Vec<Scenario> {
+    // `--upstream-delay`: every route is the proxy's, so the loads are the
+    // proxied ones alone (the docroot's files and idle connections would
+    // be the origin's answers too).
+    if let Some(up) = sel.upstream {
+        if sel.workloads.is_empty() {
+            return vec![Scenario::upstream(up, sel.connections)];
+        }
+        return sel
+            .workloads
+            .iter()
+            .cloned()
+            .map(|w| Scenario::workload(w).through(up))
+            .collect();
+    }
     if let Some(first) = sel.workloads.first() {
         let mut s: Vec<Scenario> = sel
             .workloads

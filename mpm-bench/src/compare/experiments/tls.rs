@@ -182,6 +182,9 @@ mod tests {
             idle: vec![3],
             duration: std::time::Duration::from_secs(1),
             workloads,
+            upstream: None,
+            connections: 1000,
+            waiting: vec![100],
         }
     }
 

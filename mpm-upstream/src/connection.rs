@@ -1,0 +1,227 @@
+//! [`Connection`]: one open connection to an upstream, plain or TLS,
+//! always non-blocking.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Instant;
+
+use mpm_core::waiting::{ready, Await};
+
+use crate::pool::PoolKey;
+use crate::tls::TlsStream;
+
+/// An open connection to an upstream: TCP, or TLS over TCP.
+///
+/// Its socket is non-blocking. The `try_` methods return `WouldBlock` when
+/// the socket is not ready: for a caller that builds its own
+/// [`Await`] (a body streamed from the client, a tunnel), with
+/// [`wait_readable`](Connection::wait_readable) and
+/// [`wait_writable`](Connection::wait_writable). The `async` methods wait
+/// themselves, with [`mpm_core::waiting::ready`]: parked on the loop under
+/// the event MPM, blocked in `poll(2)` under prefork and worker.
+pub struct Connection {
+    io: Io,
+    key: PoolKey,
+    opened_at: Instant,
+    requests_served: u64,
+}
+
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+}
+
+impl Connection {
+    pub(crate) fn plain(sock: TcpStream, key: PoolKey) -> Connection {
+        Connection::new(Io::Plain(sock), key)
+    }
+
+    pub(crate) fn tls(stream: TlsStream, key: PoolKey) -> Connection {
+        Connection::new(Io::Tls(Box::new(stream)), key)
+    }
+
+    fn new(io: Io, key: PoolKey) -> Connection {
+        Connection {
+            io,
+            key,
+            opened_at: Instant::now(),
+            requests_served: 0,
+        }
+    }
+
+    /// The socket's descriptor, for an [`Await`].
+    pub fn raw_fd(&self) -> RawFd {
+        self.sock().as_raw_fd()
+    }
+
+    /// The upstream's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.key.addr
+    }
+
+    /// What the pool files this connection under.
+    pub fn key(&self) -> &PoolKey {
+        &self.key
+    }
+
+    /// Whether this is TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.io, Io::Tls(_))
+    }
+
+    /// When it was opened.
+    pub fn opened_at(&self) -> Instant {
+        self.opened_at
+    }
+
+    /// How many responses were read to their end on it before it was last
+    /// given back to the pool: 0 for a new connection.
+    pub fn requests_served(&self) -> u64 {
+        self.requests_served
+    }
+
+    pub(crate) fn served_one(&mut self) {
+        self.requests_served += 1;
+    }
+
+    fn sock(&self) -> &TcpStream {
+        match &self.io {
+            Io::Plain(s) => s,
+            Io::Tls(t) => &t.sock,
+        }
+    }
+
+    /// Read what is there: `Ok(0)` at the end of the stream, `WouldBlock`
+    /// when nothing is (for TLS: no complete record).
+    pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match &mut self.io {
+            Io::Plain(s) => s.read(buf),
+            Io::Tls(t) => t.try_read(buf),
+        }
+    }
+
+    /// Write what the socket (or, for TLS, rustls's bounded buffer) takes:
+    /// `WouldBlock` when nothing. TLS records may remain pending after it:
+    /// see [`wants_write`](Connection::wants_write) and
+    /// [`try_flush`](Connection::try_flush).
+    pub fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.io {
+            Io::Plain(s) => s.write(buf),
+            Io::Tls(t) => t.try_write(buf),
+        }
+    }
+
+    /// Send TLS records still pending: `WouldBlock` while some remain.
+    /// Nothing to do for plain TCP.
+    pub fn try_flush(&mut self) -> io::Result<()> {
+        match &mut self.io {
+            Io::Plain(_) => Ok(()),
+            Io::Tls(t) => t.try_flush(),
+        }
+    }
+
+    /// Whether TLS records wait to be written (then a wait for input
+    /// should also wait for room: [`wait_readable`](Connection::wait_readable)
+    /// does).
+    pub fn wants_write(&self) -> bool {
+        match &self.io {
+            Io::Plain(_) => false,
+            Io::Tls(t) => t.tls.wants_write(),
+        }
+    }
+
+    /// The wait for input on this connection until `until` (and for room,
+    /// while TLS records are pending).
+    pub fn wait_readable(&self, until: Instant) -> Await {
+        let mut wait = Await::readable(self.raw_fd(), until);
+        wait.write = self.wants_write();
+        wait
+    }
+
+    /// The wait for room on this connection until `until`.
+    pub fn wait_writable(&self, until: Instant) -> Await {
+        Await::writable(self.raw_fd(), until)
+    }
+
+    /// Read at least one byte (`Ok(0)`: the end of the stream), waiting
+    /// until `until`; past it a `TimedOut` error.
+    pub async fn read(&mut self, buf: &mut [u8], until: Instant) -> io::Result<usize> {
+        loop {
+            match self.try_read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ready(self.wait_readable(until)).await?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// Write all of `buf` (and the TLS records it makes), waiting until
+    /// `until`; past it a `TimedOut` error.
+    pub async fn write_all(&mut self, mut buf: &[u8], until: Instant) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.try_write(buf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ready(self.wait_writable(until)).await?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.flush(until).await
+    }
+
+    /// Shut the writing half (after close_notify, for TLS), as a tunnel
+    /// does when its client finished sending; reading goes on. A TLS
+    /// record that did not fit the socket at once is lost.
+    pub fn shutdown_write(&mut self) -> io::Result<()> {
+        match &mut self.io {
+            Io::Plain(s) => s.shutdown(std::net::Shutdown::Write),
+            Io::Tls(t) => t.shutdown_write(),
+        }
+    }
+
+    /// Send the pending TLS records, waiting until `until`.
+    pub async fn flush(&mut self, until: Instant) -> io::Result<()> {
+        loop {
+            match self.try_flush() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ready(self.wait_writable(until)).await?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// Whether an idle connection may be used again: its peer has not
+    /// closed it and sent nothing (a byte between two responses means the
+    /// exchange is out of step). Plain TCP peeks (`recv(MSG_PEEK)`); TLS
+    /// reads through rustls, which takes in session tickets sent after the
+    /// handshake and would call a close_notify the end.
+    pub(crate) fn is_fresh(&mut self) -> bool {
+        match &mut self.io {
+            Io::Plain(s) => !crate::connect::is_stale(s),
+            Io::Tls(t) => {
+                let mut byte = [0u8; 1];
+                matches!(t.try_read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("peer", &self.key.addr)
+            .field("tls", &self.is_tls())
+            .field("fd", &self.raw_fd())
+            .field("requests_served", &self.requests_served)
+            .finish()
+    }
+}

@@ -1,0 +1,906 @@
+//! HTTP/1.1 on a [`Connection`]: the request head and body going out, the
+//! response head and body coming in, with bounded memory both ways.
+//!
+//! The pieces are separate so that a reverse proxy can stream: it writes
+//! the head with [`write_request_head`], the body with a [`BodyWriter`] as
+//! the client sends it, reads the answer's head with
+//! [`read_response_head`], and relays the body a buffer at a time through
+//! a [`BodyReader`], which decodes the framing (`Content-Length`, chunked,
+//! until close), so the caller sees the body's bytes only and re-frames
+//! them for its own client.
+
+use std::io;
+use std::time::Instant;
+
+use mpm_core::waiting::ready;
+
+use crate::connection::Connection;
+use crate::error::{Error, Phase, Result};
+
+/// How large a response head may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadLimits {
+    /// Bytes, status line and fields together. Default 64 KiB.
+    pub max_bytes: usize,
+    /// Header fields. Default 100.
+    pub max_fields: usize,
+}
+
+impl Default for HeadLimits {
+    fn default() -> HeadLimits {
+        HeadLimits {
+            max_bytes: 64 * 1024,
+            max_fields: 100,
+        }
+    }
+}
+
+/// A response's status line and fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResponseHead {
+    /// 1 for HTTP/1.1, 0 for HTTP/1.0.
+    pub version_minor: u8,
+    /// The status code.
+    pub status: u16,
+    /// The reason phrase, as sent.
+    pub reason: String,
+    /// The fields in the order sent, names as sent, values as bytes.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// What was read past the head: the start of the body (give it to
+    /// [`BodyReader::new`], or [`BodyReader::for_response`] takes it).
+    pub bytes_after_head: Vec<u8>,
+}
+
+impl ResponseHead {
+    /// The first field named `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// Every field named `name` (any case), in order.
+    pub fn headers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// Whether the upstream keeps the connection open after this response:
+    /// HTTP/1.1 unless `Connection: close`, HTTP/1.0 only with
+    /// `Connection: keep-alive`.
+    pub fn keep_alive(&self) -> bool {
+        let has = |token: &str| {
+            self.headers_named("connection")
+                .flat_map(|v| v.split(|b| *b == b','))
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+        };
+        if self.version_minor == 0 {
+            has("keep-alive")
+        } else {
+            !has("close")
+        }
+    }
+}
+
+/// Append a request head to `out`: `METHOD TARGET HTTP/1.1`, then the
+/// fields as given, then the blank line. The caller writes every field it
+/// wants (`Host` included) verbatim; this only refuses what would break the
+/// message's framing: a CR, LF or NUL anywhere, a space in the method or
+/// target, a field name that is empty or holds a colon or white space.
+pub fn write_request_head<I, N, V>(
+    out: &mut Vec<u8>,
+    method: &str,
+    target: &str,
+    headers: I,
+) -> Result<()>
+where
+    I: IntoIterator<Item = (N, V)>,
+    N: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let breaks = |b: &u8| matches!(b, b'\r' | b'\n' | 0);
+    let invalid = |what: &str| Error::InvalidRequest(what.to_string());
+    if method.is_empty() || method.bytes().any(|b| breaks(&b) || b == b' ') {
+        return Err(invalid(
+            "the method is empty or has a space, CR, LF or NUL in it",
+        ));
+    }
+    if target.is_empty() || target.bytes().any(|b| breaks(&b) || b == b' ') {
+        return Err(invalid(
+            "the target is empty or has a space, CR, LF or NUL in it",
+        ));
+    }
+    let start = out.len();
+    out.extend_from_slice(method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        let (name, value) = (name.as_ref(), value.as_ref());
+        if name.is_empty()
+            || name
+                .iter()
+                .any(|b| breaks(b) || *b == b':' || b.is_ascii_whitespace())
+        {
+            out.truncate(start);
+            return Err(Error::InvalidRequest(format!(
+                "the field name {:?} is empty or has a colon, white space, CR, LF or NUL in it",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        if value.iter().any(breaks) {
+            out.truncate(start);
+            return Err(Error::InvalidRequest(format!(
+                "the value of the field {:?} has a CR, LF or NUL in it",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// Send `bytes` (a request head, and a body small enough to hold) on
+/// `conn`, waiting until `until`. The upstream resetting or having closed
+/// the connection is [`Error::Closed`] (nothing of an answer came: a pooled
+/// connection the upstream closed just now, an idempotent request may go
+/// again); the deadline is an [`Error::Timeout`] in [`Phase::Send`].
+pub async fn write_request(conn: &mut Connection, bytes: &[u8], until: Instant) -> Result<()> {
+    conn.write_all(bytes, until).await.map_err(|e| {
+        if is_reset(&e) {
+            Error::Closed
+        } else {
+            Error::io_in(Phase::Send, e)
+        }
+    })
+}
+
+/// How much a head read asks the socket for at a time.
+const HEAD_READ: usize = 16 * 1024;
+
+/// Read a response head from `conn` into `buf` (which may already hold
+/// bytes), waiting until `until`. Interim `1xx` responses other than
+/// `101 Switching Protocols` are read and skipped. On return `buf` is
+/// empty: the bytes past the head are in
+/// [`ResponseHead::bytes_after_head`].
+///
+/// Errors: [`Error::Closed`] when the upstream closed or reset the
+/// connection before a byte came; [`Error::BadResponse`] for a garbage
+/// status line, a head over `limits`, or a close in the middle of the head;
+/// [`Error::Timeout`] in [`Phase::Read`].
+pub async fn read_response_head(
+    conn: &mut Connection,
+    buf: &mut Vec<u8>,
+    limits: HeadLimits,
+    until: Instant,
+) -> Result<ResponseHead> {
+    let mut any_byte = !buf.is_empty();
+    loop {
+        if !buf.is_empty() {
+            if let Some((head, len)) = parse_head(buf, limits)? {
+                buf.drain(..len);
+                if (100..200).contains(&head.status) && head.status != 101 {
+                    continue;
+                }
+                let mut head = head;
+                head.bytes_after_head = std::mem::take(buf);
+                return Ok(head);
+            }
+            if buf.len() >= limits.max_bytes {
+                return Err(too_large(limits));
+            }
+        }
+        let start = buf.len();
+        buf.resize(start + HEAD_READ, 0);
+        let got = conn.read(&mut buf[start..], until).await;
+        buf.truncate(start + *got.as_ref().unwrap_or(&0));
+        match got {
+            Ok(0) if any_byte => {
+                return Err(Error::BadResponse(
+                    "the upstream closed the connection in the middle of the response head"
+                        .to_string(),
+                ))
+            }
+            Ok(0) => return Err(Error::Closed),
+            Ok(_) => any_byte = true,
+            Err(e) if !any_byte && is_reset(&e) => return Err(Error::Closed),
+            Err(e) => return Err(Error::io_in(Phase::Read, e)),
+        }
+    }
+}
+
+fn is_reset(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
+}
+
+fn too_large(limits: HeadLimits) -> Error {
+    Error::BadResponse(format!(
+        "its head is larger than {} bytes",
+        limits.max_bytes
+    ))
+}
+
+/// A complete head at the start of `buf` and its length, or `None` for
+/// more to read.
+fn parse_head(buf: &[u8], limits: HeadLimits) -> Result<Option<(ResponseHead, usize)>> {
+    let mut fields = vec![httparse::EMPTY_HEADER; limits.max_fields];
+    let mut response = httparse::Response::new(&mut fields);
+    let len = match response.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(Error::BadResponse(format!(
+                "its head has more than {} fields",
+                limits.max_fields
+            )))
+        }
+        Err(e) => {
+            let line = buf.split(|b| *b == b'\n').next().unwrap_or_default();
+            let shown: String = String::from_utf8_lossy(&line[..line.len().min(60)])
+                .trim_end()
+                .to_string();
+            return Err(Error::BadResponse(format!(
+                "{e} in a head starting {shown:?}"
+            )));
+        }
+    };
+    if len > limits.max_bytes {
+        return Err(too_large(limits));
+    }
+    let head = ResponseHead {
+        version_minor: response.version.unwrap_or(1),
+        status: response.code.unwrap_or(0),
+        reason: response.reason.unwrap_or("").to_string(),
+        headers: response
+            .headers
+            .iter()
+            .map(|h| (h.name.to_string(), h.value.to_vec()))
+            .collect(),
+        bytes_after_head: Vec::new(),
+    };
+    Ok(Some((head, len)))
+}
+
+/// How a response body is delimited (RFC 9112 §6.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// No body: a `HEAD` request's answer, `1xx`, `204`, `304`, a `CONNECT`'s
+    /// `2xx`.
+    None,
+    /// `Content-Length` bytes.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Everything until the upstream closes the connection (which then
+    /// cannot be reused).
+    UntilClose,
+}
+
+impl BodyFraming {
+    /// The framing of `head`, the answer to a `method` request. Both
+    /// `Transfer-Encoding` and `Content-Length`, or a `Content-Length` that
+    /// is not one number, is a [`Error::BadResponse`]: a message framed two
+    /// ways is how responses are smuggled.
+    pub fn for_response(method: &str, head: &ResponseHead) -> Result<BodyFraming> {
+        let status = head.status;
+        if method.eq_ignore_ascii_case("HEAD")
+            || (100..200).contains(&status)
+            || status == 204
+            || status == 304
+            || (method.eq_ignore_ascii_case("CONNECT") && (200..300).contains(&status))
+        {
+            return Ok(BodyFraming::None);
+        }
+        let te: Vec<&[u8]> = head.headers_named("transfer-encoding").collect();
+        let cl: Vec<&[u8]> = head.headers_named("content-length").collect();
+        if !te.is_empty() && !cl.is_empty() {
+            return Err(Error::BadResponse(
+                "it has both Transfer-Encoding and Content-Length (RFC 9112 §6.3: a smuggling attempt, or a broken upstream)"
+                    .to_string(),
+            ));
+        }
+        if !te.is_empty() {
+            let last = te
+                .iter()
+                .rev()
+                .flat_map(|v| v.rsplit(|b| *b == b','))
+                .map(|t| t.trim_ascii())
+                .find(|t| !t.is_empty());
+            return Ok(match last {
+                Some(t) if t.eq_ignore_ascii_case(b"chunked") => BodyFraming::Chunked,
+                _ => BodyFraming::UntilClose,
+            });
+        }
+        if cl.is_empty() {
+            return Ok(BodyFraming::UntilClose);
+        }
+        let mut length = None;
+        for value in cl.iter().flat_map(|v| v.split(|b| *b == b',')) {
+            let v = value.trim_ascii();
+            let n = std::str::from_utf8(v)
+                .ok()
+                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<u64>().ok());
+            match (n, length) {
+                (Some(n), None) => length = Some(n),
+                (Some(n), Some(l)) if n == l => {}
+                _ => {
+                    return Err(Error::BadResponse(format!(
+                        "its Content-Length {:?} is not one number",
+                        String::from_utf8_lossy(&cl.join(&b", "[..]))
+                    )))
+                }
+            }
+        }
+        Ok(length.map_or(BodyFraming::UntilClose, BodyFraming::Length))
+    }
+}
+
+/// Longest chunk-size line (with its extensions) accepted.
+const MAX_CHUNK_LINE: usize = 4096;
+/// Most trailer bytes accepted (they are read and dropped).
+const MAX_TRAILERS: usize = 64 * 1024;
+/// How much a framing line read asks the socket for at a time.
+const LINE_READ: usize = 8 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Length { left: u64 },
+    UntilClose,
+    ChunkSize,
+    ChunkData { left: u64 },
+    ChunkEnd,
+    Trailers { seen: usize },
+    Done,
+}
+
+/// A response body, decoded from its framing as it is read: the caller
+/// gets the body's bytes, never chunk sizes or trailers (trailers are read
+/// and dropped). Memory is bounded: the reader keeps at most a framing
+/// line's worth of bytes; body bytes go from the socket to the caller's
+/// buffer.
+#[derive(Debug)]
+pub struct BodyReader {
+    framing: BodyFraming,
+    state: State,
+    buf: Vec<u8>,
+    pos: usize,
+    keep_alive: bool,
+}
+
+impl BodyReader {
+    /// A reader of a body framed as `framing`, whose first bytes are
+    /// `already_read` (the head's [`bytes_after_head`]); `keep_alive`:
+    /// whether the upstream keeps the connection ([`ResponseHead::keep_alive`]).
+    ///
+    /// [`bytes_after_head`]: ResponseHead::bytes_after_head
+    pub fn new(framing: BodyFraming, already_read: Vec<u8>, keep_alive: bool) -> BodyReader {
+        let state = match framing {
+            BodyFraming::None | BodyFraming::Length(0) => State::Done,
+            BodyFraming::Length(n) => State::Length { left: n },
+            BodyFraming::Chunked => State::ChunkSize,
+            BodyFraming::UntilClose => State::UntilClose,
+        };
+        BodyReader {
+            framing,
+            state,
+            buf: already_read,
+            pos: 0,
+            keep_alive,
+        }
+    }
+
+    /// The reader of the body of `head`, the answer to a `method` request:
+    /// its framing ([`BodyFraming::for_response`]), taking the bytes read
+    /// past the head.
+    pub fn for_response(method: &str, head: &mut ResponseHead) -> Result<BodyReader> {
+        let framing = BodyFraming::for_response(method, head)?;
+        Ok(BodyReader::new(
+            framing,
+            std::mem::take(&mut head.bytes_after_head),
+            head.keep_alive(),
+        ))
+    }
+
+    /// The framing.
+    pub fn framing(&self) -> BodyFraming {
+        self.framing
+    }
+
+    /// Whether the body was read to its end.
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Whether the connection may go back to the pool: the body read to its
+    /// end, a framing other than until-close, nothing read past the body,
+    /// and the upstream did not say `Connection: close`.
+    pub fn reusable(&self) -> bool {
+        self.is_done()
+            && self.framing != BodyFraming::UntilClose
+            && self.keep_alive
+            && self.pos >= self.buf.len()
+    }
+
+    /// Read body bytes into `out` (which must not be empty): `Ok(0)` at the
+    /// end of the body; `WouldBlock` when the socket has nothing now; an
+    /// `UnexpectedEof` error when the upstream closed before the end its
+    /// framing announced (never a clean end); `InvalidData` for a broken
+    /// chunked framing.
+    pub fn try_read(&mut self, conn: &mut Connection, out: &mut [u8]) -> io::Result<usize> {
+        if out.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "BodyReader::try_read needs room for at least one byte",
+            ));
+        }
+        loop {
+            match self.state {
+                State::Done => return Ok(0),
+                State::Length { left } => {
+                    let n = self.data(conn, out, left)?;
+                    if n == 0 {
+                        return Err(short(format!(
+                            "the upstream closed the connection {left} bytes short of its Content-Length"
+                        )));
+                    }
+                    self.state = match left - n as u64 {
+                        0 => State::Done,
+                        left => State::Length { left },
+                    };
+                    return Ok(n);
+                }
+                State::UntilClose => {
+                    let n = self.data(conn, out, u64::MAX)?;
+                    if n == 0 {
+                        self.state = State::Done;
+                    }
+                    return Ok(n);
+                }
+                State::ChunkData { left } => {
+                    let n = self.data(conn, out, left)?;
+                    if n == 0 {
+                        return Err(short(
+                            "the upstream closed the connection in the middle of a chunk".into(),
+                        ));
+                    }
+                    self.state = match left - n as u64 {
+                        0 => State::ChunkEnd,
+                        left => State::ChunkData { left },
+                    };
+                    return Ok(n);
+                }
+                State::ChunkSize => {
+                    let line = self.line(conn, MAX_CHUNK_LINE)?;
+                    let size = chunk_size(&self.buf[line.0..line.1])?;
+                    self.state = match size {
+                        0 => State::Trailers { seen: 0 },
+                        n => State::ChunkData { left: n },
+                    };
+                }
+                State::ChunkEnd => {
+                    let line = self.line(conn, 0)?;
+                    if line.0 != line.1 {
+                        return Err(broken("a chunk is longer than its size says"));
+                    }
+                    self.state = State::ChunkSize;
+                }
+                State::Trailers { seen } => {
+                    let line = self.line(conn, MAX_TRAILERS.saturating_sub(seen))?;
+                    self.state = if line.0 == line.1 {
+                        State::Done
+                    } else {
+                        State::Trailers {
+                            seen: seen + (line.1 - line.0) + 2,
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    /// Read body bytes into `out`, waiting until `until`: `Ok(0)` at the
+    /// end. A close before the framing's end is an [`Error::Io`] of kind
+    /// `UnexpectedEof`; a broken chunked framing a [`Error::BadResponse`];
+    /// the deadline an [`Error::Timeout`] in [`Phase::Read`].
+    pub async fn read(
+        &mut self,
+        conn: &mut Connection,
+        out: &mut [u8],
+        until: Instant,
+    ) -> Result<usize> {
+        loop {
+            match self.try_read(conn, out) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ready(conn.wait_readable(until))
+                        .await
+                        .map_err(|e| Error::io_in(Phase::Read, e))?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    return Err(Error::BadResponse(e.to_string()))
+                }
+                Err(e) => return Err(Error::Io(e)),
+            }
+        }
+    }
+
+    /// Up to `limit` body bytes: from what is buffered, else straight from
+    /// the socket into `out`.
+    fn data(&mut self, conn: &mut Connection, out: &mut [u8], limit: u64) -> io::Result<usize> {
+        let want = out.len().min(usize::try_from(limit).unwrap_or(usize::MAX));
+        let buffered = self.buf.len() - self.pos;
+        if buffered > 0 {
+            let n = want.min(buffered);
+            out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+            self.pos += n;
+            if self.pos == self.buf.len() {
+                self.buf.clear();
+                self.pos = 0;
+            }
+            return Ok(n);
+        }
+        conn.try_read(&mut out[..want])
+    }
+
+    /// The next CRLF-ended line (without its CRLF), as a range of `buf`,
+    /// consumed; at most `max` bytes before the CRLF.
+    fn line(&mut self, conn: &mut Connection, max: usize) -> io::Result<(usize, usize)> {
+        loop {
+            if let Some(i) = self.buf[self.pos..].iter().position(|b| *b == b'\n') {
+                let (start, lf) = (self.pos, self.pos + i);
+                if lf == start || self.buf[lf - 1] != b'\r' {
+                    return Err(broken("a line of the chunked framing ends in a bare LF"));
+                }
+                if lf - 1 - start > max {
+                    return Err(broken("a line of the chunked framing is too long"));
+                }
+                self.pos = lf + 1;
+                return Ok((start, lf - 1));
+            }
+            if self.buf.len() - self.pos > max + 1 {
+                return Err(broken("a line of the chunked framing is too long"));
+            }
+            // Keep what is buffered, at the front, and read more after it.
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+            let start = self.buf.len();
+            self.buf.resize(start + LINE_READ, 0);
+            let got = conn.try_read(&mut self.buf[start..]);
+            self.buf.truncate(start + *got.as_ref().unwrap_or(&0));
+            if got? == 0 {
+                return Err(short(
+                    "the upstream closed the connection in the middle of the chunked framing"
+                        .into(),
+                ));
+            }
+        }
+    }
+}
+
+/// The size of a chunk-size line: hex digits, then nothing or extensions
+/// (ignored).
+fn chunk_size(line: &[u8]) -> io::Result<u64> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 || digits > 16 {
+        return Err(broken("a chunk size is not a hexadecimal number"));
+    }
+    let rest = line[digits..].trim_ascii_start();
+    if !rest.is_empty() && rest[0] != b';' {
+        return Err(broken(
+            "a chunk size is followed by something other than an extension",
+        ));
+    }
+    let text =
+        std::str::from_utf8(&line[..digits]).map_err(|_| broken("a chunk size is not ASCII"))?;
+    u64::from_str_radix(text, 16).map_err(|_| broken("a chunk size is not a hexadecimal number"))
+}
+
+fn broken(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why.to_string())
+}
+
+fn short(why: String) -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, why)
+}
+
+/// How a request body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestFraming {
+    /// `Content-Length` bytes (the caller wrote the field).
+    Length(u64),
+    /// `Transfer-Encoding: chunked` (the caller wrote the field).
+    Chunked,
+}
+
+/// A request body going out, framed as its head said: the caller writes
+/// the body's bytes, this counts them or makes the chunks. Memory is
+/// bounded: only a chunk's size line is kept, the bytes go from the
+/// caller's buffer to the socket.
+#[derive(Debug)]
+pub struct BodyWriter {
+    framing: RequestFraming,
+    left: u64,
+    chunk_left: u64,
+    pending: Vec<u8>,
+    ended: bool,
+}
+
+impl BodyWriter {
+    /// A writer of a body framed as `framing`.
+    pub fn new(framing: RequestFraming) -> BodyWriter {
+        BodyWriter {
+            framing,
+            left: match framing {
+                RequestFraming::Length(n) => n,
+                RequestFraming::Chunked => 0,
+            },
+            chunk_left: 0,
+            pending: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// Write some of `data` (as [`std::io::Write::write`]: a call after a
+    /// partial write passes the rest): `WouldBlock` when the socket takes
+    /// nothing. More bytes than the `Content-Length` is an `InvalidInput`
+    /// error.
+    pub fn try_write(&mut self, conn: &mut Connection, data: &[u8]) -> io::Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.flush_pending(conn)?;
+        match self.framing {
+            RequestFraming::Length(_) => {
+                if data.len() as u64 > self.left {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "the request body is longer than its Content-Length",
+                    ));
+                }
+                let n = conn.try_write(data)?;
+                self.left -= n as u64;
+                Ok(n)
+            }
+            RequestFraming::Chunked => {
+                if self.chunk_left == 0 {
+                    self.chunk_left = data.len() as u64;
+                    self.pending = format!("{:x}\r\n", data.len()).into_bytes();
+                    self.flush_pending(conn)?;
+                }
+                let take = data
+                    .len()
+                    .min(usize::try_from(self.chunk_left).unwrap_or(usize::MAX));
+                let n = conn.try_write(&data[..take])?;
+                self.chunk_left -= n as u64;
+                if self.chunk_left == 0 {
+                    self.pending.extend_from_slice(b"\r\n");
+                    match self.flush_pending(conn) {
+                        Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+                        _ => {}
+                    }
+                }
+                Ok(n)
+            }
+        }
+    }
+
+    /// End the body (the last chunk, for chunked) and send what is
+    /// pending: `WouldBlock` while some remains. A body shorter than its
+    /// `Content-Length` is an `InvalidInput` error.
+    pub fn try_finish(&mut self, conn: &mut Connection) -> io::Result<()> {
+        self.flush_pending(conn)?;
+        match self.framing {
+            RequestFraming::Length(_) if self.left > 0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "the request body ended {} bytes short of its Content-Length",
+                        self.left
+                    ),
+                ))
+            }
+            RequestFraming::Chunked if !self.ended => {
+                if self.chunk_left > 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "the request body ended in the middle of a chunk",
+                    ));
+                }
+                self.ended = true;
+                self.pending.extend_from_slice(b"0\r\n\r\n");
+                self.flush_pending(conn)?;
+            }
+            _ => {}
+        }
+        conn.try_flush()
+    }
+
+    /// Write all of `data`, waiting until `until`.
+    pub async fn write_all(
+        &mut self,
+        conn: &mut Connection,
+        mut data: &[u8],
+        until: Instant,
+    ) -> Result<()> {
+        while !data.is_empty() {
+            match self.try_write(conn, data) {
+                Ok(n) => data = &data[n..],
+                Err(e) => self.wait_or_fail(conn, e, until).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// End the body and send it all, waiting until `until`.
+    pub async fn finish(&mut self, conn: &mut Connection, until: Instant) -> Result<()> {
+        loop {
+            match self.try_finish(conn) {
+                Ok(()) => return Ok(()),
+                Err(e) => self.wait_or_fail(conn, e, until).await?,
+            }
+        }
+    }
+
+    async fn wait_or_fail(&self, conn: &Connection, e: io::Error, until: Instant) -> Result<()> {
+        match e.kind() {
+            io::ErrorKind::WouldBlock => ready(conn.wait_writable(until))
+                .await
+                .map_err(|e| Error::io_in(Phase::Send, e)),
+            io::ErrorKind::Interrupted => Ok(()),
+            io::ErrorKind::InvalidInput => Err(Error::InvalidRequest(e.to_string())),
+            _ => Err(Error::Io(e)),
+        }
+    }
+
+    fn flush_pending(&mut self, conn: &mut Connection) -> io::Result<()> {
+        while !self.pending.is_empty() {
+            let n = conn.try_write(&self.pending)?;
+            self.pending.drain(..n);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(status: u16, fields: &[(&str, &str)]) -> ResponseHead {
+        ResponseHead {
+            version_minor: 1,
+            status,
+            reason: String::new(),
+            headers: fields
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+                .collect(),
+            bytes_after_head: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn head_204_and_304_have_no_body_whatever_their_content_length() {
+        let cl = [("Content-Length", "10")];
+        assert_eq!(
+            BodyFraming::for_response("HEAD", &head(200, &cl)).unwrap(),
+            BodyFraming::None
+        );
+        assert_eq!(
+            BodyFraming::for_response("GET", &head(304, &cl)).unwrap(),
+            BodyFraming::None
+        );
+        assert_eq!(
+            BodyFraming::for_response("GET", &head(204, &[])).unwrap(),
+            BodyFraming::None
+        );
+        assert_eq!(
+            BodyFraming::for_response("GET", &head(200, &cl)).unwrap(),
+            BodyFraming::Length(10)
+        );
+    }
+
+    #[test]
+    fn framing_follows_transfer_encoding_then_content_length_then_close() {
+        let get = |f: &[(&str, &str)]| BodyFraming::for_response("GET", &head(200, f));
+        assert_eq!(
+            get(&[("Transfer-Encoding", "gzip, chunked")]).unwrap(),
+            BodyFraming::Chunked
+        );
+        assert_eq!(
+            get(&[("Transfer-Encoding", "gzip")]).unwrap(),
+            BodyFraming::UntilClose
+        );
+        assert_eq!(get(&[]).unwrap(), BodyFraming::UntilClose);
+        assert_eq!(
+            get(&[("Content-Length", "5"), ("content-length", "5")]).unwrap(),
+            BodyFraming::Length(5)
+        );
+    }
+
+    #[test]
+    fn a_response_framed_two_ways_is_refused() {
+        let get = |f: &[(&str, &str)]| BodyFraming::for_response("GET", &head(200, f));
+        let both = get(&[("Transfer-Encoding", "chunked"), ("Content-Length", "5")]);
+        assert!(matches!(both, Err(Error::BadResponse(m)) if m.contains("6.3")));
+        for cl in ["5, 6", "-1", "", "0x10", "+5"] {
+            assert!(
+                matches!(get(&[("Content-Length", cl)]), Err(Error::BadResponse(_))),
+                "{cl:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn keep_alive_follows_the_version_and_the_connection_field() {
+        assert!(head(200, &[]).keep_alive());
+        assert!(!head(200, &[("Connection", "foo, Close")]).keep_alive());
+        let mut h10 = head(200, &[]);
+        h10.version_minor = 0;
+        assert!(!h10.keep_alive());
+        h10.headers
+            .push(("connection".into(), b"keep-alive".to_vec()));
+        assert!(h10.keep_alive());
+    }
+
+    #[test]
+    fn a_request_head_refuses_what_would_split_it() {
+        let mut out = Vec::new();
+        write_request_head(&mut out, "GET", "/x?y", [("Host", "a"), ("X-A", "b c")]).unwrap();
+        assert_eq!(out, b"GET /x?y HTTP/1.1\r\nHost: a\r\nX-A: b c\r\n\r\n");
+        let before = out.clone();
+        for (m, t, n, v) in [
+            ("GE T", "/", "a", "b"),
+            ("GET", "/ x", "a", "b"),
+            ("GET", "/\r\n", "a", "b"),
+            ("GET", "/", "a:", "b"),
+            ("GET", "/", "a", "b\r\nEvil: 1"),
+            ("GET", "/", "a", "b\0"),
+            ("GET", "/", "", "b"),
+        ] {
+            let got = write_request_head(&mut out, m, t, [(n, v)]);
+            assert!(
+                matches!(got, Err(Error::InvalidRequest(_))),
+                "{m} {t} {n} {v}"
+            );
+            assert_eq!(
+                out, before,
+                "nothing of a refused head is left in the buffer"
+            );
+        }
+    }
+
+    #[test]
+    fn chunk_sizes_take_extensions_and_refuse_the_rest() {
+        assert_eq!(chunk_size(b"1a").unwrap(), 26);
+        assert_eq!(chunk_size(b"1A ;name=value").unwrap(), 26);
+        assert_eq!(chunk_size(b"0").unwrap(), 0);
+        for bad in [
+            &b""[..],
+            b"x",
+            b"1 2",
+            b"-1",
+            b"11111111111111111",
+            b"1a\tz",
+        ] {
+            assert!(
+                chunk_size(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! [`Pool`]: idle keep-alive connections to upstreams, one pool per
+//! process, shared by that process's threads.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::connect::connect_tcp;
+use crate::connection::Connection;
+use crate::error::Result;
+use crate::tls::{TlsConfig, TlsStream};
+
+/// Where a connection goes: an address, and TLS with a server name or not.
+#[derive(Clone, Debug)]
+pub struct Target {
+    addr: SocketAddr,
+    tls: Option<(String, TlsConfig)>,
+}
+
+impl Target {
+    /// Plain TCP to `addr`.
+    pub fn plain(addr: SocketAddr) -> Target {
+        Target { addr, tls: None }
+    }
+
+    /// TLS to `addr`, verifying (and sending in SNI) `server_name`.
+    pub fn tls(addr: SocketAddr, server_name: &str, config: TlsConfig) -> Target {
+        Target {
+            addr,
+            tls: Some((server_name.to_string(), config)),
+        }
+    }
+
+    /// The address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What the pool files its connections under.
+    pub fn key(&self) -> PoolKey {
+        PoolKey {
+            addr: self.addr,
+            server_name: self.tls.as_ref().map(|(n, _)| n.clone()),
+            config: self.tls.as_ref().map(|(_, c)| c.id()),
+        }
+    }
+}
+
+/// What the pool files connections under: the address and, for TLS, the
+/// server name (and the configuration: two CA files make two keys).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PoolKey {
+    /// The upstream's address.
+    pub addr: SocketAddr,
+    /// The TLS server name, `None` for plain TCP.
+    pub server_name: Option<String>,
+    config: Option<usize>,
+}
+
+impl fmt::Display for PoolKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.server_name {
+            Some(name) => write!(f, "{} (TLS {name})", self.addr),
+            None => write!(f, "{}", self.addr),
+        }
+    }
+}
+
+/// How many idle connections a pool keeps and for how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// Idle connections kept per [`PoolKey`]; the oldest is closed past
+    /// it. 0 turns keep-alive off. Default 32 (nginx's `keepalive` is
+    /// per worker process too).
+    pub idle_per_upstream: usize,
+    /// An idle connection older than this is closed instead of reused.
+    /// Default 60 s (nginx's `keepalive_timeout` for upstreams).
+    pub idle_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> PoolSettings {
+        PoolSettings {
+            idle_per_upstream: 32,
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters of one [`PoolKey`], for a status page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Connections opened.
+    pub opened: u64,
+    /// Checkouts served by an idle connection.
+    pub reused: u64,
+    /// Idle connections now.
+    pub idle_now: u64,
+    /// Idle connections found closed by the upstream (or with bytes
+    /// nobody asked for) at checkout, and dropped.
+    pub dropped_stale: u64,
+    /// Idle connections closed for being idle past the timeout or past
+    /// the number kept.
+    pub expired: u64,
+}
+
+/// Keep-alive connections to upstreams, for one process.
+///
+/// Shared by the process's threads: one `parking_lot::Mutex`, taken for a
+/// push or a pop (and the counters) only, never across I/O; the liveness
+/// check and closing happen outside it. Processes do not share a pool (a
+/// socket belongs to one process), so it is one lock per process, not one
+/// every core takes. There is no reaper thread: idle connections past the
+/// timeout are closed when their key is next used, or by
+/// [`prune`](Pool::prune).
+///
+/// Create a pool in the process that uses it: one filled before a `fork`
+/// would share its sockets with the children.
+pub struct Pool {
+    settings: PoolSettings,
+    slots: Mutex<HashMap<PoolKey, Slot>>,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// Oldest first: reuse takes the newest (warmest), expiry the oldest.
+    idle: VecDeque<(Connection, Instant)>,
+    stats: PoolStats,
+}
+
+impl Pool {
+    /// A pool with these settings.
+    pub fn new(settings: PoolSettings) -> Pool {
+        Pool {
+            settings,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The process's pool with default settings, made on first use: what
+    /// [`Client::new`](crate::Client::new) uses.
+    pub fn process_default() -> Arc<Pool> {
+        static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
+        POOL.get_or_init(|| Arc::new(Pool::new(PoolSettings::default())))
+            .clone()
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> PoolSettings {
+        self.settings
+    }
+
+    /// A connection to `target`: an idle one that is still fresh (its
+    /// upstream neither closed it nor sent anything since), or a new one,
+    /// opened (TCP, then the TLS handshake) by `until`.
+    pub async fn connect(&self, target: &Target, until: Instant) -> Result<Connection> {
+        let key = target.key();
+        loop {
+            let (candidate, expired) = self.pop_idle(&key);
+            drop(expired);
+            let Some(mut conn) = candidate else { break };
+            if conn.is_fresh() {
+                self.count(&key, |s| s.reused += 1);
+                return Ok(conn);
+            }
+            self.count(&key, |s| s.dropped_stale += 1);
+        }
+        let sock = connect_tcp(target.addr, until).await?;
+        let conn = match &target.tls {
+            None => Connection::plain(sock, key.clone()),
+            Some((name, config)) => {
+                let stream = TlsStream::handshake(sock, name, config, until).await?;
+                Connection::tls(stream, key.clone())
+            }
+        };
+        self.count(&key, |s| s.opened += 1);
+        Ok(conn)
+    }
+
+    /// Take back `conn` for reuse. Give back only a connection whose last
+    /// response was read to its end and may be kept alive
+    /// ([`BodyReader::reusable`](crate::BodyReader::reusable)); drop any
+    /// other.
+    pub fn give_back(&self, mut conn: Connection) {
+        conn.served_one();
+        let now = Instant::now();
+        let mut closing = Vec::new();
+        {
+            let mut slots = self.slots.lock();
+            let slot = slots.entry(conn.key().clone()).or_default();
+            slot.idle.push_back((conn, now));
+            while slot.idle.len() > self.settings.idle_per_upstream {
+                if let Some(old) = slot.idle.pop_front() {
+                    closing.push(old);
+                }
+                slot.stats.expired += 1;
+            }
+        }
+        // Closed outside the lock.
+        drop(closing);
+    }
+
+    /// Close the idle connections past the idle timeout, for every key.
+    pub fn prune(&self) {
+        let mut closing = Vec::new();
+        let now = Instant::now();
+        {
+            let mut slots = self.slots.lock();
+            for slot in slots.values_mut() {
+                self.expire(slot, now, &mut closing);
+            }
+        }
+        drop(closing);
+    }
+
+    /// The counters of `key` (zeros for one never used).
+    pub fn stats(&self, key: &PoolKey) -> PoolStats {
+        let slots = self.slots.lock();
+        slots.get(key).map(Slot::snapshot).unwrap_or_default()
+    }
+
+    /// The counters of every key used so far.
+    pub fn all_stats(&self) -> Vec<(PoolKey, PoolStats)> {
+        let slots = self.slots.lock();
+        slots
+            .iter()
+            .map(|(k, s)| (k.clone(), s.snapshot()))
+            .collect()
+    }
+
+    fn pop_idle(&self, key: &PoolKey) -> (Option<Connection>, Vec<(Connection, Instant)>) {
+        let mut expired = Vec::new();
+        let mut slots = self.slots.lock();
+        let Some(slot) = slots.get_mut(key) else {
+            return (None, expired);
+        };
+        self.expire(slot, Instant::now(), &mut expired);
+        (slot.idle.pop_back().map(|(c, _)| c), expired)
+    }
+
+    fn expire(&self, slot: &mut Slot, now: Instant, into: &mut Vec<(Connection, Instant)>) {
+        while slot.idle.front().is_some_and(|(_, since)| {
+            now.saturating_duration_since(*since) >= self.settings.idle_timeout
+        }) {
+            if let Some(old) = slot.idle.pop_front() {
+                into.push(old);
+            }
+            slot.stats.expired += 1;
+        }
+    }
+
+    fn count(&self, key: &PoolKey, f: impl FnOnce(&mut PoolStats)) {
+        let mut slots = self.slots.lock();
+        f(&mut slots.entry(key.clone()).or_default().stats);
+    }
+}
+
+impl Slot {
+    fn snapshot(&self) -> PoolStats {
+        PoolStats {
+            idle_now: self.idle.len() as u64,
+            ..self.stats
+        }
+    }
+}
+
+impl Default for Pool {
+    fn default() -> Pool {
+        Pool::new(PoolSettings::default())
+    }
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}

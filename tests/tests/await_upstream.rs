@@ -1,0 +1,396 @@
+//! The contract's wait on a descriptor of the connection's own
+//! (`Interest::Await`), under every model, with a line protocol that relays
+//! each request to an origin and its answer back: prefork's and worker's
+//! step blocks on the upstream socket (a thread or process per waiting
+//! request, as httpd's mod_proxy), the event loop parks the connection with
+//! it and holds no thread. The reverse proxy and `Response::later` are
+//! built on this; their own tests are elsewhere.
+
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mpm_core::{
+    Await, ConnectionHandler, Interest, Lifecycle, Listener, Mpm, MpmSettings, Phase, Prefetch,
+    Stream, Wait,
+};
+
+/// Relays each line `N` from the client to the origin, and the origin's
+/// answer back as `ok ANSWER`; `timeout` if the origin has not answered
+/// within `patience`. Each request opens its own upstream connection.
+struct Relay {
+    origin: SocketAddr,
+    patience: Duration,
+}
+
+#[derive(Default)]
+struct RelayConn {
+    line: Vec<u8>,
+    upstream: Option<(TcpStream, Instant)>,
+    answer: Vec<u8>,
+    out: Vec<u8>,
+    waits: u32,
+}
+
+impl Relay {
+    /// Resume or start the exchange; `Await` while the origin is silent.
+    fn exchange(&mut self, c: &mut RelayConn, s: &mut Stream) -> Interest {
+        loop {
+            if let Some((up, until)) = &mut c.upstream {
+                let mut buf = [0u8; 256];
+                match up.read(&mut buf) {
+                    Ok(n) if n > 0 => {
+                        c.answer.extend_from_slice(&buf[..n]);
+                        if !c.answer.ends_with(b"\n") {
+                            continue;
+                        }
+                        c.out = [b"ok ".as_slice(), &c.answer].concat();
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        if Instant::now() < *until {
+                            c.waits += 1;
+                            return Interest::Await(Await::readable(up.as_raw_fd(), *until));
+                        }
+                        c.out = b"timeout\n".to_vec();
+                    }
+                    _ => c.out = b"upstream failed\n".to_vec(),
+                }
+                c.upstream = None;
+                c.answer.clear();
+                return self.flush(c, s);
+            }
+            let Some(end) = c.line.iter().position(|&b| b == b'\n') else {
+                return Interest::Read(Wait::KeepAlive);
+            };
+            let line: Vec<u8> = c.line.drain(..=end).collect();
+            let mut up = TcpStream::connect(self.origin).unwrap();
+            up.write_all(&line).unwrap();
+            up.set_nonblocking(true).unwrap();
+            c.upstream = Some((up, Instant::now() + self.patience));
+        }
+    }
+
+    fn flush(&mut self, c: &mut RelayConn, s: &mut Stream) -> Interest {
+        while !c.out.is_empty() {
+            match s.write(&c.out) {
+                Ok(n) => {
+                    c.out.drain(..n);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Write,
+                Err(_) => return Interest::Close,
+            }
+        }
+        Interest::Read(Wait::KeepAlive)
+    }
+}
+
+impl ConnectionHandler for Relay {
+    type Conn = RelayConn;
+
+    fn connected(&mut self, _: &Stream) -> RelayConn {
+        RelayConn::default()
+    }
+
+    fn readable(&mut self, c: &mut RelayConn, s: &mut Stream) -> Interest {
+        if c.upstream.is_some() {
+            return self.exchange(c, s);
+        }
+        let mut buf = [0u8; 256];
+        match s.read(&mut buf) {
+            Ok(0) => Interest::Close,
+            Ok(n) => {
+                c.line.extend_from_slice(&buf[..n]);
+                self.exchange(c, s)
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Interest::Read(Wait::KeepAlive),
+            Err(_) => Interest::Close,
+        }
+    }
+
+    fn writable(&mut self, c: &mut RelayConn, s: &mut Stream) -> Interest {
+        self.flush(c, s)
+    }
+
+    /// Every step is a non-blocking exchange: the loop runs it itself.
+    fn prefetch(&mut self, _: &mut RelayConn, _: &mut Stream) -> Prefetch {
+        Prefetch::ReadyInline
+    }
+}
+
+/// An origin that reads a line and answers it only when released: one
+/// thread accepts and holds every connection, so that the test process's
+/// threads are the server's and this one.
+struct Origin {
+    addr: SocketAddr,
+    held: Arc<Mutex<Vec<(TcpStream, Vec<u8>)>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Origin {
+    fn start() -> Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (h, st) = (Arc::clone(&held), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        let mut line = Vec::new();
+                        let mut r = BufReader::new(s.try_clone().unwrap());
+                        let _ = r.read_until(b'\n', &mut line);
+                        h.lock().unwrap().push((s, line));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        Origin { addr, held, stop }
+    }
+
+    /// How many requests have reached it.
+    fn waiting(&self) -> usize {
+        self.held.lock().unwrap().len()
+    }
+
+    /// Answer every request held so far with its own line.
+    fn release(&self) {
+        for (mut s, line) in self.held.lock().unwrap().drain(..) {
+            let _ = s.write_all(&line);
+        }
+    }
+}
+
+impl Drop for Origin {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn threads_of_this_process() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+type Slots = &'static [mpm_core::scoreboard::Slot];
+
+fn run_model(model: &str, settings: &MpmSettings, l: Vec<Listener>, lc: &Lifecycle, s: Slots) {
+    let origin = RELAY_ORIGIN.lock().unwrap().unwrap();
+    let patience = *PATIENCE.lock().unwrap();
+    let factory = move || Relay { origin, patience };
+    match model {
+        "worker" => mpm_worker::Worker.run(settings, l, factory, lc, s).unwrap(),
+        _ => mpm_event::Event.run(settings, l, factory, lc, s).unwrap(),
+    }
+}
+
+static RELAY_ORIGIN: Mutex<Option<SocketAddr>> = Mutex::new(None);
+static PATIENCE: Mutex<Duration> = Mutex::new(Duration::from_secs(30));
+/// The tests here share the statics above: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Run `model` with `threads` workers around `body`, which gets the address.
+fn with_server(model: &str, threads: usize, body: impl FnOnce(SocketAddr)) {
+    let settings = MpmSettings {
+        // Event: `threads` workers, and room for thousands of connections.
+        max_request_workers: if model == "event" { 4000 } else { threads },
+        threads_per_child: threads,
+        graceful_timeout: Duration::from_secs(1),
+        ..MpmSettings::default()
+    };
+    let listeners = Listener::bind_all(&["127.0.0.1:0".parse().unwrap()], 4096).unwrap();
+    let addr = listeners[0].local_addr();
+    let lifecycle = Lifecycle::new().unwrap();
+    let slots = mpm_core::scoreboard::Scoreboard::create(1, threads)
+        .unwrap()
+        .process_slots(0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| run_model(model, &settings, listeners, &lifecycle, slots));
+        assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(10)));
+        body(addr);
+        lifecycle.stop();
+    });
+}
+
+fn ask(addr: SocketAddr, line: &str) -> TcpStream {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(line.as_bytes()).unwrap();
+    c
+}
+
+fn answer(c: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut b = [0u8; 1];
+    while !got.ends_with(b"\n") {
+        match c.read(&mut b) {
+            Ok(1) => got.push(b[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Under event, a thousand requests waiting on their upstream are parked
+/// on the loop with it: the process has exactly the threads it had before
+/// they came, and every one is answered once the origin speaks.
+#[test]
+fn under_event_a_thousand_requests_waiting_on_an_upstream_add_no_thread() {
+    const WAITING: usize = 1000;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = Origin::start();
+    *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
+    *PATIENCE.lock().unwrap() = Duration::from_secs(60);
+    // The loop's notice at its stop says what it did: 1,000 parked.
+    let notice = mpm_core::error_log::expect("1001 connections");
+    with_server("event", 4, |addr| {
+        // Warm: the pool's threads exist before counting.
+        let mut c = ask(addr, "warm\n");
+        wait_until("the warm-up request", || origin.waiting() == 1);
+        origin.release();
+        assert_eq!(answer(&mut c), "ok warm\n");
+        let before = threads_of_this_process();
+        let mut clients: Vec<TcpStream> =
+            (0..WAITING).map(|i| ask(addr, &format!("{i}\n"))).collect();
+        wait_until("every request to reach the origin", || {
+            origin.waiting() == WAITING
+        });
+        let during = threads_of_this_process();
+        assert_eq!(
+            during, before,
+            "{WAITING} waiting requests changed the thread count"
+        );
+        origin.release();
+        for (i, c) in clients.iter_mut().enumerate() {
+            assert_eq!(answer(c), format!("ok {i}\n"));
+        }
+    });
+    let lines = notice.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains(" 0 handed to workers")
+            && lines[0].contains("1001 waits parked on an upstream, 1001 resumed on the loop"),
+        "{lines:?}"
+    );
+}
+
+/// Under worker (and prefork, which runs the same blocking driver) a
+/// waiting request holds its thread: with two threads, two requests wait
+/// at the origin and the third is not read until one is answered.
+#[test]
+fn under_worker_a_waiting_request_holds_its_thread() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = Origin::start();
+    *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
+    *PATIENCE.lock().unwrap() = Duration::from_secs(60);
+    with_server("worker", 2, |addr| {
+        let mut clients: Vec<TcpStream> = (0..3).map(|i| ask(addr, &format!("{i}\n"))).collect();
+        wait_until("two requests at the origin", || origin.waiting() == 2);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            origin.waiting(),
+            2,
+            "a third request passed two busy threads"
+        );
+        origin.release();
+        // The two answered clients leave; their threads are free again
+        // (a blocking model's thread holds its keep-alive connection too).
+        let mut got = Vec::new();
+        let mut left = Vec::new();
+        for mut c in clients.drain(..) {
+            c.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            match answer(&mut c) {
+                a if a.is_empty() => left.push(c),
+                a => got.push(a),
+            }
+        }
+        assert_eq!(left.len(), 1, "answered: {got:?}");
+        wait_until("the third request", || origin.waiting() == 1);
+        origin.release();
+        left[0]
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        got.push(answer(&mut left[0]));
+        got.sort();
+        assert_eq!(got, ["ok 0\n", "ok 1\n", "ok 2\n"]);
+    });
+}
+
+/// The wait's own deadline resumes the step, which answers its timeout
+/// and keeps the connection: under both driver kinds.
+#[test]
+fn a_wait_past_its_deadline_resumes_the_step_and_the_connection_serves_on() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = Origin::start();
+    *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
+    *PATIENCE.lock().unwrap() = Duration::from_millis(200);
+    let _notice = mpm_core::error_log::expect("mpm: event process");
+    for model in ["event", "worker"] {
+        with_server(model, 2, |addr| {
+            let mut c = ask(addr, "silent\n");
+            let started = Instant::now();
+            assert_eq!(answer(&mut c), "timeout\n", "{model}");
+            assert!(started.elapsed() >= Duration::from_millis(190), "{model}");
+            origin.held.lock().unwrap().clear();
+            // The same connection, a second request, answered this time.
+            c.write_all(b"again\n").unwrap();
+            wait_until("the second request", || origin.waiting() == 1);
+            origin.release();
+            assert_eq!(answer(&mut c), "ok again\n", "{model}");
+        });
+    }
+}
+
+/// Prefork's children run the blocking driver: the same wait, driven
+/// directly, answers as soon as the origin does.
+#[test]
+fn the_blocking_driver_resumes_a_step_when_its_upstream_answers() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = Origin::start();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut client = ask(addr, "direct\n");
+    let (socket, peer) = listener.accept().unwrap();
+    let stream = Stream::new(socket, peer, true, Arc::new(AtomicBool::new(false))).unwrap();
+    let o = &origin;
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            wait_until("the request at the origin", || o.waiting() == 1);
+            std::thread::sleep(Duration::from_millis(50));
+            o.release();
+        });
+        let mut relay = Relay {
+            origin: origin.addr,
+            patience: Duration::from_secs(30),
+        };
+        let timeouts = mpm_core::blocking::Timeouts::from_settings(&MpmSettings::default());
+        let reader = scope.spawn(move || {
+            let got = answer(&mut client);
+            drop(client);
+            got
+        });
+        mpm_core::blocking::serve_blocking(
+            &mut relay,
+            stream,
+            &timeouts,
+            &mut mpm_core::blocking::NoPark,
+        );
+        assert_eq!(reader.join().unwrap(), "ok direct\n");
+    });
+}
