@@ -435,7 +435,9 @@ mod tests {
         });
         let clock = AtomicU64::new(2_000_000);
         let now = || clock.load(Ordering::Relaxed);
+        let down = mpm_core::error_log::expect("of /checker-a/ is down");
         let nap = check_due(&t, &s, &probe, now);
+        assert_eq!(down.count(), 1, "one line when b goes down");
         assert_eq!(calls.load(Ordering::Relaxed), 2);
         assert_eq!(nap, Duration::from_secs(1), "at most MAX_NAP");
         assert!(s.route(0)[0].is_up(now()) && !s.route(0)[1].is_up(now()));

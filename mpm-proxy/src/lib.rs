@@ -35,6 +35,10 @@
 //!   upstream ([`Forward`]: what is kept of it); [`Picker`]: each try's
 //!   upstream and head ([`Attempt`]), and whether a failed try goes on to
 //!   the next.
+//! * The handler (`handler.rs`): [`Proxy`] answers with a future polled
+//!   through the core's waiting contract (no thread held under event),
+//!   streams the answer back ([`mpm_http::Body::Polled`]), tunnels after a
+//!   `101`, streams large uploads from a worker.
 //! * [`Error`] — this crate's one error type.
 
 #![forbid(unsafe_code)]
@@ -44,6 +48,7 @@ mod balance;
 mod cidr;
 mod config;
 mod error;
+mod handler;
 mod headers;
 mod health;
 mod path;

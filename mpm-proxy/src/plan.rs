@@ -34,9 +34,9 @@ pub enum Plan {
     NotMine,
     /// Answer this at once: a redirect to the prefix with its slash
     /// (`/api` → `/api/?q`, as nginx does).
-    Answer(Response),
+    Answer(Box<Response>),
     /// Send it on.
-    Forward(Forward),
+    Forward(Box<Forward>),
 }
 
 /// What the proxy keeps of a request to send it on: owned, so that it
@@ -137,7 +137,7 @@ impl Proxy {
                     location.push('?');
                     location.push_str(q);
                 }
-                return Plan::Answer(Response::new(301).header("Location", location));
+                return Plan::Answer(Box::new(Response::new(301).header("Location", location)));
             }
             return Plan::NotMine;
         };
@@ -157,7 +157,7 @@ impl Proxy {
             }
             _ => Vec::new(),
         };
-        Plan::Forward(Forward {
+        Plan::Forward(Box::new(Forward {
             route: index,
             method: request.method().to_string(),
             path: path.to_string(),
@@ -171,7 +171,7 @@ impl Proxy {
             framing: framing(request),
             tunnel: wants_upgrade(request),
             hash_key,
-        })
+        }))
     }
 
     /// What chooses each try's upstream, movable into a future.
@@ -299,7 +299,9 @@ mod tests {
     fn proxy_of(routes: Vec<ProxyRoute>) -> Proxy {
         let table = RouteTable::new(routes);
         let state = ProxyState::with_slots(&table, &Slots::new(16).unwrap()).unwrap();
-        ReverseProxy::with_state(table, state, PoolSettings::default()).worker()
+        ReverseProxy::with_state(table, state, PoolSettings::default())
+            .unwrap()
+            .worker()
     }
 
     fn proxy(flags: &[&str]) -> Proxy {
@@ -313,7 +315,7 @@ mod tests {
 
     fn forward(p: &Proxy, req: &Request<'_>) -> Forward {
         match p.plan(req, false) {
-            Plan::Forward(f) => f,
+            Plan::Forward(f) => *f,
             other => panic!("not forwarded: {other:?}"),
         }
     }
@@ -351,7 +353,7 @@ mod tests {
 
     #[test]
     fn a_body_read_whole_is_framed_by_its_length() {
-        let p = proxy(&["/=http://u"]);
+        let p = proxy(&["/=http://10.0.0.20"]);
         let fields = [("Host", "h"), ("Transfer-Encoding", "chunked")];
         let req = Request::for_test("POST", "/f", Version::Http11, &fields, b"hello");
         let f = forward(&p, &req);
@@ -394,7 +396,7 @@ mod tests {
 
     #[test]
     fn other_paths_are_not_the_proxys_and_a_missing_slash_is_redirected() {
-        let p = proxy(&["/api/=http://u"]);
+        let p = proxy(&["/api/=http://10.0.0.20"]);
         let req = Request::for_test("GET", "/index.html", Version::Http11, &[("Host", "h")], b"");
         assert!(!p.takes(&req) && matches!(p.plan(&req, false), Plan::NotMine));
         let req = Request::for_test("GET", "/api?q=1", Version::Http11, &[("Host", "h")], b"");
@@ -410,7 +412,7 @@ mod tests {
 
     #[test]
     fn tries_skip_the_upstreams_tried_until_none_is_left() {
-        let p = proxy(&["/=http://a,http://b"]);
+        let p = proxy(&["/=http://10.0.0.21,http://10.0.0.22"]);
         let req = Request::for_test("GET", "/", Version::Http11, &[("Host", "h")], b"");
         let f = forward(&p, &req);
         let picker = p.picker();
@@ -422,7 +424,7 @@ mod tests {
 
     #[test]
     fn an_upstream_marked_down_is_skipped() {
-        let p = proxy(&["/=http://a,http://b"]);
+        let p = proxy(&["/=http://10.0.0.21,http://10.0.0.22"]);
         p.shared.state.route(0)[0].record_failure(now_ms());
         let req = Request::for_test("GET", "/", Version::Http11, &[("Host", "h")], b"");
         let f = forward(&p, &req);
@@ -433,7 +435,11 @@ mod tests {
 
     #[test]
     fn only_idempotent_methods_are_retried_within_the_tries() {
-        let mut routes = vec![ProxyRoute::from_flag("/=http://a,http://b,http://c").unwrap()];
+        let mut routes =
+            vec![
+                ProxyRoute::from_flag("/=http://10.0.0.21,http://10.0.0.22,http://10.0.0.23")
+                    .unwrap(),
+            ];
         let get = |p: &Proxy, method: &'static str| {
             forward(
                 p,
@@ -461,7 +467,8 @@ mod tests {
 
     #[test]
     fn a_header_hash_sends_one_user_to_one_upstream() {
-        let mut route = ProxyRoute::from_flag("/=http://a,http://b,http://c").unwrap();
+        let mut route =
+            ProxyRoute::from_flag("/=http://10.0.0.21,http://10.0.0.22,http://10.0.0.23").unwrap();
         route.balance = "hash:header:X-User".parse().unwrap();
         let p = proxy_of(vec![route]);
         let fields = [("Host", "h"), ("X-User", "alice")];
@@ -478,7 +485,7 @@ mod tests {
 
     #[test]
     fn an_upgrade_request_is_a_tunnel() {
-        let p = proxy(&["/=http://u"]);
+        let p = proxy(&["/=http://10.0.0.20"]);
         let fields = [
             ("Host", "h"),
             ("Connection", "keep-alive, Upgrade"),

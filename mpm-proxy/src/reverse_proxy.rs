@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use mpm_upstream::{Pool, Target};
+
 use crate::balance::{Balancer, InFlight};
-use crate::config::{check_routes, ProxyRoute};
-use crate::error::Result;
+use crate::config::{check_routes, ProxyRoute, UpstreamUrl};
+use crate::error::{Error, Result};
 use crate::health::{http_probe, Checker, Probe};
 use crate::path::RouteTable;
 use crate::shared_state::ProxyState;
@@ -48,6 +50,13 @@ pub struct ReverseProxy {
     /// before fork: each process then counts in its own copy.
     pub(crate) in_flight: Arc<Vec<InFlight>>,
     pub(crate) pools: PoolSettings,
+    /// Per route, per upstream: where to connect (the host name resolved
+    /// when the proxy was built: at start, and on every reload).
+    pub(crate) targets: Arc<Vec<Vec<Target>>>,
+    /// This process's pool of upstream connections, made by the first
+    /// worker of each process (a pool made before a fork would be shared
+    /// by processes that do not know it).
+    pool: Arc<Mutex<Option<ProcessPool>>>,
     checker: Checker,
     probe: Probe,
 }
@@ -69,24 +78,54 @@ impl ReverseProxy {
         check_routes(&routes)?;
         let table = RouteTable::new(routes);
         let state = ProxyState::new(&table)?;
-        Ok(ReverseProxy::with_state(table, state, pools))
+        ReverseProxy::with_state(table, state, pools)
     }
 
     /// The proxy of `table` with its state made elsewhere (a test's own
-    /// [`Slots`](crate::Slots)).
-    pub fn with_state(table: RouteTable, state: ProxyState, pools: PoolSettings) -> ReverseProxy {
+    /// [`Slots`](crate::Slots)). Host names are resolved here (blocking):
+    /// one that does not resolve is an error, as with nginx.
+    pub fn with_state(
+        table: RouteTable,
+        state: ProxyState,
+        pools: PoolSettings,
+    ) -> Result<ReverseProxy> {
         let in_flight = table
             .routes()
             .iter()
             .map(|r| InFlight::new(r.upstreams.len()))
             .collect();
-        ReverseProxy {
+        let targets = table
+            .routes()
+            .iter()
+            .map(|r| r.upstreams.iter().map(|u| resolve(&u.url)).collect())
+            .collect::<Result<Vec<Vec<Target>>>>()?;
+        Ok(ReverseProxy {
             table: Arc::new(table),
             state,
             in_flight: Arc::new(in_flight),
             pools,
+            targets: Arc::new(targets),
+            pool: Arc::new(Mutex::new(None)),
             checker: Checker::new(),
             probe: http_probe(),
+        })
+    }
+
+    /// This process's upstream connection pool, made on first use in each
+    /// process.
+    pub(crate) fn pool(&self) -> Arc<Pool> {
+        let me = std::process::id();
+        let mut pool = self.pool.lock();
+        match &*pool {
+            Some((pid, p)) if *pid == me => p.clone(),
+            _ => {
+                let p = Arc::new(Pool::new(mpm_upstream::PoolSettings {
+                    idle_per_upstream: self.pools.keepalive,
+                    idle_timeout: self.pools.keepalive_timeout,
+                }));
+                *pool = Some((me, p.clone()));
+                p
+            }
         }
     }
 
@@ -120,6 +159,8 @@ impl ReverseProxy {
     /// One worker's handler. The first made in a process starts that
     /// process's health-check thread, if a route has active checks.
     pub fn worker(&self) -> Proxy {
+        // Made here, in the serving process, not before its fork.
+        drop(self.pool());
         self.checker
             .ensure_running(&self.table, &self.state, self.probe.clone());
         let balancers = self
@@ -133,6 +174,23 @@ impl ReverseProxy {
             shared: self.clone(),
             balancers: Arc::new(Mutex::new(balancers)),
         }
+    }
+}
+
+/// A pool and the process it belongs to.
+type ProcessPool = (u32, Arc<Pool>);
+
+/// Where to connect to `url`: its host name resolved now (an address is
+/// its own answer), the first address taken.
+fn resolve(url: &UpstreamUrl) -> Result<Target> {
+    let bad = |e: mpm_upstream::Error| Error::config(format!("upstream '{url}': {e}"));
+    let mut upstream = mpm_upstream::Upstream::parse(url.as_str()).map_err(bad)?;
+    upstream.resolve().map_err(bad)?;
+    match upstream.targets().next() {
+        Some(t) => Ok(t),
+        None => Err(Error::config(format!(
+            "upstream '{url}': its host has no address"
+        ))),
     }
 }
 
