@@ -36,6 +36,7 @@
 //! both ways, closed after the route's `read_timeout` with nothing moving.
 
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,7 +44,7 @@ use mpm_core::waiting::{block_on, Polled};
 use mpm_http::{Body, HttpHandler, PollRead, Request, Response, Tunnel};
 use mpm_upstream::{
     read_response_head, write_request, BodyReader, BodyWriter, Connection, HeadLimits, Pool,
-    RequestFraming, Target,
+    PoolKey, RequestFraming, Target,
 };
 
 use crate::headers::{response_fields, streams, Framing};
@@ -72,6 +73,7 @@ impl HttpHandler for Proxy {
             picker: self.picker(),
             pool: self.shared.pool(),
             targets: self.shared.targets.clone(),
+            idle_seen: self.shared.idle_seen.clone(),
         };
         if request.is_streamed() {
             // On a worker (the layer runs body-streaming handlers there):
@@ -136,6 +138,28 @@ struct Call {
     pool: Arc<Pool>,
     /// Per route, per upstream: where to connect.
     targets: Arc<Vec<Vec<Target>>>,
+    /// Per route, per upstream: idle connections last seen in the pool.
+    idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
+}
+
+/// The shared gauge of one upstream's idle pooled connections, kept by
+/// this process's share: after each checkout and each give-back, the pool's
+/// count for the upstream is read (one short lock of the process's pool)
+/// and the difference from the last reading added.
+#[derive(Clone)]
+struct IdleGauge {
+    pool: Arc<Pool>,
+    key: PoolKey,
+    state: UpstreamState,
+    seen: Arc<AtomicU64>,
+}
+
+impl IdleGauge {
+    fn update(&self) {
+        let now = self.pool.stats(&self.key).idle_now;
+        let before = self.seen.swap(now, Ordering::Relaxed);
+        self.state.count_pool_idle(before, now);
+    }
 }
 
 /// Why a try ended without an answer to pass on.
@@ -252,6 +276,18 @@ impl Call {
             .connect(target, Instant::now() + route.connect_timeout)
             .await
             .map_err(|e| fail(e, false, false))?;
+        let gauge = IdleGauge {
+            pool: self.pool.clone(),
+            key: target.key(),
+            state: attempt.state,
+            seen: self
+                .idle_seen
+                .get(forward.route)
+                .and_then(|r| r.get(attempt.upstream))
+                .cloned()
+                .unwrap_or_default(),
+        };
+        gauge.update();
         let reused = conn.requests_served() > 0;
         if reused {
             attempt.state.count_reused();
@@ -338,7 +374,7 @@ impl Call {
         let mut source = UpstreamBody {
             conn: Some(conn),
             reader,
-            pool: self.pool.clone(),
+            gauge,
             state: attempt.state,
             read_timeout: route.read_timeout,
             deadline: Instant::now() + route.read_timeout,
@@ -402,7 +438,8 @@ struct UpstreamBody {
     /// `None` once the body ended (the connection back in the pool, or closed).
     conn: Option<Connection>,
     reader: BodyReader,
-    pool: Arc<Pool>,
+    /// The pool it goes back to, and the gauge of its idle connections.
+    gauge: IdleGauge,
     state: UpstreamState,
     read_timeout: Duration,
     /// The upstream must send more by then (moved on by every byte).
@@ -418,7 +455,8 @@ impl UpstreamBody {
     fn finish(&mut self) {
         if let Some(conn) = self.conn.take() {
             if self.reader.reusable() {
-                self.pool.give_back(conn);
+                self.gauge.pool.give_back(conn);
+                self.gauge.update();
             }
         }
     }

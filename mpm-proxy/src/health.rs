@@ -150,20 +150,44 @@ impl UpstreamState {
 /// an expected status within `health.timeout`.
 pub type Probe = Arc<dyn Fn(&UpstreamUrl, &ActiveHealth) -> bool + Send + Sync>;
 
-/// The built-in probe: a blocking `GET` over plain TCP (the checker is a
-/// thread of its own, not a step). For an `https://` upstream it checks
-/// that a TCP connection opens; a TLS check is the upstream client's to
-/// plug in ([`Checker::ensure_running`] takes any [`Probe`]).
+/// The built-in probe: a `GET` with `Connection: close`, blocking (the
+/// checker is a thread of its own, not a step): over plain TCP with std's
+/// sockets, over TLS with the upstream client (the certificate verified
+/// against the Mozilla roots, as the proxy's requests are).
 pub fn http_probe() -> Probe {
     Arc::new(|url: &UpstreamUrl, health: &ActiveHealth| {
-        probe_once(url, health)
-            .is_some_and(|status| status.is_none_or(|s| health.expect_status.matches(s)))
+        let status = if url.is_tls() {
+            tls_probe(url, health)
+        } else {
+            probe_once(url, health)
+        };
+        status.is_some_and(|s| health.expect_status.matches(s))
     })
 }
 
-/// `Some(Some(status))` for an answer, `Some(None)` for a TLS upstream
-/// that accepted a connection, `None` for a failure.
-fn probe_once(url: &UpstreamUrl, health: &ActiveHealth) -> Option<Option<u16>> {
+/// The status a TLS upstream answers `health.path` with, if it answers.
+fn tls_probe(url: &UpstreamUrl, health: &ActiveHealth) -> Option<u16> {
+    let pool = mpm_upstream::Pool::new(mpm_upstream::PoolSettings {
+        idle_per_upstream: 0,
+        ..mpm_upstream::PoolSettings::default()
+    });
+    let client = mpm_upstream::Client::with_pool(Arc::new(pool));
+    let target = format!("https://{}{}", url.authority(), health.path);
+    let answer = mpm_core::waiting::block_on(async {
+        client
+            .get(&target)
+            .header("Connection", "close")
+            .header("User-Agent", "mpm-health-check")
+            .timeout(health.timeout)
+            .send()
+            .await
+    });
+    answer.ok().map(|r| r.status())
+}
+
+/// The status a plain upstream answers `health.path` with, if it answers
+/// within `health.timeout`.
+fn probe_once(url: &UpstreamUrl, health: &ActiveHealth) -> Option<u16> {
     let deadline = Instant::now() + health.timeout;
     let left = || {
         deadline
@@ -172,9 +196,6 @@ fn probe_once(url: &UpstreamUrl, health: &ActiveHealth) -> Option<Option<u16>> {
     };
     let addr = (url.host(), url.port()).to_socket_addrs().ok()?.next()?;
     let mut stream = TcpStream::connect_timeout(&addr, left()?).ok()?;
-    if url.is_tls() {
-        return Some(None);
-    }
     stream.set_write_timeout(left()).ok()?;
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: mpm-health-check\r\nConnection: close\r\n\r\n",
@@ -194,7 +215,7 @@ fn probe_once(url: &UpstreamUrl, health: &ActiveHealth) -> Option<Option<u16>> {
         let mut fields = [httparse::EMPTY_HEADER; 64];
         let mut response = httparse::Response::new(&mut fields);
         match response.parse(&buf) {
-            Ok(httparse::Status::Complete(_)) => return response.code.map(Some),
+            Ok(httparse::Status::Complete(_)) => return response.code,
             Ok(httparse::Status::Partial) if buf.len() < 16 * 1024 => {}
             _ => return None,
         }

@@ -3,6 +3,7 @@
 //! state is every process's), and [`Proxy`], one worker's handler made
 //! from it.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,6 +58,10 @@ pub struct ReverseProxy {
     /// worker of each process (a pool made before a fork would be shared
     /// by processes that do not know it).
     pool: Arc<Mutex<Option<ProcessPool>>>,
+    /// Per route, per upstream: the idle connections this process's pool
+    /// held when last looked at, so that the shared gauge gets the
+    /// difference (made before fork: each process counts in its copy).
+    pub(crate) idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
     checker: Checker,
     probe: Probe,
 }
@@ -99,7 +104,18 @@ impl ReverseProxy {
             .iter()
             .map(|r| r.upstreams.iter().map(|u| resolve(&u.url)).collect())
             .collect::<Result<Vec<Vec<Target>>>>()?;
+        let idle_seen = table
+            .routes()
+            .iter()
+            .map(|r| {
+                r.upstreams
+                    .iter()
+                    .map(|_| Arc::new(AtomicU64::new(0)))
+                    .collect()
+            })
+            .collect();
         Ok(ReverseProxy {
+            idle_seen: Arc::new(idle_seen),
             table: Arc::new(table),
             state,
             in_flight: Arc::new(in_flight),

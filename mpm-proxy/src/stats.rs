@@ -55,12 +55,13 @@ impl UpstreamState {
         self.add(word::REUSED, 1);
     }
 
-    /// A connection to it went into (`true`) or out of (`false`) a pool.
-    pub fn count_pool_idle(&self, entered: bool) {
-        if entered {
-            self.add(word::POOL_IDLE, 1);
+    /// This process's pool held `before` idle connections to it and now
+    /// holds `now`: the difference goes to the sum over the processes.
+    pub fn count_pool_idle(&self, before: u64, now: u64) {
+        if now > before {
+            self.add(word::POOL_IDLE, now - before);
         } else {
-            self.sub(word::POOL_IDLE, 1);
+            self.sub(word::POOL_IDLE, before - now);
         }
     }
 }
@@ -130,9 +131,8 @@ mod tests {
         a.count_request();
         a.count_opened();
         a.count_reused();
-        a.count_pool_idle(true);
-        a.count_pool_idle(true);
-        a.count_pool_idle(false);
+        a.count_pool_idle(0, 2);
+        a.count_pool_idle(2, 1);
         c.count_request();
         assert_eq!(c.record_failure(now_ms()), Some(crate::Transition::Down));
         let snap = s.snapshot();

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
+use mpm_core::Interest;
 use mpm_proxy::ProxyRoute;
 
 #[test]
@@ -55,7 +56,9 @@ fn a_proxied_answer_is_the_upstreams_and_the_request_is_rewritten() {
 #[test]
 fn requests_on_one_client_connection_share_one_upstream_connection() {
     let (up, seen) = plain_origin("ok");
-    let p = serve(proxy(&[&format!("/=http://{up}")]));
+    let rp = proxy(&[&format!("/=http://{up}")]);
+    let state = rp.state().clone();
+    let p = serve(rp);
     let mut c = client(p);
     for _ in 0..5 {
         c.write_all(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
@@ -69,6 +72,17 @@ fn requests_on_one_client_connection_share_one_upstream_connection() {
         "kept alive and reused"
     );
     assert_eq!(seen.requests.lock().unwrap().len(), 5);
+    let snap = &state.snapshot()[0];
+    assert_eq!(
+        (
+            snap.requests,
+            snap.connections_opened,
+            snap.connections_reused,
+            snap.pool_idle
+        ),
+        (5, 1, 4, 1),
+        "{snap:?}"
+    );
 }
 
 #[test]
@@ -315,4 +329,30 @@ fn an_upgrade_is_tunnelled_after_a_101() {
     let mut echo = [0u8; 4];
     c.read_exact(&mut echo).unwrap();
     assert_eq!(&echo, b"ping");
+}
+
+#[test]
+fn on_a_loop_a_request_waits_on_the_upstream_socket_without_a_worker() {
+    let (go_on, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Mutex::new(wait);
+    let (up, _) = origin(move |_| {
+        // Answer only once the client's request is surely parked.
+        wait.lock().unwrap().recv().unwrap();
+        Some(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nparked".to_vec())
+    });
+    let (p, server) = serve_on_a_loop(proxy(&[&format!("/=http://{up}")]));
+    let mut c = client(p);
+    c.write_all(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    go_on.send(()).unwrap();
+    let (head, body) = read_response(&mut c, false);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"parked");
+    let seen = server.join().unwrap();
+    assert!(
+        seen.iter()
+            .any(|i| matches!(i, Interest::Await(a) if a.fd.is_some() && a.read)),
+        "the request waited on the upstream's socket, parked: {seen:?}"
+    );
 }
