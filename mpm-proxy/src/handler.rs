@@ -13,9 +13,12 @@
 //! on), the connection going back to the pool when the body ended cleanly
 //! and the upstream keeps it. A connect error, or a close before any byte
 //! of the answer, goes on to the next upstream for an idempotent method
-//! (never a `POST`); a stale pooled connection (the upstream closed it as
-//! the request went out) is replaced at once, for any method, since the
-//! request never reached the upstream. Connect errors, timeouts and
+//! (never a `POST`). A stale pooled connection (one the upstream closed
+//! while it was idle) is not the upstream's failure: found closed as the
+//! request went out, the request goes again on a fresh connection, any
+//! method (it never reached the upstream); closed before any byte of the
+//! answer, again for an idempotent method, a 502 for a `POST` (it may have
+//! been processed), as nginx does. Connect errors, timeouts and
 //! malformed answers count against the upstream's passive health; a `5xx`
 //! is an answer. What is left: `502` (no live upstream, a connect error, a
 //! bad answer) or `504` (a timeout), with the layer's error pages, and the
@@ -49,7 +52,7 @@ use mpm_upstream::{
 
 use crate::headers::{response_fields, streams, Framing};
 use crate::health::Transition;
-use crate::plan::{streams_upload, Attempt, Forward, Picker, Plan};
+use crate::plan::{is_idempotent, streams_upload, Attempt, Forward, Picker, Plan};
 use crate::reverse_proxy::Proxy;
 use crate::shared_state::{now_ms, UpstreamState};
 use crate::BUFFERED_MAX;
@@ -165,8 +168,12 @@ impl IdleGauge {
 /// Why a try ended without an answer to pass on.
 struct Failed {
     error: mpm_upstream::Error,
-    /// The upstream is not to blame (a pooled connection it had closed).
+    /// The upstream is not to blame: a pooled connection it had closed
+    /// while idle, found closed when the request went out (`unsent`) or
+    /// before any byte of an answer came.
     stale: bool,
+    /// The request surely never reached the upstream (the write failed).
+    unsent: bool,
     /// Bytes of the upload were taken from the client: no other try.
     body_spent: bool,
 }
@@ -206,13 +213,35 @@ impl Call {
                     let status = response.status();
                     return response.upstream(addrs.join(", "), Some(status), started.elapsed());
                 }
-                Err(f) if f.stale && !f.body_spent && stale_retries < MAX_STALE => {
-                    // A pooled connection the upstream had closed: the
-                    // request never reached it, so it may go again, any
-                    // method, without counting against the upstream.
+                Err(f)
+                    if f.stale
+                        && !f.body_spent
+                        && (f.unsent || is_idempotent(&forward.method))
+                        && stale_retries < MAX_STALE =>
+                {
+                    // A pooled connection the upstream had closed while
+                    // idle: again on a fresh one, without counting against
+                    // the upstream. Any method if the request never went
+                    // out; an idempotent one if it may have.
                     stale_retries += 1;
                     tried.pop();
                     addrs.pop();
+                }
+                Err(f) if f.stale => {
+                    // A POST on a connection closed under it: it may have
+                    // been processed, so it is not sent again (nginx's rule).
+                    mpm_core::log_error!(
+                        "proxy: {} {}: upstream {}: {} (on a kept-alive connection; not sent again)",
+                        forward.method,
+                        forward.path,
+                        attempt.url,
+                        f.error
+                    );
+                    return Response::error(502).upstream(
+                        addrs.join(", "),
+                        None,
+                        started.elapsed(),
+                    );
                 }
                 Err(f) => {
                     self.failed(&forward, &attempt, &f.error);
@@ -269,6 +298,7 @@ impl Call {
         let fail = |error, stale, body_spent| Failed {
             error,
             stale,
+            unsent: false,
             body_spent,
         };
         let mut conn = self
@@ -295,9 +325,12 @@ impl Call {
             attempt.state.count_opened();
         }
         let send_until = || Instant::now() + route.send_timeout;
-        let stale = |e: mpm_upstream::Error| {
-            let stale = reused && matches!(e, mpm_upstream::Error::Closed);
-            fail(e, stale, false)
+        let is_stale = |e: &mpm_upstream::Error| reused && matches!(e, mpm_upstream::Error::Closed);
+        let stale = |e: mpm_upstream::Error| Failed {
+            stale: is_stale(&e),
+            unsent: true,
+            error: e,
+            body_spent: false,
         };
         if let Some(bytes) = body.whole() {
             let mut message = Vec::with_capacity(attempt.head.len() + bytes.len());
@@ -343,7 +376,10 @@ impl Call {
             Instant::now() + route.read_timeout,
         )
         .await
-        .map_err(|e| fail(e, false, body_spent))?;
+        .map_err(|e| {
+            let stale = is_stale(&e);
+            fail(e, stale, body_spent)
+        })?;
         if head.status == 101 {
             if !forward.tunnel {
                 let e = mpm_upstream::Error::BadResponse(

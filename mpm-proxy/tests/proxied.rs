@@ -356,3 +356,34 @@ fn on_a_loop_a_request_waits_on_the_upstream_socket_without_a_worker() {
         "the request waited on the upstream's socket, parked: {seen:?}"
     );
 }
+
+#[test]
+fn with_buffering_on_the_upstream_connection_is_free_before_the_client_reads() {
+    const BODY: usize = 512 * 1024;
+    let (up, _) = origin(|_| {
+        let mut answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n").into_bytes();
+        answer.resize(answer.len() + BODY, b'b');
+        Some(answer)
+    });
+    let mut route = ProxyRoute::from_flag(&format!("/=http://{up}")).unwrap();
+    route.buffering = mpm_proxy::Buffering::On;
+    let rp = proxy_of(vec![route]);
+    let state = rp.state().clone();
+    let p = serve(rp);
+    let mut c = client(p);
+    c.write_all(b"GET /big HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    // Only the head read: the body is in the proxy's memory, the
+    // connection already back in the pool.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        c.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    assert_eq!(state.snapshot()[0].pool_idle, 1);
+    let mut body = vec![0u8; BODY];
+    c.read_exact(&mut body).unwrap();
+    assert!(body.iter().all(|&b| b == b'b'));
+}
