@@ -42,7 +42,26 @@ impl Default for PoolSettings {
 
 /// Everything the workers of a server share: the routes, each upstream's
 /// state in shared memory, the health checker, and, per process, the
-/// in-flight counts least-conn reads. Cheap to clone.
+/// in-flight counts least-conn reads and the pool of upstream connections.
+/// Cheap to clone.
+///
+/// An embedder mounts it among its routes (build it before the server
+/// forks, in `App::check` or `main`):
+///
+/// ```no_run
+/// use mpm_http::{Request, Routes};
+/// use mpm_proxy::{PoolSettings, ProxyRoute, ReverseProxy};
+///
+/// let api = ReverseProxy::new(
+///     vec![ProxyRoute::from_flag("/api/=http://127.0.0.1:8081/v1/")?],
+///     PoolSettings::default(),
+/// )?;
+/// let routes = Routes::new()
+///     .get("/health", |_: &mut (), _: &Request<'_>| "ok")
+///     .mount("/api/", api.worker()); // /api/users → http://127.0.0.1:8081/v1/users
+/// # let _ = routes;
+/// # Ok::<(), mpm_proxy::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct ReverseProxy {
     pub(crate) table: Arc<RouteTable>,
@@ -218,6 +237,15 @@ pub struct Proxy {
     /// Shared with the futures this worker's requests become (see
     /// [`Picker`](crate::Picker)).
     pub(crate) balancers: Arc<Mutex<Vec<Balancer>>>,
+}
+
+/// Another worker's handler from the same proxy (balancing positions of its
+/// own): what a [`Routes::mount`](mpm_http::Routes::mount) makes for each
+/// worker.
+impl Clone for Proxy {
+    fn clone(&self) -> Proxy {
+        self.shared.worker()
+    }
 }
 
 impl Proxy {

@@ -387,3 +387,50 @@ fn with_buffering_on_the_upstream_connection_is_free_before_the_client_reads() {
     c.read_exact(&mut body).unwrap();
     assert!(body.iter().all(|&b| b == b'b'));
 }
+
+#[test]
+fn an_embedder_mounts_the_proxy_among_its_routes() {
+    let (up, seen) = plain_origin("from upstream");
+    let api = proxy(&[&format!("/api/=http://{up}/v1/")]);
+    let routes = mpm_http::Routes::new()
+        .get("/health", |_: &mut (), _: &mpm_http::Request<'_>| "ok")
+        .mount("/api/", api.worker());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let router = routes.with_state(());
+        let mut service = mpm_http::HttpService::new(router, &mpm_http::HttpSettings::default());
+        let (sock, peer) = listener.accept().unwrap();
+        let stream = mpm_core::Stream::new(
+            sock,
+            peer,
+            true,
+            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        )
+        .unwrap();
+        let timeouts = mpm_core::blocking::Timeouts {
+            request: Duration::from_secs(10),
+            keepalive: Duration::from_millis(300),
+            linger: Duration::from_millis(100),
+            first_request: Duration::from_secs(10),
+            inherited: false,
+        };
+        mpm_core::blocking::serve_blocking(
+            &mut service,
+            stream,
+            &timeouts,
+            &mut mpm_core::blocking::NoPark,
+        );
+    });
+    let mut c = client(addr);
+    c.write_all(b"GET /health HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut c, false).1, b"ok");
+    c.write_all(b"GET /api/users HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    let (head, body) = read_response(&mut c, false);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"from upstream");
+    let sent = seen.requests.lock().unwrap()[0].clone();
+    assert!(sent.starts_with(b"GET /v1/users HTTP/1.1\r\n"));
+}
