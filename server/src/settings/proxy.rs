@@ -397,6 +397,17 @@ mod tests {
     }
 
     #[test]
+    fn the_pools_default_to_nginx_keepalive_32_for_60s() {
+        let c = Config::default();
+        assert!(c.proxy.is_empty());
+        assert_eq!(c.proxy_pools(), mpm_proxy::PoolSettings::default());
+        assert_eq!(
+            (c.proxy_keepalive, c.proxy_keepalive_timeout),
+            (32, Duration::from_secs(60))
+        );
+    }
+
+    #[test]
     fn a_flag_string_in_the_file_is_a_route_too() {
         let r = routes("proxy = [\"/api/=http://a/,http://b/\"]\n").unwrap();
         assert_eq!(r[0].upstreams.len(), 2);
