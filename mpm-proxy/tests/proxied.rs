@@ -434,3 +434,29 @@ fn an_embedder_mounts_the_proxy_among_its_routes() {
     let sent = seen.requests.lock().unwrap()[0].clone();
     assert!(sent.starts_with(b"GET /v1/users HTTP/1.1\r\n"));
 }
+
+#[test]
+fn a_large_chunked_answer_streams_whole() {
+    const CHUNKS: usize = 256;
+    let (up, _) = origin(|_| {
+        let mut answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        for i in 0..CHUNKS {
+            answer.extend_from_slice(b"8000\r\n");
+            answer.resize(answer.len() + 0x8000, b'a' + (i % 26) as u8);
+            answer.extend_from_slice(b"\r\n");
+        }
+        answer.extend_from_slice(b"0\r\n\r\n");
+        Some(answer)
+    });
+    let p = serve(proxy(&[&format!("/=http://{up}")]));
+    let (head, body) = get(p, "GET /big HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("Transfer-Encoding: chunked\r\n"), "{head}");
+    assert_eq!(body.len(), CHUNKS * 0x8000);
+    for (i, chunk) in body.chunks(0x8000).enumerate() {
+        assert!(
+            chunk.iter().all(|&b| b == b'a' + (i % 26) as u8),
+            "chunk {i}"
+        );
+    }
+}
