@@ -161,7 +161,9 @@ impl IdleGauge {
     fn update(&self) {
         let now = self.pool.stats(&self.key).idle_now;
         let before = self.seen.swap(now, Ordering::Relaxed);
-        self.state.count_pool_idle(before, now);
+        if before != now {
+            self.state.count_pool_idle(before, now);
+        }
     }
 }
 
@@ -333,10 +335,18 @@ impl Call {
             body_spent: false,
         };
         if let Some(bytes) = body.whole() {
-            let mut message = Vec::with_capacity(attempt.head.len() + bytes.len());
-            message.extend_from_slice(&attempt.head);
-            message.extend_from_slice(bytes);
-            write_request(&mut conn, &message, send_until())
+            // Head and body in one write (no copy without a body).
+            let joined;
+            let message = if bytes.is_empty() {
+                &attempt.head
+            } else {
+                let mut m = Vec::with_capacity(attempt.head.len() + bytes.len());
+                m.extend_from_slice(&attempt.head);
+                m.extend_from_slice(bytes);
+                joined = m;
+                &joined
+            };
+            write_request(&mut conn, message, send_until())
                 .await
                 .map_err(stale)?;
         } else {
