@@ -278,7 +278,7 @@ impl Call {
         let spec = &route.upstreams[attempt.upstream];
         if attempt.state.record_failure(now_ms()) == Some(Transition::Down) {
             mpm_core::log_warn!(
-                "proxy: upstream {} of {} is down for {}: {} failures within {}",
+                "proxy: upstream {} of {} is marked down for {} (max_fails={} reached within fail_timeout={})",
                 attempt.url,
                 route.prefix,
                 crate::show_duration(spec.fail_timeout),
@@ -390,6 +390,10 @@ impl Call {
             let stale = is_stale(&e);
             fail(e, stale, body_spent)
         })?;
+        if !(100..=599).contains(&head.status) {
+            let e = mpm_upstream::Error::BadResponse(format!("status {}", head.status));
+            return Err(fail(e, false, body_spent));
+        }
         if head.status == 101 {
             if !forward.tunnel {
                 let e = mpm_upstream::Error::BadResponse(
@@ -455,7 +459,9 @@ impl Call {
 /// (those the layer writes itself, `Date` among them, are left to it).
 fn copy_head(status: u16, reason: &str, fields: &[(&str, &[u8])]) -> Response {
     let mut response = Response::new(status);
-    if !reason.is_empty() {
+    // A phrase the layer would refuse (a control, a byte past ASCII) is
+    // dropped for the registered one rather than turned into a 500.
+    if !reason.is_empty() && reason.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
         response = response.reason(reason.to_string());
     }
     for &(name, value) in fields {

@@ -162,7 +162,7 @@ fn passive_health_skips_a_dead_upstream() {
         "{lines:?}"
     );
     assert!(
-        lines.iter().any(|l| l.contains("is down for 10s")),
+        lines.iter().any(|l| l.contains("marked down for 10s")),
         "{lines:?}"
     );
     assert_eq!(seen.requests.lock().unwrap().len(), 6);
@@ -459,4 +459,24 @@ fn a_large_chunked_answer_streams_whole() {
             "chunk {i}"
         );
     }
+}
+
+#[test]
+fn an_upstreams_status_and_reason_pass_and_an_impossible_status_is_a_502() {
+    let (up, _) = origin(|req| {
+        Some(if req.starts_with(b"GET /odd") {
+            b"HTTP/1.1 299 Fine Enough\r\nContent-Length: 0\r\n\r\n".to_vec()
+        } else {
+            b"HTTP/1.1 999 Nope\r\nContent-Length: 0\r\n\r\n".to_vec()
+        })
+    });
+    let errors = mpm_core::error_log::expect(naming(up));
+    let p = serve(proxy(&[&format!("/=http://{up}")]));
+    let (head, _) = get(p, "GET /odd HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 299 Fine Enough\r\n"), "{head}");
+    let (head, _) = get(p, "GET /bad HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    let lines = errors.lines();
+    assert!(lines[0].contains("malformed: status 999"), "{lines:?}");
+    assert!(lines[1].contains("marked down for 10s"), "{lines:?}");
 }
