@@ -397,13 +397,13 @@ mod tests {
     }
 
     #[test]
-    fn the_pools_default_to_nginx_keepalive_32_for_60s() {
+    fn the_pools_default_to_512_idle_connections_for_60s() {
         let c = Config::default();
         assert!(c.proxy.is_empty());
         assert_eq!(c.proxy_pools(), mpm_proxy::PoolSettings::default());
         assert_eq!(
             (c.proxy_keepalive, c.proxy_keepalive_timeout),
-            (32, Duration::from_secs(60))
+            (512, Duration::from_secs(60))
         );
     }
 
