@@ -197,7 +197,7 @@ static PATIENCE: Mutex<Duration> = Mutex::new(Duration::from_secs(30));
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Run `model` with `threads` workers around `body`, which gets the address.
-fn with_server(model: &str, threads: usize, body: impl FnOnce(SocketAddr)) {
+fn with_server(model: &str, threads: usize, body: impl FnOnce(SocketAddr, &Lifecycle)) {
     let settings = MpmSettings {
         // Event: `threads` workers, and room for thousands of connections.
         max_request_workers: if model == "event" { 4000 } else { threads },
@@ -214,7 +214,7 @@ fn with_server(model: &str, threads: usize, body: impl FnOnce(SocketAddr)) {
     std::thread::scope(|scope| {
         scope.spawn(|| run_model(model, &settings, listeners, &lifecycle, slots));
         assert!(lifecycle.wait_for(Phase::Serving, Duration::from_secs(10)));
-        body(addr);
+        body(addr, &lifecycle);
         lifecycle.stop();
     });
 }
@@ -258,7 +258,7 @@ fn under_event_a_thousand_requests_waiting_on_an_upstream_add_no_thread() {
     *PATIENCE.lock().unwrap() = Duration::from_secs(60);
     // The loop's notice at its stop says what it did: 1,000 parked.
     let notice = mpm_core::error_log::expect("1001 connections");
-    with_server("event", 4, |addr| {
+    with_server("event", 4, |addr, _| {
         // Warm: the pool's threads exist before counting.
         let mut c = ask(addr, "warm\n");
         wait_until("the warm-up request", || origin.waiting() == 1);
@@ -298,7 +298,7 @@ fn under_worker_a_waiting_request_holds_its_thread() {
     let origin = Origin::start();
     *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
     *PATIENCE.lock().unwrap() = Duration::from_secs(60);
-    with_server("worker", 2, |addr| {
+    with_server("worker", 2, |addr, _| {
         let mut clients: Vec<TcpStream> = (0..3).map(|i| ask(addr, &format!("{i}\n"))).collect();
         wait_until("two requests at the origin", || origin.waiting() == 2);
         std::thread::sleep(Duration::from_millis(300));
@@ -342,7 +342,7 @@ fn a_wait_past_its_deadline_resumes_the_step_and_the_connection_serves_on() {
     *PATIENCE.lock().unwrap() = Duration::from_millis(200);
     let _notice = mpm_core::error_log::expect("mpm: event process");
     for model in ["event", "worker"] {
-        with_server(model, 2, |addr| {
+        with_server(model, 2, |addr, _| {
             let mut c = ask(addr, "silent\n");
             let started = Instant::now();
             assert_eq!(answer(&mut c), "timeout\n", "{model}");
@@ -393,4 +393,41 @@ fn the_blocking_driver_resumes_a_step_when_its_upstream_answers() {
         );
         assert_eq!(reader.join().unwrap(), "ok direct\n");
     });
+}
+
+/// A graceful stop lets a request waiting on its upstream finish within
+/// `--graceful-timeout` (1 s here) and cuts one that waits longer, under
+/// both driver kinds: the answer that comes in time is delivered, the other
+/// connection is closed unanswered, and the server stops.
+#[test]
+fn a_graceful_stop_lets_a_waiting_request_finish_in_time_and_cuts_one_that_does_not() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _notice = mpm_core::error_log::expect("mpm: ");
+    let origin = Origin::start();
+    *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
+    *PATIENCE.lock().unwrap() = Duration::from_secs(60);
+    for model in ["event", "worker"] {
+        let started = Instant::now();
+        with_server(model, 2, |addr, lifecycle| {
+            let mut soon = ask(addr, "soon\n");
+            wait_until("the first request at the origin", || origin.waiting() == 1);
+            let first = origin.held.lock().unwrap().pop().unwrap();
+            let mut never = ask(addr, "never\n");
+            wait_until("the second request at the origin", || origin.waiting() == 1);
+            lifecycle.stop();
+            // Answered 200 ms into the grace: delivered.
+            std::thread::sleep(Duration::from_millis(200));
+            let (mut s, line) = first;
+            s.write_all(&line).unwrap();
+            assert_eq!(answer(&mut soon), "ok soon\n", "{model}");
+            // Never answered: cut once the grace is over.
+            assert_eq!(answer(&mut never), "", "{model}");
+            origin.held.lock().unwrap().clear();
+        });
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "{model}: the stop took {:?}",
+            started.elapsed()
+        );
+    }
 }
