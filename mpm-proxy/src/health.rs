@@ -328,8 +328,23 @@ mod tests {
     }
 
     #[test]
+    fn a_routes_only_upstream_is_never_marked_down_by_failures() {
+        let (_, s) = state("/alone/=http://a", 1, Duration::from_secs(10));
+        let u = s.route(0)[0];
+        let t0 = 1_000_000;
+        for i in 0..5 {
+            assert_eq!(u.record_failure(t0 + i), None);
+        }
+        assert!(
+            u.is_up(t0 + 5),
+            "as nginx: a group of one ignores max_fails"
+        );
+        assert_eq!(u.get(word::FAILURES), 5, "failures are still counted");
+    }
+
+    #[test]
     fn max_fails_within_fail_timeout_mark_down_for_fail_timeout() {
-        let (_, s) = state("/passive-a/=http://a", 3, Duration::from_secs(10));
+        let (_, s) = state("/passive-a/=http://a,http://b", 3, Duration::from_secs(10));
         let u = s.route(0)[0];
         let t0 = 1_000_000;
         assert_eq!(u.record_failure(t0), None);
@@ -344,7 +359,7 @@ mod tests {
 
     #[test]
     fn failures_spread_wider_than_fail_timeout_never_mark_down() {
-        let (_, s) = state("/passive-b/=http://a", 2, Duration::from_secs(10));
+        let (_, s) = state("/passive-b/=http://a,http://b", 2, Duration::from_secs(10));
         let u = s.route(0)[0];
         for k in 0..10 {
             assert_eq!(
@@ -358,7 +373,7 @@ mod tests {
 
     #[test]
     fn max_fails_zero_never_marks_down() {
-        let (_, s) = state("/passive-c/=http://a", 0, Duration::from_secs(10));
+        let (_, s) = state("/passive-c/=http://a,http://b", 0, Duration::from_secs(10));
         let u = s.route(0)[0];
         for _ in 0..100 {
             assert_eq!(u.record_failure(5_000), None);
@@ -373,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_failure_while_down_reports_no_second_transition() {
-        let (_, s) = state("/passive-d/=http://a", 1, Duration::from_secs(10));
+        let (_, s) = state("/passive-d/=http://a,http://b", 1, Duration::from_secs(10));
         let u = s.route(0)[0];
         assert_eq!(u.record_failure(50_000), Some(Transition::Down));
         assert_eq!(
@@ -387,7 +402,7 @@ mod tests {
 
     #[test]
     fn active_checks_fall_and_rise_in_a_row() {
-        let (_, s) = state("/active-a/=http://a", 1, Duration::from_secs(10));
+        let (_, s) = state("/active-a/=http://a,http://b", 1, Duration::from_secs(10));
         let u = s.route(0)[0];
         let now = now_ms();
         assert_eq!(u.record_check(false, 2, 3), None);
@@ -406,7 +421,7 @@ mod tests {
 
     #[test]
     fn a_passing_check_brings_back_a_passively_downed_upstream() {
-        let (_, s) = state("/active-b/=http://a", 1, Duration::from_secs(3600));
+        let (_, s) = state("/active-b/=http://a,http://b", 1, Duration::from_secs(3600));
         let u = s.route(0)[0];
         let now = now_ms();
         assert_eq!(u.record_failure(now), Some(Transition::Down));
@@ -417,7 +432,7 @@ mod tests {
 
     #[test]
     fn one_check_per_interval_whoever_asks() {
-        let (_, s) = state("/claim-a/=http://a", 1, Duration::from_secs(10));
+        let (_, s) = state("/claim-a/=http://a,http://b", 1, Duration::from_secs(10));
         let u = s.route(0)[0];
         assert!(u.claim_check(1_000, 5_000), "due at once at first");
         assert!(!u.claim_check(1_000, 5_000), "claimed");

@@ -209,7 +209,15 @@ impl ProxyState {
                 };
                 let state = UpstreamState {
                     words: &memory[slot * SLOT_WORDS..(slot + 1) * SLOT_WORDS],
-                    max_fails: spec.max_fails,
+                    // A route's only upstream is never taken out by its
+                    // failures, as nginx ignores max_fails for a group of
+                    // one: there is no other to send the request to, and
+                    // one timeout would turn the next 10 s into 502s.
+                    max_fails: if route.upstreams.len() == 1 {
+                        0
+                    } else {
+                        spec.max_fails
+                    },
                     fail_timeout_ms: ms(spec.fail_timeout),
                 };
                 if fresh {

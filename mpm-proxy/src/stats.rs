@@ -123,7 +123,7 @@ mod tests {
     fn counters_show_in_the_snapshot_and_the_totals() {
         let t = RouteTable::new(vec![
             ProxyRoute::from_flag("/stats-a/=http://a,http://b").unwrap(),
-            ProxyRoute::from_flag("/stats-a/long/=http://c").unwrap(),
+            ProxyRoute::from_flag("/stats-a/long/=http://c,http://d").unwrap(),
         ]);
         let s = ProxyState::with_slots(&t, &crate::Slots::new(8).unwrap()).unwrap();
         let (a, c) = (s.route(1)[0], s.route(0)[0]);
@@ -136,13 +136,13 @@ mod tests {
         c.count_request();
         assert_eq!(c.record_failure(now_ms()), Some(crate::Transition::Down));
         let snap = s.snapshot();
-        assert_eq!(snap.len(), 3);
+        assert_eq!(snap.len(), 4);
         assert_eq!(
             (snap[0].route.as_str(), snap[0].url.as_str()),
             ("/stats-a/long/", "http://c")
         );
         assert!(!snap[0].up && snap[0].failures == 1 && snap[0].marked_down == 1);
-        let sa = &snap[1];
+        let sa = &snap[2];
         assert_eq!(sa.url, "http://a");
         assert!(sa.up);
         assert_eq!(
@@ -156,8 +156,8 @@ mod tests {
         );
         let totals = s.totals();
         let get = |k: &str| totals.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-        assert_eq!(get("upstreams"), Some(3));
-        assert_eq!(get("upstreams_up"), Some(2));
+        assert_eq!(get("upstreams"), Some(4));
+        assert_eq!(get("upstreams_up"), Some(3));
         assert_eq!(get("requests"), Some(3));
         assert_eq!(get("failures"), Some(1));
     }
