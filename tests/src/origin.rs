@@ -973,3 +973,91 @@ impl Out<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RawConn;
+
+    fn get(path: &str, fields: &str) -> Vec<u8> {
+        format!("GET {path} HTTP/1.1\r\nHost: o\r\n{fields}\r\n").into_bytes()
+    }
+
+    #[test]
+    fn it_answers_conditionals_ranges_and_chunks_as_a_file_server_would() {
+        let o = Origin::start();
+        o.on(
+            "/f",
+            Script::ok(b"0123456789")
+                .header("ETag", "\"e\"")
+                .header("Accept-Ranges", "bytes"),
+        )
+        .on("/c", Script::ok(b"chunked body").chunked());
+        let mut c = RawConn::connect(o.addr());
+        c.send(&get("/f", "If-None-Match: \"e\"\r\n")).unwrap();
+        assert_eq!(c.read_response().unwrap().status, 304);
+        c.send(&get("/f", "Range: bytes=2-4\r\n")).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (206, b"234".as_slice()));
+        assert_eq!(r.header("content-range"), Some("bytes 2-4/10"));
+        c.send(&get("/c", "")).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+        assert_eq!(r.body, b"chunked body");
+        c.send(&get("/none", "")).unwrap();
+        assert_eq!(c.read_response().unwrap().status, 404);
+        // Four requests on one connection, each recorded.
+        assert_eq!(o.accepted(), 1);
+        let seen = o.requests();
+        assert_eq!(seen.len(), 4);
+        assert_eq!(seen[1].header("range"), Some("bytes=2-4"));
+        assert!(seen.iter().all(|s| s.connection == 1));
+    }
+
+    #[test]
+    fn it_counts_a_request_body_and_cuts_an_answer_short_when_told() {
+        let o = Origin::start();
+        o.on("/up", Script::ok(b"ok"))
+            .on("/short", Script::ok(&[7u8; 100]).cut_after(10));
+        let mut c = RawConn::connect(o.addr());
+        c.send(b"POST /up HTTP/1.1\r\nHost: o\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+            .unwrap();
+        assert_eq!(c.read_response().unwrap().body, b"ok");
+        let up = &o.requests_to("/up")[0];
+        assert_eq!((up.body_len, up.body.as_slice()), (5, b"abcde".as_slice()));
+        assert_eq!(o.body_bytes(), 5);
+        c.send(&get("/short", "")).unwrap();
+        let err = c.read_response().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+    }
+
+    #[test]
+    fn held_requests_are_answered_on_release_and_an_upgrade_echoes() {
+        let o = Origin::start();
+        o.on("/held", Script::ok(b"released").hold())
+            .on("/ws", Script::websocket_echo());
+        let mut held: Vec<RawConn> = (0..3)
+            .map(|_| {
+                let mut c = RawConn::connect(o.addr());
+                c.send(&get("/held", "")).unwrap();
+                c
+            })
+            .collect();
+        assert!(o.wait_until(Duration::from_secs(10), |o| o.holding() == 3));
+        o.release();
+        for c in &mut held {
+            assert_eq!(c.read_response().unwrap().body, b"released");
+        }
+        assert_eq!(o.holding(), 0);
+        let mut c = RawConn::connect(o.addr());
+        c.send(&get("/ws", "Upgrade: websocket\r\nConnection: Upgrade\r\n"))
+            .unwrap();
+        assert_eq!(c.read_head().unwrap().status, 101);
+        c.send(b"ping").unwrap();
+        let mut back = Vec::new();
+        while back.len() < 4 {
+            back.extend(c.read_some(4).unwrap());
+        }
+        assert_eq!(back, b"ping");
+    }
+}
