@@ -5,6 +5,8 @@
 //!
 //! What the proxy owes: an answer passed on as the origin gave it;
 //! hop-by-hop fields kept from the origin and who the client is told it;
+//! a request the server would refuse for itself (smuggling) refused
+//! before it is forwarded;
 //! 502 and 504 when the origin fails, and nothing else disturbed; health,
 //! passive and active; retries only where they are safe; streaming both
 //! ways in bounded memory, events as they come, tunnels after a 101;
@@ -231,6 +233,37 @@ fn hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does(mpm: &str) 
     assert_eq!(seen.header("x-forwarded-for"), Some("127.0.0.1"));
     let proto = if server.is_tls() { "https" } else { "http" };
     assert_eq!(seen.header("x-forwarded-proto"), Some(proto));
+}
+
+fn a_request_the_server_would_refuse_for_itself_never_reaches_the_origin(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/s", Script::ok(b"forwarded\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    let smuggling: &[&[u8]] = &[
+        b"POST /s HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /s HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"POST /s HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        b"POST /s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        b"GET /s HTTP/1.1\r\nHost: t\r\nHost: u\r\n\r\n",
+        b"GET /s HTTP/1.1\r\nHost: t\r\nX-Folded: a\r\n b\r\n\r\n",
+    ];
+    for (i, bytes) in smuggling.iter().enumerate() {
+        let mut c = server.connect();
+        c.send(bytes).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(
+            r.status,
+            400,
+            "case {i}: {:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    assert!(
+        origin.requests().is_empty(),
+        "refused requests reached the origin: {:?}",
+        origin.requests()
+    );
+    // A clean one does.
+    assert_eq!(ask(server.addr(), "GET", "/s", &[]).body, b"forwarded\n");
 }
 
 // ---------------------------------------------------------------------------
@@ -786,6 +819,7 @@ mpm_suite!(
     over transports:
     a_proxied_answer_is_the_origins_byte_for_byte,
     hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does,
+    a_request_the_server_would_refuse_for_itself_never_reaches_the_origin,
     an_origin_down_is_502_its_timeout_504_and_the_server_serves_on,
     passive_health_skips_a_dead_upstream_and_an_active_check_brings_it_back,
     a_get_is_retried_on_the_next_upstream_after_a_connect_error_and_a_post_is_not,
