@@ -5,13 +5,12 @@
 //!
 //! What the proxy owes: an answer passed on as the origin gave it;
 //! hop-by-hop fields kept from the origin and who the client is told it;
-//! a request the server would refuse for itself (smuggling) refused
-//! before it is forwarded;
-//! 502 and 504 when the origin fails, and nothing else disturbed; health,
-//! passive and active; retries only where they are safe; streaming both
-//! ways in bounded memory, events as they come, tunnels after a 101;
-//! upstream connections reused; and, under event, a request waiting on
-//! its upstream holds no thread.
+//! a request the server would refuse for itself (smuggling) refused before
+//! it is forwarded; 502 and 504 when the origin fails, and nothing else
+//! disturbed; health, passive and active; retries only where they are
+//! safe; streaming both ways in bounded memory, events as they come,
+//! tunnels after a 101; upstream connections reused; and, under event, a
+//! request waiting on its upstream holds no thread.
 
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
