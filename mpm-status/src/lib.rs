@@ -6,7 +6,8 @@
 //!
 //! * [`ServerStatus`] — the handler: the page as HTML, as JSON
 //!   (`?json`, built with `serde_json`; [`server_status`] lists its fields),
-//!   and the metrics; [`SectionCounters`] for a layer's own counters (TLS's).
+//!   and the metrics; [`SectionCounters`] for a layer's own counters (TLS's),
+//!   [`TableRows`] for a layer's counters per labelled row (the proxy's upstreams).
 //! * [`prometheus`] — the same counters in Prometheus's text format.
 //!
 //! It needs nothing of the static site: the two are separate applications
@@ -17,4 +18,4 @@
 
 pub mod server_status;
 
-pub use server_status::{prometheus, SectionCounters, ServerStatus};
+pub use server_status::{prometheus, SectionCounters, ServerStatus, TableRow, TableRows, Value};

@@ -57,6 +57,38 @@ pub mod prometheus;
 /// request, as (name, value) pairs.
 pub type SectionCounters = std::sync::Arc<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
 
+/// A layer's counters kept per labelled row (the reverse proxy's, per
+/// upstream): read at each request.
+pub type TableRows = std::sync::Arc<dyn Fn() -> Vec<TableRow> + Send + Sync>;
+
+/// One row of a [`TableRows`] section: what names it, and its values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRow {
+    /// What tells this row from the others (`route`, `upstream`): labels in
+    /// Prometheus, fields in JSON, the first columns in HTML.
+    pub labels: Vec<(&'static str, String)>,
+    /// Its values, in the order shown: a counter (only ever grows, `_total`
+    /// in Prometheus) or a gauge (a value now: health, idle connections).
+    pub values: Vec<(&'static str, Value)>,
+}
+
+/// A row's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// Only grows while the server runs.
+    Counter(u64),
+    /// A reading now.
+    Gauge(u64),
+}
+
+impl Value {
+    fn number(self) -> u64 {
+        match self {
+            Value::Counter(n) | Value::Gauge(n) => n,
+        }
+    }
+}
+
 /// The status page handler. Cheap to clone: it holds a reference to the
 /// shared scoreboard and two settings.
 #[derive(Clone)]
@@ -65,6 +97,7 @@ pub struct ServerStatus {
     mpm: MpmKind,
     remote: bool,
     sections: Vec<(&'static str, SectionCounters)>,
+    tables: Vec<(&'static str, TableRows)>,
 }
 
 impl std::fmt::Debug for ServerStatus {
@@ -95,6 +128,7 @@ impl ServerStatus {
             mpm,
             remote,
             sections: Vec::new(),
+            tables: Vec::new(),
         }
     }
 
@@ -102,6 +136,14 @@ impl ServerStatus {
     /// name, an HTML table under that heading): TLS's handshakes.
     pub fn with_section(mut self, name: &'static str, counters: SectionCounters) -> ServerStatus {
         self.sections.push((name, counters));
+        self
+    }
+
+    /// Show a layer's rows too, under `name`: a JSON array of that name, an
+    /// HTML table, and in Prometheus one family per value, one sample per
+    /// row with its labels (`mpm_proxy_requests_total{route="/",upstream="http://a"}`).
+    pub fn with_table(mut self, name: &'static str, rows: TableRows) -> ServerStatus {
+        self.tables.push((name, rows));
         self
     }
 
@@ -300,6 +342,7 @@ impl ServerStatus {
             voluntary_ctxt_switches: voluntary,
             involuntary_ctxt_switches: involuntary,
             sections: Sections(&self.sections),
+            tables: Tables(&self.tables),
             workers: snap
                 .slots
                 .iter()
@@ -383,6 +426,37 @@ impl ServerStatus {
                     "<tr><th>{}</th><td>{value}</td></tr>",
                     key.replace('_', " ")
                 );
+            }
+            out.push_str("</table>\n");
+        }
+        for (name, rows) in &self.tables {
+            let rows = rows();
+            let _ = write!(
+                out,
+                "<h2>{}</h2>\n<table class=\"{name}\">\n",
+                name.to_uppercase()
+            );
+            if let Some(first) = rows.first() {
+                out.push_str("<tr>");
+                for (k, _) in &first.labels {
+                    let _ = write!(out, "<th>{}</th>", k.replace('_', " "));
+                }
+                for (k, _) in &first.values {
+                    let _ = write!(out, "<th>{}</th>", k.replace('_', " "));
+                }
+                out.push_str("</tr>\n");
+            }
+            for row in &rows {
+                out.push_str("<tr>");
+                for (_, v) in &row.labels {
+                    out.push_str("<td>");
+                    mpm_http::escape::html_escape_into(&mut out, v);
+                    out.push_str("</td>");
+                }
+                for (_, v) in &row.values {
+                    let _ = write!(out, "<td>{}</td>", v.number());
+                }
+                out.push_str("</tr>\n");
             }
             out.push_str("</table>\n");
         }
@@ -509,6 +583,9 @@ struct Document<'a> {
     /// Each layer's section (`tls`), as an object of its name.
     #[serde(flatten)]
     sections: Sections<'a>,
+    /// Each layer's table (`proxy`), as an array of its name.
+    #[serde(flatten)]
+    tables: Tables<'a>,
     workers: Vec<Worker>,
 }
 
@@ -554,6 +631,36 @@ impl Serialize for Sections<'_> {
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
         for (name, counters) in self.0 {
             map.serialize_entry(name, &Section(counters()))?;
+        }
+        map.end()
+    }
+}
+
+/// The layers' tables, each read now: `"proxy":[{"route":"/",...,"requests":3}]`.
+struct Tables<'a>(&'a [(&'static str, TableRows)]);
+
+impl Serialize for Tables<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, rows) in self.0 {
+            let rows: Vec<Row> = rows().into_iter().map(Row).collect();
+            map.serialize_entry(name, &rows)?;
+        }
+        map.end()
+    }
+}
+
+/// One row: its labels, then its values.
+struct Row(TableRow);
+
+impl Serialize for Row {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.labels.len() + self.0.values.len()))?;
+        for (k, v) in &self.0.labels {
+            map.serialize_entry(k, v)?;
+        }
+        for (k, v) in &self.0.values {
+            map.serialize_entry(k, &v.number())?;
         }
         map.end()
     }
@@ -856,6 +963,45 @@ mod tests {
             text.contains("# HELP mpm_tls_failed_timeout_total "),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_layers_table_is_labelled_rows_in_every_format() {
+        let status = ServerStatus::new(board(), MpmKind::Event, false).with_table(
+            "proxy",
+            std::sync::Arc::new(|| {
+                ["http://a:1", "http://b\"<2"]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, u)| TableRow {
+                        labels: vec![("route", "/api/".into()), ("upstream", (*u).into())],
+                        values: vec![
+                            ("requests", Value::Counter(10 + i as u64)),
+                            ("up", Value::Gauge(1 - i as u64)),
+                        ],
+                    })
+                    .collect()
+            }),
+        );
+        let text = body(&get(&status, "/server-status?format=prometheus"));
+        assert!(
+            text.contains("# TYPE mpm_proxy_requests_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mpm_proxy_requests_total{route=\"/api/\",upstream=\"http://a:1\"} 10\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mpm_proxy_up{route=\"/api/\",upstream=\"http://b\\\"<2\"} 0\n"),
+            "{text}"
+        );
+        let json = body(&get(&status, "/server-status?json"));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["proxy"][1]["requests"], 11);
+        assert_eq!(v["proxy"][0]["upstream"], "http://a:1");
+        let html = body(&get(&status, "/server-status"));
+        assert!(html.contains("<td>http://b&quot;&lt;2</td>"), "{html}");
     }
 
     #[test]

@@ -21,8 +21,15 @@ pub use mpm_core::allocator::MpmAllocator;
 /// State shared by every process of the server (prefork's children, every
 /// generation): [`shared::Table`], [`shared::Counters`], [`shared::Shared`].
 pub use mpm_core::shared;
+/// Waiting without a thread: [`waiting::sleep`], and the contract's
+/// [`waiting::Await`] for a protocol of one's own.
+pub use mpm_core::waiting;
 /// The error type of `App::check` and of the shared-memory constructors.
 pub use mpm_core::Error;
+/// The HTTP/1.1 client a handler calls other services with, without
+/// holding a thread under the event MPM: [`upstream::Client`] in a
+/// [`Response::later`](mpm_http::Response::later) answer.
+pub use mpm_upstream as upstream;
 /// The settings under their former name.
 pub use settings as config;
 pub use settings::{Config, ConfigLayer};
@@ -106,5 +113,6 @@ pub mod layers {
     pub use mpm_site;
     pub use mpm_status;
     pub use mpm_tls;
+    pub use mpm_upstream;
     pub use mpm_worker;
 }

@@ -184,7 +184,54 @@ fn techempower_answers_plaintext_and_json_by_the_rules_pipelined_too(mpm: &str) 
     assert_eq!(get(&server, "/nope").0, 404);
 }
 
+/// The backend-for-frontend calls its two services (by default its own
+/// demo routes, 20 ms each, on a timer) at once and merges their JSON;
+/// several dashboards at once are each answered, under every model.
+/// A GET whose `Host` is the server's address (the BFF's demo services
+/// are reached there).
+fn get_at(server: &Server, path: &str) -> (u16, String) {
+    let mut c = RawConn::connect(server.addr());
+    let host = server.addr();
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes())
+        .unwrap();
+    let r = c.read_response().unwrap();
+    (r.status, r.text())
+}
+
+fn bff_merges_two_upstream_answers_into_one(mpm: &str) {
+    let server = Server::start_example("bff", mpm, &[]);
+    let (status, body) = get_at(&server, "/dashboard/7");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        r#"{"id":"7","orders":{"id":"7","orders":[{"qty":1,"sku":"lamp"},{"qty":2,"sku":"rug"}]},"profile":{"id":"7","name":"user 7"}}"#
+    );
+    let addr = server.addr();
+    let many: Vec<_> = (0..8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(addr);
+                c.send(format!("GET /dashboard/{i} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+                    .unwrap();
+                c.read_response().unwrap().text()
+            })
+        })
+        .collect();
+    for (i, t) in many.into_iter().enumerate() {
+        let text = t.join().unwrap();
+        assert!(text.contains(&format!(r#""name":"user {i}""#)), "{text}");
+    }
+    // A service that is down degrades the page instead of failing it.
+    drop(server);
+    let server = Server::start_example("bff", mpm, &["--orders-upstream", "http://127.0.0.1:9/"]);
+    let (status, body) = get_at(&server, "/dashboard/1");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""profile":{"id":"1""#), "{body}");
+    assert!(body.contains(r#""orders":{"error":"#), "{body}");
+}
+
 tests::mpm_suite!(
+    bff_merges_two_upstream_answers_into_one,
     techempower_answers_plaintext_and_json_by_the_rules_pipelined_too,
     json_api_answers_cpu_bound_blocking_and_trivial_endpoints,
     per_worker_state_is_each_workers_own,

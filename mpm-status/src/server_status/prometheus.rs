@@ -270,6 +270,30 @@ impl ServerStatus {
                 e.single(&name, "counter", &help, value);
             }
         }
+        // The layers' tables (the proxy's upstreams): a family per value,
+        // a sample per row, labelled as the row is.
+        for (table, rows) in &self.tables {
+            let rows = rows();
+            let Some(first) = rows.first() else { continue };
+            for (i, (key, kind)) in first.values.iter().enumerate() {
+                let (name, kind) = match kind {
+                    super::Value::Counter(_) => (format!("mpm_{table}_{key}_total"), "counter"),
+                    super::Value::Gauge(_) => (format!("mpm_{table}_{key}"), "gauge"),
+                };
+                let help = format!(
+                    "The {table} layer's {}, per row of its table (the status page's {table}).",
+                    key.replace('_', " ")
+                );
+                e.family(&name, kind, &help);
+                for row in &rows {
+                    let labels: Vec<(&str, &str)> =
+                        row.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    if let Some((_, v)) = row.values.get(i) {
+                        e.sample(&name, &labels, v.number());
+                    }
+                }
+            }
+        }
         e.0
     }
 }

@@ -126,6 +126,15 @@ impl Config {
         })
     }
 
+    /// The reverse proxy's upstream pools, as `--proxy-keepalive` and
+    /// `--proxy-keepalive-timeout` say (the routes are [`Config::proxy`]).
+    pub fn proxy_pools(&self) -> mpm_proxy::PoolSettings {
+        mpm_proxy::PoolSettings {
+            keepalive: self.proxy_keepalive,
+            keepalive_timeout: self.proxy_keepalive_timeout,
+        }
+    }
+
     /// What the welcome page says about this server.
     pub fn about(&self) -> About {
         About {

@@ -105,6 +105,8 @@ pub enum Section {
     Requests,
     /// The static site (`--docroot`).
     Site,
+    /// The reverse proxy (`--proxy`).
+    Proxy,
     /// The status page and metrics.
     Status,
     /// Logs.
@@ -115,11 +117,12 @@ pub enum Section {
 
 impl Section {
     /// Every section, in order.
-    pub const ALL: [Section; 7] = [
+    pub const ALL: [Section; 8] = [
         Section::Processes,
         Section::Listening,
         Section::Requests,
         Section::Site,
+        Section::Proxy,
         Section::Status,
         Section::Logs,
         Section::Operation,
@@ -132,6 +135,7 @@ impl Section {
             Section::Listening => "Listening and TLS",
             Section::Requests => "Connections and requests",
             Section::Site => "The static site",
+            Section::Proxy => "Reverse proxy",
             Section::Status => "Status page and metrics",
             Section::Logs => "Logs",
             Section::Operation => "Running the server",

@@ -29,7 +29,29 @@ pub(crate) fn configuration_md() -> String {
         for s in SETTINGS.iter().filter(|s| s.section == section) {
             out.push_str(&row(s));
         }
+        if section == Section::Proxy {
+            out.push_str(&proxy_table());
+        }
     }
+    out
+}
+
+/// The keys of a `[[proxy]]` table, after the proxy's flags.
+fn proxy_table() -> String {
+    let mut out = String::from(
+        "\nIn the file, each `[[proxy]]` table is one route, with these keys, written with \
+         `_` as nginx's or `-` as the file's other keys (in parentheses, the defaults: nginx's \
+         where nginx has the setting):\n\n\
+         | key | value |\n|---|---|\n",
+    );
+    for (key, what) in super::proxy::TABLE_KEYS {
+        out.push_str(&format!("| `{key}` | {} |\n", cell(what)));
+    }
+    out.push_str(
+        "\n```toml\n[[proxy]]\nprefix = \"/api/\"\n\
+         upstreams = [\"http://10.0.0.2:8080/v1/\", { url = \"http://10.0.0.3:8080/v1/\", weight = 2 }]\n\
+         balance = \"least-conn\"\nhealth_path = \"/healthz\"\n```\n",
+    );
     out
 }
 

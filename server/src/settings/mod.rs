@@ -14,6 +14,7 @@
 //! * `config.rs` — what each layer below (process model, HTTP, TLS) reads
 //!   of the [`Config`];
 //! * `listen.rs` — addresses, port ranges, host names;
+//! * `proxy.rs` — `--proxy` and the file's `[[proxy]]` tables;
 //! * `docs.rs` — `docs/configuration.md`, generated, and the test that
 //!   fails when it is stale (`MPM_BLESS=1` writes it).
 
@@ -22,6 +23,7 @@ pub(crate) mod declare;
 #[cfg(test)]
 mod docs;
 mod listen;
+mod proxy;
 mod resolve;
 mod table;
 mod toml_file;
@@ -45,6 +47,9 @@ pub const MAX_FIELD_LIMIT: usize = 1 << 20;
 /// The largest request body that may be allowed (httpd's `LimitRequestBody`
 /// bound): bodies are buffered whole.
 pub const MAX_BODY_LIMIT: u64 = i32::MAX as u64;
+/// The most idle connections to one upstream a process may keep
+/// (`--proxy-keepalive`): each is a descriptor.
+pub const MAX_PROXY_KEEPALIVE: usize = 10_000;
 /// The largest file kept in memory by the open-file cache (it holds up to
 /// 256 files).
 pub const MAX_FILE_CACHE_SIZE: u64 = 16 << 20;

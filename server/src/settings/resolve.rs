@@ -50,6 +50,7 @@ impl Config {
             error_pages: error_pages(&l.error_page, l.docroot.as_deref(), dotfiles)?,
             expires: CacheRules::parse(&l.expires).map_err(Error::config)?,
             request_header_max_timeout: header_max_timeout(&l)?,
+            proxy: proxy_routes(&l.proxy)?,
         };
         Config::assemble(&l, by_hand)
     }
@@ -150,6 +151,13 @@ fn header_max_timeout(l: &ConfigLayer) -> Result<Duration> {
         )));
     }
     Ok(max)
+}
+
+/// `--proxy` and the `[[proxy]]` tables: each route was checked as it was
+/// read; together, no prefix twice and not too many.
+fn proxy_routes(routes: &[mpm_proxy::ProxyRoute]) -> Result<Vec<mpm_proxy::ProxyRoute>> {
+    mpm_proxy::check_routes(routes).map_err(|e| Error::config(format!("--proxy: {e}")))?;
+    Ok(routes.to_vec())
 }
 
 /// `--docroot`: a directory that exists.

@@ -22,6 +22,7 @@ use mpm_http::log_format::LogFormat;
 use mpm_http::{ErrorPages, HttpSettings, MAX_REQUEST_FIELDS};
 use mpm_master::upgrade::READY_TIMEOUT;
 use mpm_prefork::AcceptMutex;
+use mpm_proxy::{ProxyRoute, DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_TIMEOUT};
 use mpm_site::{CacheRules, Dotfiles, Gzip, DEFAULT_IN_MEMORY};
 use mpm_tls::TlsSettings;
 
@@ -29,7 +30,10 @@ use super::config::TlsConfig;
 use super::declare::settings;
 use super::listen::DEFAULT_LISTEN;
 use super::values::{Bounds, CpuAffinity, OnOff, ServerLimit};
-use super::{MAX_BODY_LIMIT, MAX_FIELD_LIMIT, MAX_FILE_CACHE_SIZE, MAX_THREADS_PER_CHILD};
+use super::{
+    MAX_BODY_LIMIT, MAX_FIELD_LIMIT, MAX_FILE_CACHE_SIZE, MAX_PROXY_KEEPALIVE,
+    MAX_THREADS_PER_CHILD,
+};
 
 settings! {
     [Processes]
@@ -380,6 +384,30 @@ settings! {
             /// `Cache-Control` rules for files.
             expires: CacheRules,
         };
+
+    [Proxy]
+
+    /// Pass requests under PREFIX to the upstream URLs (`/api/=http://10.0.0.2:8080/v1/,http://10.0.0.3:8080/v1/`):
+    /// the longest prefix wins, a URL with a path replaces the prefix (nginx's
+    /// `proxy_pass`), round-robin with nginx's defaults; repeat for several. In
+    /// the file, `[[proxy]]` tables set the rest (docs/configuration.md).
+    proxy: Vec<ProxyRoute>, "PREFIX=URL[,URL...]",
+        default = text("none"), bounds = Bounds::Any,
+        config by hand {
+            /// The reverse proxy's routes, checked (no prefix twice).
+            proxy: Vec<ProxyRoute>,
+        };
+
+    /// Idle connections kept open to each upstream, per serving process
+    /// (nginx's `keepalive`); 0 closes each after its request.
+    proxy_keepalive: Option<usize>, "N",
+        default = value(DEFAULT_KEEPALIVE), bounds = Bounds::at_most(MAX_PROXY_KEEPALIVE as u128),
+        config = usize;
+
+    /// How long an idle upstream connection is kept open.
+    proxy_keepalive_timeout: Option<Seconds>, "DURATION",
+        default = value(Seconds(DEFAULT_KEEPALIVE_TIMEOUT)), bounds = Bounds::NonZero,
+        config = Duration;
 
     [Status]
 

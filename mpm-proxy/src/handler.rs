@@ -1,0 +1,627 @@
+//! The proxy as an [`HttpHandler`]: each request forwarded is answered
+//! with [`Response::later`], a future the HTTP layer polls through
+//! [`Interest::Await`](mpm_core::Interest::Await) — under the event MPM the
+//! request waits on the upstream parked on the loop, holding no thread;
+//! under prefork and worker its thread waits in `poll(2)`, as httpd's
+//! mod_proxy does. One code path.
+//!
+//! Per try ([`Picker::next`]): a connection from this process's pool
+//! (`mpm_upstream::Pool`: idle ones kept per upstream, `--proxy-keepalive`),
+//! the head and the body (read whole by the layer) written, the response
+//! head read, then the body streamed to the client as a
+//! [`Body::Polled`] (or read first, up to [`BUFFERED_MAX`], with buffering
+//! on), the connection going back to the pool when the body ended cleanly
+//! and the upstream keeps it. A connect error, or a close before any byte
+//! of the answer, goes on to the next upstream for an idempotent method
+//! (never a `POST`). A stale pooled connection (one the upstream closed
+//! while it was idle) is not the upstream's failure: found closed as the
+//! request went out, the request goes again on a fresh connection, any
+//! method (it never reached the upstream); closed before any byte of the
+//! answer, again for an idempotent method, a 502 for a `POST` (it may have
+//! been processed), as nginx does. Connect errors, timeouts and
+//! malformed answers count against the upstream's passive health; a `5xx`
+//! is an answer. What is left: `502` (no live upstream, a connect error, a
+//! bad answer) or `504` (a timeout), with the layer's error pages, and the
+//! upstream's address, status and time in the access log
+//! ([`Response::upstream`]).
+//!
+//! **Uploads.** A request whose body is larger than
+//! [`STREAMED_BODY_ABOVE`] (or chunked) is streamed: the layer runs the
+//! handler on a worker with the body still on the wire
+//! ([`HttpHandler::streams_body`]), and the exchange runs there with
+//! [`block_on`], copying the body to the upstream a buffer at a time
+//! (bounded memory). Such an upload holds a worker thread while it
+//! arrives; nginx buffers uploads to a file first instead. Its answer's
+//! body is still streamed from a [`Body::Polled`], without the thread.
+//!
+//! **Tunnels.** A request with `Upgrade` (a WebSocket) that the upstream
+//! answers `101` becomes a [`Tunnel`] ([`Response::tunnel`]): bytes pumped
+//! both ways, closed after the route's `read_timeout` with nothing moving.
+
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mpm_core::waiting::{block_on, Polled};
+use mpm_http::{Body, HttpHandler, PollRead, Request, Response, Tunnel};
+use mpm_upstream::{
+    read_response_head, write_request, BodyReader, BodyWriter, Connection, HeadLimits, Pool,
+    PoolKey, RequestFraming, Target,
+};
+
+use crate::headers::{response_fields, streams, Framing};
+use crate::health::Transition;
+use crate::plan::{is_idempotent, streams_upload, Attempt, Forward, Picker, Plan};
+use crate::reverse_proxy::Proxy;
+use crate::shared_state::{now_ms, UpstreamState};
+use crate::BUFFERED_MAX;
+
+/// How many stale pooled connections one request replaces before the
+/// failure counts (a pool holds at most `--proxy-keepalive` of them).
+const MAX_STALE: usize = 4;
+
+/// How much of an upload is read from the client and written to the
+/// upstream at a time.
+const UPLOAD_CHUNK: usize = 64 * 1024;
+
+impl HttpHandler for Proxy {
+    fn handle(&mut self, request: &Request<'_>) -> Response {
+        let forward = match self.plan(request, false) {
+            Plan::NotMine => return Response::error(404),
+            Plan::Answer(r) => return *r,
+            Plan::Forward(f) => *f,
+        };
+        let call = Call {
+            picker: self.picker(),
+            pool: self.shared.pool(),
+            targets: self.shared.targets.clone(),
+            idle_seen: self.shared.idle_seen.clone(),
+        };
+        if request.is_streamed() {
+            // On a worker (the layer runs body-streaming handlers there):
+            // this thread may wait while the upload arrives.
+            let body = Streamed(request.body_reader());
+            return block_on(call.exchange(forward, body));
+        }
+        let body = Held(request.body().to_vec());
+        Response::later(call.exchange(forward, body))
+    }
+
+    fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
+        // The answer is a future: under event the loop runs handle itself.
+        self.takes(request) && !streams_upload(request)
+    }
+
+    fn streams_body(&self, request: &Request<'_>) -> bool {
+        self.takes(request) && streams_upload(request)
+    }
+}
+
+/// A request body on its way to the upstream.
+trait Upload {
+    /// The whole body, when it is held: sent with the head (and again on
+    /// a retry).
+    fn whole(&self) -> Option<&[u8]>;
+
+    /// More of a body still on the client's connection (blocking: only on
+    /// a worker); `Ok(0)` at its end.
+    fn read_more(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+}
+
+/// A body the layer read whole.
+struct Held(Vec<u8>);
+
+impl Upload for Held {
+    fn whole(&self) -> Option<&[u8]> {
+        Some(&self.0)
+    }
+
+    fn read_more(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        Ok(0)
+    }
+}
+
+/// A body still on the client's connection.
+struct Streamed<'a>(mpm_http::BodyReader<'a>);
+
+impl Upload for Streamed<'_> {
+    fn whole(&self) -> Option<&[u8]> {
+        None
+    }
+
+    fn read_more(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+/// What one request's exchange needs, owned: movable into its future.
+struct Call {
+    picker: Picker,
+    pool: Arc<Pool>,
+    /// Per route, per upstream: where to connect.
+    targets: Arc<Vec<Vec<Target>>>,
+    /// Per route, per upstream: idle connections last seen in the pool.
+    idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
+}
+
+/// The shared gauge of one upstream's idle pooled connections, kept by
+/// this process's share: after each checkout and each give-back, the pool's
+/// count for the upstream is read (one short lock of the process's pool)
+/// and the difference from the last reading added.
+#[derive(Clone)]
+struct IdleGauge {
+    pool: Arc<Pool>,
+    key: PoolKey,
+    state: UpstreamState,
+    seen: Arc<AtomicU64>,
+}
+
+impl IdleGauge {
+    fn update(&self) {
+        let now = self.pool.stats(&self.key).idle_now;
+        let before = self.seen.swap(now, Ordering::Relaxed);
+        if before != now {
+            self.state.count_pool_idle(before, now);
+        }
+    }
+}
+
+/// Why a try ended without an answer to pass on.
+struct Failed {
+    error: mpm_upstream::Error,
+    /// The upstream is not to blame: a pooled connection it had closed
+    /// while idle, found closed when the request went out (`unsent`) or
+    /// before any byte of an answer came.
+    stale: bool,
+    /// The request surely never reached the upstream (the write failed).
+    unsent: bool,
+    /// Bytes of the upload were taken from the client: no other try.
+    body_spent: bool,
+}
+
+impl Call {
+    /// Every try of `forward` until one is answered, or the 502 or 504.
+    async fn exchange<U: Upload>(self, forward: Forward, mut body: U) -> Response {
+        let started = Instant::now();
+        let mut tried: Vec<usize> = Vec::new();
+        let mut addrs: Vec<String> = Vec::new();
+        let mut stale_retries = 0;
+        loop {
+            let Some(attempt) = self.picker.next(&forward, &tried) else {
+                if tried.is_empty() {
+                    mpm_core::log_error!(
+                        "proxy: no live upstreams for {} {} (route {})",
+                        forward.method,
+                        forward.path,
+                        self.picker.route(&forward).prefix
+                    );
+                }
+                return Response::error(502).upstream(addrs.join(", "), None, started.elapsed());
+            };
+            let Some(target) = self
+                .targets
+                .get(forward.route)
+                .and_then(|t| t.get(attempt.upstream))
+                .cloned()
+            else {
+                return Response::error(502);
+            };
+            tried.push(attempt.upstream);
+            addrs.push(target.addr().to_string());
+            attempt.state.count_request();
+            match self.try_once(&forward, &attempt, &target, &mut body).await {
+                Ok(response) => {
+                    let status = response.status();
+                    return response.upstream(addrs.join(", "), Some(status), started.elapsed());
+                }
+                Err(f)
+                    if f.stale
+                        && !f.body_spent
+                        && (f.unsent || is_idempotent(&forward.method))
+                        && stale_retries < MAX_STALE =>
+                {
+                    // A pooled connection the upstream had closed while
+                    // idle: again on a fresh one, without counting against
+                    // the upstream. Any method if the request never went
+                    // out; an idempotent one if it may have.
+                    stale_retries += 1;
+                    tried.pop();
+                    addrs.pop();
+                }
+                Err(f) if f.stale => {
+                    // A POST on a connection closed under it: it may have
+                    // been processed, so it is not sent again (nginx's rule).
+                    mpm_core::log_error!(
+                        "proxy: {} {}: upstream {}: {} (on a kept-alive connection; not sent again)",
+                        forward.method,
+                        forward.path,
+                        attempt.url,
+                        f.error
+                    );
+                    return Response::error(502).upstream(
+                        addrs.join(", "),
+                        None,
+                        started.elapsed(),
+                    );
+                }
+                Err(f) => {
+                    self.failed(&forward, &attempt, &f.error);
+                    let again = f.error.is_retryable()
+                        && !f.body_spent
+                        && self.picker.may_retry(&forward, &tried);
+                    if !again {
+                        let status = match f.error {
+                            mpm_upstream::Error::Timeout { .. } => 504,
+                            _ => 502,
+                        };
+                        return Response::error(status).upstream(
+                            addrs.join(", "),
+                            None,
+                            started.elapsed(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Count a failure against the upstream and say it in the error log.
+    fn failed(&self, forward: &Forward, attempt: &Attempt, error: &mpm_upstream::Error) {
+        let route = self.picker.route(forward);
+        mpm_core::log_error!(
+            "proxy: {} {}: upstream {}: {error}",
+            forward.method,
+            forward.path,
+            attempt.url
+        );
+        let spec = &route.upstreams[attempt.upstream];
+        if attempt.state.record_failure(now_ms()) == Some(Transition::Down) {
+            mpm_core::log_warn!(
+                "proxy: upstream {} of {} is marked down for {} (max_fails={} reached within fail_timeout={})",
+                attempt.url,
+                route.prefix,
+                crate::show_duration(spec.fail_timeout),
+                spec.max_fails,
+                crate::show_duration(spec.fail_timeout)
+            );
+        }
+    }
+
+    /// One try: connect (or reuse), send, read the head, make the answer.
+    async fn try_once(
+        &self,
+        forward: &Forward,
+        attempt: &Attempt,
+        target: &Target,
+        body: &mut impl Upload,
+    ) -> Result<Response, Failed> {
+        let route = self.picker.route(forward);
+        let fail = |error, stale, body_spent| Failed {
+            error,
+            stale,
+            unsent: false,
+            body_spent,
+        };
+        let mut conn = self
+            .pool
+            .connect(target, Instant::now() + route.connect_timeout)
+            .await
+            .map_err(|e| fail(e, false, false))?;
+        let gauge = IdleGauge {
+            pool: self.pool.clone(),
+            key: target.key(),
+            state: attempt.state,
+            seen: self
+                .idle_seen
+                .get(forward.route)
+                .and_then(|r| r.get(attempt.upstream))
+                .cloned()
+                .unwrap_or_default(),
+        };
+        gauge.update();
+        let reused = conn.requests_served() > 0;
+        if reused {
+            attempt.state.count_reused();
+        } else {
+            attempt.state.count_opened();
+        }
+        let send_until = || Instant::now() + route.send_timeout;
+        let is_stale = |e: &mpm_upstream::Error| reused && matches!(e, mpm_upstream::Error::Closed);
+        let stale = |e: mpm_upstream::Error| Failed {
+            stale: is_stale(&e),
+            unsent: true,
+            error: e,
+            body_spent: false,
+        };
+        if let Some(bytes) = body.whole() {
+            // Head and body in one write (no copy without a body).
+            let joined;
+            let message = if bytes.is_empty() {
+                &attempt.head
+            } else {
+                let mut m = Vec::with_capacity(attempt.head.len() + bytes.len());
+                m.extend_from_slice(&attempt.head);
+                m.extend_from_slice(bytes);
+                joined = m;
+                &joined
+            };
+            write_request(&mut conn, message, send_until())
+                .await
+                .map_err(stale)?;
+        } else {
+            write_request(&mut conn, &attempt.head, send_until())
+                .await
+                .map_err(stale)?;
+            let framing = match forward.framing {
+                Framing::Length(n) => RequestFraming::Length(n),
+                _ => RequestFraming::Chunked,
+            };
+            let mut writer = BodyWriter::new(framing);
+            let mut buf = vec![0u8; UPLOAD_CHUNK];
+            loop {
+                // Blocking: a streamed upload runs on a worker.
+                let n = body
+                    .read_more(&mut buf)
+                    .map_err(|e| fail(mpm_upstream::Error::Io(e), false, true))?;
+                if n == 0 {
+                    break;
+                }
+                writer
+                    .write_all(&mut conn, &buf[..n], send_until())
+                    .await
+                    .map_err(|e| fail(e, false, true))?;
+            }
+            writer
+                .finish(&mut conn, send_until())
+                .await
+                .map_err(|e| fail(e, false, true))?;
+        }
+        let body_spent = body.whole().is_none();
+        let mut buf = Vec::new();
+        let mut head = read_response_head(
+            &mut conn,
+            &mut buf,
+            HeadLimits::default(),
+            Instant::now() + route.read_timeout,
+        )
+        .await
+        .map_err(|e| {
+            let stale = is_stale(&e);
+            fail(e, stale, body_spent)
+        })?;
+        if !(100..=599).contains(&head.status) {
+            let e = mpm_upstream::Error::BadResponse(format!("status {}", head.status));
+            return Err(fail(e, false, body_spent));
+        }
+        if head.status == 101 {
+            if !forward.tunnel {
+                let e = mpm_upstream::Error::BadResponse(
+                    "101 Switching Protocols to a request that asked for no upgrade".into(),
+                );
+                return Err(fail(e, false, body_spent));
+            }
+            let early = std::mem::take(&mut head.bytes_after_head);
+            let fields = response_fields(
+                head.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+                true,
+            );
+            let response = copy_head(head.status, &head.reason, &fields.fields);
+            return Ok(response.tunnel(Box::new(UpstreamTunnel {
+                conn,
+                early,
+                idle: route.read_timeout,
+            })));
+        }
+        let reader = BodyReader::for_response(&forward.method, &mut head)
+            .map_err(|e| fail(e, false, body_spent))?;
+        let fields = response_fields(
+            head.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+            false,
+        );
+        let mut response = copy_head(head.status, &head.reason, &fields.fields);
+        let stream = streams(route.buffering, &fields);
+        let mut source = UpstreamBody {
+            conn: Some(conn),
+            reader,
+            gauge,
+            state: attempt.state,
+            read_timeout: route.read_timeout,
+            deadline: Instant::now() + route.read_timeout,
+            len: fields.content_length,
+            early: Vec::new(),
+            pos: 0,
+        };
+        if source.reader.is_done() {
+            source.finish();
+            // HEAD and 304: the upstream's length, no bytes.
+            if let Some(n) = fields.content_length {
+                return Ok(response.body(Body::Polled(Box::new(Announced(n)))));
+            }
+            return Ok(response);
+        }
+        if !stream {
+            source
+                .buffer(BUFFERED_MAX)
+                .await
+                .map_err(|e| fail(e, false, body_spent))?;
+            if source.conn.is_none() {
+                let bytes = std::mem::take(&mut source.early);
+                response = response.body(bytes);
+                return Ok(response);
+            }
+        }
+        Ok(response.body(Body::Polled(Box::new(source))))
+    }
+}
+
+/// The client's response head: the upstream's status, reason and fields
+/// (those the layer writes itself, `Date` among them, are left to it).
+fn copy_head(status: u16, reason: &str, fields: &[(&str, &[u8])]) -> Response {
+    let mut response = Response::new(status);
+    // A phrase the layer would refuse (a control, a byte past ASCII) is
+    // dropped for the registered one rather than turned into a 500.
+    if !reason.is_empty() && reason.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+        response = response.reason(reason.to_string());
+    }
+    for &(name, value) in fields {
+        if let Ok(value) = std::str::from_utf8(value) {
+            let _ = response.try_header(name.to_string(), value.to_string());
+        }
+    }
+    response
+}
+
+/// A body of a known length and no bytes: the answer to a `HEAD`, a `304`.
+struct Announced(u64);
+
+impl PollRead for Announced {
+    fn poll_read(&mut self, _buf: &mut [u8]) -> Polled<io::Result<usize>> {
+        Polled::Ready(Ok(0))
+    }
+
+    fn len(&self) -> Option<u64> {
+        Some(self.0)
+    }
+}
+
+/// The upstream's response body, read as the client can take it.
+struct UpstreamBody {
+    /// `None` once the body ended (the connection back in the pool, or closed).
+    conn: Option<Connection>,
+    reader: BodyReader,
+    /// The pool it goes back to, and the gauge of its idle connections.
+    gauge: IdleGauge,
+    state: UpstreamState,
+    read_timeout: Duration,
+    /// The upstream must send more by then (moved on by every byte).
+    deadline: Instant,
+    len: Option<u64>,
+    /// Bytes read ahead (buffering on), sent first.
+    early: Vec<u8>,
+    pos: usize,
+}
+
+impl UpstreamBody {
+    /// The body ended: the connection back to the pool if it may be kept.
+    fn finish(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if self.reader.reusable() {
+                self.gauge.pool.give_back(conn);
+                self.gauge.update();
+            }
+        }
+    }
+
+    /// Read up to `max` bytes ahead, the whole body if it fits.
+    async fn buffer(&mut self, max: usize) -> Result<(), mpm_upstream::Error> {
+        let mut chunk = vec![0u8; 64 * 1024];
+        while let Some(conn) = self.conn.as_mut() {
+            if self.early.len() >= max {
+                break;
+            }
+            let n = self
+                .reader
+                .read(conn, &mut chunk, Instant::now() + self.read_timeout)
+                .await?;
+            if n == 0 {
+                self.finish();
+                break;
+            }
+            self.early.extend_from_slice(&chunk[..n]);
+        }
+        Ok(())
+    }
+}
+
+impl PollRead for UpstreamBody {
+    fn poll_read(&mut self, buf: &mut [u8]) -> Polled<io::Result<usize>> {
+        if self.pos < self.early.len() {
+            let n = buf.len().min(self.early.len() - self.pos);
+            buf[..n].copy_from_slice(&self.early[self.pos..self.pos + n]);
+            self.pos += n;
+            return Polled::Ready(Ok(n));
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            return Polled::Ready(Ok(0));
+        };
+        match self.reader.try_read(conn, buf) {
+            Ok(0) => {
+                self.finish();
+                Polled::Ready(Ok(0))
+            }
+            Ok(n) => {
+                self.deadline = Instant::now() + self.read_timeout;
+                // The writer stops asking at the announced length: the
+                // connection goes back as soon as the body is whole.
+                if self.reader.is_done() {
+                    self.finish();
+                }
+                Polled::Ready(Ok(n))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if Instant::now() >= self.deadline {
+                    self.conn = None;
+                    self.state.record_failure(now_ms());
+                    return Polled::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the upstream sent nothing more within the read timeout",
+                    )));
+                }
+                Polled::Wait(conn.wait_readable(self.deadline))
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Polled::Again,
+            Err(e) => {
+                self.conn = None;
+                self.state.record_failure(now_ms());
+                Polled::Ready(Err(e))
+            }
+        }
+    }
+
+    fn len(&self) -> Option<u64> {
+        self.len
+    }
+}
+
+/// The upstream side of a WebSocket (or other upgraded) connection.
+struct UpstreamTunnel {
+    conn: Connection,
+    /// Bytes the upstream sent after its 101 head.
+    early: Vec<u8>,
+    idle: Duration,
+}
+
+impl Tunnel for UpstreamTunnel {
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.conn.raw_fd()
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.early.is_empty() {
+            let n = buf.len().min(self.early.len());
+            buf[..n].copy_from_slice(&self.early[..n]);
+            self.early.drain(..n);
+            return Ok(n);
+        }
+        self.conn.try_read(buf)
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.conn.try_write(buf)?;
+        // TLS records the write made go out now if the socket takes them.
+        match self.conn.try_flush() {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+            _ => {}
+        }
+        Ok(n)
+    }
+
+    fn idle_timeout(&self) -> Duration {
+        self.idle
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.conn.shutdown_write()
+    }
+}

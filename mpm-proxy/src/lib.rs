@@ -1,0 +1,90 @@
+//! # mpm-proxy
+//!
+//! The reverse proxy: an application on [`mpm_http`], as the static site
+//! (`mpm-site`) is, which the HTTP layer knows nothing of. Requests whose
+//! path falls under a route's prefix go to one of its upstreams; what
+//! nginx users write as `location` + `proxy_pass` + `upstream` is one
+//! [`ProxyRoute`] here (`--proxy PREFIX=URL[,URL...]`, or a `[[proxy]]`
+//! table of the settings file).
+//!
+//! * [`ProxyRoute`] and its settings (`config.rs`): [`UpstreamSpec`] with
+//!   nginx's `weight`, `max_fails` and `fail_timeout`; [`Balance`],
+//!   [`Buffering`], [`ActiveHealth`], [`ForwardedStyle`], [`HostMode`];
+//!   the flag form ([`ProxyRoute::from_flag`]) and every bound
+//!   ([`check_routes`]). [`Cidr`] (`cidr.rs`): the trusted proxies.
+//! * [`RouteTable`] and [`map_target`] (`path.rs`): which route a path
+//!   belongs to (longest prefix, at segment boundaries, after resolving dot
+//!   segments) and the path the upstream is sent, as nginx's `proxy_pass`.
+//! * [`Balancer`] (`balance.rs`): smooth weighted round-robin, least
+//!   connections ([`InFlight`]), a consistent hash of the client's address
+//!   or a header.
+//! * [`ProxyState`] (`shared_state.rs`): each upstream's health and
+//!   counters in memory every process shares, kept across reloads.
+//! * Health (`health.rs`): passive ([`UpstreamState::record_failure`]) and
+//!   active checks run once per interval across all processes
+//!   ([`Checker`], [`Probe`]).
+//! * Heads (`headers.rs`): [`request_head`] builds the upstream's request
+//!   (hop-by-hop fields removed, `X-Forwarded-*` or `Forwarded`, `Host`);
+//!   [`response_fields`] sorts the upstream's answer; [`streams`] says
+//!   whether it is buffered.
+//! * Counters (`stats.rs`): [`UpstreamSnapshot`] for the status page.
+//! * [`ReverseProxy`] (`reverse_proxy.rs`): all of the above as the server
+//!   holds it, built once before the processes fork, and [`Proxy`], one
+//!   worker's, made from it ([`PoolSettings`]: the upstream pools').
+//! * [`Plan`] (`plan.rs`): what a request becomes before a byte goes to an
+//!   upstream ([`Forward`]: what is kept of it); [`Picker`]: each try's
+//!   upstream and head ([`Attempt`]), and whether a failed try goes on to
+//!   the next.
+//! * The handler (`handler.rs`): [`Proxy`] answers with a future polled
+//!   through the core's waiting contract (no thread held under event),
+//!   streams the answer back ([`mpm_http::Body::Polled`]), tunnels after a
+//!   `101`, streams large uploads from a worker.
+//! * [`Error`] — this crate's one error type.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod balance;
+mod cidr;
+mod config;
+mod error;
+mod handler;
+mod headers;
+mod health;
+mod path;
+mod plan;
+mod reverse_proxy;
+mod shared_state;
+mod stats;
+
+pub use balance::{Balancer, InFlight, InFlightGuard};
+pub use cidr::Cidr;
+pub use config::{
+    check_routes, show_duration, ActiveHealth, Balance, Buffering, ForwardedStyle, HashKey,
+    HostMode, ProxyRoute, StatusMatch, UpstreamSpec, UpstreamUrl, MAX_COUNT, MAX_DURATION,
+    MAX_ROUTES, MAX_TEXT, MAX_TRUSTED, MAX_UPSTREAMS_PER_ROUTE, MAX_WEIGHT, MIN_HEALTH_INTERVAL,
+};
+pub use error::{Error, Result};
+pub use headers::{request_head, response_fields, streams, ClientInfo, Framing, ResponseFields};
+pub use health::{http_probe, Checker, Probe, Transition};
+pub use path::{map_target, normalize, RouteTable};
+pub use plan::{
+    is_idempotent, streams_upload, wants_upgrade, Attempt, Forward, Picker, Plan,
+    STREAMED_BODY_ABOVE,
+};
+pub use reverse_proxy::{PoolSettings, Proxy, ReverseProxy};
+pub use shared_state::{now_ms, ProxyState, Slots, UpstreamState, MAX_UPSTREAMS};
+pub use stats::UpstreamSnapshot;
+
+/// The most of an answer a route with [`Buffering::On`] reads into memory
+/// before sending it on: 1 MiB. A longer answer is streamed from there.
+pub const BUFFERED_MAX: usize = 1 << 20;
+
+/// Idle connections kept per upstream per process by default
+/// (`--proxy-keepalive`), as nginx's `keepalive 32`.
+pub const DEFAULT_KEEPALIVE: usize = 32;
+
+/// How long an idle upstream connection is kept by default
+/// (`--proxy-keepalive-timeout`): nginx's `keepalive_timeout` in an
+/// `upstream` block.
+pub const DEFAULT_KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);

@@ -1,0 +1,316 @@
+//! Which route a request path belongs to, and the path the upstream is
+//! sent, as nginx's `location` and `proxy_pass` decide them.
+//!
+//! # What matches
+//!
+//! Paths are compared after normalization: `.` and `..` segments resolved
+//! (also written `%2e`), and runs of `/` merged, as nginx does before it
+//! picks a location, so `/api/../admin` is `/admin` and never the `/api/`
+//! route's. The longest matching prefix wins. A prefix matches:
+//!
+//! * ending in `/` (`/api/`): every path that starts with it (`/api/`,
+//!   `/api/x/y`). The path without the slash (`/api`) does not match;
+//!   [`RouteTable::needs_slash`] finds the route it lacks a slash for,
+//!   which nginx answers with a redirect to `/api/`.
+//! * not ending in `/` (`/api`): the path itself and the paths below it
+//!   (`/api`, `/api/x`), but not `/apix`: the match is at a segment
+//!   boundary. (nginx's `location /api` would take `/apix` too, which is
+//!   seldom meant.)
+//! * `/`: every path.
+//!
+//! # What the upstream is sent
+//!
+//! As `proxy_pass` ([`map_target`]): an upstream URL with a path, even just
+//! `/`, replaces the matched prefix with that path (`location /api/ {
+//! proxy_pass http://u/v1/; }`: `/api/x?q` is sent as `/v1/x?q`); one
+//! without a path passes the request's target as the client sent it. The
+//! query is always kept as sent.
+
+use std::borrow::Cow;
+
+use crate::config::{ProxyRoute, UpstreamUrl};
+
+/// The proxy routes, looked up by path: longest prefix first.
+#[derive(Debug, Clone, Default)]
+pub struct RouteTable {
+    /// Longest prefix first, so that the first match is the longest.
+    routes: Vec<ProxyRoute>,
+}
+
+impl RouteTable {
+    /// A table of `routes` (checked with
+    /// [`check_routes`](crate::check_routes) beforehand: two routes of one
+    /// prefix would hide the second).
+    pub fn new(mut routes: Vec<ProxyRoute>) -> RouteTable {
+        // Stable: among equal lengths the order given is kept.
+        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        RouteTable { routes }
+    }
+
+    /// The routes, longest prefix first.
+    pub fn routes(&self) -> &[ProxyRoute] {
+        &self.routes
+    }
+
+    /// Are there none?
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// The route the (still percent-encoded) `path` belongs to, if any:
+    /// the longest prefix that matches it once [normalized](normalize):
+    /// a prefix ending in `/` takes every path starting with it; one
+    /// without takes itself and the paths below it (`/api` takes `/api`
+    /// and `/api/x`, not `/apix`); `/` takes every path.
+    pub fn find(&self, path: &str) -> Option<&ProxyRoute> {
+        let path = normalize(path);
+        self.routes.iter().find(|r| matches(&r.prefix, &path))
+    }
+
+    /// The route that would take `path` with a `/` added: `/api` for the
+    /// route `/api/`, when no route takes `/api` itself. nginx answers such
+    /// a request with `301` to the path with the slash.
+    pub fn needs_slash(&self, path: &str) -> Option<&ProxyRoute> {
+        if self.find(path).is_some() {
+            return None;
+        }
+        let path = normalize(path);
+        self.routes
+            .iter()
+            .find(|r| r.prefix.len() > 1 && r.prefix.strip_suffix('/') == Some(&*path))
+    }
+}
+
+/// Does `prefix` take the normalized `path`?
+fn matches(prefix: &str, path: &str) -> bool {
+    let Some(rest) = path.strip_prefix(prefix) else {
+        return false;
+    };
+    prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/')
+}
+
+/// The target to send `upstream` for a request of `route` whose path is
+/// `path` (still percent-encoded) and query `query`: an upstream URL with
+/// a path (even `/`) replaces the matched prefix of the
+/// [normalized](normalize) path with it; one without sends the path as the
+/// client did. The query is kept as sent.
+///
+/// ```
+/// use mpm_proxy::{map_target, ProxyRoute};
+/// let r = ProxyRoute::from_flag("/api/=http://u/v1/").unwrap();
+/// assert_eq!(map_target(&r, &r.upstreams[0].url, "/api/x", Some("q=1")), "/v1/x?q=1");
+/// let r = ProxyRoute::from_flag("/api/=http://u").unwrap();
+/// assert_eq!(map_target(&r, &r.upstreams[0].url, "/api/x", Some("q=1")), "/api/x?q=1");
+/// ```
+pub fn map_target(
+    route: &ProxyRoute,
+    upstream: &UpstreamUrl,
+    path: &str,
+    query: Option<&str>,
+) -> String {
+    let mapped: Cow<'_, str> = match upstream.path() {
+        // No path: the target as the client sent it.
+        None => Cow::Borrowed(path),
+        Some(base) => {
+            let normal = normalize(path);
+            // The route matched the normalized path; the rest follows its prefix.
+            let rest = normal.strip_prefix(route.prefix.as_str()).unwrap_or("");
+            let mut out = String::with_capacity(base.len() + rest.len());
+            out.push_str(base);
+            out.push_str(rest);
+            Cow::Owned(out)
+        }
+    };
+    let mut target = mapped.into_owned();
+    if target.is_empty() {
+        target.push('/');
+    }
+    if let Some(q) = query {
+        target.push('?');
+        target.push_str(q);
+    }
+    target
+}
+
+/// `path` with runs of `/` merged and its dot segments (`.`, `..`, also
+/// percent-encoded) resolved, as RFC 3986's remove_dot_segments; a `..`
+/// above the root stays at the root. Borrowed when there is nothing to do.
+pub fn normalize(path: &str) -> Cow<'_, str> {
+    let clean = !path.contains("//")
+        && path
+            .split('/')
+            .skip(1)
+            .all(|seg| !is_dot(seg) && !is_dot_dot(seg));
+    if clean {
+        return Cow::Borrowed(path);
+    }
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let last = segments.len().saturating_sub(1);
+    let mut trailing_slash = false;
+    for (i, seg) in segments.iter().enumerate() {
+        trailing_slash = false;
+        if is_dot(seg) {
+            trailing_slash = true;
+        } else if is_dot_dot(seg) {
+            out.pop();
+            trailing_slash = true;
+        } else if seg.is_empty() {
+            // `//` merged; an empty last segment is the trailing slash.
+            trailing_slash = i == last;
+        } else {
+            out.push(seg);
+        }
+    }
+    let mut s = String::with_capacity(path.len());
+    for seg in &out {
+        s.push('/');
+        s.push_str(seg);
+    }
+    if trailing_slash || s.is_empty() {
+        s.push('/');
+    }
+    Cow::Owned(s)
+}
+
+fn is_dot(seg: &str) -> bool {
+    seg == "." || seg.eq_ignore_ascii_case("%2e")
+}
+
+fn is_dot_dot(seg: &str) -> bool {
+    let b = seg.as_bytes();
+    match b.len() {
+        2 => seg == "..",
+        4 => seg.eq_ignore_ascii_case(".%2e") || seg.eq_ignore_ascii_case("%2e."),
+        6 => seg.eq_ignore_ascii_case("%2e%2e"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(flag: &str) -> ProxyRoute {
+        ProxyRoute::from_flag(flag).unwrap()
+    }
+
+    fn map(flag: &str, target: &str) -> String {
+        let r = route(flag);
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (target, None),
+        };
+        assert!(
+            RouteTable::new(vec![r.clone()]).find(path).is_some(),
+            "{flag} takes {target}"
+        );
+        map_target(&r, &r.upstreams[0].url, path, query)
+    }
+
+    #[test]
+    fn proxy_pass_with_a_path_replaces_the_prefix() {
+        // The cases of nginx's proxy_pass documentation, and their neighbours.
+        assert_eq!(map("/api/=http://u/v1/", "/api/x?q"), "/v1/x?q");
+        assert_eq!(map("/api/=http://u/v1/", "/api/"), "/v1/");
+        assert_eq!(
+            map("/name/=http://127.0.0.1/remote/", "/name/a/b"),
+            "/remote/a/b"
+        );
+        assert_eq!(map("/api/=http://u/", "/api/x"), "/x");
+        assert_eq!(
+            map("/api/=http://u/v1", "/api/x"),
+            "/v1x",
+            "as nginx: no slash is added"
+        );
+        assert_eq!(map("/api=http://u/v1", "/api/x"), "/v1/x");
+        assert_eq!(map("/api=http://u/v1", "/api"), "/v1");
+        assert_eq!(map("/=http://u/app/", "/a?b=c&d"), "/app/a?b=c&d");
+    }
+
+    #[test]
+    fn proxy_pass_without_a_path_passes_the_target_whole() {
+        assert_eq!(map("/api/=http://u", "/api/x?q"), "/api/x?q");
+        assert_eq!(map("/api/=http://u:8080", "/api/a%20b"), "/api/a%20b");
+        assert_eq!(map("/=http://u", "/"), "/");
+    }
+
+    #[test]
+    fn a_mapped_path_is_the_normalized_one() {
+        assert_eq!(map("/api/=http://u/v1/", "/api/a/../b"), "/v1/b");
+        assert_eq!(map("/api/=http://u/v1/", "//api//x"), "/v1/x");
+    }
+
+    #[test]
+    fn the_longest_prefix_wins_at_segment_boundaries() {
+        let t = RouteTable::new(vec![
+            route("/=http://root"),
+            route("/api/=http://api"),
+            route("/api/v2/=http://v2"),
+            route("/img=http://img"),
+        ]);
+        let host = |p: &str| t.find(p).map(|r| r.upstreams[0].url.host().to_string());
+        assert_eq!(host("/api/v2/x").as_deref(), Some("v2"));
+        assert_eq!(
+            host("/api/v2").as_deref(),
+            Some("api"),
+            "/api/v2 lacks the slash of /api/v2/"
+        );
+        assert_eq!(host("/api/x").as_deref(), Some("api"));
+        assert_eq!(host("/api").as_deref(), Some("root"));
+        assert_eq!(host("/img").as_deref(), Some("img"));
+        assert_eq!(host("/img/a.png").as_deref(), Some("img"));
+        assert_eq!(host("/imgx").as_deref(), Some("root"), "segment boundary");
+        assert_eq!(host("/other").as_deref(), Some("root"));
+    }
+
+    #[test]
+    fn dot_segments_never_escape_a_route() {
+        let t = RouteTable::new(vec![route("/api/=http://api/v1/")]);
+        for p in [
+            "/api/../admin",
+            "/api/%2e%2e/admin",
+            "/api/.%2E/admin",
+            "/api/..",
+            "/x/../y",
+        ] {
+            assert!(t.find(p).is_none(), "{p}");
+        }
+        assert!(t.find("/x/../api/ok").is_some());
+        assert!(t.find("/api/./ok").is_some());
+    }
+
+    #[test]
+    fn a_prefix_without_its_slash_is_told_apart() {
+        let t = RouteTable::new(vec![route("/api/=http://api")]);
+        assert!(t.find("/api").is_none());
+        assert_eq!(
+            t.needs_slash("/api").map(|r| r.prefix.as_str()),
+            Some("/api/")
+        );
+        assert!(t.needs_slash("/ap").is_none());
+        let both = RouteTable::new(vec![route("/api/=http://a"), route("/api=http://b")]);
+        assert!(
+            both.needs_slash("/api").is_none(),
+            "a route takes /api itself"
+        );
+    }
+
+    #[test]
+    fn normalization_resolves_and_merges() {
+        for (raw, want) in [
+            ("/a/b", "/a/b"),
+            ("/a//b", "/a/b"),
+            ("/a/./b", "/a/b"),
+            ("/a/b/..", "/a/"),
+            ("/../../x", "/x"),
+            ("/a/%2E/b/", "/a/b/"),
+            ("//", "/"),
+            ("/a/.", "/a/"),
+            ("/", "/"),
+            ("/..%2f", "/..%2f"),
+        ] {
+            assert_eq!(normalize(raw), want, "{raw}");
+        }
+    }
+}

@@ -1,0 +1,505 @@
+//! What a request becomes before a byte of it goes to an upstream.
+//!
+//! [`Proxy::plan`] takes what the proxy needs of the request, owned
+//! ([`Forward`]: it outlives `handle` in a future, and a retry sends it
+//! again), or answers at once (a redirect to a prefix's slash), or leaves
+//! the request to another handler. [`Picker::next`] then chooses the
+//! upstream of each try (balance, health, the upstreams this request
+//! already tried) and builds its head ([`Attempt`]); [`Picker::may_retry`]
+//! says, by nginx's rules, whether a failed try may go on to another:
+//! `next_upstream` on, an idempotent method, tries left.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use mpm_http::{Request, Response};
+use parking_lot::Mutex;
+
+use crate::balance::{Balancer, InFlightGuard};
+use crate::config::{Balance, HashKey, ProxyRoute, UpstreamUrl};
+use crate::headers::{request_head, ClientInfo, Framing};
+use crate::path::{map_target, RouteTable};
+use crate::reverse_proxy::Proxy;
+use crate::shared_state::{now_ms, ProxyState, UpstreamState};
+
+/// The request bodies larger than this are streamed to the upstream as they
+/// arrive (a handler that streams bodies, on a worker) rather than read
+/// whole first: 64 KiB, the most the HTTP layer's buffers keep.
+pub const STREAMED_BODY_ABOVE: u64 = 64 * 1024;
+
+/// What to do with a request.
+#[derive(Debug)]
+pub enum Plan {
+    /// No route takes its path: another handler's (the site's).
+    NotMine,
+    /// Answer this at once: a redirect to the prefix with its slash
+    /// (`/api` → `/api/?q`, as nginx does).
+    Answer(Box<Response>),
+    /// Send it on.
+    Forward(Box<Forward>),
+}
+
+/// What the proxy keeps of a request to send it on: owned, so that it
+/// outlives `handle` (in a future the HTTP layer polls) and can be sent
+/// again to another upstream.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    /// The route's index in the table.
+    pub route: usize,
+    /// The method.
+    pub method: String,
+    /// The path as sent (still percent-encoded).
+    pub path: String,
+    /// The query, if any.
+    pub query: Option<String>,
+    /// The request's fields, in order.
+    pub fields: Vec<(String, Vec<u8>)>,
+    /// The peer's address.
+    pub peer: IpAddr,
+    /// Did it come over TLS?
+    pub tls: bool,
+    /// How the body follows the head.
+    pub framing: Framing,
+    /// Does it ask for a tunnel (`Upgrade`)?
+    pub tunnel: bool,
+    /// What a hash route hashes: the client's address, or a header's value.
+    pub hash_key: Vec<u8>,
+}
+
+impl Forward {
+    /// A field's first value (case-insensitive name).
+    pub fn field(&self, name: &str) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// One try of a request on one upstream.
+#[derive(Debug)]
+pub struct Attempt {
+    /// The upstream's index in the route.
+    pub upstream: usize,
+    /// Where it is.
+    pub url: UpstreamUrl,
+    /// Its shared state: count the request, record a failure.
+    pub state: UpstreamState,
+    /// The request head to send it, whole.
+    pub head: Vec<u8>,
+    /// Counts the request in flight (least-conn) until dropped.
+    pub in_flight: InFlightGuard,
+}
+
+/// The methods a failed try may be repeated for on the next upstream
+/// (RFC 9110's idempotent methods); never a `POST` or a `PATCH`.
+pub fn is_idempotent(method: &str) -> bool {
+    ["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"].contains(&method)
+}
+
+/// Does the request ask to switch protocols (`Connection: upgrade` and an
+/// `Upgrade` field)?
+pub fn wants_upgrade(request: &Request<'_>) -> bool {
+    request.header("upgrade").is_some()
+        && request
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+/// Does the request's body go to the upstream as it arrives (larger than
+/// [`STREAMED_BODY_ABOVE`], or chunked, whose length is not known)?
+pub fn streams_upload(request: &Request<'_>) -> bool {
+    match request.content_length() {
+        Some(n) => n > STREAMED_BODY_ABOVE,
+        None => request.header("transfer-encoding").is_some(),
+    }
+}
+
+impl Proxy {
+    /// Does a route take this request's path?
+    pub fn takes(&self, request: &Request<'_>) -> bool {
+        let table = &self.shared.table;
+        let path = request.path();
+        table.find(path).is_some() || table.needs_slash(path).is_some()
+    }
+
+    /// The plan for `request` from a peer over TLS (`tls`) or not.
+    pub fn plan(&self, request: &Request<'_>, tls: bool) -> Plan {
+        let table = &self.shared.table;
+        let path = request.path();
+        let Some(route) = table.find(path) else {
+            if let Some(route) = table.needs_slash(path) {
+                let mut location = route.prefix.clone();
+                if let Some(q) = request.query() {
+                    location.push('?');
+                    location.push_str(q);
+                }
+                return Plan::Answer(Box::new(Response::new(301).header("Location", location)));
+            }
+            return Plan::NotMine;
+        };
+        let index = table
+            .routes()
+            .iter()
+            .position(|r| std::ptr::eq(r, route))
+            .unwrap_or(0);
+        let peer = request.peer_addr().ip().to_canonical();
+        let hash_key = match &route.balance {
+            Balance::Hash(HashKey::ClientAddr) => match peer {
+                IpAddr::V4(a) => a.octets().to_vec(),
+                IpAddr::V6(a) => a.octets().to_vec(),
+            },
+            Balance::Hash(HashKey::Header(name)) => {
+                request.header(name).unwrap_or_default().to_vec()
+            }
+            _ => Vec::new(),
+        };
+        Plan::Forward(Box::new(Forward {
+            route: index,
+            method: request.method().to_string(),
+            path: path.to_string(),
+            query: request.query().map(str::to_string),
+            fields: request
+                .headers()
+                .map(|(n, v)| (n.to_string(), v.to_vec()))
+                .collect(),
+            peer,
+            tls,
+            framing: framing(request),
+            tunnel: wants_upgrade(request),
+            hash_key,
+        }))
+    }
+
+    /// What chooses each try's upstream, movable into a future.
+    pub fn picker(&self) -> Picker {
+        Picker {
+            table: self.shared.table.clone(),
+            state: self.shared.state.clone(),
+            balancers: self.balancers.clone(),
+        }
+    }
+}
+
+/// Chooses the upstream of each try of a [`Forward`]: the worker's
+/// balancers, shared with the futures its requests became.
+///
+/// The balancers are behind a `parking_lot::Mutex` of the worker's own,
+/// taken for a pick (a few comparisons): the worker's `handle` and the
+/// futures it made (which an event loop may resume on another thread) are
+/// all that take it, never every core.
+#[derive(Debug, Clone)]
+pub struct Picker {
+    table: Arc<RouteTable>,
+    state: ProxyState,
+    balancers: Arc<Mutex<Vec<Balancer>>>,
+}
+
+impl Picker {
+    /// The route of a request.
+    pub fn route(&self, forward: &Forward) -> &ProxyRoute {
+        &self.table.routes()[forward.route]
+    }
+
+    /// The next try: an upstream up and not in `tried`, chosen as the
+    /// route balances, with its head; `None` when none is left (nginx's
+    /// "no live upstreams": answer 502).
+    pub fn next(&self, forward: &Forward, tried: &[usize]) -> Option<Attempt> {
+        let r = forward.route;
+        let route = self.table.routes().get(r)?;
+        let states = self.state.route(r);
+        let now = now_ms();
+        let eligible =
+            |i: usize| !tried.contains(&i) && states.get(i).is_some_and(|s| s.is_up(now));
+        let (u, in_flight) = {
+            let mut balancers = self.balancers.lock();
+            let b = balancers.get_mut(r)?;
+            let u = b.pick(&forward.hash_key, eligible)?;
+            (u, b.in_flight().start(u))
+        };
+        let spec = &route.upstreams[u];
+        let target = map_target(route, &spec.url, &forward.path, forward.query.as_deref());
+        let host = forward
+            .field("host")
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .map(str::trim);
+        let client = ClientInfo {
+            addr: forward.peer,
+            tls: forward.tls,
+            host,
+        };
+        let head = request_head(
+            route,
+            &spec.url,
+            &forward.method,
+            &target,
+            forward
+                .fields
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_slice())),
+            &client,
+            forward.framing,
+            forward.tunnel,
+        );
+        Some(Attempt {
+            upstream: u,
+            url: spec.url.clone(),
+            state: states[u],
+            head,
+            in_flight,
+        })
+    }
+
+    /// After tries on the upstreams `tried` failed before any byte of an
+    /// answer (a connect error, a close), may the request go to another?
+    /// nginx's rules: the route's `next_upstream` on, an idempotent method,
+    /// and fewer tries than `next_upstream_tries` (0: as many as there are
+    /// upstreams).
+    pub fn may_retry(&self, forward: &Forward, tried: &[usize]) -> bool {
+        let Some(r) = self.table.routes().get(forward.route) else {
+            return false;
+        };
+        let limit = match r.next_upstream_tries {
+            0 => r.upstreams.len(),
+            n => n as usize,
+        };
+        r.next_upstream && is_idempotent(&forward.method) && tried.len() < limit
+    }
+}
+
+/// How the request's body is framed to the upstream: the length of a body
+/// read whole, the announced length of a streamed one (else chunked), none
+/// for a request that had no body framing at all.
+fn framing(request: &Request<'_>) -> Framing {
+    if request.is_streamed() {
+        return match request.content_length() {
+            Some(n) => Framing::Length(n),
+            None => Framing::Chunked,
+        };
+    }
+    let framed =
+        request.header("content-length").is_some() || request.header("transfer-encoding").is_some();
+    if framed || !request.body().is_empty() {
+        Framing::Length(request.body().len() as u64)
+    } else {
+        Framing::None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mpm_http::Version;
+
+    use super::*;
+    use crate::{PoolSettings, ReverseProxy, Slots};
+
+    fn proxy_of(routes: Vec<ProxyRoute>) -> Proxy {
+        let table = RouteTable::new(routes);
+        let state = ProxyState::with_slots(&table, &Slots::new(16).unwrap()).unwrap();
+        ReverseProxy::with_state(table, state, PoolSettings::default())
+            .unwrap()
+            .worker()
+    }
+
+    fn proxy(flags: &[&str]) -> Proxy {
+        proxy_of(
+            flags
+                .iter()
+                .map(|f| ProxyRoute::from_flag(f).unwrap())
+                .collect(),
+        )
+    }
+
+    fn forward(p: &Proxy, req: &Request<'_>) -> Forward {
+        match p.plan(req, false) {
+            Plan::Forward(f) => *f,
+            other => panic!("not forwarded: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_under_a_prefix_becomes_a_head_for_its_upstream() {
+        let p = proxy(&["/api/=http://10.0.0.2:8080/v1/", "/=http://10.0.0.9"]);
+        let fields = [("Host", "example.com"), ("Accept", "*/*")];
+        let req = Request::for_test("GET", "/api/items?x=1", Version::Http11, &fields, b"")
+            .with_peer("192.0.2.7:5555".parse().unwrap());
+        let Plan::Forward(mut f) = p.plan(&req, true) else {
+            panic!("not forwarded")
+        };
+        assert_eq!((f.route, f.framing, f.tunnel), (0, Framing::None, false));
+        let picker = p.picker();
+        let a = picker.next(&f, &[]).unwrap();
+        let head = String::from_utf8(a.head.clone()).unwrap();
+        assert!(
+            head.starts_with("GET /v1/items?x=1 HTTP/1.1\r\nHost: 10.0.0.2:8080\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("X-Forwarded-For: 192.0.2.7\r\n"), "{head}");
+        assert!(head.contains("X-Forwarded-Proto: https\r\n"), "{head}");
+        assert_eq!(
+            p.balancers.lock()[0].in_flight().get(0),
+            1,
+            "counted while in flight"
+        );
+        drop(a);
+        assert_eq!(p.balancers.lock()[0].in_flight().get(0), 0);
+        f.tls = false;
+        let head = String::from_utf8(picker.next(&f, &[]).unwrap().head).unwrap();
+        assert!(head.contains("X-Forwarded-Proto: http\r\n"), "{head}");
+    }
+
+    #[test]
+    fn a_body_read_whole_is_framed_by_its_length() {
+        let p = proxy(&["/=http://10.0.0.20"]);
+        let fields = [("Host", "h"), ("Transfer-Encoding", "chunked")];
+        let req = Request::for_test("POST", "/f", Version::Http11, &fields, b"hello");
+        let f = forward(&p, &req);
+        assert_eq!(f.framing, Framing::Length(5));
+        let head = String::from_utf8(p.picker().next(&f, &[]).unwrap().head).unwrap();
+        assert!(
+            head.contains("Content-Length: 5\r\n") && !head.contains("chunked"),
+            "{head}"
+        );
+    }
+
+    #[test]
+    fn large_and_chunked_uploads_are_streamed() {
+        let big = (STREAMED_BODY_ABOVE + 1).to_string();
+        let fields = [("Host", "h"), ("Content-Length", big.as_str())];
+        assert!(streams_upload(&Request::for_test(
+            "PUT",
+            "/",
+            Version::Http11,
+            &fields,
+            b""
+        )));
+        let fields = [("Host", "h"), ("Content-Length", "10")];
+        assert!(!streams_upload(&Request::for_test(
+            "PUT",
+            "/",
+            Version::Http11,
+            &fields,
+            b""
+        )));
+        let fields = [("Host", "h"), ("Transfer-Encoding", "chunked")];
+        assert!(streams_upload(&Request::for_test(
+            "PUT",
+            "/",
+            Version::Http11,
+            &fields,
+            b""
+        )));
+    }
+
+    #[test]
+    fn other_paths_are_not_the_proxys_and_a_missing_slash_is_redirected() {
+        let p = proxy(&["/api/=http://10.0.0.20"]);
+        let req = Request::for_test("GET", "/index.html", Version::Http11, &[("Host", "h")], b"");
+        assert!(!p.takes(&req) && matches!(p.plan(&req, false), Plan::NotMine));
+        let req = Request::for_test("GET", "/api?q=1", Version::Http11, &[("Host", "h")], b"");
+        assert!(p.takes(&req));
+        let Plan::Answer(r) = p.plan(&req, false) else {
+            panic!("no redirect")
+        };
+        assert_eq!(
+            (r.status(), r.header_value("location")),
+            (301, Some("/api/?q=1"))
+        );
+    }
+
+    #[test]
+    fn tries_skip_the_upstreams_tried_until_none_is_left() {
+        let p = proxy(&["/=http://10.0.0.21,http://10.0.0.22"]);
+        let req = Request::for_test("GET", "/", Version::Http11, &[("Host", "h")], b"");
+        let f = forward(&p, &req);
+        let picker = p.picker();
+        let first = picker.next(&f, &[]).unwrap().upstream;
+        let second = picker.next(&f, &[first]).unwrap().upstream;
+        assert_ne!(first, second);
+        assert!(picker.next(&f, &[first, second]).is_none());
+    }
+
+    #[test]
+    fn an_upstream_marked_down_is_skipped() {
+        let p = proxy(&["/=http://10.0.0.21,http://10.0.0.22"]);
+        p.shared.state.route(0)[0].record_failure(now_ms());
+        let req = Request::for_test("GET", "/", Version::Http11, &[("Host", "h")], b"");
+        let f = forward(&p, &req);
+        for _ in 0..4 {
+            assert_eq!(p.picker().next(&f, &[]).unwrap().upstream, 1);
+        }
+    }
+
+    #[test]
+    fn only_idempotent_methods_are_retried_within_the_tries() {
+        let mut routes =
+            vec![
+                ProxyRoute::from_flag("/=http://10.0.0.21,http://10.0.0.22,http://10.0.0.23")
+                    .unwrap(),
+            ];
+        let get = |p: &Proxy, method: &'static str| {
+            forward(
+                p,
+                &Request::for_test(method, "/", Version::Http11, &[("Host", "h")], b""),
+            )
+        };
+        let p = proxy_of(routes.clone());
+        let pk = p.picker();
+        assert!(pk.may_retry(&get(&p, "GET"), &[0]));
+        assert!(pk.may_retry(&get(&p, "PUT"), &[0, 1]));
+        assert!(
+            !pk.may_retry(&get(&p, "GET"), &[0, 1, 2]),
+            "every upstream tried"
+        );
+        assert!(!pk.may_retry(&get(&p, "POST"), &[0]));
+        assert!(!pk.may_retry(&get(&p, "PATCH"), &[0]));
+        routes[0].next_upstream_tries = 2;
+        let p = proxy_of(routes.clone());
+        assert!(p.picker().may_retry(&get(&p, "GET"), &[0]));
+        assert!(!p.picker().may_retry(&get(&p, "GET"), &[0, 1]));
+        routes[0].next_upstream = false;
+        let p = proxy_of(routes);
+        assert!(!p.picker().may_retry(&get(&p, "GET"), &[0]));
+    }
+
+    #[test]
+    fn a_header_hash_sends_one_user_to_one_upstream() {
+        let mut route =
+            ProxyRoute::from_flag("/=http://10.0.0.21,http://10.0.0.22,http://10.0.0.23").unwrap();
+        route.balance = "hash:header:X-User".parse().unwrap();
+        let p = proxy_of(vec![route]);
+        let fields = [("Host", "h"), ("X-User", "alice")];
+        let f = forward(
+            &p,
+            &Request::for_test("GET", "/", Version::Http11, &fields, b""),
+        );
+        assert_eq!(f.hash_key, b"alice");
+        let first = p.picker().next(&f, &[]).unwrap().upstream;
+        for _ in 0..10 {
+            assert_eq!(p.picker().next(&f, &[]).unwrap().upstream, first);
+        }
+    }
+
+    #[test]
+    fn an_upgrade_request_is_a_tunnel() {
+        let p = proxy(&["/=http://10.0.0.20"]);
+        let fields = [
+            ("Host", "h"),
+            ("Connection", "keep-alive, Upgrade"),
+            ("Upgrade", "websocket"),
+        ];
+        let f = forward(
+            &p,
+            &Request::for_test("GET", "/ws", Version::Http11, &fields, b""),
+        );
+        assert!(f.tunnel);
+        let head = String::from_utf8(p.picker().next(&f, &[]).unwrap().head).unwrap();
+        assert!(
+            head.contains("Upgrade: websocket\r\n")
+                && head.ends_with("Connection: upgrade\r\n\r\n")
+        );
+    }
+}

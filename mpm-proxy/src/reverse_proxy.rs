@@ -1,0 +1,256 @@
+//! The proxy as the server holds it: [`ReverseProxy`], built once from the
+//! routes (in the master, before it forks, so that the upstreams' shared
+//! state is every process's), and [`Proxy`], one worker's handler made
+//! from it.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use mpm_upstream::{Pool, Target};
+
+use crate::balance::{Balancer, InFlight};
+use crate::config::{check_routes, ProxyRoute, UpstreamUrl};
+use crate::error::{Error, Result};
+use crate::health::{http_probe, Checker, Probe};
+use crate::path::RouteTable;
+use crate::shared_state::ProxyState;
+use crate::stats::UpstreamSnapshot;
+use crate::{DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_TIMEOUT};
+
+/// The upstream connection pools' settings (`--proxy-keepalive`,
+/// `--proxy-keepalive-timeout`): per upstream, per process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// Idle connections kept per upstream (0: none, each closed after its
+    /// request).
+    pub keepalive: usize,
+    /// How long an idle connection is kept.
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            keepalive: DEFAULT_KEEPALIVE,
+            keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
+        }
+    }
+}
+
+/// Everything the workers of a server share: the routes, each upstream's
+/// state in shared memory, the health checker, and, per process, the
+/// in-flight counts least-conn reads and the pool of upstream connections.
+/// Cheap to clone.
+///
+/// An embedder mounts it among its routes (build it before the server
+/// forks, in `App::check` or `main`):
+///
+/// ```no_run
+/// use mpm_http::{Request, Routes};
+/// use mpm_proxy::{PoolSettings, ProxyRoute, ReverseProxy};
+///
+/// let api = ReverseProxy::new(
+///     vec![ProxyRoute::from_flag("/api/=http://127.0.0.1:8081/v1/")?],
+///     PoolSettings::default(),
+/// )?;
+/// let routes = Routes::new()
+///     .get("/health", |_: &mut (), _: &Request<'_>| "ok")
+///     .mount("/api/", api.worker()); // /api/users → http://127.0.0.1:8081/v1/users
+/// # let _ = routes;
+/// # Ok::<(), mpm_proxy::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct ReverseProxy {
+    pub(crate) table: Arc<RouteTable>,
+    pub(crate) state: ProxyState,
+    /// Per route, this process's requests in flight per upstream. Made
+    /// before fork: each process then counts in its own copy.
+    pub(crate) in_flight: Arc<Vec<InFlight>>,
+    pub(crate) pools: PoolSettings,
+    /// Per route, per upstream: where to connect (the host name resolved
+    /// when the proxy was built: at start, and on every reload).
+    pub(crate) targets: Arc<Vec<Vec<Target>>>,
+    /// This process's pool of upstream connections, made by the first
+    /// worker of each process (a pool made before a fork would be shared
+    /// by processes that do not know it).
+    pool: Arc<Mutex<Option<ProcessPool>>>,
+    /// Per route, per upstream: the idle connections this process's pool
+    /// held when last looked at, so that the shared gauge gets the
+    /// difference (made before fork: each process counts in its copy).
+    pub(crate) idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
+    checker: Checker,
+    probe: Probe,
+}
+
+impl std::fmt::Debug for ReverseProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReverseProxy")
+            .field("routes", &self.table.routes().len())
+            .field("pools", &self.pools)
+            .finish()
+    }
+}
+
+impl ReverseProxy {
+    /// The proxy of `routes` (checked together: no prefix twice), its
+    /// upstreams' state in the server's shared memory (kept from the last
+    /// one built for upstreams still listed: call this again on a reload).
+    pub fn new(routes: Vec<ProxyRoute>, pools: PoolSettings) -> Result<ReverseProxy> {
+        check_routes(&routes)?;
+        let table = RouteTable::new(routes);
+        let state = ProxyState::new(&table)?;
+        ReverseProxy::with_state(table, state, pools)
+    }
+
+    /// The proxy of `table` with its state made elsewhere (a test's own
+    /// [`Slots`](crate::Slots)). Host names are resolved here (blocking):
+    /// one that does not resolve is an error, as with nginx.
+    pub fn with_state(
+        table: RouteTable,
+        state: ProxyState,
+        pools: PoolSettings,
+    ) -> Result<ReverseProxy> {
+        let in_flight = table
+            .routes()
+            .iter()
+            .map(|r| InFlight::new(r.upstreams.len()))
+            .collect();
+        let targets = table
+            .routes()
+            .iter()
+            .map(|r| r.upstreams.iter().map(|u| resolve(&u.url)).collect())
+            .collect::<Result<Vec<Vec<Target>>>>()?;
+        let idle_seen = table
+            .routes()
+            .iter()
+            .map(|r| {
+                r.upstreams
+                    .iter()
+                    .map(|_| Arc::new(AtomicU64::new(0)))
+                    .collect()
+            })
+            .collect();
+        Ok(ReverseProxy {
+            idle_seen: Arc::new(idle_seen),
+            table: Arc::new(table),
+            state,
+            in_flight: Arc::new(in_flight),
+            pools,
+            targets: Arc::new(targets),
+            pool: Arc::new(Mutex::new(None)),
+            checker: Checker::new(),
+            probe: http_probe(),
+        })
+    }
+
+    /// This process's upstream connection pool, made on first use in each
+    /// process.
+    pub(crate) fn pool(&self) -> Arc<Pool> {
+        let me = std::process::id();
+        let mut pool = self.pool.lock();
+        match &*pool {
+            Some((pid, p)) if *pid == me => p.clone(),
+            _ => {
+                let p = Arc::new(Pool::new(mpm_upstream::PoolSettings {
+                    idle_per_upstream: self.pools.keepalive,
+                    idle_timeout: self.pools.keepalive_timeout,
+                }));
+                *pool = Some((me, p.clone()));
+                p
+            }
+        }
+    }
+
+    /// The same proxy with active checks done by `probe` (the upstream
+    /// client's, for TLS upstreams; a test's).
+    pub fn with_probe(mut self, probe: Probe) -> ReverseProxy {
+        self.probe = probe;
+        self
+    }
+
+    /// The routes, longest prefix first.
+    pub fn table(&self) -> &RouteTable {
+        &self.table
+    }
+
+    /// The upstreams' shared state.
+    pub fn state(&self) -> &ProxyState {
+        &self.state
+    }
+
+    /// The pools' settings.
+    pub fn pools(&self) -> PoolSettings {
+        self.pools
+    }
+
+    /// Every upstream's counters and health, for the status page.
+    pub fn snapshot(&self) -> Vec<UpstreamSnapshot> {
+        self.state.snapshot()
+    }
+
+    /// One worker's handler. The first made in a process starts that
+    /// process's health-check thread, if a route has active checks.
+    pub fn worker(&self) -> Proxy {
+        // Made here, in the serving process, not before its fork.
+        drop(self.pool());
+        self.checker
+            .ensure_running(&self.table, &self.state, self.probe.clone());
+        let balancers = self
+            .table
+            .routes()
+            .iter()
+            .zip(self.in_flight.iter())
+            .map(|(r, f)| Balancer::new(r, f.clone()))
+            .collect();
+        Proxy {
+            shared: self.clone(),
+            balancers: Arc::new(Mutex::new(balancers)),
+        }
+    }
+}
+
+/// A pool and the process it belongs to.
+type ProcessPool = (u32, Arc<Pool>);
+
+/// Where to connect to `url`: its host name resolved now (an address is
+/// its own answer), the first address taken.
+fn resolve(url: &UpstreamUrl) -> Result<Target> {
+    let bad = |e: mpm_upstream::Error| Error::config(format!("upstream '{url}': {e}"));
+    let mut upstream = mpm_upstream::Upstream::parse(url.as_str()).map_err(bad)?;
+    upstream.resolve().map_err(bad)?;
+    match upstream.targets().next() {
+        Some(t) => Ok(t),
+        None => Err(Error::config(format!(
+            "upstream '{url}': its host has no address"
+        ))),
+    }
+}
+
+/// One worker's proxy: the shared [`ReverseProxy`] and the worker's own
+/// round-robin positions.
+#[derive(Debug)]
+pub struct Proxy {
+    pub(crate) shared: ReverseProxy,
+    /// Shared with the futures this worker's requests become (see
+    /// [`Picker`](crate::Picker)).
+    pub(crate) balancers: Arc<Mutex<Vec<Balancer>>>,
+}
+
+/// Another worker's handler from the same proxy (balancing positions of its
+/// own): what a [`Routes::mount`](mpm_http::Routes::mount) makes for each
+/// worker.
+impl Clone for Proxy {
+    fn clone(&self) -> Proxy {
+        self.shared.worker()
+    }
+}
+
+impl Proxy {
+    /// The proxy this worker's handler was made from.
+    pub fn shared(&self) -> &ReverseProxy {
+        &self.shared
+    }
+}

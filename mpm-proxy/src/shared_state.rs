@@ -1,0 +1,321 @@
+//! Every upstream's state in memory every process of the server shares
+//! ([`mpm_core::shared`]): its health (`health.rs`) and its counters
+//! (`stats.rs`), in a slot of its own.
+//!
+//! The memory ([`Slots`]) is mapped once, in the first process that builds
+//! a [`ProxyState`] (the master, before it forks: the `mpm` crate's
+//! `App::check` or wherever it builds the application), and never
+//! unmapped: a reload (SIGHUP) builds a new `ProxyState` in the same
+//! memory, and an upstream that was in the old configuration (same route
+//! prefix, same URL) keeps its slot, so its health and counters carry
+//! over; an upstream no longer listed gives its slot back, and a new one
+//! starts from zero. A process of
+//! the old generation still serving during a graceful restart may write to
+//! a slot just given to a new upstream: at worst, one counter or one
+//! failure lands on the wrong upstream, once.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use crate::config::ProxyRoute;
+use crate::error::{Error, Result};
+use crate::path::RouteTable;
+
+/// The most upstreams, over every route, the shared state has slots for.
+pub const MAX_UPSTREAMS: usize = 4096;
+
+/// Words in one upstream's slot: 256 bytes, two cache lines (health on the
+/// first, written rarely; counters on the second, written per request), so
+/// that counting requests never slows a health read.
+pub(crate) const SLOT_WORDS: usize = 32;
+
+/// The words of a slot, by name.
+pub(crate) mod word {
+    /// Passive: failures counted in the current window.
+    pub(crate) const FAILS: usize = 0;
+    /// Passive: when the current failure window began (ms, 0: none).
+    pub(crate) const WINDOW_START: usize = 1;
+    /// Passive: marked down until then (ms).
+    pub(crate) const DOWN_UNTIL: usize = 2;
+    /// Active: 1 while the checks say down.
+    pub(crate) const ACTIVE_DOWN: usize = 3;
+    /// Active: passed checks in a row.
+    pub(crate) const OK_STREAK: usize = 4;
+    /// Active: failed checks in a row.
+    pub(crate) const FAIL_STREAK: usize = 5;
+    /// Active: when the next check is due (ms); taken by compare-and-swap.
+    pub(crate) const NEXT_CHECK: usize = 6;
+
+    /// Counters, on the second line.
+    pub(crate) const REQUESTS: usize = 16;
+    pub(crate) const FAILURES: usize = 17;
+    pub(crate) const MARKED_DOWN: usize = 18;
+    pub(crate) const MARKED_UP: usize = 19;
+    pub(crate) const CHECKS: usize = 20;
+    pub(crate) const CHECKS_FAILED: usize = 21;
+    pub(crate) const OPENED: usize = 22;
+    pub(crate) const REUSED: usize = 23;
+    /// A gauge: idle pooled connections, summed over the processes.
+    pub(crate) const POOL_IDLE: usize = 24;
+}
+
+/// Shared memory for upstreams' slots, and which (route prefix, URL) has
+/// which. The server uses one, [`Slots::global`], made by the first
+/// process that builds a [`ProxyState`] (the master, before it forks) and
+/// kept across reloads; a test may make its own. Clones share both.
+#[derive(Debug, Clone)]
+pub struct Slots {
+    memory: &'static [AtomicU64],
+    /// Kept by the process that builds the states (the master).
+    registry: Arc<Mutex<Registry>>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    slots: HashMap<(String, String), usize>,
+    free: Vec<usize>,
+    next: usize,
+}
+
+/// The server's slots, mapped once.
+static GLOBAL: OnceLock<Slots> = OnceLock::new();
+
+impl Slots {
+    /// Room for `capacity` upstreams (at most [`MAX_UPSTREAMS`]), in new
+    /// shared memory, never unmapped.
+    pub fn new(capacity: usize) -> Result<Slots> {
+        let capacity = capacity.min(MAX_UPSTREAMS);
+        let memory = mpm_core::shared::words(capacity * SLOT_WORDS, "the proxy's upstream state")
+            .map_err(Error::Shared)?;
+        Ok(Slots {
+            memory,
+            registry: Arc::new(Mutex::new(Registry::default())),
+        })
+    }
+
+    /// The server's slots: room for [`MAX_UPSTREAMS`] (1 MiB, its pages
+    /// touched only as slots are used), made on first use.
+    pub fn global() -> Result<Slots> {
+        if let Some(s) = GLOBAL.get() {
+            return Ok(s.clone());
+        }
+        let made = Slots::new(MAX_UPSTREAMS)?;
+        Ok(GLOBAL.get_or_init(|| made).clone())
+    }
+
+    /// How many upstreams it has room for.
+    pub fn capacity(&self) -> usize {
+        self.memory.len() / SLOT_WORDS
+    }
+}
+
+/// One upstream's slot: a `Copy` handle to its words.
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamState {
+    words: &'static [AtomicU64],
+    pub(crate) max_fails: u32,
+    pub(crate) fail_timeout_ms: u64,
+}
+
+impl UpstreamState {
+    pub(crate) fn get(&self, w: usize) -> u64 {
+        self.words[w].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn at(&self, w: usize) -> &'static AtomicU64 {
+        &self.words[w]
+    }
+
+    pub(crate) fn add(&self, w: usize, n: u64) {
+        self.words[w].fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn sub(&self, w: usize, n: u64) {
+        self.words[w].fetch_sub(n, Ordering::Relaxed);
+    }
+
+    fn clear(&self) {
+        for w in self.words {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The shared state of every upstream of a [`RouteTable`], in the table's
+/// order: `state.route(i)[j]` is upstream `j` of `table.routes()[i]`.
+/// Cheap to clone; made before the serving processes start.
+#[derive(Debug, Clone)]
+pub struct ProxyState {
+    routes: Vec<Vec<UpstreamState>>,
+    /// Prefix and URL of each, for the status page.
+    names: Vec<Vec<(String, String)>>,
+}
+
+impl ProxyState {
+    /// The state of `table`'s upstreams in the server's [`Slots`]: see
+    /// [`with_slots`](Self::with_slots).
+    pub fn new(table: &RouteTable) -> Result<ProxyState> {
+        ProxyState::with_slots(table, &Slots::global()?)
+    }
+
+    /// The state of `table`'s upstreams in `slots`: those of the same
+    /// prefix and URL as in the last state built there keep theirs (health
+    /// and counters carry over a reload), others start from zero. Errors:
+    /// more upstreams than `slots` has room for, or no shared memory.
+    pub fn with_slots(table: &RouteTable, slots: &Slots) -> Result<ProxyState> {
+        let count: usize = table.routes().iter().map(|r| r.upstreams.len()).sum();
+        if count > slots.capacity() {
+            return Err(Error::TooManyUpstreams {
+                count,
+                max: slots.capacity(),
+            });
+        }
+        let memory = slots.memory;
+        let mut registry = slots.registry.lock();
+        let wanted: Vec<Vec<(String, String)>> = table.routes().iter().map(names).collect();
+        // Slots of upstreams no longer listed go back first.
+        let keep: std::collections::HashSet<&(String, String)> = wanted.iter().flatten().collect();
+        let gone: Vec<(String, String)> = registry
+            .slots
+            .keys()
+            .filter(|k| !keep.contains(k))
+            .cloned()
+            .collect();
+        for k in gone {
+            if let Some(s) = registry.slots.remove(&k) {
+                registry.free.push(s);
+            }
+        }
+        let mut routes = Vec::with_capacity(wanted.len());
+        for (route, keys) in table.routes().iter().zip(&wanted) {
+            let mut states = Vec::with_capacity(keys.len());
+            for (spec, key) in route.upstreams.iter().zip(keys) {
+                let (slot, fresh) = match registry.slots.get(key) {
+                    Some(&s) => (s, false),
+                    None => {
+                        let s = match registry.free.pop() {
+                            Some(s) => s,
+                            None => {
+                                registry.next += 1;
+                                registry.next - 1
+                            }
+                        };
+                        registry.slots.insert(key.clone(), s);
+                        (s, true)
+                    }
+                };
+                let state = UpstreamState {
+                    words: &memory[slot * SLOT_WORDS..(slot + 1) * SLOT_WORDS],
+                    max_fails: spec.max_fails,
+                    fail_timeout_ms: ms(spec.fail_timeout),
+                };
+                if fresh {
+                    state.clear();
+                }
+                states.push(state);
+            }
+            routes.push(states);
+        }
+        Ok(ProxyState {
+            routes,
+            names: wanted,
+        })
+    }
+
+    /// The upstreams of the table's route `i`.
+    pub fn route(&self, i: usize) -> &[UpstreamState] {
+        self.routes.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every route's upstreams with their (prefix, URL), in table order.
+    pub(crate) fn each(&self) -> impl Iterator<Item = (&(String, String), &UpstreamState)> {
+        self.names
+            .iter()
+            .flatten()
+            .zip(self.routes.iter().flatten())
+    }
+}
+
+fn names(route: &ProxyRoute) -> Vec<(String, String)> {
+    route
+        .upstreams
+        .iter()
+        .map(|u| (route.prefix.clone(), u.url.as_str().to_string()))
+        .collect()
+}
+
+/// A duration in whole milliseconds (bounded by the configuration's checks).
+pub(crate) fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Milliseconds on the system's monotonic clock: the same clock in every
+/// process (an `Instant` means nothing to another process), never 0, never
+/// going back when the wall clock is set.
+pub fn now_ms() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let ms = u64::try_from(t.tv_sec).unwrap_or(0) * 1000
+        + u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000_000;
+    ms.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(flags: &[&str]) -> RouteTable {
+        RouteTable::new(
+            flags
+                .iter()
+                .map(|f| ProxyRoute::from_flag(f).unwrap())
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_reload_keeps_the_state_of_an_upstream_still_listed_and_clears_a_new_one() {
+        let slots = Slots::new(4).unwrap();
+        let first =
+            ProxyState::with_slots(&table(&["/keep-a/=http://a,http://b"]), &slots).unwrap();
+        first.route(0)[0].add(word::REQUESTS, 5);
+        first.route(0)[1].add(word::REQUESTS, 7);
+        let second =
+            ProxyState::with_slots(&table(&["/keep-a/=http://a,http://c"]), &slots).unwrap();
+        assert_eq!(second.route(0)[0].get(word::REQUESTS), 5, "kept");
+        assert_eq!(
+            second.route(0)[1].get(word::REQUESTS),
+            0,
+            "the new upstream starts at zero"
+        );
+    }
+
+    #[test]
+    fn too_many_upstreams_are_refused() {
+        let urls: Vec<String> = (0..=MAX_UPSTREAMS)
+            .map(|i| format!("http://h{i}"))
+            .collect();
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let mut r = ProxyRoute::new("/", &["http://x"]).unwrap();
+        r.upstreams = urls
+            .iter()
+            .map(|u| crate::UpstreamSpec::new(u).unwrap())
+            .collect();
+        let e = ProxyState::new(&RouteTable::new(vec![r])).unwrap_err();
+        assert!(matches!(e, Error::TooManyUpstreams { .. }), "{e}");
+        let e = ProxyState::with_slots(&table(&["/=http://a,http://b"]), &Slots::new(1).unwrap());
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("2 upstreams in all: at most 1"));
+    }
+
+    #[test]
+    fn the_clock_is_monotonic_milliseconds() {
+        let a = now_ms();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert!(now_ms() >= a + 5);
+    }
+}

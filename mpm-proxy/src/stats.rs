@@ -1,0 +1,164 @@
+//! Per-upstream counters, in the same shared slot as the upstream's health
+//! ([`ProxyState`]): every process adds to them, the status page reads
+//! them whole.
+//!
+//! A counter every proxied request adds to is a cache line every core
+//! writes. It is one relaxed add per upstream exchange, which already costs
+//! a connection from the pool, two system calls at least and an upstream
+//! round trip: at 64 cores the line's moves stay far below that (and the
+//! counters of different upstreams are on lines of their own).
+
+use crate::shared_state::{now_ms, word, ProxyState, UpstreamState};
+
+/// One upstream's counters and health, as the status page shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamSnapshot {
+    /// The route's prefix.
+    pub route: String,
+    /// The upstream's URL as configured.
+    pub url: String,
+    /// May it take requests now (neither passive nor active checks have it down)?
+    pub up: bool,
+    /// Requests sent to it (each try of a retried request counts).
+    pub requests: u64,
+    /// Of those, failures: connect errors, timeouts, malformed answers.
+    pub failures: u64,
+    /// Times it was marked down (passive or active).
+    pub marked_down: u64,
+    /// Times an active check brought it back.
+    pub marked_up: u64,
+    /// Active checks run, and how many failed.
+    pub checks: u64,
+    /// Active checks that failed.
+    pub checks_failed: u64,
+    /// Connections opened to it.
+    pub connections_opened: u64,
+    /// Requests sent on a pooled connection (not a new one).
+    pub connections_reused: u64,
+    /// Idle connections to it in the pools now, summed over the processes.
+    pub pool_idle: u64,
+}
+
+impl UpstreamState {
+    /// A request (one try) is sent to it.
+    pub fn count_request(&self) {
+        self.add(word::REQUESTS, 1);
+    }
+
+    /// A new connection to it was opened.
+    pub fn count_opened(&self) {
+        self.add(word::OPENED, 1);
+    }
+
+    /// A request went on a pooled connection.
+    pub fn count_reused(&self) {
+        self.add(word::REUSED, 1);
+    }
+
+    /// This process's pool held `before` idle connections to it and now
+    /// holds `now`: the difference goes to the sum over the processes.
+    pub fn count_pool_idle(&self, before: u64, now: u64) {
+        if now > before {
+            self.add(word::POOL_IDLE, now - before);
+        } else {
+            self.sub(word::POOL_IDLE, before - now);
+        }
+    }
+}
+
+impl ProxyState {
+    /// Every upstream's counters and health now, route by route in the
+    /// table's order (longest prefix first).
+    pub fn snapshot(&self) -> Vec<UpstreamSnapshot> {
+        let now = now_ms();
+        self.each()
+            .map(|((route, url), u)| UpstreamSnapshot {
+                route: route.clone(),
+                url: url.clone(),
+                up: u.is_up(now),
+                requests: u.get(word::REQUESTS),
+                failures: u.get(word::FAILURES),
+                marked_down: u.get(word::MARKED_DOWN),
+                marked_up: u.get(word::MARKED_UP),
+                checks: u.get(word::CHECKS),
+                checks_failed: u.get(word::CHECKS_FAILED),
+                connections_opened: u.get(word::OPENED),
+                connections_reused: u.get(word::REUSED),
+                // A gauge several processes add to and take from: a read
+                // between one's take and another's add may be one off
+                // (wrapped below zero), never more.
+                pool_idle: u.get(word::POOL_IDLE).min(i64::MAX as u64),
+            })
+            .collect()
+    }
+
+    /// The totals over every upstream, in the shape the status page's
+    /// sections take (`ServerStatus::with_section("proxy", ...)`), for the
+    /// status page and Prometheus until they show upstreams one by one.
+    pub fn totals(&self) -> Vec<(&'static str, u64)> {
+        let snap = self.snapshot();
+        let sum = |f: fn(&UpstreamSnapshot) -> u64| snap.iter().map(f).sum::<u64>();
+        vec![
+            ("upstreams", snap.len() as u64),
+            ("upstreams_up", snap.iter().filter(|s| s.up).count() as u64),
+            ("requests", sum(|s| s.requests)),
+            ("failures", sum(|s| s.failures)),
+            ("marked_down", sum(|s| s.marked_down)),
+            ("marked_up", sum(|s| s.marked_up)),
+            ("health_checks", sum(|s| s.checks)),
+            ("health_checks_failed", sum(|s| s.checks_failed)),
+            ("connections_opened", sum(|s| s.connections_opened)),
+            ("connections_reused", sum(|s| s.connections_reused)),
+            ("pool_idle", sum(|s| s.pool_idle)),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ProxyRoute, RouteTable};
+
+    #[test]
+    fn counters_show_in_the_snapshot_and_the_totals() {
+        let t = RouteTable::new(vec![
+            ProxyRoute::from_flag("/stats-a/=http://a,http://b").unwrap(),
+            ProxyRoute::from_flag("/stats-a/long/=http://c").unwrap(),
+        ]);
+        let s = ProxyState::with_slots(&t, &crate::Slots::new(8).unwrap()).unwrap();
+        let (a, c) = (s.route(1)[0], s.route(0)[0]);
+        a.count_request();
+        a.count_request();
+        a.count_opened();
+        a.count_reused();
+        a.count_pool_idle(0, 2);
+        a.count_pool_idle(2, 1);
+        c.count_request();
+        assert_eq!(c.record_failure(now_ms()), Some(crate::Transition::Down));
+        let snap = s.snapshot();
+        assert_eq!(snap.len(), 3);
+        assert_eq!(
+            (snap[0].route.as_str(), snap[0].url.as_str()),
+            ("/stats-a/long/", "http://c")
+        );
+        assert!(!snap[0].up && snap[0].failures == 1 && snap[0].marked_down == 1);
+        let sa = &snap[1];
+        assert_eq!(sa.url, "http://a");
+        assert!(sa.up);
+        assert_eq!(
+            (
+                sa.requests,
+                sa.connections_opened,
+                sa.connections_reused,
+                sa.pool_idle
+            ),
+            (2, 1, 1, 1)
+        );
+        let totals = s.totals();
+        let get = |k: &str| totals.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        assert_eq!(get("upstreams"), Some(3));
+        assert_eq!(get("upstreams_up"), Some(2));
+        assert_eq!(get("requests"), Some(3));
+        assert_eq!(get("failures"), Some(1));
+    }
+}

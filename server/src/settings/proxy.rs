@@ -1,0 +1,415 @@
+//! `--proxy` and the `[[proxy]]` tables of the settings file: a route in
+//! the flag form `PREFIX=URL[,URL...]`, or a table with every setting of
+//! [`ProxyRoute`]. The words of each value are `mpm-proxy`'s (its
+//! `FromStr`s); this file only knows the file's keys.
+
+use std::time::Duration;
+
+use mpm_core::Seconds;
+use mpm_proxy::{ActiveHealth, Cidr, ProxyRoute, UpstreamSpec};
+
+use super::values::{did_you_mean, OnOff, Value};
+
+/// The keys of a `[[proxy]]` table, with what each takes, in the order
+/// the docs list them.
+pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
+    ("prefix", "the path prefix, starting with `/` (required)"),
+    (
+        "upstreams",
+        "URLs (`\"http://10.0.0.2:8080/v1/\"`), or tables `{ url, weight = 1, max_fails = 1, \
+         fail_timeout = \"10s\" }` (required)",
+    ),
+    (
+        "balance",
+        "`round-robin` (weighted, smooth; the default), `least-conn`, `hash:client`, \
+         `hash:header:NAME`",
+    ),
+    ("connect_timeout", "a duration (60s)"),
+    ("read_timeout", "a duration (60s)"),
+    ("send_timeout", "a duration (60s)"),
+    (
+        "next_upstream",
+        "on or off (on): try the next upstream for an idempotent request after a connect \
+         error or a close before any response byte",
+    ),
+    (
+        "next_upstream_tries",
+        "the most upstreams one request tries (0: all)",
+    ),
+    (
+        "buffering",
+        "`off` (stream; the default) or `on` (read up to 1 MiB of the answer before sending \
+         it, freeing the upstream early); `text/event-stream` and `X-Accel-Buffering` decide \
+         over it",
+    ),
+    (
+        "health_interval",
+        "a duration: active checks every this long (any health_ key turns them on; 5s)",
+    ),
+    ("health_path", "the path checked (`/`)"),
+    (
+        "health_status",
+        "the statuses that pass: `200-399` (the default) or a list `200,204`",
+    ),
+    (
+        "health_rise",
+        "passes in a row that bring an upstream back (2)",
+    ),
+    ("health_fall", "failures in a row that take it down (3)"),
+    ("health_timeout", "how long one check may take (2s)"),
+    (
+        "forwarded",
+        "`x-forwarded` (the default), `forwarded` (RFC 7239) or `off`",
+    ),
+    (
+        "trusted_proxies",
+        "address ranges (`[\"10.0.0.0/8\", \"::1\"]`) whose X-Forwarded-* or Forwarded fields \
+         are kept and appended to",
+    ),
+    (
+        "host",
+        "the `Host` sent: `upstream` (the URL's host:port, nginx's default), `pass` (the \
+         client's), or a value",
+    ),
+];
+
+impl Value for ProxyRoute {
+    fn parse(word: &str) -> Result<Self, String> {
+        ProxyRoute::from_flag(word).map_err(|e| e.to_string())
+    }
+
+    /// A string in the flag form, or a `[[proxy]]` table.
+    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::String(s) => Self::parse(s),
+            toml::Value::Table(t) => route_of_table(t),
+            other => Err(format!(
+                "expected a [[proxy]] table or \"PREFIX=URL[,URL...]\", found {}",
+                other.type_str()
+            )),
+        }
+    }
+
+    fn show(&self) -> String {
+        self.to_flag()
+    }
+}
+
+/// A route from a `[[proxy]]` table: the prefix and upstreams first, then
+/// every other key over the defaults, then every bound checked.
+fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
+    // nginx's spelling (`max_fails`) or the file's (`max-fails`): one key.
+    let t: toml::Table = table
+        .iter()
+        .map(|(k, v)| (k.replace('-', "_"), v.clone()))
+        .collect();
+    let t = &t;
+    let keys: Vec<&str> = TABLE_KEYS.iter().map(|(k, _)| *k).collect();
+    if let Some(bad) = t.keys().find(|k| !keys.contains(&k.as_str())) {
+        let guess = did_you_mean(bad, keys.iter().copied())
+            .map(|g| format!(" (did you mean `{g}`?)"))
+            .unwrap_or_default();
+        return Err(format!(
+            "[[proxy]]: unknown key `{bad}`{guess}; the keys are {}",
+            keys.join(", ")
+        ));
+    }
+    let prefix = match t.get("prefix") {
+        Some(toml::Value::String(p)) => p.clone(),
+        Some(other) => {
+            return Err(format!(
+                "[[proxy]] prefix: expected a string, found {}",
+                other.type_str()
+            ))
+        }
+        None => return Err("[[proxy]]: no `prefix` (e.g. prefix = \"/api/\")".into()),
+    };
+    let at = |key: &str, e: String| format!("[[proxy]] {prefix}: {key}: {e}");
+    let upstreams = match t.get("upstreams") {
+        Some(toml::Value::Array(items)) if !items.is_empty() => items
+            .iter()
+            .map(upstream_of)
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| at("upstreams", e))?,
+        Some(toml::Value::Array(_)) | None => {
+            return Err(format!(
+                "[[proxy]] {prefix}: no upstreams (e.g. upstreams = [\"http://127.0.0.1:8080\"])"
+            ))
+        }
+        Some(other) => {
+            return Err(at(
+                "upstreams",
+                format!("expected an array, found {}", other.type_str()),
+            ))
+        }
+    };
+    let mut route = ProxyRoute::new(&prefix, &["http://placeholder"]).map_err(|e| e.to_string())?;
+    route.upstreams = upstreams;
+    let word = |key: &str| -> Result<Option<String>, String> {
+        match t.get(key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(at(
+                key,
+                format!("expected a string, found {}", other.type_str()),
+            )),
+        }
+    };
+    let duration = |key: &str| -> Result<Option<Duration>, String> {
+        t.get(key)
+            .map(|v| Seconds::from_toml(v).map(|s| s.0).map_err(|e| at(key, e)))
+            .transpose()
+    };
+    let number = |key: &str| -> Result<Option<u32>, String> {
+        t.get(key)
+            .map(|v| u32::from_toml(v).map_err(|e| at(key, e)))
+            .transpose()
+    };
+    // mpm-proxy's own messages name the key already.
+    let parsed = |_key: &str, e: mpm_proxy::Error| format!("[[proxy]] {prefix}: {e}");
+    if let Some(w) = word("balance")? {
+        route.balance = w.parse().map_err(|e| parsed("balance", e))?;
+    }
+    if let Some(d) = duration("connect_timeout")? {
+        route.connect_timeout = d;
+    }
+    if let Some(d) = duration("read_timeout")? {
+        route.read_timeout = d;
+    }
+    if let Some(d) = duration("send_timeout")? {
+        route.send_timeout = d;
+    }
+    if let Some(v) = t.get("next_upstream") {
+        route.next_upstream = OnOff::from_toml(v).map_err(|e| at("next_upstream", e))?.0;
+    }
+    if let Some(n) = number("next_upstream_tries")? {
+        route.next_upstream_tries = n;
+    }
+    if let Some(w) = word("buffering")? {
+        route.buffering = w.parse().map_err(|e| parsed("buffering", e))?;
+    }
+    if t.keys().any(|k| k.starts_with("health_")) {
+        let mut h = ActiveHealth::default();
+        if let Some(d) = duration("health_interval")? {
+            h.interval = d;
+        }
+        if let Some(p) = word("health_path")? {
+            h.path = p;
+        }
+        if let Some(v) = t.get("health_status") {
+            let text = match v {
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::String(s) => s.clone(),
+                other => {
+                    return Err(at(
+                        "health_status",
+                        format!("expected a string, found {}", other.type_str()),
+                    ))
+                }
+            };
+            h.expect_status = text.parse().map_err(|e| parsed("health_status", e))?;
+        }
+        if let Some(n) = number("health_rise")? {
+            h.rise = n;
+        }
+        if let Some(n) = number("health_fall")? {
+            h.fall = n;
+        }
+        if let Some(d) = duration("health_timeout")? {
+            h.timeout = d;
+        }
+        route.health = Some(h);
+    }
+    if let Some(w) = word("forwarded")? {
+        route.forwarded = w.parse().map_err(|e| parsed("forwarded", e))?;
+    }
+    if let Some(v) = t.get("trusted_proxies") {
+        let words: Vec<String> = match v {
+            toml::Value::Array(_) => {
+                Vec::<String>::from_toml(v).map_err(|e| at("trusted_proxies", e))?
+            }
+            toml::Value::String(s) => s.split(',').map(str::to_string).collect(),
+            other => {
+                return Err(at(
+                    "trusted_proxies",
+                    format!("expected an array, found {}", other.type_str()),
+                ))
+            }
+        };
+        route.trusted_proxies = words
+            .iter()
+            .map(|w| w.parse::<Cidr>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| at("trusted_proxies", e))?;
+    }
+    if let Some(w) = word("host")? {
+        route.host = w.parse().map_err(|e| parsed("host", e))?;
+    }
+    route
+        .check()
+        .map_err(|e| format!("[[proxy]] {prefix}: {e}"))?;
+    Ok(route)
+}
+
+/// One of `upstreams`: a URL, or `{ url, weight, max_fails, fail_timeout }`.
+fn upstream_of(v: &toml::Value) -> Result<UpstreamSpec, String> {
+    match v {
+        toml::Value::String(url) => UpstreamSpec::new(url).map_err(|e| e.to_string()),
+        toml::Value::Table(t) => {
+            const KEYS: [&str; 4] = ["url", "weight", "max_fails", "fail_timeout"];
+            let t: toml::Table = t
+                .iter()
+                .map(|(k, v)| (k.replace('-', "_"), v.clone()))
+                .collect();
+            let t = &t;
+            if let Some(bad) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
+                return Err(format!(
+                    "unknown key `{bad}`; an upstream's keys are {}",
+                    KEYS.join(", ")
+                ));
+            }
+            let Some(toml::Value::String(url)) = t.get("url") else {
+                return Err("an upstream table needs a `url` string".into());
+            };
+            let mut u = UpstreamSpec::new(url).map_err(|e| e.to_string())?;
+            if let Some(w) = t.get("weight") {
+                u.weight = u32::from_toml(w).map_err(|e| format!("{url}: weight: {e}"))?;
+            }
+            if let Some(m) = t.get("max_fails") {
+                u.max_fails = u32::from_toml(m).map_err(|e| format!("{url}: max_fails: {e}"))?;
+            }
+            if let Some(d) = t.get("fail_timeout") {
+                u.fail_timeout = Seconds::from_toml(d)
+                    .map_err(|e| format!("{url}: fail_timeout: {e}"))?
+                    .0;
+            }
+            u.check().map_err(|e| e.to_string())?;
+            Ok(u)
+        }
+        other => Err(format!(
+            "expected a URL or a table, found {}",
+            other.type_str()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mpm_proxy::{Balance, Buffering, ForwardedStyle, HashKey, HostMode, StatusMatch};
+
+    use super::*;
+    use crate::settings::{Config, ConfigLayer};
+
+    fn routes(toml_text: &str) -> Result<Vec<ProxyRoute>, String> {
+        let layer = ConfigLayer::from_toml(toml_text)?;
+        Config::resolve(layer)
+            .map(|c| c.proxy)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_proxy_table_sets_every_key() {
+        let r = routes(
+            r#"
+            [[proxy]]
+            prefix = "/api/"
+            upstreams = ["http://10.0.0.1:8080/v1/", { url = "http://10.0.0.2:8080/v1/", weight = 3, max-fails = 2, fail_timeout = "30s" }]
+            balance = "hash:header:X-User"
+            connect_timeout = 5
+            read_timeout = "2m"
+            send_timeout = 1.5
+            next_upstream = false
+            next_upstream_tries = 2
+            buffering = "on"
+            health_interval = "10s"
+            health_path = "/healthz"
+            health_status = "200,204"
+            health_rise = 1
+            health-fall = 5
+            health_timeout = "500ms"
+            forwarded = "forwarded"
+            trusted_proxies = ["10.0.0.0/8", "::1"]
+            host = "pass"
+
+            [[proxy]]
+            prefix = "/static/"
+            upstreams = ["http://10.0.0.3"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(r.len(), 2);
+        let a = &r[0];
+        assert_eq!(a.prefix, "/api/");
+        assert_eq!(a.upstreams[1].weight, 3);
+        assert_eq!(a.upstreams[1].max_fails, 2);
+        assert_eq!(a.upstreams[1].fail_timeout, Duration::from_secs(30));
+        assert_eq!(a.balance, Balance::Hash(HashKey::Header("X-User".into())));
+        assert_eq!(
+            (a.connect_timeout, a.read_timeout, a.send_timeout),
+            (
+                Duration::from_secs(5),
+                Duration::from_secs(120),
+                Duration::from_millis(1500)
+            )
+        );
+        assert!(!a.next_upstream && a.next_upstream_tries == 2);
+        assert_eq!(a.buffering, Buffering::On);
+        let h = a.health.as_ref().unwrap();
+        assert_eq!(h.path, "/healthz");
+        assert_eq!(h.expect_status, StatusMatch::List(vec![200, 204]));
+        assert_eq!(
+            (h.rise, h.fall, h.timeout),
+            (1, 5, Duration::from_millis(500))
+        );
+        assert_eq!(a.forwarded, ForwardedStyle::Forwarded);
+        assert_eq!(a.trusted_proxies.len(), 2);
+        assert_eq!(a.host, HostMode::Pass);
+        assert!(r[1].health.is_none(), "no health_ key: no active checks");
+    }
+
+    #[test]
+    fn a_bad_table_is_one_line_naming_the_route_and_the_key() {
+        for (text, says) in [
+            ("[[proxy]]\nupstreams = [\"http://a\"]\n", "no `prefix`"),
+            ("[[proxy]]\nprefix = \"/a/\"\n", "no upstreams"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = []\n", "no upstreams"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nbalanse = \"least-conn\"\n", "did you mean `balance`"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nbalance = \"random\"\n", "[[proxy]] /a/: balance 'random'"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nread_timeout = \"soon\"\n", "/a/: read_timeout: 'soon' is not a duration"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [{ url = \"http://a\", weight = 0 }]\n", "weight 0 must be 1 to 1000"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [{ url = \"http://a\", wieght = 2 }]\n", "unknown key `wieght`"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\ntrusted_proxies = [\"10.0.0.0/33\"]\n", "trusted_proxies"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nhealth_rise = 0\n", "health_rise 0"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nnext_upstream = \"maybe\"\n", "next_upstream"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\n[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://b\"]\n", "/a/ is given twice"),
+            ("proxy = 3\n", "expected an array"),
+        ] {
+            let e = routes(text).unwrap_err();
+            assert!(e.contains(says), "{text}\n=> {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = routes("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nhost = \"a b\"\n")
+            .unwrap_err();
+        assert!(
+            e.starts_with("line 1: proxy: [[proxy]] /a/: host 'a b'"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_pools_default_to_nginx_keepalive_32_for_60s() {
+        let c = Config::default();
+        assert!(c.proxy.is_empty());
+        assert_eq!(c.proxy_pools(), mpm_proxy::PoolSettings::default());
+        assert_eq!(
+            (c.proxy_keepalive, c.proxy_keepalive_timeout),
+            (32, Duration::from_secs(60))
+        );
+    }
+
+    #[test]
+    fn a_flag_string_in_the_file_is_a_route_too() {
+        let r = routes("proxy = [\"/api/=http://a/,http://b/\"]\n").unwrap();
+        assert_eq!(r[0].upstreams.len(), 2);
+    }
+}
