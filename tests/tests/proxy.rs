@@ -936,6 +936,12 @@ fn under_event_a_thousand_requests_parked_on_a_slow_upstream_add_no_thread() {
         during, before,
         "{WAITING} requests waiting on the upstream changed the server's threads"
     );
+    // And none were made ahead for them (a model sized with a thread per
+    // waiting request would pass the count above).
+    assert!(
+        during < WAITING / 10,
+        "{during} threads hold {WAITING} waiting requests"
+    );
     origin.release();
     for (i, c) in clients.iter_mut().enumerate() {
         let r = c
