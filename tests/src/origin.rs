@@ -141,7 +141,7 @@ impl Script {
         Script {
             act: Act::Respond {
                 status,
-                reason: reason(status).to_string(),
+                reason: reason_phrase(status).to_string(),
                 headers: Vec::new(),
                 body: Body::Bytes(Vec::new()),
                 framing: Framing::Length,
@@ -279,7 +279,7 @@ impl Script {
     }
 }
 
-fn reason(status: u16) -> &'static str {
+fn reason_phrase(status: u16) -> &'static str {
     match status {
         101 => "Switching Protocols",
         200 => "OK",
@@ -814,7 +814,7 @@ fn single_range(value: &str, len: u64) -> Option<(u64, u64)> {
 fn respond(shared: &Shared, s: &mut TcpStream, seen: &Seen, r: Respond<'_>) -> io::Result<()> {
     let head_only = seen.method.eq_ignore_ascii_case("HEAD");
     let mut status = r.status;
-    let mut reason = r.reason.to_string();
+    let mut reason = r.reason;
     let mut fields: Vec<(String, String)> = r.headers.to_vec();
     let mut range = None;
     let full_len = match r.body {
@@ -831,7 +831,7 @@ fn respond(shared: &Shared, s: &mut TcpStream, seen: &Seen, r: Respond<'_>) -> i
         });
     if not_modified {
         status = 304;
-        reason = reason_of(304);
+        reason = reason_phrase(304);
     } else if status == 200
         && field(r.headers, "accept-ranges") == Some("bytes")
         && matches!(r.body, Body::Bytes(_))
@@ -839,7 +839,7 @@ fn respond(shared: &Shared, s: &mut TcpStream, seen: &Seen, r: Respond<'_>) -> i
         if let (Some(value), Some(len)) = (seen.header("range"), full_len) {
             if let Some((a, b)) = single_range(value, len) {
                 status = 206;
-                reason = reason_of(206);
+                reason = reason_phrase(206);
                 fields.push(("Content-Range".into(), format!("bytes {a}-{b}/{len}")));
                 range = Some((a, b));
             }
@@ -910,10 +910,6 @@ fn respond(shared: &Shared, s: &mut TcpStream, seen: &Seen, r: Respond<'_>) -> i
         return Err(bad("a close-delimited body ends with the connection"));
     }
     Ok(())
-}
-
-fn reason_of(status: u16) -> String {
-    reason(status).to_string()
 }
 
 /// Wait at a [`Step::Hold`] for the next release.
