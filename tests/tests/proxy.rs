@@ -359,6 +359,33 @@ fn passive_health_skips_a_dead_upstream_and_an_active_check_brings_it_back(mpm: 
     assert_eq!(seen[0], "/health", "the revived upstream saw {seen:?}");
 }
 
+fn passive_health_sends_nothing_more_to_an_upstream_after_its_failure(mpm: &str) {
+    // An upstream that takes each connection and closes it without a byte:
+    // unlike a port nothing listens on, it counts what it is sent.
+    let failing = Origin::start();
+    failing.on("/*", Script::hang_up());
+    let live = Origin::start();
+    live.on("/p", Script::ok(b"live\n"));
+    let server = serve(
+        mpm,
+        &[
+            "--proxy",
+            &format!("/={},{}", failing.url(""), live.url("")),
+        ],
+    );
+    for i in 0..10 {
+        assert_eq!(server.get("/p").body, b"live\n", "request {i}");
+    }
+    // max_fails = 1 (nginx's default): its first failure takes it out for
+    // fail_timeout (10 s), however the requests are balanced.
+    assert_eq!(
+        failing.requests_to("/p").len(),
+        1,
+        "the failing upstream was sent requests after its failure"
+    );
+    assert_eq!(live.requests_to("/p").len(), 10);
+}
+
 fn a_get_is_retried_on_the_next_upstream_after_a_connect_error_and_a_post_is_not(mpm: &str) {
     let live = Origin::start();
     live.on("/r", Script::ok(b"live\n"));
@@ -821,6 +848,7 @@ mpm_suite!(
     a_request_the_server_would_refuse_for_itself_never_reaches_the_origin,
     an_origin_down_is_502_its_timeout_504_and_the_server_serves_on,
     passive_health_skips_a_dead_upstream_and_an_active_check_brings_it_back,
+    passive_health_sends_nothing_more_to_an_upstream_after_its_failure,
     a_get_is_retried_on_the_next_upstream_after_a_connect_error_and_a_post_is_not,
     the_first_server_sent_event_reaches_the_client_before_the_origin_finishes,
     a_big_download_and_upload_go_through_the_proxy_in_bounded_memory,
