@@ -673,7 +673,7 @@ fn a_websocket_echo_goes_through_the_proxy(mpm: &str) {
     }
 }
 
-fn requests_on_one_client_connection_share_one_upstream_connection(mpm: &str) {
+fn requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept(mpm: &str) {
     let origin = Origin::start();
     origin.on("/k", Script::ok(b"k\n"));
     let server = serve_all_to(mpm, &origin, &["--server-limit", "1"]);
@@ -689,6 +689,24 @@ fn requests_on_one_client_connection_share_one_upstream_connection(mpm: &str) {
         1,
         "20 requests on one client connection opened {} upstream connections",
         origin.accepted()
+    );
+    drop(server);
+    // With no idle connections kept (--proxy-keepalive 0), each request
+    // opens its own.
+    let server = serve_all_to(
+        mpm,
+        &origin,
+        &["--server-limit", "1", "--proxy-keepalive", "0"],
+    );
+    let mut c = server.connect();
+    for i in 0..5 {
+        c.send(&request("GET", "/k", &[])).unwrap();
+        assert_eq!(c.read_response().unwrap().body, b"k\n", "request {i}");
+    }
+    assert_eq!(
+        origin.accepted(),
+        1 + 5,
+        "--proxy-keepalive 0 kept a connection"
     );
 }
 
@@ -853,7 +871,7 @@ mpm_suite!(
     the_first_server_sent_event_reaches_the_client_before_the_origin_finishes,
     a_big_download_and_upload_go_through_the_proxy_in_bounded_memory,
     a_websocket_echo_goes_through_the_proxy,
-    requests_on_one_client_connection_share_one_upstream_connection,
+    requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept,
     a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
 );
