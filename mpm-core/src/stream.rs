@@ -162,6 +162,12 @@ impl Stream {
         }
     }
 
+    /// Is a layer (TLS) attached for this step: do the bytes the handler
+    /// reads and writes travel encrypted? A proxy says `https` upstream.
+    pub fn has_transport(&self) -> bool {
+        self.transport.is_some()
+    }
+
     /// Put a layer (TLS) between the handler and the socket until
     /// [`detach`](Self::detach): reads and writes go through it.
     pub fn attach(&mut self, transport: Box<dyn Transport>) {

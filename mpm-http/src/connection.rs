@@ -324,6 +324,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             stream: None,
             params: &[],
             peer: s.peer_addr(),
+            secure: s.has_transport(),
             pool: self.reader.arena.pool(),
         };
         // A streamed body is read by the worker that runs the handler, as

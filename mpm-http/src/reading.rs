@@ -226,7 +226,7 @@ impl<H: HttpHandler> Reader<H> {
             };
             let send_continue =
                 head.expect_continue && !c.continue_sent && version == Version::Http11;
-            let peer = s.peer_addr();
+            let peer = (s.peer_addr(), s.has_transport());
             let source = RefCell::new(BodyStream::new(
                 s,
                 &data[head.len..],
@@ -255,7 +255,7 @@ impl<H: HttpHandler> Reader<H> {
         }
         let mut response = match response {
             Some(r) => r,
-            None => self.call(&head, body, None, s.peer_addr()),
+            None => self.call(&head, body, None, (s.peer_addr(), s.has_transport())),
         };
         let line = request_line(data, head.method, head.target);
         let mut later = None;
@@ -381,6 +381,7 @@ impl<H: HttpHandler> Reader<H> {
             stream: None,
             params: &[],
             peer: s.peer_addr(),
+            secure: s.has_transport(),
             pool: self.arena.pool(),
         };
         catch(|| self.handler.answers_without_blocking(&req)).unwrap_or(false)
@@ -397,6 +398,7 @@ impl<H: HttpHandler> Reader<H> {
             stream: None,
             params: &[],
             peer: s.peer_addr(),
+            secure: s.has_transport(),
             pool: self.arena.pool(),
         };
         catch(|| self.handler.streams_body(&req)).unwrap_or(false)
@@ -409,7 +411,7 @@ impl<H: HttpHandler> Reader<H> {
         head: &Head<'_, '_>,
         body: &[u8],
         stream: Option<&dyn BodySource>,
-        peer: std::net::SocketAddr,
+        (peer, secure): (std::net::SocketAddr, bool),
     ) -> Response {
         let req = Request {
             method: head.method,
@@ -420,6 +422,7 @@ impl<H: HttpHandler> Reader<H> {
             stream,
             params: &[],
             peer,
+            secure,
             pool: self.arena.pool(),
         };
         let handler = &mut self.handler;

@@ -35,6 +35,8 @@ pub struct Request<'a> {
     pub(crate) stream: Option<&'a (dyn BodySource + 'a)>,
     pub(crate) params: &'a [(&'a str, Cow<'a, str>)],
     pub(crate) peer: SocketAddr,
+    /// Did it come over TLS?
+    pub(crate) secure: bool,
     pub(crate) pool: RequestPool<'a>,
 }
 
@@ -79,6 +81,7 @@ impl<'a> Request<'a> {
             stream: None,
             params: &[],
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
+            secure: false,
             pool: RequestPool::heap(),
         }
     }
@@ -88,6 +91,18 @@ impl<'a> Request<'a> {
     pub fn with_peer(mut self, peer: SocketAddr) -> Self {
         self.peer = peer;
         self
+    }
+
+    /// The same request as if it came over TLS (or not), for testing.
+    pub fn with_tls(mut self, secure: bool) -> Self {
+        self.secure = secure;
+        self
+    }
+
+    /// Did the request come over TLS (an `https://` listener)? What a
+    /// proxy forwards as `X-Forwarded-Proto: https`.
+    pub fn is_tls(&self) -> bool {
+        self.secure
     }
 
     /// The method, as sent (`GET`, `HEAD`, `POST`...).

@@ -67,7 +67,7 @@ const UPLOAD_CHUNK: usize = 64 * 1024;
 
 impl HttpHandler for Proxy {
     fn handle(&mut self, request: &Request<'_>) -> Response {
-        let forward = match self.plan(request, false) {
+        let forward = match self.plan(request, request.is_tls()) {
             Plan::NotMine => return Response::error(404),
             Plan::Answer(r) => return *r,
             Plan::Forward(f) => *f,

@@ -121,6 +121,7 @@ trait Service {
         scoreboard: &'static Scoreboard,
         access_log: Option<&Arc<AccessLog>>,
         tls: Option<mpm_tls::Stats>,
+        proxy: Option<&mpm_proxy::ReverseProxy>,
     ) -> Self::Factory;
     /// Is the protocol HTTP (ALPN `http/1.1`, plain HTTP on a TLS port
     /// answered 400)?
@@ -163,7 +164,17 @@ impl<A: App> Service for HttpApp<A> {
     }
 
     fn describe(&self, config: &Config) -> (&'static str, String) {
-        ("http://", self.app.describe(config))
+        let mut what = self.app.describe(config);
+        // The proxy's routes come first: the application serves the rest.
+        for route in &config.proxy {
+            let urls: Vec<&str> = route.upstreams.iter().map(|u| u.url.as_str()).collect();
+            what.push_str(&format!(
+                ", proxying {} to {}",
+                route.prefix,
+                urls.join(",")
+            ));
+        }
+        ("http://", what)
     }
 
     fn is_http(&self) -> bool {
@@ -181,12 +192,21 @@ impl<A: App> Service for HttpApp<A> {
         scoreboard: &'static Scoreboard,
         access_log: Option<&Arc<AccessLog>>,
         tls: Option<mpm_tls::Stats>,
+        proxy: Option<&mpm_proxy::ReverseProxy>,
     ) -> Self::Factory {
-        let status = StatusRoute::new(config, scoreboard, tls);
+        let status = StatusRoute::new(config, scoreboard, tls, proxy);
         let (app, for_workers) = (Arc::clone(&self.app), config.clone());
         let settings = settings.clone();
-        let make: MakeSite<A::Handler> =
-            Box::new(move || Site::new(status.clone(), app.handler(&for_workers, &settings)));
+        let proxy = proxy.cloned();
+        // Each worker's proxy (the first in a process starts its health
+        // checker and makes its connection pool: after the fork).
+        let make: MakeSite<A::Handler> = Box::new(move || {
+            Site::new(
+                status.clone(),
+                proxy.as_ref().map(|p| p.worker()),
+                app.handler(&for_workers, &settings),
+            )
+        });
         let mut http = config.http_settings();
         http.server = self.server.clone();
         HttpFactory::new(http, make).access_log(access_log.cloned())
@@ -227,6 +247,7 @@ impl<F: HandlerFactory + Clone> Service for Protocol<F> {
         _scoreboard: &'static Scoreboard,
         _access_log: Option<&Arc<AccessLog>>,
         _tls: Option<mpm_tls::Stats>,
+        _proxy: Option<&mpm_proxy::ReverseProxy>,
     ) -> F {
         self.0.clone()
     }
@@ -774,6 +795,16 @@ fn run<M: Mpm, S: Service>(
         );
     }
     let lifecycle = Lifecycle::new()?;
+    // The reverse proxy's routes, with their host names resolved and their
+    // health and counters in memory every serving process shares: made
+    // before any fork, again for each configuration read.
+    let proxy = match (&config.proxy[..], service.is_http()) {
+        ([], _) | (_, false) => None,
+        (routes, true) => Some(
+            mpm_proxy::ReverseProxy::new(routes.to_vec(), config.proxy_pools())
+                .map_err(|e| Error::config(format!("--proxy: {e}")))?,
+        ),
+    };
     // A graceful restart reopens the logs and loads the certificates again
     // (renewed in place): the new generation hands them out, the old one
     // finishes its connections with what they have.
@@ -868,8 +899,14 @@ fn run<M: Mpm, S: Service>(
         // Connections an older generation hands over arrive here, taken like
         // any other.
         mine.push(Listener::hand_over(hand_over.try_clone()?));
-        let factory =
-            wrap(service.factory(config, own, scoreboard, logs.access.as_ref(), tls_stats));
+        let factory = wrap(service.factory(
+            config,
+            own,
+            scoreboard,
+            logs.access.as_ref(),
+            tls_stats,
+            proxy.as_ref(),
+        ));
         let slots = scoreboard.process_slots(process);
         let settings = mpm_core::MpmSettings {
             ledger: ledger.and_then(|l| l.seat(process, config.server_limit)),

@@ -30,10 +30,14 @@ impl StatusRoute {
         config: &Config,
         scoreboard: &'static Scoreboard,
         tls: Option<mpm_tls::Stats>,
+        proxy: Option<&mpm_proxy::ReverseProxy>,
     ) -> StatusRoute {
         let mut status = ServerStatus::new(scoreboard, config.mpm, config.status_remote);
         if let Some(stats) = tls {
             status = status.with_section("tls", Arc::new(move || stats.snapshot()));
+        }
+        if let Some(proxy) = proxy.cloned() {
+            status = status.with_table("proxy", Arc::new(move || upstream_rows(&proxy)));
         }
         StatusRoute {
             status,
@@ -54,16 +58,47 @@ impl StatusRoute {
     }
 }
 
-/// One worker's handler: the status page, then the application's.
+/// The reverse proxy's upstreams as the status page's rows.
+fn upstream_rows(proxy: &mpm_proxy::ReverseProxy) -> Vec<mpm_status::TableRow> {
+    use mpm_status::Value::{Counter, Gauge};
+    proxy
+        .snapshot()
+        .into_iter()
+        .map(|u| mpm_status::TableRow {
+            labels: vec![("route", u.route), ("upstream", u.url)],
+            values: vec![
+                ("up", Gauge(u64::from(u.up))),
+                ("requests", Counter(u.requests)),
+                ("failures", Counter(u.failures)),
+                ("marked_down", Counter(u.marked_down)),
+                ("marked_up", Counter(u.marked_up)),
+                ("checks", Counter(u.checks)),
+                ("checks_failed", Counter(u.checks_failed)),
+                ("connections_opened", Counter(u.connections_opened)),
+                ("connections_reused", Counter(u.connections_reused)),
+                ("pool_idle", Gauge(u.pool_idle)),
+            ],
+        })
+        .collect()
+}
+
+/// One worker's handler: the status page, then the reverse proxy's
+/// routes (the longest prefix that matches), then the application's.
 #[derive(Debug)]
 pub(crate) struct Site<H> {
     status: StatusRoute,
+    proxy: Option<mpm_proxy::Proxy>,
     app: H,
 }
 
 impl<H> Site<H> {
-    pub(crate) fn new(status: StatusRoute, app: H) -> Site<H> {
-        Site { status, app }
+    pub(crate) fn new(status: StatusRoute, proxy: Option<mpm_proxy::Proxy>, app: H) -> Site<H> {
+        Site { status, proxy, app }
+    }
+
+    /// The proxy, if one of its routes takes this request.
+    fn proxy_for(&self, request: &Request<'_>) -> Option<&mpm_proxy::Proxy> {
+        self.proxy.as_ref().filter(|p| p.takes(request))
     }
 }
 
@@ -72,19 +107,29 @@ impl<H: HttpHandler> HttpHandler for Site<H> {
         match self.status.for_request(request) {
             Some(Route::Page) => self.status.status.handle(request),
             Some(Route::Metrics) => self.status.status.metrics(request),
-            None => self.app.handle(request),
+            None => match self.proxy.as_mut().filter(|p| p.takes(request)) {
+                Some(proxy) => proxy.handle(request),
+                None => self.app.handle(request),
+            },
         }
     }
 
     fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
         match self.status.for_request(request) {
             Some(_) => self.status.status.answers_without_blocking(request),
-            None => self.app.answers_without_blocking(request),
+            None => match self.proxy_for(request) {
+                Some(proxy) => proxy.answers_without_blocking(request),
+                None => self.app.answers_without_blocking(request),
+            },
         }
     }
 
     fn streams_body(&self, request: &Request<'_>) -> bool {
         // The status page reads no body: only the application streams.
-        self.status.for_request(request).is_none() && self.app.streams_body(request)
+        self.status.for_request(request).is_none()
+            && match self.proxy_for(request) {
+                Some(proxy) => proxy.streams_body(request),
+                None => self.app.streams_body(request),
+            }
     }
 }
