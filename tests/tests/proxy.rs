@@ -888,6 +888,69 @@ fn proxy_tables_in_the_settings_file_map_paths_as_nginx_does(mpm: &str) {
     );
 }
 
+fn a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/*", Script::ok(b"ok\n"));
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/trusted/\"\nupstreams = [\"{o}\"]\n\
+         trusted_proxies = [\"127.0.0.0/8\"]\n\n\
+         [[proxy]]\nprefix = \"/rfc/\"\nupstreams = [\"{o}\"]\nforwarded = \"forwarded\"\n",
+        o = origin.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let claim = ["X-Forwarded-For: 203.0.113.9", "X-Forwarded-Proto: https"];
+    assert_eq!(ask(server.addr(), "GET", "/trusted/a", &claim).status, 200);
+    assert_eq!(ask(server.addr(), "GET", "/rfc/b", &claim).status, 200);
+    let trusted = &origin.requests_to("/trusted/a")[0];
+    assert_eq!(
+        trusted.header("x-forwarded-for"),
+        Some("203.0.113.9, 127.0.0.1"),
+        "a trusted peer's list is appended to"
+    );
+    assert_eq!(trusted.header("x-forwarded-proto"), Some("https"));
+    let rfc = &origin.requests_to("/rfc/b")[0];
+    let proto = if server.is_tls() { "https" } else { "http" };
+    assert_eq!(
+        rfc.header("forwarded"),
+        Some(format!("for=127.0.0.1;proto={proto};host=proxy.test").as_str())
+    );
+    assert!(
+        !rfc.has("x-forwarded-for") && !rfc.has("x-forwarded-proto"),
+        "an untrusted client's X-Forwarded-* went on: {:?}",
+        rfc.headers
+    );
+}
+
+fn a_hash_of_a_header_sends_each_value_to_one_upstream(mpm: &str) {
+    let (a, b) = (Origin::start(), Origin::start());
+    a.on("/u", Script::ok(b"a\n"));
+    b.on("/u", Script::ok(b"b\n"));
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\nupstreams = [\"{a}\", \"{b}\"]\n\
+         balance = \"hash:header:X-User\"\n",
+        a = a.url(""),
+        b = b.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let mut answered = std::collections::HashMap::new();
+    for round in 0..3 {
+        for user in 0..20 {
+            let field = format!("X-User: user-{user}");
+            let r = ask(server.addr(), "GET", "/u", &[&field]);
+            let first = answered.entry(user).or_insert_with(|| r.body.clone());
+            assert_eq!(
+                *first, r.body,
+                "round {round}: user-{user} moved to another upstream"
+            );
+        }
+    }
+    let on_a = answered.values().filter(|b| b.as_slice() == b"a\n").count();
+    assert!(
+        on_a > 0 && on_a < 20,
+        "20 users all hashed to one upstream ({on_a} on the first)"
+    );
+}
+
 mpm_suite!(
     over transports:
     a_proxied_answer_is_the_origins_byte_for_byte,
@@ -904,6 +967,8 @@ mpm_suite!(
     requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept,
     a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
+    a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,
+    a_hash_of_a_header_sends_each_value_to_one_upstream,
 );
 
 // ---------------------------------------------------------------------------
