@@ -951,6 +951,81 @@ fn a_hash_of_a_header_sends_each_value_to_one_upstream(mpm: &str) {
     );
 }
 
+fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/up/a", Script::new(201).body(b"made\n"));
+    let dead = free_port();
+    let logs = TempDir::new("proxy-logs");
+    let log = logs.path().join("access.log");
+    let (up, down) = (
+        format!("/up/={}", origin.url("")),
+        format!("/down/=http://{dead}"),
+    );
+    let server = serve(
+        mpm,
+        &[
+            "--proxy",
+            &up,
+            "--proxy",
+            &down,
+            "--access-log",
+            log.to_str().unwrap(),
+            "--log-format",
+            "upstream",
+        ],
+    );
+    let mut c = server.connect();
+    for (path, status) in [("/up/a", 201), ("/down/b", 502), ("/hello.txt", 200)] {
+        c.send(&request("GET", path, &[])).unwrap();
+        assert_eq!(c.read_response().unwrap().status, status, "{path}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= 3 || Instant::now() >= deadline {
+            break lines;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    // `... "$upstream_addr" $upstream_status $upstream_response_time`.
+    let tail = |line: &str| -> (String, String, f64) {
+        let mut words = line.rsplitn(3, ' ');
+        let time = words.next().unwrap_or_default();
+        let status = words.next().unwrap_or_default().to_string();
+        let rest = words.next().unwrap_or_default();
+        let addr = rest.rsplit(' ').next().unwrap_or_default().to_string();
+        let time = time
+            .parse()
+            .unwrap_or_else(|_| panic!("no upstream time at the end of {line:?}"));
+        (addr, status, time)
+    };
+    // The time parses as seconds (its size is not a correctness matter).
+    let (addr, status, _) = tail(&lines[0]);
+    assert!(
+        lines[0].contains("\"GET /up/a HTTP/1.1\" 201 "),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        (addr, status),
+        (format!("\"{}\"", origin.addr()), "201".to_string())
+    );
+    let (addr, status, _) = tail(&lines[1]);
+    assert!(
+        lines[1].contains("\"GET /down/b HTTP/1.1\" 502 "),
+        "{}",
+        lines[1]
+    );
+    assert_eq!((addr, status), (format!("\"{dead}\""), "-".to_string()));
+    assert!(
+        lines[2].ends_with("\"-\" - -"),
+        "the site's answer names no upstream: {}",
+        lines[2]
+    );
+}
+
 mpm_suite!(
     over transports:
     a_proxied_answer_is_the_origins_byte_for_byte,
@@ -969,6 +1044,7 @@ mpm_suite!(
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,
     a_hash_of_a_header_sends_each_value_to_one_upstream,
+    the_upstream_format_logs_the_upstreams_address_status_and_time,
 );
 
 // ---------------------------------------------------------------------------
