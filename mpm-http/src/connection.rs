@@ -449,7 +449,22 @@ impl<H: HttpHandler> HttpService<H> {
                 Waiting::Answer(later) => later,
             };
             let answer = match catch(|| poll_once(later.answer.as_mut())) {
-                Ok(Polled::Wait(wait)) => return Interest::Await(wait),
+                Ok(Polled::Wait(wait)) => {
+                    // Waiting costs the connection's state, not its
+                    // buffers: with nothing unread (no pipelined request)
+                    // and nothing queued, they go back to the pool until
+                    // the answer comes, as an idle connection's do.
+                    if c.start == c.filled && c.out_pos >= c.out.len() {
+                        c.start = 0;
+                        c.filled = 0;
+                        c.pool.put_read(std::mem::take(&mut c.buf));
+                        c.out.clear();
+                        c.out_pos = 0;
+                        c.resp_start = 0;
+                        c.pool.put_write(std::mem::take(&mut c.out));
+                    }
+                    return Interest::Await(wait);
+                }
                 Ok(Polled::Again) => return Interest::Yield,
                 Ok(Polled::Ready(answer)) => answer,
                 Err(p) => {

@@ -199,7 +199,26 @@ pub async fn read_response_head(
         }
         let start = buf.len();
         buf.resize(start + HEAD_READ, 0);
-        let got = conn.read(&mut buf[start..], until).await;
+        let got = loop {
+            match conn.try_read(&mut buf[start..]) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // A request waiting for its answer holds no read
+                    // buffer meanwhile: what a waiting request costs is
+                    // its state, not 16 KiB of zeros (a thousand parked
+                    // requests would hold 16 MiB of them).
+                    buf.truncate(start);
+                    if start == 0 {
+                        *buf = Vec::new();
+                    }
+                    if let Err(e) = ready(conn.wait_readable(until)).await {
+                        break Err(e);
+                    }
+                    buf.resize(start + HEAD_READ, 0);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => break other,
+            }
+        };
         buf.truncate(start + *got.as_ref().unwrap_or(&0));
         match got {
             Ok(0) if any_byte => {
