@@ -1026,6 +1026,64 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
     );
 }
 
+fn each_upstreams_counters_are_on_the_status_page_and_in_prometheus(mpm: &str) {
+    let failing = Origin::start();
+    failing.on("/*", Script::hang_up());
+    let live = Origin::start();
+    live.on("/c", Script::ok(b"c\n"));
+    let route = format!("/={},{}", failing.url(""), live.url(""));
+    let server = serve(mpm, &["--proxy", &route, "--server-limit", "1"]);
+    let mut c = server.connect();
+    for i in 0..10 {
+        c.send(&request("GET", "/c", &[])).unwrap();
+        assert_eq!(c.read_response().unwrap().body, b"c\n", "request {i}");
+    }
+    // Prefork's one process is free again once the client has gone.
+    drop(c);
+    let metrics = ask(
+        server.addr(),
+        "GET",
+        "/server-status?format=prometheus",
+        &[],
+    );
+    assert_eq!(metrics.status, 200);
+    let scrape =
+        prometheus_parse::Scrape::parse(metrics.text().lines().map(|l| Ok(l.to_string()))).unwrap();
+    // A family's sample for the upstream at `origin`.
+    let value = |name: &str, origin: &Origin| -> f64 {
+        let port = format!(":{}", origin.addr().port());
+        scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == name
+                    && s.labels.get("route") == Some("/")
+                    && s.labels.get("upstream").is_some_and(|u| u.contains(&port))
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
+                ref other => panic!("{name} is {other:?}"),
+            })
+            .unwrap_or_else(|| panic!("no {name} for {origin:?} in:\n{}", metrics.text()))
+    };
+    assert_eq!(value("mpm_proxy_requests_total", &live), 10.0);
+    assert_eq!(value("mpm_proxy_up", &live), 1.0);
+    assert_eq!(value("mpm_proxy_failures_total", &live), 0.0);
+    // One client connection, one upstream connection, reused for the rest.
+    assert_eq!(value("mpm_proxy_connections_opened_total", &live), 1.0);
+    assert_eq!(value("mpm_proxy_connections_reused_total", &live), 9.0);
+    assert_eq!(value("mpm_proxy_up", &failing), 0.0);
+    assert_eq!(value("mpm_proxy_failures_total", &failing), 1.0);
+    assert_eq!(value("mpm_proxy_marked_down_total", &failing), 1.0);
+    // The page in JSON has the same rows.
+    let page = ask(server.addr(), "GET", "/server-status?json", &[]);
+    let json: serde_json::Value = serde_json::from_slice(&page.body).unwrap();
+    let rows = json["proxy"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no proxy table in {}", page.text()));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+}
+
 mpm_suite!(
     over transports:
     a_proxied_answer_is_the_origins_byte_for_byte,
@@ -1045,6 +1103,7 @@ mpm_suite!(
     a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,
     a_hash_of_a_header_sends_each_value_to_one_upstream,
     the_upstream_format_logs_the_upstreams_address_status_and_time,
+    each_upstreams_counters_are_on_the_status_page_and_in_prometheus,
 );
 
 // ---------------------------------------------------------------------------
