@@ -1084,6 +1084,40 @@ fn each_upstreams_counters_are_on_the_status_page_and_in_prometheus(mpm: &str) {
     assert_eq!(rows.len(), 2, "{rows:?}");
 }
 
+fn a_graceful_stop_waits_for_a_request_waiting_on_its_upstream(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/w", Script::ok(b"answered\n").hold());
+    let route = format!("/={}", origin.url(""));
+    let root = site::docroot();
+    let mut server = Server::start(
+        mpm,
+        Some(root.path()),
+        &["--proxy", &route, "--graceful-timeout", "30s"],
+    );
+    let mut c = server.connect();
+    c.send(&request("GET", "/w", &[])).unwrap();
+    assert!(
+        origin.wait_until(Duration::from_secs(10), |o| o.holding() == 1),
+        "the request did not reach the origin"
+    );
+    server.graceful_stop();
+    assert!(server.wait_for_stderr("stopping", Duration::from_secs(10)));
+    // Time for a server that cuts waiting requests at a stop to do it.
+    thread::sleep(Duration::from_millis(300));
+    assert!(server.is_running(), "exited with a request waiting");
+    origin.release();
+    let r = c.read_response().unwrap();
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, b"answered\n".as_slice())
+    );
+    drop(c);
+    let status = server.wait_exit(Duration::from_secs(15));
+    let stderr = server.stderr_text();
+    let status = status.unwrap_or_else(|| panic!("still running after the answer:\n{stderr}"));
+    assert!(status.success(), "exit {status}:\n{stderr}");
+}
+
 mpm_suite!(
     over transports:
     a_proxied_answer_is_the_origins_byte_for_byte,
@@ -1104,6 +1138,7 @@ mpm_suite!(
     a_hash_of_a_header_sends_each_value_to_one_upstream,
     the_upstream_format_logs_the_upstreams_address_status_and_time,
     each_upstreams_counters_are_on_the_status_page_and_in_prometheus,
+    a_graceful_stop_waits_for_a_request_waiting_on_its_upstream,
 );
 
 // ---------------------------------------------------------------------------
