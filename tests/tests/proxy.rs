@@ -1118,6 +1118,33 @@ fn a_graceful_stop_waits_for_a_request_waiting_on_its_upstream(mpm: &str) {
     assert!(status.success(), "exit {status}:\n{stderr}");
 }
 
+fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/w", Script::ok(b"never\n").hold());
+    let route = format!("/={}", origin.url(""));
+    let root = site::docroot();
+    let mut server = Server::start(
+        mpm,
+        Some(root.path()),
+        &["--proxy", &route, "--graceful-timeout", "1s"],
+    );
+    let mut c = server.connect();
+    c.send(&request("GET", "/w", &[])).unwrap();
+    assert!(origin.wait_until(Duration::from_secs(10), |o| o.holding() == 1));
+    server.graceful_stop();
+    let status = server.wait_exit(Duration::from_secs(15));
+    let stderr = server.stderr_text();
+    let status = status.unwrap_or_else(|| {
+        panic!("still running 15 s after SIGWINCH with --graceful-timeout 1s:\n{stderr}")
+    });
+    assert!(status.success(), "exit {status}:\n{stderr}");
+    // The client was not answered by the origin: cut, or told so.
+    match c.read_response() {
+        Err(_) => {}
+        Ok(r) => assert!(r.status >= 500, "the cut request got {}", r.status),
+    }
+}
+
 mpm_suite!(
     over transports:
     a_proxied_answer_is_the_origins_byte_for_byte,
@@ -1139,6 +1166,7 @@ mpm_suite!(
     the_upstream_format_logs_the_upstreams_address_status_and_time,
     each_upstreams_counters_are_on_the_status_page_and_in_prometheus,
     a_graceful_stop_waits_for_a_request_waiting_on_its_upstream,
+    a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits,
 );
 
 // ---------------------------------------------------------------------------
