@@ -9,8 +9,10 @@
 //! it is forwarded; 502 and 504 when the origin fails, and nothing else
 //! disturbed; health, passive and active; retries only where they are
 //! safe; streaming both ways in bounded memory, events as they come,
-//! tunnels after a 101; upstream connections reused; and, under event, a
-//! request waiting on its upstream holds no thread.
+//! tunnels after a 101; upstream connections reused; a graceful stop
+//! waiting for a request parked on its upstream (and cutting it at its
+//! timeout); each upstream's counters and access-log fields; and, under
+//! event, a request waiting on its upstream holds no thread.
 
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
