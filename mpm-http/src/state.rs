@@ -47,6 +47,8 @@ pub(crate) struct PolledBody {
     pub(crate) left: Option<u64>,
     /// Body bytes sent so far, for the error-log line of a source that fails.
     pub(crate) sent: u64,
+    /// Its first bytes were looked for behind the head, to go out with it.
+    pub(crate) gathered: bool,
 }
 
 /// What a connection waits on besides its client, between steps: made

@@ -148,6 +148,7 @@ impl Sender {
                     chunked,
                     left: length,
                     sent: 0,
+                    gathered: false,
                 })))
             }
             Body::Parts(parts) => {
@@ -391,6 +392,46 @@ impl Sender {
         }
     }
 
+    /// A polled body whose first bytes are at hand (a proxied answer read
+    /// with its head) goes out in the head's write: one `send` for a small
+    /// answer, not two. Only a body of announced length (no chunk framing
+    /// to put between), only once; what the source says otherwise (wait,
+    /// end, error) is left for the body's own turn, which asks again.
+    fn gather_polled(&mut self, c: &mut HttpConn, budget: &mut u64) {
+        if c.out_pos >= c.out.len() {
+            return;
+        }
+        let Some(Pending::Polled(body)) = c.pending.as_mut() else {
+            return;
+        };
+        if body.gathered || body.chunked || body.sent > 0 {
+            return;
+        }
+        body.gathered = true;
+        let Some(left) = body.left.filter(|&l| l > 0) else {
+            return;
+        };
+        let want = POLLED_CHUNK
+            .min(usize::try_from(left).unwrap_or(usize::MAX))
+            .min(usize::try_from(*budget).unwrap_or(usize::MAX));
+        let start = c.out.len();
+        c.out.resize(start + want, 0);
+        match body.source.poll_read(&mut c.out[start..]) {
+            Polled::Ready(Ok(n)) if n > 0 => {
+                let n = n.min(want);
+                c.out.truncate(start + n);
+                body.sent += n as u64;
+                *budget = budget.saturating_sub(n as u64);
+                let left = left - n as u64;
+                body.left = Some(left);
+                if left == 0 {
+                    c.pending = None;
+                }
+            }
+            _ => c.out.truncate(start),
+        }
+    }
+
     /// Write the queued heads and bytes, then any file or stream body, until
     /// done or the socket would block.
     ///
@@ -405,6 +446,7 @@ impl Sender {
         // File bytes this call may still send (on the loop).
         let mut budget = chunk;
         loop {
+            self.gather_polled(c, &mut budget);
             while c.out_pos < c.out.len() {
                 // Not before a polled body: its next bytes may be long in
                 // coming (an event stream), and corked bytes would wait.

@@ -74,7 +74,7 @@ impl HttpHandler for Proxy {
         };
         let call = Call {
             picker: self.picker(),
-            pool: self.shared.pool(),
+            pool: self.pool.clone(),
             targets: self.shared.targets.clone(),
             idle_seen: self.shared.idle_seen.clone(),
         };

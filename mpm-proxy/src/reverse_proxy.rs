@@ -194,8 +194,9 @@ impl ReverseProxy {
     /// One worker's handler. The first made in a process starts that
     /// process's health-check thread, if a route has active checks.
     pub fn worker(&self) -> Proxy {
-        // Made here, in the serving process, not before its fork.
-        drop(self.pool());
+        // Made here, in the serving process, not before its fork; kept by
+        // the worker, so that a request takes no process-wide lock for it.
+        let pool = self.pool();
         self.checker
             .ensure_running(&self.table, &self.state, self.probe.clone());
         let balancers = self
@@ -208,6 +209,7 @@ impl ReverseProxy {
         Proxy {
             shared: self.clone(),
             balancers: Arc::new(Mutex::new(balancers)),
+            pool,
         }
     }
 }
@@ -237,6 +239,8 @@ pub struct Proxy {
     /// Shared with the futures this worker's requests become (see
     /// [`Picker`](crate::Picker)).
     pub(crate) balancers: Arc<Mutex<Vec<Balancer>>>,
+    /// This process's upstream connection pool.
+    pub(crate) pool: Arc<Pool>,
 }
 
 /// Another worker's handler from the same proxy (balancing positions of its

@@ -182,6 +182,14 @@ pub async fn read_response_head(
     until: Instant,
 ) -> Result<ResponseHead> {
     let mut any_byte = !buf.is_empty();
+    // A request just sent has no answer yet: wait for one before the first
+    // read rather than spend a read on EAGAIN (a system call per proxied
+    // request). TLS may hold decrypted bytes already: it reads first.
+    if buf.is_empty() && !conn.is_tls() {
+        ready(conn.wait_readable(until))
+            .await
+            .map_err(|e| Error::io_in(Phase::Read, e))?;
+    }
     loop {
         if !buf.is_empty() {
             if let Some((head, len)) = parse_head(buf, limits)? {
