@@ -1,6 +1,7 @@
 //! Harness for the integration suite: find (or build) the `mpm` binary, start
 //! servers on ephemeral ports, talk to them with `ureq` or a raw socket, and
-//! make throw-away document roots.
+//! make throw-away document roots; [`origin`] is an upstream for the
+//! reverse-proxy tests.
 //!
 //! Every behaviour is tested against every process model in [`MPMS`], through
 //! [`mpm_suite!`], which makes one `#[test]` per model and behaviour
@@ -22,6 +23,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 pub mod load;
+pub mod origin;
 pub mod tls;
 
 pub use tls::{transport, with_transport, Transport};

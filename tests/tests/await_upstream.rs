@@ -123,12 +123,15 @@ impl ConnectionHandler for Relay {
     }
 }
 
+/// Each held connection and the line it sent.
+type Held = Arc<Mutex<Vec<(TcpStream, Vec<u8>)>>>;
+
 /// An origin that reads a line and answers it only when released: one
 /// thread accepts and holds every connection, so that the test process's
 /// threads are the server's and this one.
 struct Origin {
     addr: SocketAddr,
-    held: Arc<Mutex<Vec<(TcpStream, Vec<u8>)>>>,
+    held: Held,
     stop: Arc<AtomicBool>,
 }
 

@@ -1,0 +1,1293 @@
+//! The reverse proxy (`--proxy PREFIX=URL[,URL...]`, `[[proxy]]` tables)
+//! under every model, the client speaking plain HTTP or TLS to mpm
+//! (`mpm_suite!(over transports: ...)`); the upstreams are origins in this
+//! test process ([`tests::origin`]), plain HTTP, each test its own.
+//!
+//! What the proxy owes: an answer passed on as the origin gave it;
+//! hop-by-hop fields kept from the origin and who the client is told it;
+//! a request the server would refuse for itself (smuggling) refused before
+//! it is forwarded; 502 and 504 when the origin fails, and nothing else
+//! disturbed; health, passive and active; retries only where they are
+//! safe; streaming both ways in bounded memory, events as they come,
+//! tunnels after a 101; upstream connections reused; a graceful stop
+//! waiting for a request parked on its upstream (and cutting it at its
+//! timeout); each upstream's counters and access-log fields; and, under
+//! event, a request waiting on its upstream holds no thread.
+
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used)]
+
+use std::io::ErrorKind;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tests::origin::{free_port, Origin, Script, Step};
+use tests::{mpm_suite, pattern, run_mpm, site, threads, Exit, RawConn, Reply, Server, TempDir};
+
+/// The origin's own `Date` and `Last-Modified`: fixed, so that an answer
+/// fetched twice is the same answer (the proxied one carries mpm's `Date`
+/// instead, as nginx's does: docs/proxy.md).
+const DATE: &str = "Tue, 01 Dec 2026 12:00:00 GMT";
+
+/// A request head for `path` with extra field lines.
+fn request(method: &str, path: &str, fields: &[&str]) -> Vec<u8> {
+    let mut r = format!("{method} {path} HTTP/1.1\r\nHost: proxy.test\r\n");
+    for f in fields {
+        r.push_str(f);
+        r.push_str("\r\n");
+    }
+    r.push_str("\r\n");
+    r.into_bytes()
+}
+
+/// One request on a new connection to `addr` (TLS if a TLS server
+/// listens there) and its whole response.
+fn ask(addr: std::net::SocketAddr, method: &str, path: &str, fields: &[&str]) -> Reply {
+    let mut c = RawConn::connect(addr);
+    c.send(&request(method, path, fields)).unwrap();
+    c.read_response_to(method)
+        .unwrap_or_else(|e| panic!("{method} {path} at {addr}: {e}"))
+}
+
+/// A server with the suite's small site and these proxy arguments; the
+/// site's directory lives as long as it.
+struct Proxied {
+    server: Server,
+    _root: TempDir,
+}
+
+impl std::ops::Deref for Proxied {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.server
+    }
+}
+
+fn serve(mpm: &str, args: &[&str]) -> Proxied {
+    let root = site::docroot();
+    let server = Server::start(mpm, Some(root.path()), args);
+    Proxied {
+        server,
+        _root: root,
+    }
+}
+
+/// `--proxy /=http://ORIGIN` and more.
+fn serve_all_to(mpm: &str, origin: &Origin, extra: &[&str]) -> Proxied {
+    let route = format!("/={}", origin.url(""));
+    let mut args = vec!["--proxy", route.as_str()];
+    args.extend_from_slice(extra);
+    serve(mpm, &args)
+}
+
+/// A server configured by a settings file with this text.
+fn serve_with_file(mpm: &str, toml: &str, extra: &[&str]) -> (Proxied, TempDir) {
+    let dir = TempDir::new("proxy-config");
+    let file = dir.write("mpm.toml", toml.as_bytes());
+    let file = file.to_str().unwrap().to_string();
+    let mut args = vec!["--config", file.as_str()];
+    args.extend_from_slice(extra);
+    (serve(mpm, &args), dir)
+}
+
+/// One process (and one thread, where the model has threads): requests on
+/// separate connections see the same balancer and pool.
+fn one_worker(mpm: &str) -> Vec<&'static str> {
+    let mut a = vec!["--server-limit", "1"];
+    if mpm != "prefork" {
+        a.extend(["--threads-per-child", "1"]);
+    }
+    a
+}
+
+/// The origin's usual fields: its own `Date` and `Server`, a type, a
+/// cache lifetime.
+fn origin_fields(s: Script) -> Script {
+    s.header("Date", DATE)
+        .header("Server", "origin/1.0")
+        .header("Content-Type", "text/plain")
+        .header("Cache-Control", "max-age=60")
+}
+
+/// A response's end-to-end fields, lower-cased names, in order: without
+/// the hop-by-hop ones, without `Date` (mpm writes its own, as nginx does:
+/// docs/proxy.md), and without the framing if `framing_free` (an answer
+/// the proxy may frame anew).
+fn end_to_end(r: &Reply, framing_free: bool) -> Vec<(String, String)> {
+    r.headers
+        .iter()
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+        .filter(|(n, _)| {
+            let hop = matches!(
+                n.as_str(),
+                "connection" | "keep-alive" | "transfer-encoding" | "date"
+            );
+            let framing = framing_free && n == "content-length";
+            !hop && !framing
+        })
+        .collect()
+}
+
+fn assert_same(direct: &Reply, proxied: &Reply, what: &str) {
+    assert_eq!(proxied.status, direct.status, "{what}: status");
+    assert_eq!(proxied.header_count("date"), 1, "{what}: one Date");
+    let reframed = direct.header("transfer-encoding").is_some()
+        || proxied.header("transfer-encoding").is_some();
+    assert_eq!(
+        end_to_end(proxied, reframed),
+        end_to_end(direct, reframed),
+        "{what}: the proxied fields differ from the origin's"
+    );
+    assert!(
+        proxied.body == direct.body,
+        "{what}: the proxied body ({} bytes) differs from the origin's ({} bytes)",
+        proxied.body.len(),
+        direct.body.len()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Answers passed on
+// ---------------------------------------------------------------------------
+
+fn a_proxied_answer_is_the_origins_byte_for_byte(mpm: &str) {
+    let origin = Origin::start();
+    let page = pattern(3000, 11);
+    let mib = pattern(1 << 20, 12);
+    origin
+        .on(
+            "/cached",
+            origin_fields(Script::ok(&page))
+                .header("ETag", "\"v1\"")
+                .header("Last-Modified", DATE)
+                .header("Accept-Ranges", "bytes"),
+        )
+        .on("/chunked", origin_fields(Script::ok(&page).chunked()))
+        .on(
+            "/mebibyte",
+            origin_fields(Script::ok(&mib)).header("ETag", "\"m\""),
+        );
+    let server = serve_all_to(mpm, &origin, &[]);
+    let cases: &[(&str, &str, &[&str], u16)] = &[
+        ("GET", "/cached", &[], 200),
+        ("GET", "/cached", &["If-None-Match: \"v1\""], 304),
+        ("HEAD", "/cached", &[], 200),
+        ("GET", "/cached", &["Range: bytes=100-199"], 206),
+        ("GET", "/chunked", &[], 200),
+        ("GET", "/mebibyte", &[], 200),
+    ];
+    for &(method, path, fields, status) in cases {
+        let what = format!("{method} {path} {fields:?}");
+        let direct = ask(origin.addr(), method, path, fields);
+        assert_eq!(direct.status, status, "{what}: the origin's own answer");
+        let before = origin.requests_to(path).len();
+        let proxied = ask(server.addr(), method, path, fields);
+        assert_eq!(
+            origin.requests_to(path).len(),
+            before + 1,
+            "{what}: the request did not reach the origin once"
+        );
+        assert_same(&direct, &proxied, &what);
+    }
+    // The conditional went to the origin as the client sent it.
+    let conditional = &origin.requests_to("/cached")[3];
+    assert_eq!(conditional.header("if-none-match"), Some("\"v1\""));
+}
+
+fn hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/echo", Script::ok(b"seen\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    let r = ask(
+        server.addr(),
+        "GET",
+        "/echo?x=1",
+        &[
+            "Connection: close, X-Secret",
+            "X-Secret: for the proxy only",
+            "Keep-Alive: timeout=5",
+            "TE: trailers",
+            "Proxy-Authorization: Basic cHJveHk6c2VjcmV0",
+            "X-Forwarded-For: 203.0.113.9",
+            "X-Kept: end to end",
+        ],
+    );
+    assert_eq!((r.status, r.body.as_slice()), (200, b"seen\n".as_slice()));
+    let seen = origin.requests_to("/echo");
+    assert_eq!(seen.len(), 1);
+    let seen = &seen[0];
+    assert_eq!(seen.target, "/echo?x=1");
+    for hop in ["X-Secret", "Keep-Alive", "TE", "Proxy-Authorization"] {
+        assert!(
+            !seen.has(hop),
+            "{hop} reached the origin: {:?}",
+            seen.headers
+        );
+    }
+    assert!(
+        seen.header("connection")
+            .is_none_or(|v| !v.to_ascii_lowercase().contains("x-secret")),
+        "{:?}",
+        seen.headers
+    );
+    assert_eq!(seen.header("x-kept"), Some("end to end"));
+    // The client's address, alone: a client's own claim is not kept from
+    // a peer that is no trusted proxy.
+    assert_eq!(seen.header("x-forwarded-for"), Some("127.0.0.1"));
+    let proto = if server.is_tls() { "https" } else { "http" };
+    assert_eq!(seen.header("x-forwarded-proto"), Some(proto));
+}
+
+fn a_request_the_server_would_refuse_for_itself_never_reaches_the_origin(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/s", Script::ok(b"forwarded\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    let smuggling: &[&[u8]] = &[
+        b"POST /s HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /s HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"POST /s HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        b"POST /s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        b"GET /s HTTP/1.1\r\nHost: t\r\nHost: u\r\n\r\n",
+        b"GET /s HTTP/1.1\r\nHost: t\r\nX-Folded: a\r\n b\r\n\r\n",
+    ];
+    for (i, bytes) in smuggling.iter().enumerate() {
+        let mut c = server.connect();
+        c.send(bytes).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(
+            r.status,
+            400,
+            "case {i}: {:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    assert!(
+        origin.requests().is_empty(),
+        "refused requests reached the origin: {:?}",
+        origin.requests()
+    );
+    // A clean one does.
+    assert_eq!(ask(server.addr(), "GET", "/s", &[]).body, b"forwarded\n");
+}
+
+// ---------------------------------------------------------------------------
+// Failures
+// ---------------------------------------------------------------------------
+
+fn an_origin_down_is_502_its_timeout_504_and_the_server_serves_on(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on(
+            "/slow/*",
+            Script::ok(b"late\n").delay(Duration::from_secs(3)),
+        )
+        .on("/fine/*", Script::ok(b"fine\n"));
+    let dead = free_port();
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/down/\"\nupstreams = [\"http://{dead}\"]\n\n\
+         [[proxy]]\nprefix = \"/slow/\"\nupstreams = [\"{o}\"]\nread_timeout = \"300ms\"\n\n\
+         [[proxy]]\nprefix = \"/fine/\"\nupstreams = [\"{o}\"]\n",
+        o = origin.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let mut c = server.connect();
+    c.send(&request("GET", "/down/x", &[])).unwrap();
+    assert_eq!(c.read_response().unwrap().status, 502, "the origin down");
+    c.send(&request("GET", "/fine/x", &[])).unwrap();
+    assert_eq!(c.read_response().unwrap().body, b"fine\n", "after the 502");
+    c.send(&request("GET", "/slow/x", &[])).unwrap();
+    assert_eq!(
+        c.read_response().unwrap().status,
+        504,
+        "the origin's timeout"
+    );
+    c.send(&request("GET", "/fine/x", &[])).unwrap();
+    assert_eq!(c.read_response().unwrap().body, b"fine\n", "after the 504");
+    c.send(&request("GET", "/hello.txt", &[])).unwrap();
+    let r = c.read_response().unwrap();
+    assert_eq!(r.body, site::HELLO_TXT.as_bytes(), "the site");
+    // And on a new connection.
+    assert_eq!(server.get("/fine/y").body, b"fine\n");
+}
+
+/// nginx: "If there is only a single server in a group, max_fails,
+/// fail_timeout and slow_start parameters are ignored, and such a server
+/// will never be considered unavailable." A route's only upstream that
+/// timed out once is tried again at the next request, not refused as "no
+/// live upstream" for fail_timeout.
+fn a_routes_only_upstream_is_never_taken_out_by_its_failures(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on("/slow", Script::ok(b"late\n").delay(Duration::from_secs(2)))
+        .on("/fast", Script::ok(b"fast\n"));
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\nupstreams = [\"{o}\"]\nread_timeout = \"300ms\"\n",
+        o = origin.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let mut c = server.connect();
+    for round in 0..2 {
+        c.send(&request("GET", "/slow", &[])).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(r.status, 504, "round {round}: the timeout");
+        c.send(&request("GET", "/fast", &[])).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(
+            (r.status, r.text()),
+            (200, "fast\n".to_string()),
+            "round {round}: the only upstream was taken out after its timeout"
+        );
+    }
+    assert_eq!(origin.requests_to("/slow").len(), 2);
+}
+
+fn passive_health_skips_a_dead_upstream_and_an_active_check_brings_it_back(mpm: &str) {
+    let live = Origin::start();
+    live.on("/p", Script::ok(b"live\n"))
+        .on("/health", Script::ok(b"ok\n"));
+    let dead = free_port();
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\nupstreams = [\"http://{dead}\", \"{live}\"]\n\
+         health_interval = \"200ms\"\nhealth_path = \"/health\"\nhealth_rise = 1\n",
+        live = live.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    // Every request is answered by the live one: the first that tried the
+    // dead one went on to the next, the rest skip it.
+    for i in 0..10 {
+        assert_eq!(server.get("/p").body, b"live\n", "request {i}");
+    }
+    assert_eq!(live.requests_to("/p").len(), 10);
+    // The dead one comes to life: an active check sees it, and requests
+    // reach it again.
+    let revived = Origin::start_on(dead).unwrap_or_else(|e| {
+        panic!("listening on {dead} again: {e}");
+    });
+    revived
+        .on("/p", Script::ok(b"revived\n"))
+        .on("/health", Script::ok(b"ok\n"));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while revived.requests_to("/p").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no request reached the revived upstream; it saw {:?}",
+            revived
+                .requests()
+                .iter()
+                .map(|s| s.target.clone())
+                .collect::<Vec<_>>()
+        );
+        let r = server.get("/p");
+        assert_eq!(r.status, 200);
+        thread::sleep(Duration::from_millis(20));
+    }
+    // It was brought back by a check, not by a client's request.
+    let seen: Vec<String> = revived
+        .requests()
+        .iter()
+        .map(|s| s.target.clone())
+        .collect();
+    assert_eq!(seen[0], "/health", "the revived upstream saw {seen:?}");
+}
+
+fn passive_health_sends_nothing_more_to_an_upstream_after_its_failure(mpm: &str) {
+    // An upstream that takes each connection and closes it without a byte:
+    // unlike a port nothing listens on, it counts what it is sent.
+    let failing = Origin::start();
+    failing.on("/*", Script::hang_up());
+    let live = Origin::start();
+    live.on("/p", Script::ok(b"live\n"));
+    let server = serve(
+        mpm,
+        &[
+            "--proxy",
+            &format!("/={},{}", failing.url(""), live.url("")),
+        ],
+    );
+    for i in 0..10 {
+        assert_eq!(server.get("/p").body, b"live\n", "request {i}");
+    }
+    // max_fails = 1 (nginx's default): its first failure takes it out for
+    // fail_timeout (10 s), however the requests are balanced.
+    assert_eq!(
+        failing.requests_to("/p").len(),
+        1,
+        "the failing upstream was sent requests after its failure"
+    );
+    assert_eq!(live.requests_to("/p").len(), 10);
+}
+
+fn a_get_is_retried_on_the_next_upstream_after_a_connect_error_and_a_post_is_not(mpm: &str) {
+    let live = Origin::start();
+    live.on("/r", Script::ok(b"live\n"));
+    let dead = free_port();
+    // max_fails = 0: the dead one is never taken out, so that it keeps its
+    // turn in the round.
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\nupstreams = [{{ url = \"http://{dead}\", max_fails = 0 }}, \
+         \"{live}\"]\n",
+        live = live.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &one_worker(mpm));
+    let mut c = server.connect();
+    for i in 0..4 {
+        c.send(&request("GET", "/r", &[])).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, b"live\n".as_slice()),
+            "GET {i}"
+        );
+    }
+    assert_eq!(live.requests_to("/r").len(), 4);
+    let mut refused = 0;
+    for i in 0..4 {
+        c.send(&request("POST", "/r", &["Content-Length: 4"]))
+            .unwrap();
+        c.send(b"data").unwrap();
+        let r = c.read_response().unwrap();
+        match r.status {
+            200 => {}
+            502 => refused += 1,
+            other => panic!("POST {i}: {other}"),
+        }
+        if r.header("connection") == Some("close") {
+            c = server.connect();
+        }
+    }
+    let posts = live
+        .requests_to("/r")
+        .iter()
+        .filter(|s| s.method == "POST")
+        .count();
+    assert!(
+        refused > 0,
+        "no POST was sent to the dead upstream first (round-robin over two)"
+    );
+    assert_eq!(posts + refused, 4, "a POST that failed was sent on");
+}
+
+// ---------------------------------------------------------------------------
+// Streaming
+// ---------------------------------------------------------------------------
+
+fn the_first_server_sent_event_reaches_the_client_before_the_origin_finishes(mpm: &str) {
+    let origin = Origin::start();
+    origin.on(
+        "/events",
+        Script::new(200)
+            .header("Content-Type", "text/event-stream")
+            .header("Cache-Control", "no-cache")
+            .steps(vec![
+                Step::Send(b"data: one\n\n".to_vec()),
+                // The rest only once the client has the first.
+                Step::Hold,
+                Step::Send(b"data: two\n\n".to_vec()),
+                Step::Pause(Duration::from_millis(100)),
+                Step::Send(b"data: three\n\n".to_vec()),
+            ]),
+    );
+    let server = serve_all_to(mpm, &origin, &[]);
+    let mut c = server.connect();
+    c.send(&request("GET", "/events", &["Accept: text/event-stream"]))
+        .unwrap();
+    let head = c.read_head().unwrap();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), Some("text/event-stream"));
+    // Read (and de-chunk, if the proxy chunks) until the first event,
+    // while the origin holds the rest.
+    let mut got = Vec::new();
+    while !contains(&got, b"data: one\n\n") {
+        let more = c.read_some(64 * 1024).unwrap_or_else(|e| {
+            panic!(
+                "the first event did not come while the origin held the rest: {e}; got {:?}",
+                String::from_utf8_lossy(&got)
+            )
+        });
+        assert!(!more.is_empty(), "closed before the first event");
+        got.extend(more);
+    }
+    assert!(
+        origin.wait_until(Duration::from_secs(5), |o| o.holding() == 1),
+        "the origin is not holding the rest"
+    );
+    assert!(
+        !contains(&got, b"data: two"),
+        "an event came before it was sent"
+    );
+    origin.release();
+    while !contains(&got, b"data: three\n\n") {
+        let more = c.read_some(64 * 1024).unwrap();
+        assert!(!more.is_empty(), "closed before the last event");
+        got.extend(more);
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// How many bytes the big transfers move: `MPM_PROXY_BIG_MIB` MiB, by
+/// default 256 MiB each way. The issue's gibibyte (`MPM_PROXY_BIG_MIB=1024`)
+/// passes too, but in a debug build on 2 cores its six runs (every model,
+/// both transports) took 73 s together, more than this file's share of the
+/// CI budget; 256 MiB is still 4,000 times the socket buffers, so a proxy
+/// that held the body would show it in its RSS.
+fn big_len() -> u64 {
+    std::env::var("MPM_PROXY_BIG_MIB")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(256)
+        << 20
+}
+
+/// How much more memory the server's processes may hold while a big
+/// transfer goes through them than before: a few buffers, never the body.
+const RSS_GROWTH_KIB: u64 = 64 * 1024;
+
+/// The resident memory of the server's processes (the master and its
+/// children), in KiB.
+fn tree_rss_kib(pid: u32) -> u64 {
+    std::iter::once(pid)
+        .chain(tests::children(pid))
+        .map(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+const BLOCK: usize = 64 * 1024;
+
+fn a_big_download_and_upload_go_through_the_proxy_in_bounded_memory(mpm: &str) {
+    let len = big_len();
+    let block = Arc::new(pattern(BLOCK, 21));
+    let origin = Origin::start();
+    origin
+        .on(
+            "/big",
+            Script::new(200)
+                .header("Content-Type", "application/octet-stream")
+                .repeat(Arc::clone(&block), len),
+        )
+        .on("/upload", Script::ok(b"stored\n"))
+        .on("/small", Script::ok(b"small\n"));
+    let limit = len.to_string();
+    // One serving process: a tree that grows is then one that holds
+    // bodies, not one that started more processes.
+    let server = serve_all_to(
+        mpm,
+        &origin,
+        &["--limit-request-body", &limit, "--server-limit", "1"],
+    );
+    // Idle, after one proxied request has made the pools and buffers.
+    assert_eq!(ask(server.addr(), "GET", "/small", &[]).body, b"small\n");
+    let idle = tree_rss_kib(server.pid());
+    let mut peak = idle;
+
+    // Down.
+    let mut c = server.connect();
+    c.send(&request("GET", "/big", &[])).unwrap();
+    let head = c.read_head().unwrap();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some(limit.as_str()));
+    let mut at: u64 = 0;
+    let mut next_sample = 0;
+    while at < len {
+        let chunk = c.read_some(1 << 20).unwrap();
+        assert!(!chunk.is_empty(), "the download closed after {at} bytes");
+        let offset = (at % BLOCK as u64) as usize;
+        let mut i = 0;
+        while i < chunk.len() {
+            let o = (offset + i) % BLOCK;
+            let n = (BLOCK - o).min(chunk.len() - i);
+            assert!(
+                chunk[i..i + n] == block[o..o + n],
+                "the download's bytes differ at {}",
+                at + i as u64
+            );
+            i += n;
+        }
+        at += chunk.len() as u64;
+        if at >= next_sample {
+            peak = peak.max(tree_rss_kib(server.pid()));
+            next_sample += 16 << 20;
+        }
+    }
+    assert!(
+        peak <= idle + RSS_GROWTH_KIB,
+        "the server grew from {idle} KiB to {peak} KiB during a {} MiB download",
+        len >> 20
+    );
+
+    // Up, on the same connection.
+    c.send(&request(
+        "POST",
+        "/upload",
+        &[
+            &format!("Content-Length: {len}"),
+            "Content-Type: application/octet-stream",
+        ],
+    ))
+    .unwrap();
+    let mut sent: u64 = 0;
+    let mut next_sample = 0;
+    while sent < len {
+        let n = (len - sent).min(BLOCK as u64) as usize;
+        c.send(&block[..n]).unwrap();
+        sent += n as u64;
+        if sent >= next_sample {
+            peak = peak.max(tree_rss_kib(server.pid()));
+            next_sample += 16 << 20;
+        }
+    }
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, b"stored\n".as_slice()));
+    let up = origin.requests_to("/upload");
+    assert_eq!(up.len(), 1);
+    assert_eq!(up[0].body_len, len, "the origin received another length");
+    assert!(
+        up[0].body[..BLOCK] == block[..],
+        "the upload's first bytes differ"
+    );
+    assert!(
+        peak <= idle + RSS_GROWTH_KIB,
+        "the server grew from {idle} KiB to {peak} KiB during a {} MiB upload",
+        len >> 20
+    );
+}
+
+fn a_websocket_echo_goes_through_the_proxy(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/ws", Script::websocket_echo());
+    let server = serve_all_to(mpm, &origin, &[]);
+    let mut c = server.connect();
+    c.send(&request(
+        "GET",
+        "/ws",
+        &[
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Version: 13",
+        ],
+    ))
+    .unwrap();
+    let head = c.read_head().unwrap();
+    assert_eq!(head.status, 101);
+    assert!(head
+        .header("upgrade")
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket")));
+    let seen = &origin.requests_to("/ws")[0];
+    assert!(seen
+        .header("upgrade")
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket")));
+    assert_eq!(
+        seen.header("sec-websocket-key"),
+        Some("dGhlIHNhbXBsZSBub25jZQ==")
+    );
+    // Frames either way: bytes in, the same bytes back, several times.
+    for round in 0..3u64 {
+        let frame = pattern(1000 + round as usize * 3000, 30 + round);
+        c.send(&frame).unwrap();
+        let mut back = Vec::new();
+        while back.len() < frame.len() {
+            let more = c.read_some(frame.len() - back.len()).unwrap();
+            assert!(!more.is_empty(), "round {round}: the tunnel closed");
+            back.extend(more);
+        }
+        assert!(back == frame, "round {round}: the echo differs");
+    }
+}
+
+fn requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/k", Script::ok(b"k\n"));
+    let server = serve_all_to(mpm, &origin, &["--server-limit", "1"]);
+    let mut c = server.connect();
+    for i in 0..20 {
+        c.send(&request("GET", "/k", &[])).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(r.body, b"k\n", "request {i}");
+    }
+    assert_eq!(origin.requests_to("/k").len(), 20);
+    assert_eq!(
+        origin.accepted(),
+        1,
+        "20 requests on one client connection opened {} upstream connections",
+        origin.accepted()
+    );
+    drop(server);
+    // With no idle connections kept (--proxy-keepalive 0), each request
+    // opens its own.
+    let server = serve_all_to(
+        mpm,
+        &origin,
+        &["--server-limit", "1", "--proxy-keepalive", "0"],
+    );
+    let mut c = server.connect();
+    for i in 0..5 {
+        c.send(&request("GET", "/k", &[])).unwrap();
+        assert_eq!(c.read_response().unwrap().body, b"k\n", "request {i}");
+    }
+    assert_eq!(
+        origin.accepted(),
+        1 + 5,
+        "--proxy-keepalive 0 kept a connection"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// A hostile upstream
+// ---------------------------------------------------------------------------
+
+/// What a client got from a request to a misbehaving upstream.
+#[derive(Debug)]
+enum Got {
+    /// A whole answer with this status.
+    Status(u16),
+    /// A head with this status, then the connection cut in the body.
+    Cut(u16),
+    /// The connection cut before a head.
+    Nothing,
+}
+
+fn try_ask(addr: std::net::SocketAddr, path: &str) -> Got {
+    let mut c = RawConn::connect(addr);
+    c.send(&request("GET", path, &[])).unwrap();
+    let head = match c.read_head() {
+        Ok(h) => h,
+        Err(_) => return Got::Nothing,
+    };
+    let len: usize = head
+        .header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let chunked = head.header("transfer-encoding").is_some();
+    let mut got = 0;
+    loop {
+        if !chunked && got >= len {
+            return Got::Status(head.status);
+        }
+        match c.read_some(64 * 1024) {
+            Ok(b) if b.is_empty() => return Got::Cut(head.status),
+            Ok(b) => {
+                got += b.len();
+                if chunked && b.ends_with(b"0\r\n\r\n") {
+                    return Got::Status(head.status);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
+                panic!("{path}: neither answered nor cut within the client's timeout")
+            }
+            Err(_) => return Got::Cut(head.status),
+        }
+    }
+}
+
+fn a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else(mpm: &str) {
+    let hostile = Origin::start();
+    let mut huge = b"HTTP/1.1 200 OK\r\nX-Huge: ".to_vec();
+    huge.extend(std::iter::repeat_n(b'a', 100 * 1024));
+    huge.extend_from_slice(b"\r\nContent-Length: 2\r\n\r\nok");
+    hostile
+        .on(
+            "/garbage",
+            Script::raw(b"SPLAT 200 nonsense\r\n\r\nwhatever"),
+        )
+        .on("/huge-head", Script::raw(&huge))
+        .on("/short", Script::ok(&pattern(10_000, 40)).cut_after(1_000))
+        .on(
+            "/trickle",
+            Script::trickle(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                Duration::from_secs(1),
+            ),
+        );
+    let fine = Origin::start();
+    fine.on("/fine/x", Script::ok(b"fine\n"));
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/h/\"\nupstreams = [{{ url = \"{h}/\", max_fails = 0 }}]\n\
+         read_timeout = \"500ms\"\n\n\
+         [[proxy]]\nprefix = \"/fine/\"\nupstreams = [\"{f}\"]\n",
+        h = hostile.url(""),
+        f = fine.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let addr = server.addr();
+    let cases = ["/h/garbage", "/h/huge-head", "/h/short", "/h/trickle"];
+    let askers: Vec<_> = cases
+        .iter()
+        .map(|&path| thread::spawn(move || (path, try_ask(addr, path))))
+        .collect();
+    // While they are at it (the trickle takes a second a byte), another
+    // route is served as ever.
+    assert!(
+        hostile.wait_until(Duration::from_secs(10), |o| o.requests().len()
+            == cases.len()),
+        "the hostile origin saw {:?}",
+        hostile.requests()
+    );
+    for _ in 0..3 {
+        assert_eq!(ask(addr, "GET", "/fine/x", &[]).body, b"fine\n");
+    }
+    for a in askers {
+        let (path, got) = a.join().unwrap();
+        let ok = match path {
+            "/h/garbage" | "/h/huge-head" => matches!(got, Got::Status(502)),
+            // The head may have gone on before the body fell short.
+            "/h/short" => matches!(got, Got::Status(502) | Got::Cut(200)),
+            _ => matches!(got, Got::Status(502 | 504)),
+        };
+        assert!(ok, "{path}: the client got {got:?}");
+    }
+    assert_eq!(ask(addr, "GET", "/fine/x", &[]).body, b"fine\n");
+    assert_eq!(fine.requests_to("/fine/x").len(), 4);
+}
+
+// ---------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------
+
+fn proxy_tables_in_the_settings_file_map_paths_as_nginx_does(mpm: &str) {
+    let api = Origin::start();
+    api.on("/v1/*", Script::ok(b"api\n"));
+    let whole = Origin::start();
+    whole.on("/static/*", Script::ok(b"whole\n"));
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/api/\"\nupstreams = [\"{a}/v1/\"]\nhost = \"pass\"\n\n\
+         [[proxy]]\nprefix = \"/static/\"\nupstreams = [{{ url = \"{w}\", weight = 2 }}]\n\
+         balance = \"least-conn\"\n",
+        a = api.url(""),
+        w = whole.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let mut c = server.connect();
+    c.send(&request("GET", "/api/users/7?full=1", &[])).unwrap();
+    assert_eq!(c.read_response().unwrap().body, b"api\n");
+    c.send(&request("GET", "/static/app.js", &[])).unwrap();
+    assert_eq!(c.read_response().unwrap().body, b"whole\n");
+    c.send(&request("GET", "/hello.txt", &[])).unwrap();
+    assert_eq!(
+        c.read_response().unwrap().body,
+        site::HELLO_TXT.as_bytes(),
+        "the site serves what no route takes"
+    );
+    // A URL with a path replaces the prefix; one without passes the path.
+    let a = &api.requests()[0];
+    assert_eq!(a.target, "/v1/users/7?full=1");
+    assert_eq!(a.header("host"), Some("proxy.test"), "host = \"pass\"");
+    let w = &whole.requests()[0];
+    assert_eq!(w.target, "/static/app.js");
+    assert_eq!(
+        w.header("host"),
+        Some(whole.addr().to_string().as_str()),
+        "the upstream's host:port by default"
+    );
+}
+
+fn a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/*", Script::ok(b"ok\n"));
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/trusted/\"\nupstreams = [\"{o}\"]\n\
+         trusted_proxies = [\"127.0.0.0/8\"]\n\n\
+         [[proxy]]\nprefix = \"/rfc/\"\nupstreams = [\"{o}\"]\nforwarded = \"forwarded\"\n",
+        o = origin.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let claim = ["X-Forwarded-For: 203.0.113.9", "X-Forwarded-Proto: https"];
+    assert_eq!(ask(server.addr(), "GET", "/trusted/a", &claim).status, 200);
+    assert_eq!(ask(server.addr(), "GET", "/rfc/b", &claim).status, 200);
+    let trusted = &origin.requests_to("/trusted/a")[0];
+    assert_eq!(
+        trusted.header("x-forwarded-for"),
+        Some("203.0.113.9, 127.0.0.1"),
+        "a trusted peer's list is appended to"
+    );
+    assert_eq!(trusted.header("x-forwarded-proto"), Some("https"));
+    let rfc = &origin.requests_to("/rfc/b")[0];
+    let proto = if server.is_tls() { "https" } else { "http" };
+    assert_eq!(
+        rfc.header("forwarded"),
+        Some(format!("for=127.0.0.1;proto={proto};host=proxy.test").as_str())
+    );
+    assert!(
+        !rfc.has("x-forwarded-for") && !rfc.has("x-forwarded-proto"),
+        "an untrusted client's X-Forwarded-* went on: {:?}",
+        rfc.headers
+    );
+}
+
+fn a_hash_of_a_header_sends_each_value_to_one_upstream(mpm: &str) {
+    let (a, b) = (Origin::start(), Origin::start());
+    a.on("/u", Script::ok(b"a\n"));
+    b.on("/u", Script::ok(b"b\n"));
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\nupstreams = [\"{a}\", \"{b}\"]\n\
+         balance = \"hash:header:X-User\"\n",
+        a = a.url(""),
+        b = b.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let mut answered = std::collections::HashMap::new();
+    for round in 0..3 {
+        for user in 0..20 {
+            let field = format!("X-User: user-{user}");
+            let r = ask(server.addr(), "GET", "/u", &[&field]);
+            let first = answered.entry(user).or_insert_with(|| r.body.clone());
+            assert_eq!(
+                *first, r.body,
+                "round {round}: user-{user} moved to another upstream"
+            );
+        }
+    }
+    let on_a = answered.values().filter(|b| b.as_slice() == b"a\n").count();
+    assert!(
+        on_a > 0 && on_a < 20,
+        "20 users all hashed to one upstream ({on_a} on the first)"
+    );
+}
+
+fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/up/a", Script::new(201).body(b"made\n"));
+    let dead = free_port();
+    let logs = TempDir::new("proxy-logs");
+    let log = logs.path().join("access.log");
+    let (up, down) = (
+        format!("/up/={}", origin.url("")),
+        format!("/down/=http://{dead}"),
+    );
+    let server = serve(
+        mpm,
+        &[
+            "--proxy",
+            &up,
+            "--proxy",
+            &down,
+            "--access-log",
+            log.to_str().unwrap(),
+            "--log-format",
+            "upstream",
+        ],
+    );
+    let mut c = server.connect();
+    for (path, status) in [("/up/a", 201), ("/down/b", 502), ("/hello.txt", 200)] {
+        c.send(&request("GET", path, &[])).unwrap();
+        assert_eq!(c.read_response().unwrap().status, status, "{path}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= 3 || Instant::now() >= deadline {
+            break lines;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    // `... "$upstream_addr" $upstream_status $upstream_response_time`.
+    let tail = |line: &str| -> (String, String, f64) {
+        let mut words = line.rsplitn(3, ' ');
+        let time = words.next().unwrap_or_default();
+        let status = words.next().unwrap_or_default().to_string();
+        let rest = words.next().unwrap_or_default();
+        let addr = rest.rsplit(' ').next().unwrap_or_default().to_string();
+        let time = time
+            .parse()
+            .unwrap_or_else(|_| panic!("no upstream time at the end of {line:?}"));
+        (addr, status, time)
+    };
+    // The time parses as seconds (its size is not a correctness matter).
+    let (addr, status, _) = tail(&lines[0]);
+    assert!(
+        lines[0].contains("\"GET /up/a HTTP/1.1\" 201 "),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        (addr, status),
+        (format!("\"{}\"", origin.addr()), "201".to_string())
+    );
+    let (addr, status, _) = tail(&lines[1]);
+    assert!(
+        lines[1].contains("\"GET /down/b HTTP/1.1\" 502 "),
+        "{}",
+        lines[1]
+    );
+    assert_eq!((addr, status), (format!("\"{dead}\""), "-".to_string()));
+    assert!(
+        lines[2].ends_with("\"-\" - -"),
+        "the site's answer names no upstream: {}",
+        lines[2]
+    );
+}
+
+fn each_upstreams_counters_are_on_the_status_page_and_in_prometheus(mpm: &str) {
+    let failing = Origin::start();
+    failing.on("/*", Script::hang_up());
+    let live = Origin::start();
+    live.on("/c", Script::ok(b"c\n"));
+    let route = format!("/={},{}", failing.url(""), live.url(""));
+    let server = serve(mpm, &["--proxy", &route, "--server-limit", "1"]);
+    let mut c = server.connect();
+    for i in 0..10 {
+        c.send(&request("GET", "/c", &[])).unwrap();
+        assert_eq!(c.read_response().unwrap().body, b"c\n", "request {i}");
+    }
+    // Prefork's one process is free again once the client has gone.
+    drop(c);
+    let metrics = ask(
+        server.addr(),
+        "GET",
+        "/server-status?format=prometheus",
+        &[],
+    );
+    assert_eq!(metrics.status, 200);
+    let scrape =
+        prometheus_parse::Scrape::parse(metrics.text().lines().map(|l| Ok(l.to_string()))).unwrap();
+    // A family's sample for the upstream at `origin`.
+    let value = |name: &str, origin: &Origin| -> f64 {
+        let port = format!(":{}", origin.addr().port());
+        scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == name
+                    && s.labels.get("route") == Some("/")
+                    && s.labels.get("upstream").is_some_and(|u| u.contains(&port))
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
+                ref other => panic!("{name} is {other:?}"),
+            })
+            .unwrap_or_else(|| panic!("no {name} for {origin:?} in:\n{}", metrics.text()))
+    };
+    assert_eq!(value("mpm_proxy_requests_total", &live), 10.0);
+    assert_eq!(value("mpm_proxy_up", &live), 1.0);
+    assert_eq!(value("mpm_proxy_failures_total", &live), 0.0);
+    // One client connection, one upstream connection, reused for the rest.
+    assert_eq!(value("mpm_proxy_connections_opened_total", &live), 1.0);
+    assert_eq!(value("mpm_proxy_connections_reused_total", &live), 9.0);
+    assert_eq!(value("mpm_proxy_up", &failing), 0.0);
+    assert_eq!(value("mpm_proxy_failures_total", &failing), 1.0);
+    assert_eq!(value("mpm_proxy_marked_down_total", &failing), 1.0);
+    // The page in JSON has the same rows.
+    let page = ask(server.addr(), "GET", "/server-status?json", &[]);
+    let json: serde_json::Value = serde_json::from_slice(&page.body).unwrap();
+    let rows = json["proxy"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no proxy table in {}", page.text()));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+}
+
+fn a_graceful_stop_waits_for_a_request_waiting_on_its_upstream(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/w", Script::ok(b"answered\n").hold());
+    let route = format!("/={}", origin.url(""));
+    let root = site::docroot();
+    let mut server = Server::start(
+        mpm,
+        Some(root.path()),
+        &["--proxy", &route, "--graceful-timeout", "30s"],
+    );
+    let mut c = server.connect();
+    c.send(&request("GET", "/w", &[])).unwrap();
+    assert!(
+        origin.wait_until(Duration::from_secs(10), |o| o.holding() == 1),
+        "the request did not reach the origin"
+    );
+    server.graceful_stop();
+    assert!(server.wait_for_stderr("stopping", Duration::from_secs(10)));
+    // Time for a server that cuts waiting requests at a stop to do it.
+    thread::sleep(Duration::from_millis(300));
+    assert!(server.is_running(), "exited with a request waiting");
+    origin.release();
+    let r = c.read_response().unwrap();
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, b"answered\n".as_slice())
+    );
+    drop(c);
+    let status = server.wait_exit(Duration::from_secs(15));
+    let stderr = server.stderr_text();
+    let status = status.unwrap_or_else(|| panic!("still running after the answer:\n{stderr}"));
+    assert!(status.success(), "exit {status}:\n{stderr}");
+}
+
+fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/w", Script::ok(b"never\n").hold());
+    let route = format!("/={}", origin.url(""));
+    let root = site::docroot();
+    let mut server = Server::start(
+        mpm,
+        Some(root.path()),
+        &["--proxy", &route, "--graceful-timeout", "1s"],
+    );
+    let mut c = server.connect();
+    c.send(&request("GET", "/w", &[])).unwrap();
+    assert!(origin.wait_until(Duration::from_secs(10), |o| o.holding() == 1));
+    server.graceful_stop();
+    let status = server.wait_exit(Duration::from_secs(15));
+    let stderr = server.stderr_text();
+    let status = status.unwrap_or_else(|| {
+        panic!("still running 15 s after SIGWINCH with --graceful-timeout 1s:\n{stderr}")
+    });
+    assert!(status.success(), "exit {status}:\n{stderr}");
+    // The client was not answered by the origin: cut, or told so.
+    match c.read_response() {
+        Err(_) => {}
+        Ok(r) => assert!(r.status >= 500, "the cut request got {}", r.status),
+    }
+}
+
+mpm_suite!(
+    over transports:
+    a_proxied_answer_is_the_origins_byte_for_byte,
+    hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does,
+    a_request_the_server_would_refuse_for_itself_never_reaches_the_origin,
+    an_origin_down_is_502_its_timeout_504_and_the_server_serves_on,
+    a_routes_only_upstream_is_never_taken_out_by_its_failures,
+    passive_health_skips_a_dead_upstream_and_an_active_check_brings_it_back,
+    passive_health_sends_nothing_more_to_an_upstream_after_its_failure,
+    a_get_is_retried_on_the_next_upstream_after_a_connect_error_and_a_post_is_not,
+    the_first_server_sent_event_reaches_the_client_before_the_origin_finishes,
+    a_big_download_and_upload_go_through_the_proxy_in_bounded_memory,
+    a_websocket_echo_goes_through_the_proxy,
+    requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept,
+    a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else,
+    proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
+    a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,
+    a_hash_of_a_header_sends_each_value_to_one_upstream,
+    the_upstream_format_logs_the_upstreams_address_status_and_time,
+    each_upstreams_counters_are_on_the_status_page_and_in_prometheus,
+    a_graceful_stop_waits_for_a_request_waiting_on_its_upstream,
+    a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits,
+);
+
+// ---------------------------------------------------------------------------
+// Bad routes on the command line
+// ---------------------------------------------------------------------------
+
+fn assert_names(exit: &Exit, what: &str, mentions: &[&str]) {
+    exit.assert_one_line_error(what);
+    let line = exit.stderr.trim();
+    for m in mentions {
+        assert!(line.contains(m), "{what}: {line:?} does not mention {m:?}");
+    }
+}
+
+#[test]
+fn a_route_without_a_url_is_one_line_naming_the_form_and_exit_2() {
+    let exit = run_mpm(
+        &["serve", "--listen", "127.0.0.1:0", "--proxy", "api"],
+        Duration::from_secs(10),
+    );
+    assert_names(&exit, "--proxy api", &["api", "PREFIX=URL"]);
+}
+
+#[test]
+fn a_route_to_a_scheme_other_than_http_is_one_line_naming_the_schemes_and_exit_2() {
+    let exit = run_mpm(
+        &["serve", "--listen", "127.0.0.1:0", "--proxy", "/=ftp://x"],
+        Duration::from_secs(10),
+    );
+    assert_names(
+        &exit,
+        "--proxy /=ftp://x",
+        &["ftp://x", "http://", "https://"],
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Under event: waiting holds no thread
+// ---------------------------------------------------------------------------
+
+/// Raise this test process's descriptor limit to what `n` sockets need.
+fn allow_descriptors(n: u64) -> bool {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((_, hard)) if hard >= n => setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok(),
+        _ => false,
+    }
+}
+
+/// The threads of the server's processes (the master and its children).
+fn server_threads(server: &Server) -> usize {
+    std::iter::once(server.pid())
+        .chain(tests::children(server.pid()))
+        .map(threads)
+        .sum()
+}
+
+#[test]
+fn under_event_a_thousand_requests_parked_on_a_slow_upstream_add_no_thread() {
+    const WAITING: usize = 1000;
+    // A client's socket, the origin's, and its copy kept to shut it down.
+    if !allow_descriptors(3 * WAITING as u64 + 512) {
+        tests::skip(&format!(
+            "this process may not open {} sockets (hard RLIMIT_NOFILE)",
+            3 * WAITING
+        ));
+        return;
+    }
+    let origin = Origin::start();
+    origin.on("/slow", Script::ok(b"at last\n").hold());
+    let server = serve_all_to(
+        "event",
+        &origin,
+        &[
+            "--server-limit",
+            "1",
+            "--max-request-workers",
+            "4000",
+            "--keepalive-timeout",
+            "120s",
+        ],
+    );
+    // Warm: one request through, so that every thread the server makes at
+    // its first proxied request exists before counting.
+    let mut warm = RawConn::connect(server.addr());
+    warm.send(&request("GET", "/slow", &[])).unwrap();
+    assert!(origin.wait_until(Duration::from_secs(10), |o| o.holding() == 1));
+    origin.release();
+    assert_eq!(warm.read_response().unwrap().body, b"at last\n");
+    let before = server_threads(&server);
+
+    let mut clients: Vec<RawConn> = (0..WAITING)
+        .map(|_| {
+            let mut c = RawConn::connect(server.addr());
+            c.send(&request("GET", "/slow", &[])).unwrap();
+            c
+        })
+        .collect();
+    assert!(
+        origin.wait_until(Duration::from_secs(60), |o| o.holding() == WAITING),
+        "{} of {WAITING} requests reached the origin",
+        origin.holding()
+    );
+    let during = server_threads(&server);
+    assert_eq!(
+        during, before,
+        "{WAITING} requests waiting on the upstream changed the server's threads"
+    );
+    // And none were made ahead for them (a model sized with a thread per
+    // waiting request would pass the count above).
+    assert!(
+        during < WAITING / 10,
+        "{during} threads hold {WAITING} waiting requests"
+    );
+    origin.release();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("client {i}: {e}"));
+        assert_eq!(r.body, b"at last\n", "client {i}");
+    }
+}
