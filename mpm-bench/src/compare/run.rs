@@ -402,11 +402,30 @@ fn measure_waiting(
     let request = scenario
         .first_request()
         .to_bytes(&server.addr.to_string(), false);
-    let (mut run, socks) = park(server.addr, &request, requests, origin)?;
+    let (mut run, mut socks) = park(server.addr, &request, requests, origin)?;
     // Let every process settle (threads parked, buffers freed), as idle does.
     std::thread::sleep(Duration::from_millis(300));
-    let held = proc_sample::sample(pid);
+    let mut held = proc_sample::sample(pid);
+    if held.processes == 0 {
+        // Every descriptor this process may open is a parked connection
+        // or the origin's end of one, and /proc cannot be read: give back
+        // a few (a few requests of thousands) and read again. A tree that
+        // still cannot be read makes the run invalid, never a zero.
+        socks.truncate(socks.len().saturating_sub(64));
+        std::thread::sleep(Duration::from_millis(100));
+        held = proc_sample::sample(pid);
+    }
     drop(socks);
+    if held.processes == 0 || idle.processes == 0 {
+        // Counted as failed requests: the cell is invalid and ranked nowhere.
+        eprintln!(
+            "mpm compare: could not read the server's processes from /proc with {requests} \
+             requests parked (descriptors exhausted? raise the hard limit: ulimit -Hn); \
+             this run is invalid"
+        );
+        run.errors += requests as u64;
+        return Ok(run);
+    }
     waiting_figures(
         &mut run.metrics,
         &idle,
