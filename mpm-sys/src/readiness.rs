@@ -1,5 +1,5 @@
 //! Readiness of descriptors named by number: a connection's wait on an
-//! upstream socket its state owns ([`Await`] in mpm-core) carries the number,
+//! upstream socket its state owns (`mpm_core::Await`) carries the number,
 //! not a borrow, since the wait outlives the step that made it. The kernel
 //! checks every number it is given (a closed one is `POLLNVAL` to `poll`,
 //! `EBADF` to `epoll_ctl`), so these calls are safe for any number.
