@@ -70,6 +70,9 @@ pub struct ProxyRoute {
     pub trusted_proxies: Vec<Cidr>,
     /// The `Host` the upstream is sent.
     pub host: HostMode,
+    /// A PEM file of the certificate authorities an `https://` upstream's
+    /// certificate is verified against, instead of the Mozilla roots.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// One upstream of a route, with nginx's `server` parameters.
@@ -350,6 +353,9 @@ pub struct ActiveHealth {
     pub fall: u32,
     /// How long one check may take, connect to answer.
     pub timeout: Duration,
+    /// The route's `ca_file`, for checks of `https://` upstreams (set
+    /// from the route when it is read).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ActiveHealth {
@@ -361,6 +367,7 @@ impl Default for ActiveHealth {
             rise: 2,
             fall: 3,
             timeout: Duration::from_secs(2),
+            ca_file: None,
         }
     }
 }
@@ -602,6 +609,7 @@ impl ProxyRoute {
             forwarded: ForwardedStyle::default(),
             trusted_proxies: Vec::new(),
             host: HostMode::default(),
+            ca_file: None,
         };
         route.check()?;
         Ok(route)

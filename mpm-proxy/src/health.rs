@@ -153,7 +153,7 @@ pub type Probe = Arc<dyn Fn(&UpstreamUrl, &ActiveHealth) -> bool + Send + Sync>;
 /// The built-in probe: a `GET` with `Connection: close`, blocking (the
 /// checker is a thread of its own, not a step): over plain TCP with std's
 /// sockets, over TLS with the upstream client (the certificate verified
-/// against the Mozilla roots, as the proxy's requests are).
+/// as the proxy's requests are: the route's CA file, or the Mozilla roots).
 pub fn http_probe() -> Probe {
     Arc::new(|url: &UpstreamUrl, health: &ActiveHealth| {
         let status = if url.is_tls() {
@@ -172,10 +172,16 @@ fn tls_probe(url: &UpstreamUrl, health: &ActiveHealth) -> Option<u16> {
         ..mpm_upstream::PoolSettings::default()
     });
     let client = mpm_upstream::Client::with_pool(Arc::new(pool));
-    let target = format!("https://{}{}", url.authority(), health.path);
+    // Verified as the route's requests are: against its CA file if it has one.
+    let mut upstream =
+        mpm_upstream::Upstream::parse(&format!("https://{}", url.authority())).ok()?;
+    if let Some(ca) = &health.ca_file {
+        upstream.set_ca_file(ca).ok()?;
+    }
+    upstream.resolve().ok()?;
     let answer = mpm_core::waiting::block_on(async {
         client
-            .get(&target)
+            .request_to("GET", &upstream, &health.path)
             .header("Connection", "close")
             .header("User-Agent", "mpm-health-check")
             .timeout(health.timeout)

@@ -121,7 +121,12 @@ impl ReverseProxy {
         let targets = table
             .routes()
             .iter()
-            .map(|r| r.upstreams.iter().map(|u| resolve(&u.url)).collect())
+            .map(|r| {
+                r.upstreams
+                    .iter()
+                    .map(|u| resolve(&u.url, r.ca_file.as_deref()))
+                    .collect()
+            })
             .collect::<Result<Vec<Vec<Target>>>>()?;
         let idle_seen = table
             .routes()
@@ -219,9 +224,12 @@ type ProcessPool = (u32, Arc<Pool>);
 
 /// Where to connect to `url`: its host name resolved now (an address is
 /// its own answer), the first address taken.
-fn resolve(url: &UpstreamUrl) -> Result<Target> {
+fn resolve(url: &UpstreamUrl, ca_file: Option<&std::path::Path>) -> Result<Target> {
     let bad = |e: mpm_upstream::Error| Error::config(format!("upstream '{url}': {e}"));
     let mut upstream = mpm_upstream::Upstream::parse(url.as_str()).map_err(bad)?;
+    if let (Some(ca), true) = (ca_file, upstream.is_tls()) {
+        upstream.set_ca_file(ca).map_err(bad)?;
+    }
     upstream.resolve().map_err(bad)?;
     match upstream.targets().next() {
         Some(t) => Ok(t),

@@ -71,6 +71,11 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
         "the `Host` sent: `upstream` (the URL's host:port, nginx's default), `pass` (the \
          client's), or a value",
     ),
+    (
+        "ca_file",
+        "a PEM file of the certificate authorities `https://` upstreams are verified against \
+         (default: the Mozilla roots); verification is never off",
+    ),
 ];
 
 impl Value for ProxyRoute {
@@ -244,6 +249,13 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
     }
     if let Some(w) = word("host")? {
         route.host = w.parse().map_err(|e| parsed("host", e))?;
+    }
+    if let Some(w) = word("ca_file")? {
+        route.ca_file = Some(std::path::PathBuf::from(w));
+    }
+    // Active checks of https:// upstreams verify as the requests do.
+    if let Some(h) = &mut route.health {
+        h.ca_file.clone_from(&route.ca_file);
     }
     route
         .check()
