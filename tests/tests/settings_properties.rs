@@ -130,6 +130,18 @@ const SETTINGS: &[(&str, Kind)] = &[
         Kind::Text(&["/metrics", "off"], &["metrics", ""]),
     ),
     (
+        "proxy",
+        Kind::Text(
+            &[
+                "/api/=http://127.0.0.1:9/v1/",
+                "/=http://127.0.0.1:9,http://127.0.0.1:10/",
+            ],
+            &["api", "/=ftp://x", "/a=", "noslash=http://127.0.0.1:9", ""],
+        ),
+    ),
+    ("proxy-keepalive", Kind::Count),
+    ("proxy-keepalive-timeout", Kind::Duration),
+    (
         "allocator",
         Kind::Choice(&["system", "mimalloc", "locked", "jemalloc"]),
     ),
