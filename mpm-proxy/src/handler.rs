@@ -357,25 +357,30 @@ impl Call {
                 Framing::Length(n) => RequestFraming::Length(n),
                 _ => RequestFraming::Chunked,
             };
-            let mut writer = BodyWriter::new(framing);
-            let mut buf = vec![0u8; UPLOAD_CHUNK];
-            loop {
-                // Blocking: a streamed upload runs on a worker.
-                let n = body
-                    .read_more(&mut buf)
-                    .map_err(|e| fail(mpm_upstream::Error::Io(e), false, true))?;
-                if n == 0 {
-                    break;
+            // Boxed, as the other rare branches: a future's size is that of
+            // its largest state, and every waiting request holds one.
+            Box::pin(async {
+                let mut writer = BodyWriter::new(framing);
+                let mut buf = vec![0u8; UPLOAD_CHUNK];
+                loop {
+                    // Blocking: a streamed upload runs on a worker.
+                    let n = body
+                        .read_more(&mut buf)
+                        .map_err(|e| fail(mpm_upstream::Error::Io(e), false, true))?;
+                    if n == 0 {
+                        break;
+                    }
+                    writer
+                        .write_all(&mut conn, &buf[..n], send_until())
+                        .await
+                        .map_err(|e| fail(e, false, true))?;
                 }
                 writer
-                    .write_all(&mut conn, &buf[..n], send_until())
+                    .finish(&mut conn, send_until())
                     .await
-                    .map_err(|e| fail(e, false, true))?;
-            }
-            writer
-                .finish(&mut conn, send_until())
-                .await
-                .map_err(|e| fail(e, false, true))?;
+                    .map_err(|e| fail(e, false, true))
+            })
+            .await?;
         }
         let body_spent = body.whole().is_none();
         let mut buf = Vec::new();
@@ -441,8 +446,7 @@ impl Call {
             return Ok(response);
         }
         if !stream {
-            source
-                .buffer(BUFFERED_MAX)
+            Box::pin(source.buffer(BUFFERED_MAX))
                 .await
                 .map_err(|e| fail(e, false, body_spent))?;
             if source.conn.is_none() {

@@ -169,16 +169,24 @@ impl Pool {
             }
             self.count(&key, |s| s.dropped_stale += 1);
         }
-        let sock = connect_tcp(target.addr, until).await?;
-        let conn = match &target.tls {
-            None => Connection::plain(sock, key.clone()),
-            Some((name, config)) => {
-                let stream = TlsStream::handshake(sock, name, config, until).await?;
-                Connection::tls(stream, key.clone())
-            }
-        };
+        // Boxed: the opening's state (a TCP connect, a TLS handshake) is
+        // over 2 KiB, and inline it would be in every request's future for
+        // as long as the request waits, a pooled connection or not.
+        let conn = Box::pin(Self::open(target, key.clone(), until)).await?;
         self.count(&key, |s| s.opened += 1);
         Ok(conn)
+    }
+
+    /// A new connection to `target`: TCP, then the TLS handshake.
+    async fn open(target: &Target, key: PoolKey, until: Instant) -> Result<Connection> {
+        let sock = connect_tcp(target.addr, until).await?;
+        Ok(match &target.tls {
+            None => Connection::plain(sock, key),
+            Some((name, config)) => {
+                let stream = TlsStream::handshake(sock, name, config, until).await?;
+                Connection::tls(stream, key)
+            }
+        })
     }
 
     /// Take back `conn` for reuse. Give back only a connection whose last
