@@ -306,6 +306,92 @@ pub fn serve_blocking<H: ConnectionHandler>(
     }
 }
 
+/// Drive one connection on a non-blocking `stream` as an event loop does,
+/// with `poll(2)` for its epoll set: every wake goes through
+/// [`prefetch`](ConnectionHandler::prefetch) (the step then runs "on the
+/// loop" or, for [`Prefetch::Ready`](crate::Prefetch::Ready), as a worker
+/// would), a write through
+/// [`writes_without_blocking`](ConnectionHandler::writes_without_blocking),
+/// an idle connection is [`parked`](ConnectionHandler::parked), and an
+/// [`Interest::Await`] is waited on in `poll` with no thread of a pool
+/// involved. Until the connection closes, or nothing happens for `idle`;
+/// returns every interest the steps returned, for a test to assert on
+/// (what the event MPM would have done with each). Panics are not caught:
+/// this is a test harness, not a server.
+pub fn drive_like_a_loop<H: ConnectionHandler>(
+    handler: &mut H,
+    mut stream: Stream,
+    idle: Duration,
+) -> Vec<Interest> {
+    let fd = stream.as_raw_fd();
+    let ready = |read: bool| {
+        let until = crate::deadline(Instant::now(), idle);
+        let wait = crate::waiting::Await::timer(until);
+        let wait = if read {
+            wait.or_client_input()
+        } else {
+            wait.or_client_room()
+        };
+        crate::waiting::block_until(&wait, Some(fd))
+    };
+    let mut conn = handler.connected(&stream);
+    let mut seen = Vec::new();
+    let mut interest = Interest::Read(Wait::Request);
+    loop {
+        interest = match interest {
+            Interest::Read(wait) => {
+                if wait == Wait::KeepAlive {
+                    handler.parked(&mut conn);
+                }
+                if stream.drained() && !ready(true) {
+                    return seen;
+                }
+                wake_like_a_loop(handler, &mut conn, &mut stream)
+            }
+            Interest::Write => {
+                if !ready(false) {
+                    return seen;
+                }
+                stream.set_on_event_loop(handler.writes_without_blocking(&conn));
+                let next = handler.writable(&mut conn, &mut stream);
+                stream.take_would_block();
+                next
+            }
+            Interest::Yield => wake_like_a_loop(handler, &mut conn, &mut stream),
+            Interest::Await(wait) => {
+                // Parked: no worker holds it, only this poll.
+                crate::waiting::block_until(&wait, Some(fd));
+                wake_like_a_loop(handler, &mut conn, &mut stream)
+            }
+            Interest::Close | Interest::Linger => return seen,
+        };
+        seen.push(interest);
+    }
+}
+
+/// One wake of a loop: `prefetch`, then `readable` on the loop or (as a
+/// worker would) off it.
+fn wake_like_a_loop<H: ConnectionHandler>(
+    handler: &mut H,
+    conn: &mut H::Conn,
+    stream: &mut Stream,
+) -> Interest {
+    stream.set_on_event_loop(true);
+    let found = handler.prefetch(conn, stream);
+    stream.take_would_block();
+    let next = match found {
+        crate::Prefetch::Wait(next) => next,
+        crate::Prefetch::ReadyInline => handler.readable(conn, stream),
+        crate::Prefetch::Ready => {
+            stream.set_on_event_loop(false);
+            handler.readable(conn, stream)
+        }
+    };
+    // WouldBlock on a non-blocking socket is not a timeout.
+    stream.take_would_block();
+    next
+}
+
 /// The one error-log line for a panic in a step: which step, the panic,
 /// and whose connection was closed for it.
 pub fn log_panic(step: &str, panic: &Panic, stream: &Stream) {

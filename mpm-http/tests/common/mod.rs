@@ -5,15 +5,13 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mpm_core::blocking::{serve_blocking, NoPark, Timeouts};
-use mpm_core::waiting::{block_until, Await};
-use mpm_core::{ConnectionHandler, Interest, Prefetch, Stream, Wait};
+use mpm_core::blocking::{drive_like_a_loop, serve_blocking, NoPark, Timeouts};
+use mpm_core::{ConnectionHandler, Interest, Stream};
 use mpm_http::{HttpHandler, HttpService, HttpSettings};
 
 /// Listen on an ephemeral port and serve the first connection with
@@ -86,7 +84,7 @@ where
             }
             Driver::Loop => {
                 let stream = Stream::new(sock, peer, false, draining).unwrap();
-                drive_like_a_loop(&mut service, stream)
+                drive_like_a_loop(&mut service, stream, Duration::from_secs(10))
             }
         }
     });
@@ -101,75 +99,6 @@ pub(crate) fn serve_http<H: HttpHandler + Send + 'static>(
     serve_by(driver, move || {
         HttpService::new(handler, &HttpSettings::default())
     })
-}
-
-/// Is `fd` ready as asked within `within`?
-fn ready(fd: RawFd, read: bool, within: Duration) -> bool {
-    let until = Instant::now() + within;
-    let wait = if read {
-        Await::timer(until).or_client_input()
-    } else {
-        Await::timer(until).or_client_room()
-    };
-    block_until(&wait, Some(fd))
-}
-
-/// One wake of the event loop: `prefetch`, then `readable` on the loop or
-/// (as a worker would) off it.
-fn wake<S: ConnectionHandler>(h: &mut S, conn: &mut S::Conn, s: &mut Stream) -> Interest {
-    s.set_on_event_loop(true);
-    let found = h.prefetch(conn, s);
-    s.take_would_block();
-    let next = match found {
-        Prefetch::Wait(next) => next,
-        Prefetch::ReadyInline => h.readable(conn, s),
-        Prefetch::Ready => {
-            s.set_on_event_loop(false);
-            h.readable(conn, s)
-        }
-    };
-    // WouldBlock on a non-blocking socket is not a timeout.
-    s.take_would_block();
-    next
-}
-
-/// Drive one connection as the event loop does, until it closes (or
-/// nothing happens for 10 s); every interest returned.
-fn drive_like_a_loop<S: ConnectionHandler>(h: &mut S, mut s: Stream) -> Vec<Interest> {
-    let fd = s.as_raw_fd();
-    let mut conn = h.connected(&s);
-    let mut seen = Vec::new();
-    let mut interest = Interest::Read(Wait::Request);
-    loop {
-        interest = match interest {
-            Interest::Read(wait) => {
-                if wait == Wait::KeepAlive {
-                    h.parked(&mut conn);
-                }
-                if s.drained() && !ready(fd, true, Duration::from_secs(10)) {
-                    return seen;
-                }
-                wake(h, &mut conn, &mut s)
-            }
-            Interest::Write => {
-                if !ready(fd, false, Duration::from_secs(10)) {
-                    return seen;
-                }
-                s.set_on_event_loop(h.writes_without_blocking(&conn));
-                let next = h.writable(&mut conn, &mut s);
-                s.take_would_block();
-                next
-            }
-            Interest::Yield => wake(h, &mut conn, &mut s),
-            Interest::Await(wait) => {
-                // Parked: a test holds no worker here, only this poll.
-                block_until(&wait, Some(fd));
-                wake(h, &mut conn, &mut s)
-            }
-            Interest::Close | Interest::Linger => return seen,
-        };
-        seen.push(interest);
-    }
 }
 
 /// Read one response from `c`: its head, and its body as its framing

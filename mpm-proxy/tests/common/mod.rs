@@ -10,11 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use std::os::fd::AsRawFd;
-
 use mpm_core::blocking::{serve_blocking, NoPark, Timeouts};
-use mpm_core::waiting::{block_until, Await};
-use mpm_core::{ConnectionHandler, Interest, Prefetch, Stream, Wait};
+use mpm_core::{Interest, Stream};
 use mpm_http::{HttpService, HttpSettings};
 use mpm_proxy::{PoolSettings, ProxyRoute, ProxyState, ReverseProxy, RouteTable, Slots};
 
@@ -54,70 +51,10 @@ pub(crate) fn serve_on_a_loop(
     let server = std::thread::spawn(move || {
         let mut h = HttpService::new(proxy.worker(), &HttpSettings::default());
         let (sock, peer) = listener.accept().unwrap();
-        let mut s = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
-        let fd = s.as_raw_fd();
-        let mut conn = h.connected(&s);
-        let mut seen = Vec::new();
-        let mut interest = Interest::Read(Wait::Request);
-        let ready = |read: bool| {
-            let until = std::time::Instant::now() + Duration::from_secs(10);
-            let wait = if read {
-                Await::timer(until).or_client_input()
-            } else {
-                Await::timer(until).or_client_room()
-            };
-            block_until(&wait, Some(fd))
-        };
-        loop {
-            interest = match interest {
-                Interest::Read(wait) => {
-                    if wait == Wait::KeepAlive {
-                        h.parked(&mut conn);
-                    }
-                    if s.drained() && !ready(true) {
-                        return seen;
-                    }
-                    wake(&mut h, &mut conn, &mut s)
-                }
-                Interest::Write => {
-                    if !ready(false) {
-                        return seen;
-                    }
-                    s.set_on_event_loop(h.writes_without_blocking(&conn));
-                    let next = h.writable(&mut conn, &mut s);
-                    s.take_would_block();
-                    next
-                }
-                Interest::Yield => wake(&mut h, &mut conn, &mut s),
-                Interest::Await(wait) => {
-                    // Parked: no worker, only this poll.
-                    block_until(&wait, Some(fd));
-                    wake(&mut h, &mut conn, &mut s)
-                }
-                Interest::Close | Interest::Linger => return seen,
-            };
-            seen.push(interest);
-        }
+        let s = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
+        mpm_core::blocking::drive_like_a_loop(&mut h, s, Duration::from_secs(10))
     });
     (addr, server)
-}
-
-/// One wake of the loop: `prefetch`, then `readable` on the loop or (as a
-/// worker would) off it.
-fn wake<S: ConnectionHandler>(h: &mut S, conn: &mut S::Conn, s: &mut Stream) -> Interest {
-    s.set_on_event_loop(true);
-    let found = h.prefetch(conn, s);
-    s.take_would_block();
-    let next = match found {
-        Prefetch::Wait(next) => next,
-        Prefetch::ReadyInline => h.readable(conn, s),
-        Prefetch::Ready => {
-            s.set_on_event_loop(false);
-            h.readable(conn, s)
-        }
-    };
-    s.take_would_block();
-    next
 }
 
 /// A pattern of the error log's lines that names `what`, for one test's
