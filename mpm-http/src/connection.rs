@@ -392,12 +392,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn parked(&mut self, c: &mut HttpConn) {
-        // A connection waiting on an answer or a tunnel keeps all it has.
-        if c.start == c.filled && !c.has_output() && !c.is_waiting() {
-            c.start = 0;
-            c.filled = 0;
-            c.pool.put_read(std::mem::take(&mut c.buf));
-            c.pool.put_write(std::mem::take(&mut c.out));
+        // A connection waiting on an answer or a tunnel keeps what its
+        // occasional box holds (the answer to come, the tunnel); its
+        // buffers went back when it began to wait.
+        if !c.has_output() && !c.is_waiting() && c.release_buffers() {
             c.occasional = None;
         }
     }
@@ -451,18 +449,8 @@ impl<H: HttpHandler> HttpService<H> {
             let answer = match catch(|| poll_once(later.answer.as_mut())) {
                 Ok(Polled::Wait(wait)) => {
                     // Waiting costs the connection's state, not its
-                    // buffers: with nothing unread (no pipelined request)
-                    // and nothing queued, they go back to the pool until
-                    // the answer comes, as an idle connection's do.
-                    if c.start == c.filled && c.out_pos >= c.out.len() {
-                        c.start = 0;
-                        c.filled = 0;
-                        c.pool.put_read(std::mem::take(&mut c.buf));
-                        c.out.clear();
-                        c.out_pos = 0;
-                        c.resp_start = 0;
-                        c.pool.put_write(std::mem::take(&mut c.out));
-                    }
+                    // buffers (unless a pipelined request is in them).
+                    c.release_buffers();
                     return Interest::Await(wait);
                 }
                 Ok(Polled::Again) => return Interest::Yield,

@@ -230,6 +230,24 @@ impl HttpConn {
         }
     }
 
+    /// With nothing unread and no bytes queued, give the read and write
+    /// buffers back to the pool (taken again at the next read or
+    /// response): what an idle connection, and one whose answer is still
+    /// to come, need not hold. Returns whether they went.
+    pub(crate) fn release_buffers(&mut self) -> bool {
+        if self.start != self.filled || self.out_pos < self.out.len() {
+            return false;
+        }
+        self.start = 0;
+        self.filled = 0;
+        self.out.clear();
+        self.out_pos = 0;
+        self.resp_start = 0;
+        self.pool.put_read(std::mem::take(&mut self.buf));
+        self.pool.put_write(std::mem::take(&mut self.out));
+        true
+    }
+
     /// Before a read: take a buffer from the pool if the connection parked
     /// without one, and move unconsumed bytes to its front.
     pub(crate) fn make_room(&mut self) {
