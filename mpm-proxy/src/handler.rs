@@ -47,7 +47,7 @@ use mpm_core::waiting::{block_on, Polled};
 use mpm_http::{Body, HttpHandler, PollRead, Request, Response, Tunnel};
 use mpm_upstream::{
     read_response_head, write_request, BodyReader, BodyWriter, Connection, HeadLimits, Pool,
-    PoolKey, RequestFraming, Target,
+    RequestFraming, Target,
 };
 
 use crate::headers::{response_fields, streams, Framing};
@@ -146,20 +146,26 @@ struct Call {
 }
 
 /// The shared gauge of one upstream's idle pooled connections, kept by
-/// this process's share: after each checkout and each give-back, the pool's
-/// count for the upstream is read (one short lock of the process's pool)
-/// and the difference from the last reading added.
+/// this process's share: a checkout of a pooled connection takes one off
+/// it, and each give-back sets it to the count the pool returns (which
+/// also catches up with connections the pool closed meanwhile); no lock of
+/// the pool's is taken for it.
 #[derive(Clone)]
 struct IdleGauge {
     pool: Arc<Pool>,
-    key: PoolKey,
     state: UpstreamState,
     seen: Arc<AtomicU64>,
 }
 
 impl IdleGauge {
-    fn update(&self) {
-        let now = self.pool.stats(&self.key).idle_now;
+    /// A pooled connection was taken.
+    fn took_one(&self) {
+        let before = self.seen.load(Ordering::Relaxed);
+        self.set(before.saturating_sub(1));
+    }
+
+    /// The pool holds `now` idle connections to the upstream.
+    fn set(&self, now: u64) {
         let before = self.seen.swap(now, Ordering::Relaxed);
         if before != now {
             self.state.count_pool_idle(before, now);
@@ -310,7 +316,6 @@ impl Call {
             .map_err(|e| fail(e, false, false))?;
         let gauge = IdleGauge {
             pool: self.pool.clone(),
-            key: target.key(),
             state: attempt.state,
             seen: self
                 .idle_seen
@@ -319,9 +324,9 @@ impl Call {
                 .cloned()
                 .unwrap_or_default(),
         };
-        gauge.update();
         let reused = conn.requests_served() > 0;
         if reused {
+            gauge.took_one();
             attempt.state.count_reused();
         } else {
             attempt.state.count_opened();
@@ -511,8 +516,8 @@ impl UpstreamBody {
     fn finish(&mut self) {
         if let Some(conn) = self.conn.take() {
             if self.reader.reusable() {
-                self.gauge.pool.give_back(conn);
-                self.gauge.update();
+                let idle = self.gauge.pool.give_back(conn);
+                self.gauge.set(idle);
             }
         }
     }

@@ -163,11 +163,15 @@ impl Pool {
             let (candidate, expired) = self.pop_idle(&key);
             drop(expired);
             let Some(mut conn) = candidate else { break };
+            // Counted reused as it was taken (one lock a request, not
+            // two); the rare stale one is counted back.
             if conn.is_fresh() {
-                self.count(&key, |s| s.reused += 1);
                 return Ok(conn);
             }
-            self.count(&key, |s| s.dropped_stale += 1);
+            self.count(&key, |s| {
+                s.reused -= 1;
+                s.dropped_stale += 1;
+            });
         }
         // Boxed: the opening's state (a TCP connect, a TLS handshake) is
         // over 2 KiB, and inline it would be in every request's future for
@@ -192,12 +196,13 @@ impl Pool {
     /// Take back `conn` for reuse. Give back only a connection whose last
     /// response was read to its end and may be kept alive
     /// ([`BodyReader::reusable`](crate::BodyReader::reusable)); drop any
-    /// other.
-    pub fn give_back(&self, mut conn: Connection) {
+    /// other. Returns how many idle connections to its upstream the pool
+    /// holds now (what a gauge of them reads, without a lock of its own).
+    pub fn give_back(&self, mut conn: Connection) -> u64 {
         conn.served_one();
         let now = Instant::now();
         let mut closing = Vec::new();
-        {
+        let idle = {
             let mut slots = self.slots.lock();
             let slot = slots.entry(conn.key().clone()).or_default();
             slot.idle.push_back((conn, now));
@@ -207,9 +212,11 @@ impl Pool {
                 }
                 slot.stats.expired += 1;
             }
-        }
+            slot.idle.len() as u64
+        };
         // Closed outside the lock.
         drop(closing);
+        idle
     }
 
     /// Close the idle connections past the idle timeout, for every key.
@@ -247,7 +254,11 @@ impl Pool {
             return (None, expired);
         };
         self.expire(slot, Instant::now(), &mut expired);
-        (slot.idle.pop_back().map(|(c, _)| c), expired)
+        let taken = slot.idle.pop_back().map(|(c, _)| c);
+        if taken.is_some() {
+            slot.stats.reused += 1;
+        }
+        (taken, expired)
     }
 
     fn expire(&self, slot: &mut Slot, now: Instant, into: &mut Vec<(Connection, Instant)>) {
