@@ -204,31 +204,36 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// Returns whether something was (or may be) ready; false: the time ran out.
 pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
     use mpm_sys::readiness::{poll_numbers, Ready};
-    let mut fds: Vec<(RawFd, Ready)> = Vec::with_capacity(2);
+    // On the stack: a blocking worker waits this way once per upstream wait.
+    let mut fds = [(-1, Ready::default()); 2];
+    let mut n = 0;
     if let Some(fd) = wait.fd {
-        fds.push((
+        fds[n] = (
             fd,
             Ready {
                 read: wait.read,
                 write: wait.write,
             },
-        ));
+        );
+        n += 1;
     }
     if let Some(c) = client.filter(|_| wait.client_read || wait.client_write) {
-        fds.push((
+        fds[n] = (
             c,
             Ready {
                 read: wait.client_read,
                 write: wait.client_write,
             },
-        ));
+        );
+        n += 1;
     }
+    let fds = &fds[..n];
     loop {
         let left = wait.until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return false;
         }
-        match poll_numbers(&fds, Some(left.max(Duration::from_millis(1)))) {
+        match poll_numbers(fds, Some(left.max(Duration::from_millis(1)))) {
             Ok(ready) if ready.iter().any(|r| r.read || r.write) => return true,
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

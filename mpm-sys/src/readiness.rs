@@ -17,43 +17,59 @@ pub struct Ready {
     pub write: bool,
 }
 
-/// `poll(2)` on descriptors by number, at most `timeout` (`None`: no
-/// limit). Returns, for each, what it reported (a closed number reports
-/// both, so that its owner tries its I/O and sees the error).
-pub fn poll_numbers(fds: &[(RawFd, Ready)], timeout: Option<Duration>) -> io::Result<Vec<Ready>> {
-    let mut set: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&(fd, want)| libc::pollfd {
-            fd,
-            events: (if want.read {
-                libc::POLLIN | libc::POLLRDHUP
-            } else {
-                0
-            }) | (if want.write { libc::POLLOUT } else { 0 }),
-            revents: 0,
-        })
-        .collect();
+/// The most descriptors one [`poll_numbers`] call watches: a connection's
+/// upstream and its client.
+pub const MAX_POLLED: usize = 2;
+
+/// `poll(2)` on descriptors by number (at most [`MAX_POLLED`]), at most
+/// `timeout` (`None`: no limit). Returns, for each, what it reported (a
+/// closed number reports both, so that its owner tries its I/O and sees
+/// the error). No allocation: a blocking model's worker calls it once per
+/// wait on an upstream.
+pub fn poll_numbers(
+    fds: &[(RawFd, Ready)],
+    timeout: Option<Duration>,
+) -> io::Result<[Ready; MAX_POLLED]> {
+    if fds.len() > MAX_POLLED {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "poll_numbers watches at most two descriptors",
+        ));
+    }
+    let mut set = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; MAX_POLLED];
+    for (slot, &(fd, want)) in set.iter_mut().zip(fds) {
+        slot.fd = fd;
+        slot.events = (if want.read {
+            libc::POLLIN | libc::POLLRDHUP
+        } else {
+            0
+        }) | (if want.write { libc::POLLOUT } else { 0 });
+    }
     let ms = match timeout {
         None => -1,
         Some(t) => t.as_millis().min(i32::MAX as u128) as i32,
     };
-    // SAFETY: `set` is a live, initialised array of `set.len()` pollfd
-    // structures that poll writes `revents` into; poll accepts any
-    // descriptor number (an invalid one is reported as POLLNVAL).
-    let rc = unsafe { libc::poll(set.as_mut_ptr(), set.len() as libc::nfds_t, ms) };
+    // SAFETY: `set` is a live, initialised array of which the first
+    // `fds.len()` (at most its length) pollfd structures are passed, for
+    // poll to write `revents` into; poll accepts any descriptor number (an
+    // invalid one is reported as POLLNVAL).
+    let rc = unsafe { libc::poll(set.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(set
-        .iter()
-        .map(|p| {
-            let bad = p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
-            Ready {
-                read: bad || p.revents & (libc::POLLIN | libc::POLLRDHUP) != 0,
-                write: bad || p.revents & libc::POLLOUT != 0,
-            }
-        })
-        .collect())
+    let mut out = [Ready::default(); MAX_POLLED];
+    for (o, p) in out.iter_mut().zip(&set[..fds.len()]) {
+        let bad = p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
+        *o = Ready {
+            read: bad || p.revents & (libc::POLLIN | libc::POLLRDHUP) != 0,
+            write: bad || p.revents & libc::POLLOUT != 0,
+        };
+    }
+    Ok(out)
 }
 
 /// Arm `fd` in the epoll set `epoll` for one report of `want` under
