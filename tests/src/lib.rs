@@ -820,13 +820,19 @@ pub struct Reply {
     pub body: Vec<u8>,
 }
 
+/// The first value of a field in `fields` (case-insensitive name): a
+/// reply's, or what the test origin saw.
+pub fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
 impl Reply {
     /// The first value of a header (case-insensitive name).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        field(&self.headers, name)
     }
 
     /// How many times a header occurs.

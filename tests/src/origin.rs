@@ -53,10 +53,7 @@ pub struct Seen {
 impl Seen {
     /// The first value of a field (case-insensitive name).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        crate::field(&self.headers, name)
     }
 
     /// Did the request carry this field?
@@ -789,13 +786,6 @@ struct Respond<'a> {
     cut_after: Option<u64>,
 }
 
-fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    fields
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
-}
-
 /// `bytes=A-B` (or `A-`) against a body of `len`: the inclusive range.
 fn single_range(value: &str, len: u64) -> Option<(u64, u64)> {
     let spec = value.strip_prefix("bytes=")?;
@@ -823,7 +813,7 @@ fn respond(shared: &Shared, s: &mut TcpStream, seen: &Seen, r: Respond<'_>) -> i
         Body::Steps(_) => None,
     };
     // The origin's own conditional and range handling, as a file server's.
-    let etag = field(r.headers, "etag");
+    let etag = crate::field(r.headers, "etag");
     let not_modified = status == 200
         && etag.is_some_and(|e| {
             seen.header("if-none-match")
@@ -833,7 +823,7 @@ fn respond(shared: &Shared, s: &mut TcpStream, seen: &Seen, r: Respond<'_>) -> i
         status = 304;
         reason = reason_phrase(304);
     } else if status == 200
-        && field(r.headers, "accept-ranges") == Some("bytes")
+        && crate::field(r.headers, "accept-ranges") == Some("bytes")
         && matches!(r.body, Body::Bytes(_))
     {
         if let (Some(value), Some(len)) = (seen.header("range"), full_len) {
