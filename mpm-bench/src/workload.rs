@@ -14,6 +14,7 @@
 //! title = "browsing the catalogue"
 //! connections = 50                # concurrent connections (default 50)
 //! keepalive = true                # false: a new connection for each request
+//! pipeline = 1                    # requests sent at once on a connection before reading (default 1)
 //! slow-clients = 0.1              # share of the connections that send slowly (default 0)
 //! slow-pause = "10ms"             # a slow client sends slow-bytes, then pauses this long
 //! slow-bytes = 16
@@ -56,6 +57,8 @@ pub const MAX_CONNECTIONS: usize = 100_000;
 pub const MAX_REQUESTS: usize = 1_000;
 /// The largest weight of one request.
 pub const MAX_WEIGHT: u32 = 10_000;
+/// The most requests one connection sends before reading their answers.
+pub const MAX_PIPELINE: usize = 256;
 /// The largest request body.
 pub const MAX_BODY: usize = 16 << 20;
 /// The longest request target.
@@ -75,6 +78,10 @@ pub struct Workload {
     /// Keep connections open between requests (false: a connection per
     /// request, each request saying `Connection: close`).
     pub keepalive: bool,
+    /// Requests each connection sends at once, in one write, before it
+    /// reads their answers (HTTP/1.1 pipelining, as wrk's pipeline script
+    /// and `h2load -m` for HTTP/2); 1: one at a time.
+    pub pipeline: usize,
     /// The share of connections that send their requests slowly.
     pub slow: SlowClients,
 }
@@ -324,6 +331,7 @@ impl Workload {
             requests: Vec::new(),
             connections: DEFAULT_CONNECTIONS,
             keepalive: true,
+            pipeline: 1,
             slow: SlowClients::default(),
         }
     }
@@ -354,6 +362,12 @@ impl Workload {
     /// Keep-alive (`true`, the default) or a connection per request.
     pub fn keepalive(mut self, on: bool) -> Self {
         self.keepalive = on;
+        self
+    }
+
+    /// With `depth` requests sent at once on each connection (pipelined).
+    pub fn pipeline(mut self, depth: usize) -> Self {
+        self.pipeline = depth;
         self
     }
 
@@ -395,7 +409,12 @@ impl Workload {
         } else {
             String::new()
         };
-        format!("{what}, {how}{slow}")
+        let pipelined = if self.pipeline > 1 {
+            format!(", {} pipelined", self.pipeline)
+        } else {
+            String::new()
+        };
+        format!("{what}, {how}{pipelined}{slow}")
     }
 
     /// Check every value; the error names the workload and the request.
@@ -424,6 +443,17 @@ impl Workload {
                 "connections {}: from 1 to {MAX_CONNECTIONS}",
                 self.connections
             )));
+        }
+        if self.pipeline == 0 || self.pipeline > MAX_PIPELINE {
+            return Err(fail(format!(
+                "pipeline {}: from 1 to {MAX_PIPELINE}",
+                self.pipeline
+            )));
+        }
+        if self.pipeline > 1 && !self.keepalive {
+            return Err(fail(
+                "pipeline needs keepalive = true (pipelined requests share a connection)".into(),
+            ));
         }
         let s = &self.slow;
         if !(0.0..=1.0).contains(&s.share) {
@@ -512,6 +542,7 @@ impl Workload {
                 .collect(),
             connections: raw.connections.unwrap_or(DEFAULT_CONNECTIONS),
             keepalive: raw.keepalive.unwrap_or(true),
+            pipeline: raw.pipeline.unwrap_or(1),
             slow: SlowClients {
                 share: raw.slow_clients.unwrap_or(0.0),
                 pause: raw.slow_pause.map_or(d.pause, |s| s.0),
@@ -585,6 +616,7 @@ struct RawWorkload {
     title: Option<String>,
     connections: Option<usize>,
     keepalive: Option<bool>,
+    pipeline: Option<usize>,
     slow_clients: Option<f64>,
     #[serde(default, deserialize_with = "seconds")]
     slow_pause: Option<Seconds>,
@@ -649,6 +681,15 @@ mod tests {
         let named = Workload::from_toml("[[request]]\npath = \"/\"\n", "stem").expect("valid");
         assert_eq!((named.name.as_str(), named.connections), ("stem", 50));
         assert!(named.keepalive);
+        assert_eq!(named.pipeline, 1, "one request at a time unless asked");
+        let deep =
+            Workload::from_toml("pipeline = 16\n[[request]]\npath = \"/\"\n", "p").expect("valid");
+        assert_eq!(deep.pipeline, 16);
+        assert!(
+            deep.describe().contains("16 pipelined"),
+            "{}",
+            deep.describe()
+        );
     }
 
     #[test]
@@ -718,6 +759,14 @@ mod tests {
             (
                 "slow-clients = 2.0\n[[request]]\npath = \"/\"\n",
                 "slow-clients 2",
+            ),
+            (
+                "pipeline = 0\n[[request]]\npath = \"/\"\n",
+                "pipeline 0: from 1 to 256",
+            ),
+            (
+                "pipeline = 4\nkeepalive = false\n[[request]]\npath = \"/\"\n",
+                "pipeline needs keepalive",
             ),
             ("name = \"x\"\n", "no request"),
             (

@@ -43,6 +43,56 @@ fn n(v: &Value, path: &[&str]) -> u64 {
         .unwrap_or_else(|| panic!("{path:?} is not a count in {v}"))
 }
 
+fn pipelined_requests_are_each_counted_once(mpm: &str) {
+    let root = docroot();
+    let server = Server::start(mpm, Some(root.path()), &[]);
+    // 4 connections, 16 requests a write: 20 whole batches.
+    let r = bench(
+        &[
+            "-n",
+            "320",
+            "-c",
+            "4",
+            "--pipeline",
+            "16",
+            &server.url("/index.html"),
+        ],
+        0,
+    );
+    assert_eq!(n(&r, &["responses"]), 320);
+    assert_eq!(n(&r, &["status", "200"]), 320);
+    assert_eq!(n(&r, &["body_bytes"]), 320 * PAGE_LEN as u64);
+    assert_eq!(
+        n(&r, &["errors", "read"]) + n(&r, &["errors", "bad_response"]),
+        0
+    );
+}
+
+/// A server that closes after 10 requests answers part of a 16-request
+/// batch: the rest go again on a new connection, and none is counted lost.
+fn a_pipelined_batch_cut_by_the_servers_limit_is_sent_again(mpm: &str) {
+    let root = docroot();
+    let server = Server::start(mpm, Some(root.path()), &["--max-keepalive-requests", "10"]);
+    let r = bench(
+        &[
+            "-n",
+            "160",
+            "-c",
+            "2",
+            "--pipeline",
+            "16",
+            &server.url("/index.html"),
+        ],
+        0,
+    );
+    assert_eq!(n(&r, &["status", "200"]), 160);
+    assert_eq!(
+        n(&r, &["errors", "read"]) + n(&r, &["errors", "bad_response"]),
+        0
+    );
+    assert!(n(&r, &["connections_opened"]) >= 16, "{r}");
+}
+
 fn a_fixed_request_count_is_answered_exactly(mpm: &str) {
     let root = docroot();
     let server = Server::start(mpm, Some(root.path()), &[]);
@@ -109,6 +159,8 @@ fn close_opens_a_connection_per_request(mpm: &str) {
 
 tests::mpm_suite!(
     a_fixed_request_count_is_answered_exactly,
+    pipelined_requests_are_each_counted_once,
+    a_pipelined_batch_cut_by_the_servers_limit_is_sent_again,
     a_run_where_no_answer_is_a_success_is_counted_warned_and_exits_1,
     close_opens_a_connection_per_request,
 );

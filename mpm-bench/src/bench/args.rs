@@ -43,6 +43,11 @@ pub struct BenchArgs {
     /// keep-alive (whatever the workload says).
     #[arg(long)]
     pub close: bool,
+    /// Requests each connection sends at once before reading the answers
+    /// (HTTP/1.1 pipelining) [default: 1, or the workload's]. Under `-n`,
+    /// a connection's last batch may take the count past it by less than this.
+    #[arg(long, value_name = "N")]
+    pub pipeline: Option<usize>,
     /// Client threads, each driving its share of the connections from one epoll set.
     #[arg(short = 't', long, default_value_t = 1)]
     pub threads: usize,
@@ -215,6 +220,9 @@ impl BenchArgs {
         }
         if self.close {
             workload.keepalive = false;
+        }
+        if let Some(depth) = self.pipeline {
+            workload.pipeline = depth;
         }
         workload.validate().map_err(|e| match &self.workload {
             Some(file) => Error::config(format!("workload {}: {e}", file.display())),

@@ -43,7 +43,8 @@ pub enum Limit {
 pub struct Prepared {
     /// `METHOD /path`, for the report.
     pub label: String,
-    /// The complete request, sent as is.
+    /// The complete request, sent as is: `pipeline` copies of it, one
+    /// after the other, when the load pipelines.
     pub bytes: Vec<u8>,
     /// The statuses that count as an answer.
     pub expect: Expect,
@@ -72,6 +73,10 @@ pub struct Load {
     /// Keep connections open between requests (false: the request says
     /// `Connection: close`, and a new connection carries each request).
     pub keepalive: bool,
+    /// Requests a connection sends in one write before reading their
+    /// answers (1: one at a time). Under a request limit, the last batch
+    /// of each connection may take the count past it by less than this.
+    pub pipeline: usize,
     /// How long one request may take before it counts as a timeout.
     pub timeout: Duration,
     /// Slow clients: their share of the connections, and how they send.
@@ -92,7 +97,9 @@ impl Load {
                 .iter()
                 .map(|r| Prepared {
                     label: r.label(),
-                    bytes: r.to_bytes(host, !workload.keepalive),
+                    bytes: r
+                        .to_bytes(host, !workload.keepalive)
+                        .repeat(workload.pipeline.max(1)),
                     expect: r.expect.clone(),
                     same_length: r.same_length,
                 })
@@ -102,6 +109,7 @@ impl Load {
             threads: 1,
             limit,
             keepalive: workload.keepalive,
+            pipeline: workload.pipeline.max(1),
             timeout: Duration::from_secs(10),
             slow: workload.slow,
             tls: None,
@@ -260,6 +268,10 @@ struct Conn {
     want: Want,
     /// The request in flight: an index into the load's requests.
     req: usize,
+    /// Requests in the write in flight (1 unless pipelining).
+    batch: usize,
+    /// Answers still due for them.
+    left: usize,
     /// A slow client: sends its requests a piece at a time.
     slow: bool,
     /// A slow client's next piece is due then.
@@ -344,6 +356,8 @@ impl<'a> Client<'a> {
                 served: 0,
                 want: Want::Read,
                 req: 0,
+                batch: 1,
+                left: 0,
                 slow: load.is_slow(first + j),
                 next_piece: None,
                 tls: None,
@@ -478,15 +492,16 @@ impl<'a> Client<'a> {
         }
         match self.load.limit {
             Limit::Requests(n) => {
-                let k = self.progress.issued.fetch_add(1, Ordering::Relaxed);
-                (k < n).then_some(k)
+                let batch = self.load.pipeline as u64;
+                let k = self.progress.issued.fetch_add(batch, Ordering::Relaxed);
+                (k < n).then_some(k / batch)
             }
             Limit::Duration(_) => {
                 if self.deadline.is_some_and(|d| Instant::now() >= d) {
                     return None;
                 }
-                self.issued_here += 1;
-                Some(self.issued_here - 1)
+                self.issued_here += self.load.pipeline as u64;
+                Some(self.issued_here / self.load.pipeline as u64 - 1)
             }
         }
     }
@@ -501,6 +516,8 @@ impl<'a> Client<'a> {
         let schedule = &self.load.schedule;
         self.conns[i].req = schedule[(k % schedule.len() as u64) as usize];
         self.conns[i].started = Instant::now();
+        self.conns[i].batch = self.load.pipeline;
+        self.conns[i].left = self.load.pipeline;
         self.conns[i].parser.reset();
         self.send_or_connect(i);
     }
@@ -626,7 +643,7 @@ impl<'a> Client<'a> {
     /// (a record of its own, sent before the pause, as a slow client's
     /// bytes reach a TLS server).
     fn write_tls(&mut self, i: usize) {
-        let req = &self.load.requests[self.conns[i].req].bytes;
+        let req = self.batch_bytes(i);
         let piece = self.load.slow.bytes.max(1);
         let pause = self.load.slow.pause;
         let c = &mut self.conns[i];
@@ -688,7 +705,7 @@ impl<'a> Client<'a> {
         if self.conns[i].tls.is_some() {
             return self.write_tls(i);
         }
-        let req = &self.load.requests[self.conns[i].req].bytes;
+        let req = self.batch_bytes(i);
         let piece = self.load.slow.bytes.max(1);
         loop {
             let c = &mut self.conns[i];
@@ -793,28 +810,80 @@ impl<'a> Client<'a> {
                 }
                 return self.lost(i);
             }
-            match c.parser.feed(&self.buf[..n]) {
-                // A short read has taken all there was (TLS may hold
-                // more already decrypted: read on until it would block).
-                Ok(Feed::More) if n < self.buf.len() && c.tls.is_none() => return,
-                Ok(Feed::More) => {}
-                Ok(Feed::Done(resp, used)) => {
-                    if used < n {
-                        // Bytes nobody asked for: the stream is out of step.
+            // Pipelined answers may share a read: each one ends where the
+            // next begins.
+            let mut from = 0;
+            loop {
+                let c = &mut self.conns[i];
+                match c.parser.feed(&self.buf[from..n]) {
+                    // A short read has taken all there was (TLS may hold
+                    // more already decrypted: read on until it would block).
+                    Ok(Feed::More) if n < self.buf.len() && c.tls.is_none() => return,
+                    Ok(Feed::More) => break,
+                    Ok(Feed::Done(resp, used)) if c.left > 1 && !resp.close => {
+                        c.left -= 1;
+                        c.parser.reset();
+                        self.record(i, resp.status, resp.body_len);
+                        from += used;
+                        if from == n {
+                            break;
+                        }
+                    }
+                    Ok(Feed::Done(resp, used)) => {
+                        if from + used < n {
+                            // Bytes nobody asked for: the stream is out of step.
+                            self.rec.errors.bad_response += 1;
+                            return self.fail(i);
+                        }
+                        return self.complete(i, resp.status, resp.body_len, resp.close);
+                    }
+                    Err(_) => {
                         self.rec.errors.bad_response += 1;
                         return self.fail(i);
                     }
-                    return self.complete(i, resp.status, resp.body_len, resp.close);
-                }
-                Err(_) => {
-                    self.rec.errors.bad_response += 1;
-                    return self.fail(i);
                 }
             }
         }
     }
 
     fn complete(&mut self, i: usize, status: u16, body_len: u64, close: bool) {
+        self.record(i, status, body_len);
+        let rest = self.conns[i].left.saturating_sub(1);
+        if rest > 0 && close {
+            // The server closed before answering the rest of a pipelined
+            // batch (its limit of requests per connection): they go again
+            // on a new connection, as a browser resends them.
+            let c = &mut self.conns[i];
+            (c.batch, c.left) = (rest, rest);
+            c.parser.reset();
+            self.close(i);
+            return self.connect(i);
+        }
+        self.after_response(i, close);
+    }
+
+    /// What connection `i` writes: its request, `batch` times.
+    fn batch_bytes(&self, i: usize) -> &'a [u8] {
+        let load: &'a Load = self.load;
+        let c = &self.conns[i];
+        let all = &load.requests[c.req].bytes;
+        let one = all.len() / load.pipeline.max(1);
+        &all[..one * c.batch.min(load.pipeline)]
+    }
+
+    /// `n` requests of connection `i`'s batch will get no answer.
+    fn unanswered(&mut self, i: usize, n: usize) {
+        for _ in 0..n {
+            self.rec.errors.read += 1;
+            self.rec.failed(self.conns[i].req);
+            self.progress.finished.fetch_add(1, Ordering::Relaxed);
+        }
+        self.conns[i].left -= n;
+    }
+
+    /// Count one answer on connection `i` (of a pipelined batch, its
+    /// latency runs from the batch's write).
+    fn record(&mut self, i: usize, status: u16, body_len: u64) {
         let latency = self.conns[i].started.elapsed();
         let r = self.conns[i].req;
         let request = &self.load.requests[r];
@@ -833,14 +902,13 @@ impl<'a> Client<'a> {
                 self.rec.failed(r);
                 self.progress.finished.fetch_add(1, Ordering::Relaxed);
                 self.conns[i].served += 1;
-                return self.after_response(i, close);
+                return;
             }
         }
         let expected = request.expect.accepts(status);
         self.rec.response(r, status, body_len, latency, expected);
         self.progress.finished.fetch_add(1, Ordering::Relaxed);
         self.conns[i].served += 1;
-        self.after_response(i, close);
     }
 
     fn after_response(&mut self, i: usize, close: bool) {
@@ -861,7 +929,7 @@ impl<'a> Client<'a> {
     /// anything else is a read error.
     fn lost(&mut self, i: usize) {
         let c = &self.conns[i];
-        if c.served > 0 && !c.parser.started() && c.phase == Phase::Reading {
+        if c.served > 0 && !c.parser.started() && c.left == c.batch && c.phase == Phase::Reading {
             self.close(i);
             return self.connect(i);
         }
@@ -876,6 +944,8 @@ impl<'a> Client<'a> {
     }
 
     fn finished_then_next(&mut self, i: usize) {
+        // The rest of a pipelined batch went with the connection.
+        self.unanswered(i, self.conns[i].left.saturating_sub(1));
         self.rec.failed(self.conns[i].req);
         self.progress.finished.fetch_add(1, Ordering::Relaxed);
         self.conns[i].phase = Phase::Idle;
