@@ -127,6 +127,20 @@ impl Scenario {
         }
     }
 
+    /// `depth` requests for `path` written at once on each of
+    /// `connections` keep-alive connections (HTTP/1.1 pipelining).
+    pub fn pipelined(
+        name: &str,
+        title: &str,
+        path: &str,
+        connections: usize,
+        depth: usize,
+    ) -> Scenario {
+        let mut s = Scenario::keepalive(name, title, path, connections);
+        s.workload.pipeline = depth;
+        s
+    }
+
     /// A connection per request for `path`, `connections` at a time.
     pub fn close(name: &str, title: &str, path: &str, connections: usize) -> Scenario {
         let mut s = Scenario::keepalive(name, title, path, connections);
