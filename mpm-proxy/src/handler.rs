@@ -309,11 +309,16 @@ impl Call {
             unsent: false,
             body_spent,
         };
-        let mut conn = self
-            .pool
-            .connect(target, Instant::now() + route.connect_timeout)
-            .await
-            .map_err(|e| fail(e, false, false))?;
+        let until = Instant::now() + route.connect_timeout;
+        // A request that can go again on a fresh connection (idempotent,
+        // its body held) skips the liveness check of a connection given
+        // back just now: a close it would have seen is retried instead.
+        let conn = if is_idempotent(&forward.method) && body.whole().is_some() {
+            self.pool.connect_replayable(target, until).await
+        } else {
+            self.pool.connect(target, until).await
+        };
+        let mut conn = conn.map_err(|e| fail(e, false, false))?;
         let gauge = IdleGauge {
             pool: self.pool.clone(),
             state: attempt.state,

@@ -741,6 +741,27 @@ fn requests_on_one_client_connection_share_one_upstream_connection_unless_none_i
     );
 }
 
+/// An origin that closes each connection right after an answer that said
+/// nothing of closing: the proxy keeps the connection, and the next GET,
+/// taking it back at once (without the liveness check a request that can
+/// go again skips), finds it closed and goes again on a new one. No client
+/// sees the close.
+fn a_get_on_a_kept_connection_the_origin_closed_goes_again_on_a_new_one(mpm: &str) {
+    let origin = Origin::start();
+    origin.on(
+        "/gone",
+        Script::raw(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n"),
+    );
+    let server = serve_all_to(mpm, &origin, &["--server-limit", "1"]);
+    let mut c = server.connect();
+    for i in 0..10 {
+        c.send(&request("GET", "/gone", &[])).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"ok\n"[..]), "request {i}");
+    }
+    assert_eq!(origin.requests_to("/gone").len(), 10);
+}
+
 // ---------------------------------------------------------------------------
 // A hostile upstream
 // ---------------------------------------------------------------------------
@@ -1161,6 +1182,7 @@ mpm_suite!(
     a_big_download_and_upload_go_through_the_proxy_in_bounded_memory,
     a_websocket_echo_goes_through_the_proxy,
     requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept,
+    a_get_on_a_kept_connection_the_origin_closed_goes_again_on_a_new_one,
     a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,
