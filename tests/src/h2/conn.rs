@@ -4,7 +4,7 @@
 //! RFC names arrives, failing the test (never hanging it) when the server
 //! says something else, nothing, or closes.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -148,6 +148,8 @@ pub struct H2Conn {
     pings: u64,
     /// What the server sent lately, for failure messages.
     trail: Vec<String>,
+    /// Octets read but not yet a whole frame.
+    rbuf: Vec<u8>,
 }
 
 fn fail<T>(what: impl std::fmt::Display) -> T {
@@ -196,6 +198,7 @@ impl H2Conn {
             partial: None,
             pings: 0,
             trail: Vec::new(),
+            rbuf: Vec::new(),
         }
     }
 
@@ -249,6 +252,27 @@ impl H2Conn {
                 setting::INITIAL_WINDOW_SIZE => self.peer.initial_window_size = value,
                 setting::MAX_HEADER_LIST_SIZE => self.peer.max_header_list_size = Some(value),
                 _ => {}
+            }
+        }
+    }
+
+    /// Every octet the server sends until it closes (true) or falls silent
+    /// for the timeout (false): for a case where it may not speak HTTP/2.
+    pub fn read_until_close(&mut self) -> (Vec<u8>, bool) {
+        let mut got = std::mem::take(&mut self.rbuf);
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            match self.io.read(&mut chunk) {
+                Ok(0) => return (got, true),
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let closed = matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+                    );
+                    return (got, closed);
+                }
             }
         }
     }
@@ -326,7 +350,7 @@ impl H2Conn {
     /// the decoder's table in step with the server's encoder).
     fn next_raw(&mut self) -> Event {
         loop {
-            let frame = match Frame::read(&mut self.io, 1 << 24) {
+            let frame = match self.read_frame() {
                 Ok(f) => f,
                 Err(e) => {
                     return match e.kind() {
@@ -368,6 +392,39 @@ impl H2Conn {
                     self.partial = Some(block);
                 }
                 _ => return Event::Frame(frame),
+            }
+        }
+    }
+
+    /// One whole frame from the socket, what arrives past it kept for the
+    /// next. A frame longer than our SETTINGS_MAX_FRAME_SIZE (the default:
+    /// the suite never raises it) fails the test: RFC 9113 section 4.2.
+    fn read_frame(&mut self) -> io::Result<Frame> {
+        loop {
+            if self.rbuf.starts_with(b"HTTP/1.") {
+                let line = self.rbuf.split(|&b| b == b'\r').next().unwrap_or_default();
+                fail(format!(
+                    "the server answered in HTTP/1: {:?}",
+                    String::from_utf8_lossy(line)
+                ))
+            }
+            if let Some(len) = Frame::announced_length(&self.rbuf) {
+                if len > DEFAULT_MAX_FRAME_SIZE {
+                    fail(format!(
+                        "the server sent a frame of {len} octets, more than our SETTINGS_MAX_FRAME_SIZE of {DEFAULT_MAX_FRAME_SIZE}"
+                    ))
+                }
+            }
+            if let Some((frame, used)) = Frame::parse(&self.rbuf) {
+                self.rbuf.drain(..used);
+                return Ok(frame);
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            match self.io.read(&mut chunk) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => self.rbuf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
     }

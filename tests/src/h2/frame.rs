@@ -2,8 +2,6 @@
 //! any flags, length, stream identifier (the reserved bit included) and
 //! payload, so that a test can send what no conforming client would.
 
-use std::io::{self, Read};
-
 /// Frame types (RFC 9113 section 6, and 11.2 for their codes).
 pub mod kind {
     /// DATA (6.1).
@@ -282,28 +280,29 @@ impl Frame {
         out
     }
 
-    /// Read one frame; a payload longer than `max_payload` is an error (a
-    /// server that sends one is broken, and the bound keeps a test's memory
-    /// small).
-    pub fn read(from: &mut impl Read, max_payload: usize) -> io::Result<Frame> {
-        let mut head = [0u8; 9];
-        from.read_exact(&mut head)?;
+    /// The frame at the start of `buf` and the octets it takes, once all
+    /// of it is there (None before): a reader keeps what it has read until
+    /// a frame is whole, so that a read timing out mid-frame loses nothing.
+    pub fn parse(buf: &[u8]) -> Option<(Frame, usize)> {
+        let head = buf.get(..9)?;
         let length = u32::from_be_bytes([0, head[0], head[1], head[2]]);
-        if length as usize > max_payload {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("the server sent a frame of {length} octets, more than {max_payload}"),
-            ));
-        }
-        let mut payload = vec![0u8; length as usize];
-        from.read_exact(&mut payload)?;
-        Ok(Frame {
+        let end = 9 + length as usize;
+        let payload = buf.get(9..end)?.to_vec();
+        let frame = Frame {
             kind: head[3],
             flags: head[4],
             stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]),
             length,
             payload,
-        })
+        };
+        Some((frame, end))
+    }
+
+    /// The length field of the frame whose header starts `buf`, if the
+    /// header is there.
+    pub fn announced_length(buf: &[u8]) -> Option<usize> {
+        let head = buf.get(..3)?;
+        Some(u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize)
     }
 
     /// A GOAWAY's (last stream, error code), or an RST_STREAM's error code
@@ -367,7 +366,9 @@ mod tests {
         let sent = Frame::headers(1 | 1 << 31, flag::END_HEADERS, b"block");
         let bytes = sent.encode();
         assert_eq!(&bytes[..9], &[0, 0, 5, 1, 4, 0x80, 0, 0, 1]);
-        let got = Frame::read(&mut &bytes[..], 100).unwrap();
+        assert_eq!(Frame::parse(&bytes[..bytes.len() - 1]), None);
+        let (got, used) = Frame::parse(&bytes).unwrap();
+        assert_eq!(used, bytes.len());
         assert_eq!(got, sent);
         assert_eq!(got.stream_id(), 1);
     }
