@@ -198,8 +198,8 @@ impl Call {
                 if tried.is_empty() {
                     mpm_core::log_error!(
                         "proxy: no live upstreams for {} {} (route {})",
-                        forward.method,
-                        forward.path,
+                        forward.method(),
+                        forward.path(),
                         self.picker.route(&forward).prefix
                     );
                 }
@@ -224,7 +224,7 @@ impl Call {
                 Err(f)
                     if f.stale
                         && !f.body_spent
-                        && (f.unsent || is_idempotent(&forward.method))
+                        && (f.unsent || is_idempotent(forward.method()))
                         && stale_retries < MAX_STALE =>
                 {
                     // A pooled connection the upstream had closed while
@@ -240,9 +240,9 @@ impl Call {
                     // been processed, so it is not sent again (nginx's rule).
                     mpm_core::log_error!(
                         "proxy: {} {}: upstream {}: {} (on a kept-alive connection; not sent again)",
-                        forward.method,
-                        forward.path,
-                        attempt.url,
+                        forward.method(),
+                        forward.path(),
+                        self.picker.url(&forward, &attempt),
                         f.error
                     );
                     return Response::error(502).upstream(
@@ -277,15 +277,15 @@ impl Call {
         let route = self.picker.route(forward);
         mpm_core::log_error!(
             "proxy: {} {}: upstream {}: {error}",
-            forward.method,
-            forward.path,
-            attempt.url
+            forward.method(),
+            forward.path(),
+            self.picker.url(forward, attempt)
         );
         let spec = &route.upstreams[attempt.upstream];
         if attempt.state.record_failure(now_ms()) == Some(Transition::Down) {
             mpm_core::log_warn!(
                 "proxy: upstream {} of {} is marked down for {} (max_fails={} reached within fail_timeout={})",
-                attempt.url,
+                spec.url,
                 route.prefix,
                 crate::show_duration(spec.fail_timeout),
                 spec.max_fails,
@@ -313,7 +313,7 @@ impl Call {
         // A request that can go again on a fresh connection (idempotent,
         // its body held) skips the liveness check of a connection given
         // back just now: a close it would have seen is retried instead.
-        let conn = if is_idempotent(&forward.method) && body.whole().is_some() {
+        let conn = if is_idempotent(forward.method()) && body.whole().is_some() {
             self.pool.connect_replayable(target, until).await
         } else {
             self.pool.connect(target, until).await
@@ -428,7 +428,7 @@ impl Call {
                 idle: route.read_timeout,
             })));
         }
-        let reader = BodyReader::for_response(&forward.method, &mut head)
+        let reader = BodyReader::for_response(forward.method(), &mut head)
             .map_err(|e| fail(e, false, body_spent))?;
         let fields = response_fields(
             head.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),

@@ -46,14 +46,12 @@ pub enum Plan {
 pub struct Forward {
     /// The route's index in the table.
     pub route: usize,
-    /// The method.
-    pub method: String,
-    /// The path as sent (still percent-encoded).
-    pub path: String,
-    /// The query, if any.
-    pub query: Option<String>,
-    /// The request's fields, in order.
-    pub fields: Vec<(String, Vec<u8>)>,
+    /// The method, path, query and every field's name and value, one
+    /// after the other: two allocations a request ([`Spans`] the other),
+    /// not two a field.
+    bytes: Vec<u8>,
+    /// Where each part is in `bytes`.
+    spans: Spans,
     /// The peer's address.
     pub peer: IpAddr,
     /// Did it come over TLS?
@@ -66,23 +64,95 @@ pub struct Forward {
     pub hash_key: Vec<u8>,
 }
 
+/// Where the parts of a [`Forward`] are in its bytes: method, path,
+/// query (empty: none), then a name and a value per field.
+#[derive(Debug, Clone, Default)]
+struct Spans {
+    method: (u32, u32),
+    path: (u32, u32),
+    query: Option<(u32, u32)>,
+    fields: Vec<[(u32, u32); 2]>,
+}
+
 impl Forward {
+    /// Keep what the proxy needs of `request`.
+    fn keep(request: &Request<'_>) -> (Vec<u8>, Spans) {
+        let mut bytes = Vec::with_capacity(256);
+        // A request head is at most the HTTP layer's buffer (64 KiB), so
+        // its offsets fit a u32; a longer one keeps what fits and is cut
+        // (never reached: the layer refuses such a head with 431).
+        let mut put = |b: &[u8]| {
+            let start = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+            bytes.extend_from_slice(b);
+            (start, u32::try_from(b.len()).unwrap_or(0))
+        };
+        let method = put(request.method().as_bytes());
+        let path = put(request.path().as_bytes());
+        let query = request.query().map(|q| put(q.as_bytes()));
+        let fields = request
+            .headers()
+            .map(|(n, v)| [put(n.as_bytes()), put(v)])
+            .collect();
+        (
+            bytes,
+            Spans {
+                method,
+                path,
+                query,
+                fields,
+            },
+        )
+    }
+
+    fn slice(&self, (start, len): (u32, u32)) -> &[u8] {
+        let start = start as usize;
+        self.bytes
+            .get(start..start + len as usize)
+            .unwrap_or_default()
+    }
+
+    /// Text of a span: the layer took it from a `&str`, so it is UTF-8.
+    fn text(&self, span: (u32, u32)) -> &str {
+        std::str::from_utf8(self.slice(span)).unwrap_or_default()
+    }
+
+    /// The method.
+    pub fn method(&self) -> &str {
+        self.text(self.spans.method)
+    }
+
+    /// The path as sent (still percent-encoded).
+    pub fn path(&self) -> &str {
+        self.text(self.spans.path)
+    }
+
+    /// The query, if any.
+    pub fn query(&self) -> Option<&str> {
+        self.spans.query.map(|q| self.text(q))
+    }
+
+    /// The request's fields, in order.
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.spans
+            .fields
+            .iter()
+            .map(|[n, v]| (self.text(*n), self.slice(*v)))
+    }
+
     /// A field's first value (case-insensitive name).
     pub fn field(&self, name: &str) -> Option<&[u8]> {
-        self.fields
-            .iter()
+        self.fields()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
+            .map(|(_, v)| v)
     }
 }
 
 /// One try of a request on one upstream.
 #[derive(Debug)]
 pub struct Attempt {
-    /// The upstream's index in the route.
+    /// The upstream's index in the route (its URL:
+    /// [`Picker::url`], not copied into every try).
     pub upstream: usize,
-    /// Where it is.
-    pub url: UpstreamUrl,
     /// Its shared state: count the request, record a failure.
     pub state: UpstreamState,
     /// The request head to send it, whole.
@@ -157,15 +227,11 @@ impl Proxy {
             }
             _ => Vec::new(),
         };
+        let (bytes, spans) = Forward::keep(request);
         Plan::Forward(Box::new(Forward {
             route: index,
-            method: request.method().to_string(),
-            path: path.to_string(),
-            query: request.query().map(str::to_string),
-            fields: request
-                .headers()
-                .map(|(n, v)| (n.to_string(), v.to_vec()))
-                .collect(),
+            bytes,
+            spans,
             peer,
             tls,
             framing: framing(request),
@@ -204,6 +270,11 @@ impl Picker {
         &self.table.routes()[forward.route]
     }
 
+    /// The URL of the upstream an attempt of `forward` went to.
+    pub fn url(&self, forward: &Forward, attempt: &Attempt) -> &UpstreamUrl {
+        &self.route(forward).upstreams[attempt.upstream].url
+    }
+
     /// The next try: an upstream up and not in `tried`, chosen as the
     /// route balances, with its head; `None` when none is left (nginx's
     /// "no live upstreams": answer 502).
@@ -221,7 +292,7 @@ impl Picker {
             (u, b.in_flight().start(u))
         };
         let spec = &route.upstreams[u];
-        let target = map_target(route, &spec.url, &forward.path, forward.query.as_deref());
+        let target = map_target(route, &spec.url, forward.path(), forward.query());
         let host = forward
             .field("host")
             .and_then(|h| std::str::from_utf8(h).ok())
@@ -234,19 +305,15 @@ impl Picker {
         let head = request_head(
             route,
             &spec.url,
-            &forward.method,
+            forward.method(),
             &target,
-            forward
-                .fields
-                .iter()
-                .map(|(n, v)| (n.as_str(), v.as_slice())),
+            forward.fields(),
             &client,
             forward.framing,
             forward.tunnel,
         );
         Some(Attempt {
             upstream: u,
-            url: spec.url.clone(),
             state: states[u],
             head,
             in_flight,
@@ -266,7 +333,7 @@ impl Picker {
             0 => r.upstreams.len(),
             n => n as usize,
         };
-        r.next_upstream && is_idempotent(&forward.method) && tried.len() < limit
+        r.next_upstream && is_idempotent(forward.method()) && tried.len() < limit
     }
 }
 

@@ -262,8 +262,17 @@ fn too_large(limits: HeadLimits) -> Error {
 /// A complete head at the start of `buf` and its length, or `None` for
 /// more to read.
 fn parse_head(buf: &[u8], limits: HeadLimits) -> Result<Option<(ResponseHead, usize)>> {
-    let mut fields = vec![httparse::EMPTY_HEADER; limits.max_fields];
-    let mut response = httparse::Response::new(&mut fields);
+    // The default limit's fields on the stack (3.2 KiB, a parse's life):
+    // no allocation a response; a larger limit allocates.
+    let mut on_stack = [httparse::EMPTY_HEADER; 100];
+    let mut on_heap = Vec::new();
+    let fields: &mut [httparse::Header<'_>] = if limits.max_fields <= on_stack.len() {
+        &mut on_stack[..limits.max_fields]
+    } else {
+        on_heap.resize(limits.max_fields, httparse::EMPTY_HEADER);
+        &mut on_heap
+    };
+    let mut response = httparse::Response::new(fields);
     let len = match response.parse(buf) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),

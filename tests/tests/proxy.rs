@@ -757,7 +757,11 @@ fn a_get_on_a_kept_connection_the_origin_closed_goes_again_on_a_new_one(mpm: &st
     for i in 0..10 {
         c.send(&request("GET", "/gone", &[])).unwrap();
         let r = c.read_response().unwrap();
-        assert_eq!((r.status, r.body.as_slice()), (200, &b"ok\n"[..]), "request {i}");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"ok\n"[..]),
+            "request {i}"
+        );
     }
     assert_eq!(origin.requests_to("/gone").len(), 10);
 }
