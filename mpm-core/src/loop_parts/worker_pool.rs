@@ -1,5 +1,5 @@
 //! The worker threads, and the way finished connections come back to the
-//! event loop.
+//! event loop (event's epoll loop, uring's ring).
 
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,10 +8,10 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
-use mpm_core::blocking::log_panic;
-use mpm_core::panics::catch;
-use mpm_core::scoreboard::{Slot, WorkerState};
-use mpm_core::{ConnectionHandler, Interest, Stream};
+use crate::blocking::log_panic;
+use crate::panics::catch;
+use crate::scoreboard::{Slot, WorkerState};
+use crate::{ConnectionHandler, Interest, Stream};
 
 /// A connection in flight: its socket and the handler's state for it.
 pub struct Conn<C> {
@@ -20,7 +20,7 @@ pub struct Conn<C> {
     /// The handler's per-connection state.
     pub state: C,
     /// Lingering close: bytes it may still read and discard.
-    pub(crate) linger_left: usize,
+    pub linger_left: usize,
 }
 
 impl<C> Conn<C> {
@@ -29,7 +29,7 @@ impl<C> Conn<C> {
         Conn {
             stream,
             state,
-            linger_left: mpm_core::LINGER_BYTES,
+            linger_left: crate::LINGER_BYTES,
         }
     }
 }
