@@ -92,7 +92,39 @@ pub struct Stream {
     slot: Option<&'static Slot>,
     on_loop: bool,
     transport: Option<Box<dyn Transport>>,
+    /// Ring mode (the uring model): the queues its loop fills and empties.
+    ring: Option<Box<RingQueues>>,
 }
+
+/// A stream in ring mode: what a completion-based loop (the uring model)
+/// received for it and what it will send for it. The loop copies received
+/// bytes out of its provided buffers into `input` at once, so that the
+/// buffer goes straight back to the kernel and a connection that waits
+/// holds none; each Vec is freed when emptied.
+#[derive(Debug, Default)]
+struct RingQueues {
+    input: Vec<u8>,
+    /// Bytes of `input` already read.
+    read_at: usize,
+    output: Vec<u8>,
+    /// The ring owns the socket's input (a multishot receive is armed):
+    /// past the queue, a read would block.
+    owns_input: bool,
+    /// The ring owns the socket's output: writes append to `output`.
+    owns_output: bool,
+    /// The ring saw the end of the stream: past the queue, reads return 0.
+    ended: bool,
+}
+
+impl RingQueues {
+    fn input_len(&self) -> usize {
+        self.input.len() - self.read_at
+    }
+}
+
+/// The most output a stream in ring mode gathers before its writes return
+/// `WouldBlock` (the handler then asks to write, and the loop sends).
+pub const RING_OUTPUT_CAP: usize = 256 * 1024;
 
 impl std::fmt::Debug for dyn Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -134,6 +166,7 @@ impl Stream {
             slot: None,
             transport: None,
             on_loop: false,
+            ring: None,
         })
     }
 
@@ -159,6 +192,7 @@ impl Stream {
             slot: None,
             transport: None,
             on_loop: false,
+            ring: None,
         }
     }
 
@@ -166,6 +200,130 @@ impl Stream {
     /// reads and writes travel encrypted? A proxy says `https` upstream.
     pub fn has_transport(&self) -> bool {
         self.transport.is_some()
+    }
+
+    /// Put this stream in ring mode (the uring model): reads take the
+    /// input queue the loop fills first, writes gather in an output queue
+    /// while the ring owns the socket's output. See
+    /// [`set_ring_owns`](Self::set_ring_owns).
+    pub fn set_ring_mode(&mut self) {
+        self.ring.get_or_insert_with(Box::default);
+    }
+
+    /// Is the stream in ring mode?
+    pub fn in_ring_mode(&self) -> bool {
+        self.ring.is_some()
+    }
+
+    /// Say whether the ring owns the socket's input (a multishot receive is
+    /// armed: past the queue a read returns `WouldBlock`) and its output
+    /// (writes gather, up to [`RING_OUTPUT_CAP`]). Owning neither (on a
+    /// worker), the stream reads and writes the socket itself once its
+    /// queues are empty.
+    pub fn set_ring_owns(&mut self, input: bool, output: bool) {
+        if let Some(r) = &mut self.ring {
+            r.owns_input = input;
+            r.owns_output = output;
+        }
+    }
+
+    /// Bytes the ring received for this stream: appended to its input queue.
+    pub fn ring_input(&mut self, bytes: &[u8]) {
+        if let Some(r) = &mut self.ring {
+            if r.read_at == r.input.len() {
+                r.input.clear();
+                r.read_at = 0;
+            }
+            r.input.extend_from_slice(bytes);
+        }
+    }
+
+    /// The ring saw the end of the stream (or an error): once the queue is
+    /// read, reads return 0.
+    pub fn ring_input_ended(&mut self) {
+        if let Some(r) = &mut self.ring {
+            r.ended = true;
+        }
+    }
+
+    /// Has the ring seen the end of the stream?
+    pub fn ring_input_has_ended(&self) -> bool {
+        self.ring.as_ref().is_some_and(|r| r.ended)
+    }
+
+    /// Bytes received and not read yet.
+    pub fn ring_input_len(&self) -> usize {
+        self.ring.as_ref().map_or(0, |r| r.input_len())
+    }
+
+    /// Bytes gathered and not handed to the ring yet.
+    pub fn ring_output_len(&self) -> usize {
+        self.ring.as_ref().map_or(0, |r| r.output.len())
+    }
+
+    /// Take the gathered output, to be sent as one operation (empty: none).
+    pub fn take_ring_output(&mut self) -> Vec<u8> {
+        self.ring
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.output))
+            .unwrap_or_default()
+    }
+
+    /// Bytes of a send that went out short: they go before anything
+    /// gathered since.
+    pub fn unsent_ring_output(&mut self, mut unsent: Vec<u8>) {
+        if let Some(r) = &mut self.ring {
+            unsent.extend_from_slice(&r.output);
+            r.output = unsent;
+        }
+    }
+
+    /// Is input waiting to be read, in the ring's queue or (peeked) in the
+    /// socket?
+    pub fn has_buffered_input(&self) -> bool {
+        self.ring_input_len() > 0 || crate::blocking::has_pending_input(&self.socket)
+    }
+
+    /// Ring mode, output not owned by the ring: write what is gathered
+    /// before anything new, so that bytes go out in order.
+    fn flush_gathered(&mut self) -> io::Result<()> {
+        if self.ring.as_ref().is_none_or(|r| r.output.is_empty()) {
+            return Ok(());
+        }
+        self.check_cut()?;
+        let Some(r) = &mut self.ring else {
+            return Ok(());
+        };
+        while !r.output.is_empty() {
+            match mpm_sys::socket::send(&self.socket, &r.output, false) {
+                Ok(n) => {
+                    r.output.drain(..n);
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    if err.kind() == io::ErrorKind::WouldBlock {
+                        self.would_block = true;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        r.output = Vec::new();
+        Ok(())
+    }
+
+    /// Ring mode, output owned by the ring: gather (part of) `buf`, or
+    /// `WouldBlock` when the queue is full. `None`: not gathering.
+    fn gather(&mut self, buf: &[u8]) -> Option<io::Result<usize>> {
+        let r = self.ring.as_mut().filter(|r| r.owns_output)?;
+        let room = RING_OUTPUT_CAP.saturating_sub(r.output.len());
+        if room == 0 && !buf.is_empty() {
+            self.would_block = true;
+            return Some(Err(io::ErrorKind::WouldBlock.into()));
+        }
+        let n = room.min(buf.len());
+        r.output.extend_from_slice(&buf[..n]);
+        Some(Ok(n))
     }
 
     /// Put a layer (TLS) between the handler and the socket until
@@ -278,6 +436,11 @@ impl Stream {
         if let Some(r) = self.through(|t, raw| t.write(raw, buf, more)) {
             return r;
         }
+        if let Some(r) = self.gather(buf) {
+            self.count_send(r.is_err());
+            return r;
+        }
+        self.flush_gathered()?;
         loop {
             // Each try, for a send the fast stop's signal interrupted.
             self.check_cut()?;
@@ -301,6 +464,35 @@ impl Stream {
         if let Some(r) = self.through(|t, raw| t.sendfile(raw, file, offset, count)) {
             return r;
         }
+        if let Some(r) = self.ring.as_mut().filter(|r| r.owns_output) {
+            // On a ring there is no sendfile: the file's bytes join the
+            // gathered output (read from the page cache: a loop sends only
+            // cached files), and go out in the turn's one send.
+            use std::os::unix::fs::FileExt;
+            let room = RING_OUTPUT_CAP.saturating_sub(r.output.len()).min(count);
+            if room == 0 && count > 0 {
+                self.would_block = true;
+                self.count_send(true);
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let start = r.output.len();
+            r.output.resize(start + room, 0);
+            let n = loop {
+                match file.read_at(&mut r.output[start..], *offset) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        r.output.truncate(start);
+                        return Err(e);
+                    }
+                    Ok(n) => break n,
+                }
+            };
+            r.output.truncate(start + n);
+            *offset += n as u64;
+            self.count_send(false);
+            return Ok(n);
+        }
+        self.flush_gathered()?;
         let mut off = *offset as libc::off_t;
         loop {
             self.check_cut()?;
@@ -335,6 +527,7 @@ impl Stream {
     /// loop needs another read only when this is false.
     pub fn drained(&self) -> bool {
         self.drained
+            && self.ring_input_len() == 0
             && !self.end_reported
             && !self.held
             && !self.transport.as_ref().is_some_and(|t| t.holds_input())
@@ -497,6 +690,33 @@ impl Read for Stream {
             return r;
         }
         self.check_cut()?;
+        if let Some(r) = &mut self.ring {
+            let queued = r.input_len();
+            if queued > 0 {
+                let n = queued.min(buf.len());
+                buf[..n].copy_from_slice(&r.input[r.read_at..r.read_at + n]);
+                r.read_at += n;
+                if r.read_at == r.input.len() {
+                    // Emptied: an idle connection keeps no buffer.
+                    r.input = Vec::new();
+                    r.read_at = 0;
+                }
+                // Drained only when the ring owns the socket (nothing more
+                // can be read now) and the queue is empty.
+                self.drained = r.owns_input && r.input_len() == 0;
+                return Ok(n);
+            }
+            if r.ended {
+                self.end_reported = false;
+                self.drained = true;
+                return Ok(0);
+            }
+            if r.owns_input {
+                self.drained = true;
+                self.end_reported = false;
+                return Err(self.note(io::ErrorKind::WouldBlock.into()));
+            }
+        }
         match self.socket.read(buf) {
             Ok(n) => {
                 // The end of the stream, once reported, is drained only
@@ -533,6 +753,25 @@ impl Write for Stream {
                 .map_or(&[][..], |b| &**b);
             return self.send(first, bufs.len() > 1);
         }
+        if self.ring.as_ref().is_some_and(|r| r.owns_output) {
+            let mut n = 0;
+            for b in bufs {
+                match self.gather(b) {
+                    Some(Ok(k)) => {
+                        n += k;
+                        if k < b.len() {
+                            break;
+                        }
+                    }
+                    Some(Err(e)) if n == 0 => return Err(e),
+                    _ => break,
+                }
+            }
+            self.would_block &= n == 0;
+            self.count_send(n == 0);
+            return Ok(n);
+        }
+        self.flush_gathered()?;
         self.check_cut()?;
         match self.socket.write_vectored(bufs) {
             Ok(n) => {
@@ -641,5 +880,74 @@ mod tests {
         assert!(!stream.drained(), "an edge the loop did not read at once");
         assert!(stream.read(&mut buf).is_err());
         assert!(stream.drained(), "the read found nothing: drained again");
+    }
+
+    #[test]
+    fn ring_mode_reads_the_queue_first_then_would_block_while_the_ring_owns_input() {
+        let (mut client, mut stream) = pair();
+        stream.set_ring_mode();
+        stream.set_ring_owns(true, true);
+        stream.ring_input(b"GET / HTTP/1.1\r\n");
+        assert!(!stream.drained(), "queued input is not drained");
+        client.write_all(b"in the socket").unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(stream.read(&mut buf).unwrap(), 8);
+        assert_eq!(&buf, b"GET / HT");
+        let mut rest = [0u8; 64];
+        assert_eq!(stream.read(&mut rest).unwrap(), 8);
+        assert!(stream.drained());
+        assert_eq!(stream.ring_input_len(), 0);
+        // The ring owns the socket: what is in it is the ring's to receive.
+        let e = stream.read(&mut rest).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        // Handed to a worker (the ring let go): the socket is read directly.
+        stream.set_ring_owns(false, false);
+        assert!(crate::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let n = stream.read(&mut rest).unwrap();
+        assert_eq!(&rest[..n], b"in the socket");
+        stream.ring_input_ended();
+        assert_eq!(stream.read(&mut rest).unwrap(), 0, "the ring saw the end");
+    }
+
+    #[test]
+    fn ring_mode_gathers_output_up_to_its_cap_and_flushes_it_first_when_writing_directly() {
+        let (mut client, mut stream) = pair();
+        stream.set_ring_mode();
+        stream.set_ring_owns(true, true);
+        assert_eq!(stream.send(b"head ", true).unwrap(), 5);
+        let big = vec![b'x'; super::RING_OUTPUT_CAP];
+        let n = stream.send(&big, false).unwrap();
+        assert_eq!(n, super::RING_OUTPUT_CAP - 5, "up to the cap");
+        let e = stream.send(b"more", false).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "full");
+        assert!(stream.take_would_block());
+        let out = stream.take_ring_output();
+        assert_eq!(out.len(), super::RING_OUTPUT_CAP);
+        assert_eq!(stream.ring_output_len(), 0);
+        // Gathered, then handed to a worker: the gathered bytes go first.
+        assert_eq!(stream.send(b"one ", false).unwrap(), 4);
+        stream.set_ring_owns(false, false);
+        assert_eq!(stream.send(b"two", false).unwrap(), 3);
+        let mut got = [0u8; 7];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"one two");
+    }
+
+    #[test]
+    fn ring_mode_sendfile_gathers_the_file_bytes() {
+        let (_client, mut stream) = pair();
+        stream.set_ring_mode();
+        stream.set_ring_owns(true, true);
+        let path = std::env::temp_dir().join(format!("mpm-ring-{}", std::process::id()));
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let mut offset = 2;
+        assert_eq!(stream.sendfile(&file, &mut offset, 5).unwrap(), 5);
+        assert_eq!(offset, 7);
+        assert_eq!(stream.take_ring_output(), b"23456");
     }
 }
