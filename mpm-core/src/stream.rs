@@ -93,7 +93,7 @@ pub struct Stream {
     on_loop: bool,
     transport: Option<Box<dyn Transport>>,
     /// Ring mode (the uring model): the queues its loop fills and empties.
-    ring: Option<Box<RingQueues>>,
+    ring: Option<RingQueues>,
 }
 
 /// A stream in ring mode: what a completion-based loop (the uring model)
@@ -207,7 +207,7 @@ impl Stream {
     /// while the ring owns the socket's output. See
     /// [`set_ring_owns`](Self::set_ring_owns).
     pub fn set_ring_mode(&mut self) {
-        self.ring.get_or_insert_with(Box::default);
+        self.ring.get_or_insert_with(RingQueues::default);
     }
 
     /// Is the stream in ring mode?
@@ -224,6 +224,39 @@ impl Stream {
         if let Some(r) = &mut self.ring {
             r.owns_input = input;
             r.owns_output = output;
+        }
+    }
+
+    /// Lend the stream an empty buffer for its input queue (`input`) or its
+    /// output queue, so that a keep-alive request on a loop allocates
+    /// nothing; a buffer the queue does not need (it has one) is handed
+    /// back.
+    pub fn lend_ring_buffer(&mut self, buf: Vec<u8>, input: bool) -> Option<Vec<u8>> {
+        let Some(r) = &mut self.ring else {
+            return Some(buf);
+        };
+        let queue = if input { &mut r.input } else { &mut r.output };
+        if queue.capacity() == 0 {
+            *queue = buf;
+            queue.clear();
+            None
+        } else {
+            Some(buf)
+        }
+    }
+
+    /// Take back the stream's empty queue buffers (read to the end, or
+    /// sent), so that a connection that waits holds none.
+    pub fn take_ring_spares(&mut self, into: &mut Vec<Vec<u8>>) {
+        let Some(r) = &mut self.ring else {
+            return;
+        };
+        if r.input_len() == 0 && r.input.capacity() > 0 {
+            r.read_at = 0;
+            into.push(std::mem::take(&mut r.input));
+        }
+        if r.output.is_empty() && r.output.capacity() > 0 {
+            into.push(std::mem::take(&mut r.output));
         }
     }
 
@@ -697,8 +730,10 @@ impl Read for Stream {
                 buf[..n].copy_from_slice(&r.input[r.read_at..r.read_at + n]);
                 r.read_at += n;
                 if r.read_at == r.input.len() {
-                    // Emptied: an idle connection keeps no buffer.
-                    r.input = Vec::new();
+                    // Emptied: the loop takes the buffer back
+                    // ([`take_ring_spares`](Stream::take_ring_spares)) when
+                    // the step ends, so an idle connection keeps none.
+                    r.input.clear();
                     r.read_at = 0;
                 }
                 // Drained only when the ring owns the socket (nothing more
@@ -897,6 +932,9 @@ mod tests {
         assert_eq!(stream.read(&mut rest).unwrap(), 8);
         assert!(stream.drained());
         assert_eq!(stream.ring_input_len(), 0);
+        let mut spares = Vec::new();
+        stream.take_ring_spares(&mut spares);
+        assert_eq!(spares.len(), 1, "the emptied queue's buffer is handed back");
         // The ring owns the socket: what is in it is the ring's to receive.
         let e = stream.read(&mut rest).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);

@@ -23,6 +23,11 @@ use mpm_sys::ring::{Completion, Ring, RingFeatures, RingStats};
 /// cancelled (armed again once the handler has read it down).
 pub const INPUT_CAP: usize = 256 * 1024;
 
+/// Empty buffers kept for the queues of connections on the loop: at most
+/// this many, of at most [`SPARE_CAPACITY`] bytes each.
+const SPARES: usize = 256;
+const SPARE_CAPACITY: usize = 64 * 1024;
+
 /// Submission entries of a process's ring.
 const ENTRIES: u32 = 1024;
 /// Provided buffers, and their size: 1024 × 4 KiB = 4 MiB a process,
@@ -189,6 +194,8 @@ pub(crate) struct RingLoop<H: ConnectionHandler> {
     pub(crate) dirty: Vec<usize>,
     returned: Vec<Done<H::Conn>>,
     completions: Vec<Completion>,
+    /// Empty buffers lent to connections' queues while on the loop.
+    pub(crate) spares: Vec<Vec<u8>>,
     pub(crate) next_key: u32,
     pub(crate) stats: LoopStats,
     pub(crate) slot: Option<&'static ScoreSlot>,
@@ -267,6 +274,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
             dirty: Vec::new(),
             returned: Vec::new(),
             completions: Vec::new(),
+            spares: Vec::new(),
             next_key: 0,
             stats: LoopStats::default(),
             slot,
@@ -500,6 +508,11 @@ impl<H: ConnectionHandler> RingLoop<H> {
         };
         let bytes = self.ring.bytes(c);
         if !bytes.is_empty() {
+            if let Some(spare) = self.spares.pop() {
+                if let Some(back) = conn.stream.lend_ring_buffer(spare, true) {
+                    self.spares.push(back);
+                }
+            }
             conn.stream.ring_input(bytes);
         } else if c.result == 0
             || (c.result < 0 && c.result != -libc::ECANCELED && c.result != -libc::ENOBUFS)
@@ -553,6 +566,9 @@ impl<H: ConnectionHandler> RingLoop<H> {
             if n < buf.len() {
                 buf.drain(..n);
                 conn.stream.unsent_ring_output(buf);
+            } else if self.spares.len() < SPARES && buf.capacity() <= SPARE_CAPACITY {
+                buf.clear();
+                self.spares.push(buf);
             }
         }
         if conn.stream.ring_output_len() > 0 {
@@ -605,6 +621,31 @@ impl<H: ConnectionHandler> RingLoop<H> {
         }
         self.dirty = dirty;
         self.dirty.clear();
+    }
+
+    /// Take back a connection's empty queue buffers, for the next
+    /// connection to use: one that waits holds none.
+    pub(crate) fn reclaim(&mut self, conn: &mut Conn<H::Conn>) {
+        let before = self.spares.len();
+        conn.stream.take_ring_spares(&mut self.spares);
+        // Keep the pool bounded, and its buffers small.
+        let mut i = before;
+        while i < self.spares.len() {
+            if self.spares.len() > SPARES || self.spares[i].capacity() > SPARE_CAPACITY {
+                self.spares.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Lend a connection an output buffer for the step it is about to run.
+    pub(crate) fn lend_output(&mut self, conn: &mut Conn<H::Conn>) {
+        if let Some(spare) = self.spares.pop() {
+            if let Some(back) = conn.stream.lend_ring_buffer(spare, false) {
+                self.spares.push(back);
+            }
+        }
     }
 
     /// Arm connection `t`'s multishot receive, unless armed, ended, or its
@@ -692,8 +733,10 @@ impl<H: ConnectionHandler> RingLoop<H> {
                                     let out = conn.stream.take_ring_output();
                                     let _ =
                                         self.ring.send(e.fd, out, user_data(Op::Send, e.key, t));
-                                    // Closing cancels nothing it must not:
-                                    // the send keeps the socket until done.
+                                    // Submitted now, while the descriptor
+                                    // is open: the send then keeps the
+                                    // socket until it is done.
+                                    let _ = self.ring.submit();
                                     e.send = false;
                                 }
                             }

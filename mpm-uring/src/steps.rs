@@ -73,6 +73,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
     fn read_step(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, resumed: bool) {
         conn.stream.set_on_event_loop(true);
         self.own(t, &mut conn);
+        self.lend_output(&mut conn);
         let Some(found) = self.guarded(&mut conn, "prefetch", |h, c| {
             h.prefetch(&mut c.state, &mut c.stream)
         }) else {
@@ -112,6 +113,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
         conn.stream.set_on_event_loop(true);
         conn.stream.set_score_slot(self.slot);
         self.own(t, &mut conn);
+        self.lend_output(&mut conn);
         match self.guarded(&mut conn, "writable", |h, c| {
             h.writable(&mut c.state, &mut c.stream)
         }) {
@@ -206,7 +208,8 @@ impl<H: ConnectionHandler> RingLoop<H> {
     }
 
     /// Park a connection as its last step asked, or close it.
-    pub(crate) fn apply(&mut self, t: usize, conn: Box<Conn<H::Conn>>, interest: Interest) {
+    pub(crate) fn apply(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, interest: Interest) {
+        self.reclaim(&mut conn);
         let (recv, send) = match self.slots.get(t) {
             Some(e) => (e.recv, e.send),
             None => return,
@@ -226,7 +229,6 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 {
                     return self.finish(t, conn, pending_out, false);
                 }
-                let mut conn = conn;
                 if wait == Wait::KeepAlive
                     && self
                         .guarded(&mut conn, "parked", |h, c| h.parked(&mut c.state))
