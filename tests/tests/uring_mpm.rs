@@ -255,3 +255,27 @@ fn a_response_read_one_byte_at_a_time_arrives_whole_and_delays_no_one() {
     assert_eq!(got.len() - head_end, big.len());
     assert!(got[head_end..] == big[..], "the body arrived intact");
 }
+
+#[test]
+fn the_status_and_welcome_pages_name_the_rings_features_in_use() {
+    let root = docroot();
+    let server = Server::start("uring", Some(root.path()), &["--server-limit", "1"]);
+    let json = server.get("/server-status?json").text();
+    assert!(json.contains("\"mpm\":\"uring\""), "{json}");
+    assert!(
+        json.contains("\"io_uring\":{") && json.contains("\"multishot_recv\":1"),
+        "{json}"
+    );
+    let html = server.get("/server-status").text();
+    assert!(
+        html.contains("<h2>IO_URING</h2>") && html.contains("<th>multishot accept</th><td>1</td>"),
+        "{html}"
+    );
+    // The welcome page (no document root) says what the ring uses.
+    let welcome = Server::start("uring", None, &["--server-limit", "1"]);
+    let page = welcome.get("/").text();
+    assert!(
+        page.contains("an io_uring per process (multishot accept, multishot recv"),
+        "{page}"
+    );
+}
