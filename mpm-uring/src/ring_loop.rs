@@ -333,6 +333,10 @@ impl<H: ConnectionHandler> RingLoop<H> {
             }
             if self.close_idle_at.is_some_and(|t| self.now >= t) {
                 self.close_idle_at = None;
+                // A request that has arrived may still sit in a completion
+                // (the ring took it from the socket): take those first, so
+                // that no connection is closed on a request it sent.
+                self.reap_now();
                 self.close_idle();
                 self.run_again();
             }
@@ -372,13 +376,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
             }
             self.returns.woke();
             self.now = Instant::now();
-            let mut completions = std::mem::take(&mut self.completions);
-            self.ring.reap(&mut completions);
-            for c in completions.iter_mut() {
-                self.on_completion(c);
-            }
-            self.completions = completions;
-            self.run_again();
+            self.handle_completions();
             std::mem::swap(&mut self.resume, &mut self.resuming);
             let mut resuming = std::mem::take(&mut self.resuming);
             for t in resuming.drain(..) {
@@ -407,6 +405,25 @@ impl<H: ConnectionHandler> RingLoop<H> {
         }
         self.stats.ring = self.ring.stats();
         (self.stats, self.drain)
+    }
+
+    /// Act on every completion reaped now.
+    fn handle_completions(&mut self) {
+        let mut completions = std::mem::take(&mut self.completions);
+        self.ring.reap(&mut completions);
+        for c in completions.iter_mut() {
+            self.on_completion(c);
+        }
+        self.completions = completions;
+        self.run_again();
+    }
+
+    /// Submit, and act on what has completed, without waiting.
+    fn reap_now(&mut self) {
+        self.flush_dirty();
+        if self.ring.wait(Duration::ZERO).is_ok() {
+            self.handle_completions();
+        }
     }
 
     /// The ring failed other than by a signal: said once, and this process
@@ -557,6 +574,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
             State::Parked { conn, .. } | State::Leaving { conn, .. } => conn,
             State::Busy => return,
         };
+        conn.stream.set_ring_sending(false);
         if c.result < 0 {
             // The peer is gone: nothing more can reach it.
             return self.close(t);
@@ -615,7 +633,10 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 continue;
             }
             match self.ring.send(e.fd, out, user_data(Op::Send, e.key, t)) {
-                Ok(()) => e.send = true,
+                Ok(()) => {
+                    e.send = true;
+                    conn.stream.set_ring_sending(true);
+                }
                 Err(_) => self.close(t),
             }
         }
