@@ -151,34 +151,9 @@ impl<H: ConnectionHandler> RingLoop<H> {
             && self.accept_paused_until.is_none()
             && self.in_flight < self.threads
             && self.slots.len() < self.max_conns;
-        let mut balanced = true;
-        if let Some(seat) = self.ledger {
-            let open = self.slots.len();
-            if self.published != Some((open, able)) {
-                seat.publish(open, able);
-                self.published = Some((open, able));
-            }
-            balanced = !able || seat.may_accept(open);
-            if !balanced
-                && self
-                    .ledger_checked
-                    .is_none_or(|t| self.now.duration_since(t) >= Duration::from_secs(1))
-            {
-                seat.forget_the_dead();
-                self.ledger_checked = Some(self.now);
-                balanced = seat.may_accept(open);
-            }
-        }
-        let want = able && balanced;
-        self.balance_paused = able && !balanced;
+        let open = self.slots.len();
+        let want = self.gate.want(self.now, able, open, self.listening);
         if want != self.listening {
-            if !want {
-                if able {
-                    self.stats.balance_pauses += 1;
-                } else {
-                    self.stats.listener_pauses += 1;
-                }
-            }
             self.set_listening(want);
         }
     }

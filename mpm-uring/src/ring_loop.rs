@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use slab::Slab;
 
+use mpm_core::loop_parts::accept_gate::{AcceptGate, BALANCE_RECHECK};
 use mpm_core::loop_parts::timeout_queues::{TimeoutKind, TimeoutQueues};
 use mpm_core::loop_parts::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 use mpm_core::{
-    Await, ConnectionHandler, Drain, Error, LedgerSeat, Lifecycle, Listener, MpmSettings, Result,
-    Wait, LINGER_TIME,
+    Await, ConnectionHandler, Drain, Error, Lifecycle, Listener, MpmSettings, Result, Wait,
+    LINGER_TIME,
 };
 use mpm_sys::ring::{Completion, Ring, RingFeatures, RingStats};
 
@@ -166,10 +167,7 @@ pub(crate) struct RingLoop<H: ConnectionHandler> {
     pub(crate) armed: Vec<bool>,
     pub(crate) cancelling: Vec<bool>,
     pub(crate) listening: bool,
-    pub(crate) ledger: Option<LedgerSeat>,
-    pub(crate) published: Option<(usize, bool)>,
-    pub(crate) ledger_checked: Option<Instant>,
-    pub(crate) balance_paused: bool,
+    pub(crate) gate: AcceptGate,
     pub(crate) jobs: Option<Sender<Job<H::Conn>>>,
     pub(crate) returns: Arc<Returns<H::Conn>>,
     returns_armed: bool,
@@ -202,8 +200,6 @@ pub(crate) struct RingLoop<H: ConnectionHandler> {
     pub(crate) awaits: BTreeSet<(Instant, usize)>,
 }
 
-const BALANCE_RECHECK: Duration = Duration::from_millis(5);
-
 impl<H: ConnectionHandler> RingLoop<H> {
     /// A loop over these listeners, with a ring set up on this thread.
     pub(crate) fn new(
@@ -228,9 +224,6 @@ impl<H: ConnectionHandler> RingLoop<H> {
             Ring::new(ENTRIES, BUFFERS, BUFFER_SIZE).map_err(|e| Error::config(e.to_string()))?;
         ring.set_multishot(features.multishot_recv);
         let shared = !lifecycle.owns_listeners() && !settings.reuseport;
-        if let Some(seat) = settings.ledger.filter(|_| shared) {
-            seat.claim();
-        }
         let n = listeners.len();
         let mut this = RingLoop {
             ring,
@@ -246,10 +239,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
             armed: vec![false; n],
             cancelling: vec![false; n],
             listening: false,
-            ledger: settings.ledger.filter(|_| shared),
-            published: None,
-            ledger_checked: None,
-            balance_paused: false,
+            gate: AcceptGate::new(settings.ledger.filter(|_| shared)),
             jobs: Some(jobs),
             returns,
             returns_armed: false,
@@ -341,7 +331,10 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 self.run_again();
             }
             if let Some(drain) = self.drain.clone() {
-                if self.slots.is_empty() {
+                // Done once no connection is left and no accept is armed:
+                // one the kernel completed before its cancel took effect
+                // is a connection to serve, not to drop.
+                if self.slots.is_empty() && !self.armed.contains(&true) {
                     break;
                 }
                 if self.now >= drain.deadline() {
@@ -397,13 +390,13 @@ impl<H: ConnectionHandler> RingLoop<H> {
         // it is dropped.
         self.close_all_parked();
         self.jobs = None;
-        if let Some(seat) = self.ledger {
-            seat.release();
-        }
+        self.gate.release();
         if let Some(s) = self.slot {
             s.release();
         }
         self.stats.ring = self.ring.stats();
+        self.stats.listener_pauses = self.gate.listener_pauses;
+        self.stats.balance_pauses = self.gate.balance_pauses;
         (self.stats, self.drain)
     }
 
@@ -441,7 +434,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
 
     fn wait_timeout(&self) -> Duration {
         let mut until = self.now + Duration::from_secs(1);
-        if self.balance_paused {
+        if self.gate.balance_paused {
             until = self.now + BALANCE_RECHECK;
         }
         if let Some(d) = self.timeouts.next_deadline() {

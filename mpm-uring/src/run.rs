@@ -1,11 +1,9 @@
 //! The uring MPM: setup → spawn → serve → drain, with a ring per process
 //! and a pool of workers behind it.
 
-use mpm_core::loop_parts::worker_pool::{worker_loop, PoolHandle, Returns};
-use mpm_core::scoreboard::{Slot, WorkerState};
-use mpm_core::{
-    HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings, Phase, Result, WorkerThreads,
-};
+use mpm_core::loop_parts::worker_pool::start_pool;
+use mpm_core::scoreboard::Slot;
+use mpm_core::{HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings, Phase, Result};
 use mpm_sys::ring::{RingFeatures, RingRefusal};
 use std::sync::Arc;
 
@@ -35,56 +33,22 @@ impl Mpm for Uring {
         lifecycle: &Lifecycle,
         slots: &'static [Slot],
     ) -> Result<()> {
-        // Setup: what accepted sockets inherit, the ring (refused here:
-        // say why, before any worker starts), the return path.
+        // Setup: what accepted sockets inherit, and the ring (refused
+        // here: say why, before any worker starts).
         settings.require_listeners(&listeners)?;
         Listener::pass_on_options(&listeners, settings)?;
         let features = available().map_err(|e| mpm_core::Error::config(e.to_string()))?;
         let threads = settings.threads();
-        let returns = Arc::new(
-            Returns::new().map_err(|e| mpm_core::Error::io("creating an eventfd", e.into()))?,
-        );
-        let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
         let factory = Arc::new(factory);
         // Spawn: the workers (slots 1..), each with a handler of its own.
-        let mut jobs_tx = Some(jobs_tx);
-        let generation = lifecycle.generation();
-        let workers = WorkerThreads::spawn(
-            "mpm-uring-worker",
-            threads,
-            |i| {
-                let (jobs, returns, factory) =
-                    (jobs_rx.clone(), Arc::clone(&returns), Arc::clone(&factory));
-                let slot = slots.get(i + 1);
-                move || {
-                    if let Some(s) = slot {
-                        s.claim(generation);
-                        s.set_state(WorkerState::Idle);
-                    }
-                    worker_loop(factory.build(), jobs, returns, slot);
-                    if let Some(s) = slot {
-                        s.release();
-                    }
-                }
-            },
-            || drop(jobs_tx.take()),
-        )
-        .inspect_err(|_| lifecycle.set_phase(Phase::Stopped))?;
-        drop(jobs_rx);
-        let Some(jobs) = jobs_tx else {
-            unreachable!("the job channel is closed only when a worker fails to start")
-        };
+        let (workers, pool) = start_pool("mpm-uring-worker", threads, &factory, lifecycle, slots)?;
         // Serve and drain: the loop (slot 0) runs on this thread, which set
         // the ring up (SINGLE_ISSUER), until stopped and drained.
         let ring_loop = RingLoop::new(
             settings,
             listeners,
             factory.build(),
-            PoolHandle {
-                jobs,
-                returns,
-                threads,
-            },
+            pool,
             lifecycle,
             slots.first(),
             features,
