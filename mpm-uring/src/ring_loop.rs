@@ -766,3 +766,27 @@ impl<H: ConnectionHandler> RingLoop<H> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_data_carries_the_operation_the_key_and_the_slot_back() {
+        for (op, key, t) in [
+            (Op::Recv, 1, 0),
+            (Op::Send, 0xFF_FFFF, 0xFFFF_FFFF),
+            (Op::Upstream, 0x12_3456, 42),
+            (Op::Accept, 0, 3),
+            (Op::Stop, 0, 0),
+        ] {
+            assert_eq!(decode(user_data(op, key, t)), (Some(op), key, t));
+        }
+        // A key past 24 bits keeps its low bits: a stale completion is told
+        // apart from its slot's next connection by them.
+        assert_eq!(decode(user_data(Op::Recv, 0x0100_0001, 5)).1, 1);
+        // Never the ring's reserved user data.
+        assert_ne!(user_data(Op::Stop, 0xFF_FFFF, 0xFFFF_FFFF), u64::MAX);
+        assert_eq!(decode(u64::MAX).0, None);
+    }
+}

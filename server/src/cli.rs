@@ -26,7 +26,7 @@ use crate::settings::{Config, ConfigLayer, CpuAffinity, TomlFile};
 use crate::signal_command::SignalArgs;
 use crate::site::{Site, StatusRoute};
 
-/// mpm: an HTTP server whose process model (prefork, worker, event) is chosen
+/// mpm: an HTTP server whose process model (prefork, worker, event, uring) is chosen
 /// at launch, and a bench to measure what each one costs.
 #[derive(Debug, Parser)]
 #[command(name = "mpm", version, about, long_about = None)]
