@@ -287,6 +287,10 @@ impl Stream {
     pub fn ring_input_ended(&mut self) {
         if let Some(r) = &mut self.ring {
             r.ended = true;
+            // Not drained until a read returns the end: the loop steps the
+            // connection again for it, as after a poller's report of it
+            // ([`input_reported`](Self::input_reported)).
+            self.end_reported = true;
         }
     }
 
@@ -962,7 +966,9 @@ mod tests {
         let n = stream.read(&mut rest).unwrap();
         assert_eq!(&rest[..n], b"in the socket");
         stream.ring_input_ended();
+        assert!(!stream.drained(), "the end is still to be read");
         assert_eq!(stream.read(&mut rest).unwrap(), 0, "the ring saw the end");
+        assert!(stream.drained());
     }
 
     #[test]
