@@ -580,12 +580,18 @@ fn uring_refused(config: &Config) -> Result<(), Error> {
 fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), Error> {
     let (config, settings) = run.load()?;
     service.check(&config, &settings)?;
-    // Whichever model is chosen, say whether uring could run here.
-    match mpm_uring::available() {
-        Ok(f) => println!("{}: uring available here: {}", run.name, f.describe()),
-        Err(e) => println!("{}: uring not available here: {e}", run.name),
+    // Whichever model is chosen, say whether uring could run here (after
+    // the verdict on the configuration; instead of it, when uring is the
+    // model chosen and it cannot run).
+    let uring = match mpm_uring::available() {
+        Ok(f) => format!("{}: uring available here: {}", run.name, f.describe()),
+        Err(e) => format!("{}: uring not available here: {e}", run.name),
+    };
+    let refused = uring_refused(&config);
+    if refused.is_err() {
+        println!("{uring}");
     }
-    uring_refused(&config)?;
+    refused?;
     // Every certificate loaded as `serve` would: readable, the key matching,
     // in date; then its names and expiry.
     let certs = match config.tls_settings(service.is_http()) {
@@ -602,6 +608,7 @@ fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), E
         config.threads_per_child,
         listen.join(", ")
     );
+    println!("{uring}");
     for cert in certs.certs() {
         println!("{}: certificate {}", run.name, cert.describe());
     }
