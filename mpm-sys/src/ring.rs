@@ -508,14 +508,15 @@ impl Ring {
     }
 
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
-        // SAFETY (for every push below): each entry names either no memory
-        // (accept without an address, poll, cancel), memory of the
-        // provided-buffer ring this Ring owns until every operation ended,
-        // or a send buffer kept in `self.sends` until its last completion.
+        // SAFETY: `push` is private and given only the entries this type
+        // builds: each names no memory (accept without an address, poll,
+        // cancel), memory of the provided-buffer ring this Ring owns until
+        // every operation has ended (Drop waits, or leaks it), or a send
+        // buffer kept in `self.sends` until that send's last completion.
         let full = unsafe { self.ring.submission().push(&entry).is_err() };
         if full {
             self.submit()?;
-            // SAFETY: as above.
+            // SAFETY: the same entry as above, with the same guarantees.
             unsafe {
                 self.ring
                     .submission()
