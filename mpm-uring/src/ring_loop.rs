@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use slab::Slab;
 
-use mpm_core::loop_parts::accept_gate::{AcceptGate, BALANCE_RECHECK};
+use mpm_core::loop_parts::accept_gate::{sleep_for, AcceptGate};
 use mpm_core::loop_parts::timeout_queues::{TimeoutKind, TimeoutQueues};
 use mpm_core::loop_parts::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
@@ -433,29 +433,18 @@ impl<H: ConnectionHandler> RingLoop<H> {
     }
 
     fn wait_timeout(&self) -> Duration {
-        let mut until = self.now + Duration::from_secs(1);
-        if self.gate.balance_paused {
-            until = self.now + BALANCE_RECHECK;
-        }
-        if let Some(d) = self.timeouts.next_deadline() {
-            until = until.min(d);
-        }
-        if let Some(&(d, _)) = self.awaits.first() {
-            until = until.min(d);
-        }
-        if let Some(d) = self.accept_paused_until {
-            until = until.min(d);
-        }
-        if let Some(d) = self.stop_deadline {
-            match &self.drain {
-                Some(drain) if d <= self.now => until = until.min(drain.give_up_at()),
-                _ => until = until.min(d),
-            }
-        }
-        if let Some(d) = self.close_idle_at {
-            until = until.min(d);
-        }
-        until.saturating_duration_since(self.now)
+        sleep_for(
+            self.now,
+            self.gate.balance_paused,
+            &[
+                self.timeouts.next_deadline(),
+                self.awaits.first().map(|&(d, _)| d),
+                self.accept_paused_until,
+                self.close_idle_at,
+            ],
+            self.stop_deadline,
+            self.drain.as_ref(),
+        )
     }
 
     fn on_completion(&mut self, c: &mut Completion) {

@@ -1,7 +1,8 @@
 //! Whether a loop accepts now: able (a worker free, under the connection
 //! cap, not stopping, no pause after a failed accept) and, with siblings
 //! sharing the listeners, holding no more than its share of connections
-//! by the [`ConnectionLedger`](crate::ConnectionLedger).
+//! by the [`ConnectionLedger`](crate::ConnectionLedger); and how long it
+//! may sleep ([`sleep_for`]).
 
 use std::time::{Duration, Instant};
 
@@ -80,5 +81,68 @@ impl AcceptGate {
         if let Some(seat) = self.ledger {
             seat.release();
         }
+    }
+}
+
+/// How long a loop may sleep at `now`: until the first of `moments` (its
+/// timeouts, waits, an accept pause, the moment a stop closes idle
+/// connections), at most a second, [`BALANCE_RECHECK`] while paused for
+/// balance; stopping, until the drain's deadline, and past it (what is left
+/// is in workers' hands: their returns wake the loop) until its give-up
+/// time.
+pub fn sleep_for(
+    now: Instant,
+    balance_paused: bool,
+    moments: &[Option<Instant>],
+    stop_deadline: Option<Instant>,
+    drain: Option<&crate::Drain>,
+) -> Duration {
+    let mut until = now + Duration::from_secs(1);
+    if balance_paused {
+        until = now + BALANCE_RECHECK;
+    }
+    for d in moments.iter().flatten() {
+        until = until.min(*d);
+    }
+    if let Some(d) = stop_deadline {
+        match drain {
+            Some(drain) if d <= now => until = until.min(drain.give_up_at()),
+            _ => until = until.min(d),
+        }
+    }
+    until.saturating_duration_since(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_sleeps_until_its_first_moment_and_a_second_at_most() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(sleep_for(now, false, &[None], None, None), ms(1000));
+        assert_eq!(sleep_for(now, true, &[None], None, None), BALANCE_RECHECK);
+        let moments = [Some(now + ms(300)), None, Some(now + ms(200))];
+        assert_eq!(sleep_for(now, false, &moments, None, None), ms(200));
+        assert_eq!(
+            sleep_for(now, false, &moments, Some(now + ms(50)), None),
+            ms(50)
+        );
+        // A moment already past: no sleep at all.
+        assert_eq!(
+            sleep_for(now, false, &[Some(now - ms(5))], None, None),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn without_a_ledger_the_gate_follows_the_loop_and_counts_its_pauses() {
+        let now = Instant::now();
+        let mut gate = AcceptGate::new(None);
+        assert!(gate.want(now, true, 10, false));
+        assert!(!gate.want(now, false, 10, true), "not able: no accepting");
+        assert_eq!((gate.listener_pauses, gate.balance_pauses), (1, 0));
+        assert!(!gate.balance_paused);
     }
 }
