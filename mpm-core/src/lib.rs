@@ -102,6 +102,6 @@ pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use plural::plural;
 pub use settings::MpmSettings;
-pub use stream::{Stream, Transport, LINGER_BYTES, LINGER_TIME, RING_OUTPUT_CAP};
+pub use stream::{RingQueues, Stream, Transport, LINGER_BYTES, LINGER_TIME, RING_OUTPUT_CAP};
 pub use waiting::Await;
 pub use worker_threads::WorkerThreads;

@@ -93,34 +93,48 @@ pub struct Stream {
     on_loop: bool,
     transport: Option<Box<dyn Transport>>,
     /// Ring mode (the uring model): the queues its loop fills and empties.
-    ring: Option<RingQueues>,
+    /// Ring mode (the uring model): its flags, and its queues while they
+    /// hold bytes (a connection that waits holds none).
+    ring_flags: u8,
+    ring: Option<Box<RingQueues>>,
 }
 
-/// A stream in ring mode: what a completion-based loop (the uring model)
-/// received for it and what it will send for it. The loop copies received
-/// bytes out of its provided buffers into `input` at once, so that the
-/// buffer goes straight back to the kernel and a connection that waits
-/// holds none; each Vec is freed when emptied.
+/// [`Stream::ring_flags`]: in ring mode at all.
+const RING_MODE: u8 = 1;
+/// The ring owns the socket's input (a multishot receive is armed): past
+/// the queue, a read would block.
+const RING_OWNS_INPUT: u8 = 2;
+/// The ring owns the socket's output: writes append to the output queue.
+const RING_OWNS_OUTPUT: u8 = 4;
+/// The ring saw the end of the stream: past the queue, reads return 0.
+const RING_ENDED: u8 = 8;
+/// A send of the ring's is in flight: nothing may be written directly.
+const RING_SENDING: u8 = 16;
+
+/// The queues of a stream in ring mode: what a completion-based loop (the
+/// uring model) received for it and what it will send for it. The loop
+/// copies received bytes out of its provided buffers into the input queue
+/// at once, so that the buffer goes straight back to the kernel; once both
+/// queues are empty the loop takes them back
+/// ([`Stream::take_ring_spares`]) and lends them to the next connection
+/// that needs them ([`Stream::lend_ring_queues`]): a connection that waits
+/// holds none, and a keep-alive request allocates nothing.
 #[derive(Debug, Default)]
-struct RingQueues {
+pub struct RingQueues {
     input: Vec<u8>,
     /// Bytes of `input` already read.
     read_at: usize,
     output: Vec<u8>,
-    /// The ring owns the socket's input (a multishot receive is armed):
-    /// past the queue, a read would block.
-    owns_input: bool,
-    /// The ring owns the socket's output: writes append to `output`.
-    owns_output: bool,
-    /// The ring saw the end of the stream: past the queue, reads return 0.
-    ended: bool,
-    /// A send of the ring's is in flight: nothing may be written directly.
-    sending: bool,
 }
 
 impl RingQueues {
     fn input_len(&self) -> usize {
         self.input.len() - self.read_at
+    }
+
+    /// Bytes the queues' buffers hold room for (a loop keeps small ones).
+    pub fn capacity(&self) -> usize {
+        self.input.capacity() + self.output.capacity()
     }
 }
 
@@ -168,6 +182,7 @@ impl Stream {
             slot: None,
             transport: None,
             on_loop: false,
+            ring_flags: 0,
             ring: None,
         })
     }
@@ -194,6 +209,7 @@ impl Stream {
             slot: None,
             transport: None,
             on_loop: false,
+            ring_flags: 0,
             ring: None,
         }
     }
@@ -209,12 +225,31 @@ impl Stream {
     /// while the ring owns the socket's output. See
     /// [`set_ring_owns`](Self::set_ring_owns).
     pub fn set_ring_mode(&mut self) {
-        self.ring.get_or_insert_with(RingQueues::default);
+        self.ring_flags |= RING_MODE;
     }
 
     /// Is the stream in ring mode?
     pub fn in_ring_mode(&self) -> bool {
-        self.ring.is_some()
+        self.ring_flags & RING_MODE != 0
+    }
+
+    fn ring_flag(&self, flag: u8) -> bool {
+        self.ring_flags & flag != 0
+    }
+
+    fn set_ring_flag(&mut self, flag: u8, on: bool) {
+        if self.in_ring_mode() {
+            if on {
+                self.ring_flags |= flag;
+            } else {
+                self.ring_flags &= !flag;
+            }
+        }
+    }
+
+    /// The queues, made if the loop lent none.
+    fn queues(&mut self) -> &mut RingQueues {
+        self.ring.get_or_insert_with(Box::default)
     }
 
     /// Say whether the ring owns the socket's input (a multishot receive is
@@ -223,42 +258,46 @@ impl Stream {
     /// worker), the stream reads and writes the socket itself once its
     /// queues are empty.
     pub fn set_ring_owns(&mut self, input: bool, output: bool) {
-        if let Some(r) = &mut self.ring {
-            r.owns_input = input;
-            r.owns_output = output;
-        }
+        self.set_ring_flag(RING_OWNS_INPUT, input);
+        self.set_ring_flag(RING_OWNS_OUTPUT, output);
     }
 
-    /// Lend the stream an empty buffer for its input queue (`input`) or its
-    /// output queue, so that a keep-alive request on a loop allocates
-    /// nothing; a buffer the queue does not need (it has one) is handed
-    /// back.
-    pub fn lend_ring_buffer(&mut self, buf: Vec<u8>, input: bool) -> Option<Vec<u8>> {
-        let Some(r) = &mut self.ring else {
-            return Some(buf);
-        };
-        let queue = if input { &mut r.input } else { &mut r.output };
-        if queue.capacity() == 0 {
-            *queue = buf;
-            queue.clear();
-            None
-        } else {
-            Some(buf)
+    /// Lend the stream empty queues (with room in their buffers), so that
+    /// a keep-alive request on a loop allocates nothing; handed back when
+    /// it has queues already, or is not in ring mode.
+    pub fn lend_ring_queues(&mut self, mut queues: Box<RingQueues>) -> Option<Box<RingQueues>> {
+        if self.ring.is_some() || !self.in_ring_mode() {
+            return Some(queues);
         }
+        queues.input.clear();
+        queues.read_at = 0;
+        queues.output.clear();
+        self.ring = Some(queues);
+        None
     }
 
-    /// Take back the stream's empty queue buffers (read to the end, or
+    /// Take back the stream's queues once both are empty (read to the end,
     /// sent), so that a connection that waits holds none.
-    pub fn take_ring_spares(&mut self, into: &mut Vec<Vec<u8>>) {
-        let Some(r) = &mut self.ring else {
-            return;
-        };
-        if r.input_len() == 0 && r.input.capacity() > 0 {
-            r.read_at = 0;
-            into.push(std::mem::take(&mut r.input));
+    pub fn take_ring_spares(&mut self, into: &mut Vec<Box<RingQueues>>) {
+        if self
+            .ring
+            .as_ref()
+            .is_some_and(|r| r.input_len() == 0 && r.output.is_empty())
+        {
+            if let Some(q) = self.ring.take() {
+                into.push(q);
+            }
         }
-        if r.output.is_empty() && r.output.capacity() > 0 {
-            into.push(std::mem::take(&mut r.output));
+    }
+
+    /// A send's buffer, handed back by the ring: the output queue keeps it
+    /// for the next answer if it has none.
+    pub fn return_ring_output_buffer(&mut self, mut buf: Vec<u8>) {
+        if let Some(r) = &mut self.ring {
+            if r.output.is_empty() && r.output.capacity() == 0 {
+                buf.clear();
+                r.output = buf;
+            }
         }
     }
 
@@ -266,27 +305,27 @@ impl Stream {
     /// none is, [`sendfile`](Self::sendfile) writes the gathered output and
     /// the file directly (`sendfile(2)`), as the other models do.
     pub fn set_ring_sending(&mut self, on: bool) {
-        if let Some(r) = &mut self.ring {
-            r.sending = on;
-        }
+        self.set_ring_flag(RING_SENDING, on);
     }
 
     /// Bytes the ring received for this stream: appended to its input queue.
     pub fn ring_input(&mut self, bytes: &[u8]) {
-        if let Some(r) = &mut self.ring {
-            if r.read_at == r.input.len() {
-                r.input.clear();
-                r.read_at = 0;
-            }
-            r.input.extend_from_slice(bytes);
+        if !self.in_ring_mode() {
+            return;
         }
+        let r = self.queues();
+        if r.read_at == r.input.len() {
+            r.input.clear();
+            r.read_at = 0;
+        }
+        r.input.extend_from_slice(bytes);
     }
 
     /// The ring saw the end of the stream (or an error): once the queue is
     /// read, reads return 0.
     pub fn ring_input_ended(&mut self) {
-        if let Some(r) = &mut self.ring {
-            r.ended = true;
+        if self.in_ring_mode() {
+            self.ring_flags |= RING_ENDED;
             // Not drained until a read returns the end: the loop steps the
             // connection again for it, as after a poller's report of it
             // ([`input_reported`](Self::input_reported)).
@@ -296,7 +335,7 @@ impl Stream {
 
     /// Has the ring seen the end of the stream?
     pub fn ring_input_has_ended(&self) -> bool {
-        self.ring.as_ref().is_some_and(|r| r.ended)
+        self.ring_flag(RING_ENDED)
     }
 
     /// Bytes received and not read yet.
@@ -320,7 +359,8 @@ impl Stream {
     /// Bytes of a send that went out short: they go before anything
     /// gathered since.
     pub fn unsent_ring_output(&mut self, mut unsent: Vec<u8>) {
-        if let Some(r) = &mut self.ring {
+        if self.in_ring_mode() {
+            let r = self.queues();
             unsent.extend_from_slice(&r.output);
             r.output = unsent;
         }
@@ -363,7 +403,10 @@ impl Stream {
     /// Ring mode, output owned by the ring: gather (part of) `buf`, or
     /// `WouldBlock` when the queue is full. `None`: not gathering.
     fn gather(&mut self, buf: &[u8]) -> Option<io::Result<usize>> {
-        let r = self.ring.as_mut().filter(|r| r.owns_output)?;
+        if !self.ring_flag(RING_OWNS_OUTPUT) {
+            return None;
+        }
+        let r = self.queues();
         let room = RING_OUTPUT_CAP.saturating_sub(r.output.len());
         if room == 0 && !buf.is_empty() {
             self.would_block = true;
@@ -512,7 +555,7 @@ impl Stream {
         if let Some(r) = self.through(|t, raw| t.sendfile(raw, file, offset, count)) {
             return r;
         }
-        if let Some(r) = self.ring.as_mut().filter(|r| r.owns_output && r.sending) {
+        if self.ring_flag(RING_OWNS_OUTPUT) && self.ring_flag(RING_SENDING) {
             // A ring's send is in flight, and bytes must go out in order:
             // the file's join the gathered output (read from the page
             // cache: a loop sends only cached files). With no send in
@@ -521,12 +564,15 @@ impl Stream {
             // which a 1 MiB file's throughput shows (measured: reading it
             // into the queue and sending served about half as many).
             use std::os::unix::fs::FileExt;
-            let room = RING_OUTPUT_CAP.saturating_sub(r.output.len()).min(count);
+            let room = RING_OUTPUT_CAP
+                .saturating_sub(self.ring_output_len())
+                .min(count);
             if room == 0 && count > 0 {
                 self.would_block = true;
                 self.count_send(true);
                 return Err(io::ErrorKind::WouldBlock.into());
             }
+            let r = self.queues();
             let start = r.output.len();
             r.output.resize(start + room, 0);
             let n = loop {
@@ -742,14 +788,14 @@ impl Read for Stream {
             return r;
         }
         self.check_cut()?;
-        if let Some(r) = &mut self.ring {
-            let queued = r.input_len();
-            if queued > 0 {
-                let n = queued.min(buf.len());
+        if self.in_ring_mode() {
+            let owns_input = self.ring_flag(RING_OWNS_INPUT);
+            if let Some(r) = self.ring.as_mut().filter(|r| r.input_len() > 0) {
+                let n = r.input_len().min(buf.len());
                 buf[..n].copy_from_slice(&r.input[r.read_at..r.read_at + n]);
                 r.read_at += n;
                 if r.read_at == r.input.len() {
-                    // Emptied: the loop takes the buffer back
+                    // Emptied: the loop takes the queues back
                     // ([`take_ring_spares`](Stream::take_ring_spares)) when
                     // the step ends, so an idle connection keeps none.
                     r.input.clear();
@@ -757,15 +803,15 @@ impl Read for Stream {
                 }
                 // Drained only when the ring owns the socket (nothing more
                 // can be read now) and the queue is empty.
-                self.drained = r.owns_input && r.input_len() == 0;
+                self.drained = owns_input && r.input_len() == 0;
                 return Ok(n);
             }
-            if r.ended {
+            if self.ring_flag(RING_ENDED) {
                 self.end_reported = false;
                 self.drained = true;
                 return Ok(0);
             }
-            if r.owns_input {
+            if owns_input {
                 self.drained = true;
                 self.end_reported = false;
                 return Err(self.note(io::ErrorKind::WouldBlock.into()));
@@ -807,7 +853,7 @@ impl Write for Stream {
                 .map_or(&[][..], |b| &**b);
             return self.send(first, bufs.len() > 1);
         }
-        if self.ring.as_ref().is_some_and(|r| r.owns_output) {
+        if self.ring_flag(RING_OWNS_OUTPUT) {
             let mut n = 0;
             for b in bufs {
                 match self.gather(b) {

@@ -15,8 +15,8 @@ use mpm_core::loop_parts::timeout_queues::{TimeoutKind, TimeoutQueues};
 use mpm_core::loop_parts::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 use mpm_core::{
-    Await, ConnectionHandler, Drain, Error, Lifecycle, Listener, MpmSettings, Result, Wait,
-    LINGER_TIME,
+    Await, ConnectionHandler, Drain, Error, Lifecycle, Listener, MpmSettings, Result, RingQueues,
+    Wait, LINGER_TIME,
 };
 use mpm_sys::ring::{Completion, Ring, RingFeatures, RingStats};
 
@@ -24,8 +24,8 @@ use mpm_sys::ring::{Completion, Ring, RingFeatures, RingStats};
 /// cancelled (armed again once the handler has read it down).
 pub const INPUT_CAP: usize = 256 * 1024;
 
-/// Empty buffers kept for the queues of connections on the loop: at most
-/// this many, of at most [`SPARE_CAPACITY`] bytes each.
+/// Empty queues kept for the connections on the loop: at most this many,
+/// with room for at most [`SPARE_CAPACITY`] bytes each.
 const SPARES: usize = 256;
 const SPARE_CAPACITY: usize = 64 * 1024;
 
@@ -51,6 +51,19 @@ pub(crate) enum Op {
     ListenerPoll = 6,
     Returns = 7,
     Stop = 8,
+}
+
+/// Keep the pool of spare queues bounded, and their buffers small: of those
+/// added since `before`, drop what does not fit.
+fn trim_spares(spares: &mut Vec<Box<RingQueues>>, before: usize) {
+    let mut i = before;
+    while i < spares.len() {
+        if spares.len() > SPARES || spares[i].capacity() > SPARE_CAPACITY {
+            spares.swap_remove(i);
+        } else {
+            i += 1;
+        }
+    }
 }
 
 /// User data: the operation, a 24-bit key (the connection's, so that a
@@ -192,8 +205,8 @@ pub(crate) struct RingLoop<H: ConnectionHandler> {
     pub(crate) dirty: Vec<usize>,
     returned: Vec<Done<H::Conn>>,
     completions: Vec<Completion>,
-    /// Empty buffers lent to connections' queues while on the loop.
-    pub(crate) spares: Vec<Vec<u8>>,
+    /// Empty queues lent to connections while on the loop.
+    pub(crate) spares: Vec<Box<RingQueues>>,
     pub(crate) next_key: u32,
     pub(crate) stats: LoopStats,
     pub(crate) slot: Option<&'static ScoreSlot>,
@@ -508,7 +521,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
         let bytes = self.ring.bytes(c);
         if !bytes.is_empty() {
             if let Some(spare) = self.spares.pop() {
-                if let Some(back) = conn.stream.lend_ring_buffer(spare, true) {
+                if let Some(back) = conn.stream.lend_ring_queues(spare) {
                     self.spares.push(back);
                 }
             }
@@ -566,15 +579,19 @@ impl<H: ConnectionHandler> RingLoop<H> {
             if n < buf.len() {
                 buf.drain(..n);
                 conn.stream.unsent_ring_output(buf);
-            } else if self.spares.len() < SPARES && buf.capacity() <= SPARE_CAPACITY {
-                buf.clear();
-                self.spares.push(buf);
+            } else if buf.capacity() <= SPARE_CAPACITY {
+                conn.stream.return_ring_output_buffer(buf);
             }
         }
         if conn.stream.ring_output_len() > 0 {
             self.dirty.push(t);
             return;
         }
+        // All sent: its queues, empty unless input came meanwhile, go back
+        // to the pool until it next needs them.
+        let before = self.spares.len();
+        conn.stream.take_ring_spares(&mut self.spares);
+        trim_spares(&mut self.spares, before);
         match &e.state {
             State::Parked {
                 wait: Parked::Write,
@@ -626,26 +643,18 @@ impl<H: ConnectionHandler> RingLoop<H> {
         self.dirty.clear();
     }
 
-    /// Take back a connection's empty queue buffers, for the next
+    /// Take back a connection's queues once empty, for the next
     /// connection to use: one that waits holds none.
     pub(crate) fn reclaim(&mut self, conn: &mut Conn<H::Conn>) {
         let before = self.spares.len();
         conn.stream.take_ring_spares(&mut self.spares);
-        // Keep the pool bounded, and its buffers small.
-        let mut i = before;
-        while i < self.spares.len() {
-            if self.spares.len() > SPARES || self.spares[i].capacity() > SPARE_CAPACITY {
-                self.spares.swap_remove(i);
-            } else {
-                i += 1;
-            }
-        }
+        trim_spares(&mut self.spares, before);
     }
 
-    /// Lend a connection an output buffer for the step it is about to run.
+    /// Lend a connection queues for the step it is about to run.
     pub(crate) fn lend_output(&mut self, conn: &mut Conn<H::Conn>) {
         if let Some(spare) = self.spares.pop() {
-            if let Some(back) = conn.stream.lend_ring_buffer(spare, false) {
+            if let Some(back) = conn.stream.lend_ring_queues(spare) {
                 self.spares.push(back);
             }
         }
