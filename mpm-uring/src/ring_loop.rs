@@ -55,6 +55,9 @@ pub(crate) enum Op {
 
 /// Keep the pool of spare queues bounded, and their buffers small: of those
 /// added since `before`, drop what does not fit.
+// Boxed in the pool as in a stream: lending one moves a pointer, no
+// allocation.
+#[allow(clippy::vec_box)]
 fn trim_spares(spares: &mut Vec<Box<RingQueues>>, before: usize) {
     let mut i = before;
     while i < spares.len() {
@@ -205,7 +208,9 @@ pub(crate) struct RingLoop<H: ConnectionHandler> {
     pub(crate) dirty: Vec<usize>,
     returned: Vec<Done<H::Conn>>,
     completions: Vec<Completion>,
-    /// Empty queues lent to connections while on the loop.
+    /// Empty queues lent to connections while on the loop (boxed as a
+    /// stream holds them: lending one moves a pointer).
+    #[allow(clippy::vec_box)]
     pub(crate) spares: Vec<Box<RingQueues>>,
     pub(crate) next_key: u32,
     pub(crate) stats: LoopStats,
