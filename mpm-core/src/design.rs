@@ -287,11 +287,11 @@
 //!
 //! This crate is the contract and nothing else: it knows no protocol, runs
 //! no process model and reads no configuration file. [`MpmKind`](crate::MpmKind)
-//! names the three models (the `--mpm` value, what [`Mpm::kind`](crate::Mpm::kind)
+//! names the four models (the `--mpm` value, what [`Mpm::kind`](crate::Mpm::kind)
 //! reports), but each model's code is a crate of its own;
 //! [`MpmSettings`](crate::MpmSettings) is plain data with no `clap` or `serde`
 //! derive, and this crate depends on neither. The HTTP layer (`mpm-http`)
-//! and the models (`mpm-prefork`, `mpm-worker`, `mpm-event`) each depend on
+//! and the models (`mpm-prefork`, `mpm-worker`, `mpm-event`, `mpm-uring`) each depend on
 //! it and on no other layer (but `mpm-sys`, beneath it, for a system call),
 //! so a protocol never learns which model runs it and a model never parses
 //! a request; the master (`mpm-master`) forks and signals without knowing

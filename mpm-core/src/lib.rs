@@ -50,6 +50,8 @@
 //! * [`waiting`] — a step waiting on a descriptor of its own (an upstream
 //!   socket) without holding a thread on an event loop: [`Await`], and the
 //!   futures glue that lets `async` code run on it.
+//! * [`loop_parts`] — what the event-loop models (event, uring) share: the
+//!   worker pool behind a loop, and its O(1) timeout queues.
 //! * [`panics`] — a panic in a step caught and logged in one line, costing
 //!   that connection only.
 //!
@@ -76,6 +78,7 @@ mod lifecycle;
 mod listener;
 pub mod listener_poller;
 pub mod local_time;
+pub mod loop_parts;
 mod mpm;
 pub mod panics;
 mod plural;
@@ -99,6 +102,6 @@ pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use plural::plural;
 pub use settings::MpmSettings;
-pub use stream::{Stream, Transport, LINGER_BYTES, LINGER_TIME};
+pub use stream::{RingQueues, Stream, Transport, LINGER_BYTES, LINGER_TIME, RING_OUTPUT_CAP};
 pub use waiting::Await;
 pub use worker_threads::WorkerThreads;

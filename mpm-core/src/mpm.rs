@@ -18,11 +18,18 @@ pub enum MpmKind {
     Worker,
     /// An epoll listener thread per process that parks idle connections.
     Event,
+    /// An io_uring per process: multishot accept and receive, gathered sends.
+    Uring,
 }
 
 impl MpmKind {
     /// Every process model, in the order reports list them.
-    pub const ALL: [MpmKind; 3] = [MpmKind::Prefork, MpmKind::Worker, MpmKind::Event];
+    pub const ALL: [MpmKind; 4] = [
+        MpmKind::Prefork,
+        MpmKind::Worker,
+        MpmKind::Event,
+        MpmKind::Uring,
+    ];
 
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
@@ -30,6 +37,7 @@ impl MpmKind {
             MpmKind::Prefork => "prefork",
             MpmKind::Worker => "worker",
             MpmKind::Event => "event",
+            MpmKind::Uring => "uring",
         }
     }
 }

@@ -92,7 +92,55 @@ pub struct Stream {
     slot: Option<&'static Slot>,
     on_loop: bool,
     transport: Option<Box<dyn Transport>>,
+    /// Ring mode (the uring model): the queues its loop fills and empties.
+    /// Ring mode (the uring model): its flags, and its queues while they
+    /// hold bytes (a connection that waits holds none).
+    ring_flags: u8,
+    ring: Option<Box<RingQueues>>,
 }
+
+/// [`Stream::ring_flags`]: in ring mode at all.
+const RING_MODE: u8 = 1;
+/// The ring owns the socket's input (a multishot receive is armed): past
+/// the queue, a read would block.
+const RING_OWNS_INPUT: u8 = 2;
+/// The ring owns the socket's output: writes append to the output queue.
+const RING_OWNS_OUTPUT: u8 = 4;
+/// The ring saw the end of the stream: past the queue, reads return 0.
+const RING_ENDED: u8 = 8;
+/// A send of the ring's is in flight: nothing may be written directly.
+const RING_SENDING: u8 = 16;
+
+/// The queues of a stream in ring mode: what a completion-based loop (the
+/// uring model) received for it and what it will send for it. The loop
+/// copies received bytes out of its provided buffers into the input queue
+/// at once, so that the buffer goes straight back to the kernel; once both
+/// queues are empty the loop takes them back
+/// ([`Stream::take_ring_spares`]) and lends them to the next connection
+/// that needs them ([`Stream::lend_ring_queues`]): a connection that waits
+/// holds none, and a keep-alive request allocates nothing.
+#[derive(Debug, Default)]
+pub struct RingQueues {
+    input: Vec<u8>,
+    /// Bytes of `input` already read.
+    read_at: usize,
+    output: Vec<u8>,
+}
+
+impl RingQueues {
+    fn input_len(&self) -> usize {
+        self.input.len() - self.read_at
+    }
+
+    /// Bytes the queues' buffers hold room for (a loop keeps small ones).
+    pub fn capacity(&self) -> usize {
+        self.input.capacity() + self.output.capacity()
+    }
+}
+
+/// The most output a stream in ring mode gathers before its writes return
+/// `WouldBlock` (the handler then asks to write, and the loop sends).
+pub const RING_OUTPUT_CAP: usize = 256 * 1024;
 
 impl std::fmt::Debug for dyn Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -134,6 +182,8 @@ impl Stream {
             slot: None,
             transport: None,
             on_loop: false,
+            ring_flags: 0,
+            ring: None,
         })
     }
 
@@ -159,6 +209,8 @@ impl Stream {
             slot: None,
             transport: None,
             on_loop: false,
+            ring_flags: 0,
+            ring: None,
         }
     }
 
@@ -166,6 +218,203 @@ impl Stream {
     /// reads and writes travel encrypted? A proxy says `https` upstream.
     pub fn has_transport(&self) -> bool {
         self.transport.is_some()
+    }
+
+    /// Put this stream in ring mode (the uring model): reads take the
+    /// input queue the loop fills first, writes gather in an output queue
+    /// while the ring owns the socket's output. See
+    /// [`set_ring_owns`](Self::set_ring_owns).
+    pub fn set_ring_mode(&mut self) {
+        self.ring_flags |= RING_MODE;
+    }
+
+    /// Is the stream in ring mode?
+    pub fn in_ring_mode(&self) -> bool {
+        self.ring_flags & RING_MODE != 0
+    }
+
+    fn ring_flag(&self, flag: u8) -> bool {
+        self.ring_flags & flag != 0
+    }
+
+    fn set_ring_flag(&mut self, flag: u8, on: bool) {
+        if self.in_ring_mode() {
+            if on {
+                self.ring_flags |= flag;
+            } else {
+                self.ring_flags &= !flag;
+            }
+        }
+    }
+
+    /// The queues, made if the loop lent none.
+    fn queues(&mut self) -> &mut RingQueues {
+        self.ring.get_or_insert_with(Box::default)
+    }
+
+    /// Say whether the ring owns the socket's input (a multishot receive is
+    /// armed: past the queue a read returns `WouldBlock`) and its output
+    /// (writes gather, up to [`RING_OUTPUT_CAP`]). Owning neither (on a
+    /// worker), the stream reads and writes the socket itself once its
+    /// queues are empty.
+    pub fn set_ring_owns(&mut self, input: bool, output: bool) {
+        self.set_ring_flag(RING_OWNS_INPUT, input);
+        self.set_ring_flag(RING_OWNS_OUTPUT, output);
+    }
+
+    /// Lend the stream empty queues (with room in their buffers), so that
+    /// a keep-alive request on a loop allocates nothing; handed back when
+    /// it has queues already, or is not in ring mode.
+    pub fn lend_ring_queues(&mut self, mut queues: Box<RingQueues>) -> Option<Box<RingQueues>> {
+        if self.ring.is_some() || !self.in_ring_mode() {
+            return Some(queues);
+        }
+        queues.input.clear();
+        queues.read_at = 0;
+        queues.output.clear();
+        self.ring = Some(queues);
+        None
+    }
+
+    /// Take back the stream's queues once both are empty (read to the end,
+    /// sent), so that a connection that waits holds none.
+    pub fn take_ring_spares(&mut self, into: &mut Vec<Box<RingQueues>>) {
+        if self
+            .ring
+            .as_ref()
+            .is_some_and(|r| r.input_len() == 0 && r.output.is_empty())
+        {
+            if let Some(q) = self.ring.take() {
+                into.push(q);
+            }
+        }
+    }
+
+    /// A send's buffer, handed back by the ring: the output queue keeps it
+    /// for the next answer if it has none.
+    pub fn return_ring_output_buffer(&mut self, mut buf: Vec<u8>) {
+        if let Some(r) = &mut self.ring {
+            if r.output.is_empty() && r.output.capacity() == 0 {
+                buf.clear();
+                r.output = buf;
+            }
+        }
+    }
+
+    /// Say whether a send of the ring's is in flight for this stream: while
+    /// none is, [`sendfile`](Self::sendfile) writes the gathered output and
+    /// the file directly (`sendfile(2)`), as the other models do.
+    pub fn set_ring_sending(&mut self, on: bool) {
+        self.set_ring_flag(RING_SENDING, on);
+    }
+
+    /// Bytes the ring received for this stream: appended to its input queue.
+    pub fn ring_input(&mut self, bytes: &[u8]) {
+        if !self.in_ring_mode() {
+            return;
+        }
+        let r = self.queues();
+        if r.read_at == r.input.len() {
+            r.input.clear();
+            r.read_at = 0;
+        }
+        r.input.extend_from_slice(bytes);
+    }
+
+    /// The ring saw the end of the stream (or an error): once the queue is
+    /// read, reads return 0.
+    pub fn ring_input_ended(&mut self) {
+        if self.in_ring_mode() {
+            self.ring_flags |= RING_ENDED;
+            // Not drained until a read returns the end: the loop steps the
+            // connection again for it, as after a poller's report of it
+            // ([`input_reported`](Self::input_reported)).
+            self.end_reported = true;
+        }
+    }
+
+    /// Has the ring seen the end of the stream?
+    pub fn ring_input_has_ended(&self) -> bool {
+        self.ring_flag(RING_ENDED)
+    }
+
+    /// Bytes received and not read yet.
+    pub fn ring_input_len(&self) -> usize {
+        self.ring.as_ref().map_or(0, |r| r.input_len())
+    }
+
+    /// Bytes gathered and not handed to the ring yet.
+    pub fn ring_output_len(&self) -> usize {
+        self.ring.as_ref().map_or(0, |r| r.output.len())
+    }
+
+    /// Take the gathered output, to be sent as one operation (empty: none).
+    pub fn take_ring_output(&mut self) -> Vec<u8> {
+        self.ring
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.output))
+            .unwrap_or_default()
+    }
+
+    /// Bytes of a send that went out short: they go before anything
+    /// gathered since.
+    pub fn unsent_ring_output(&mut self, mut unsent: Vec<u8>) {
+        if self.in_ring_mode() {
+            let r = self.queues();
+            unsent.extend_from_slice(&r.output);
+            r.output = unsent;
+        }
+    }
+
+    /// Is input waiting to be read, in the ring's queue or (peeked) in the
+    /// socket?
+    pub fn has_buffered_input(&self) -> bool {
+        self.ring_input_len() > 0 || crate::blocking::has_pending_input(&self.socket)
+    }
+
+    /// Ring mode, output not owned by the ring: write what is gathered
+    /// before anything new, so that bytes go out in order.
+    fn flush_gathered(&mut self, more: bool) -> io::Result<()> {
+        if self.ring.as_ref().is_none_or(|r| r.output.is_empty()) {
+            return Ok(());
+        }
+        self.check_cut()?;
+        let Some(r) = &mut self.ring else {
+            return Ok(());
+        };
+        while !r.output.is_empty() {
+            match mpm_sys::socket::send(&self.socket, &r.output, more) {
+                Ok(n) => {
+                    r.output.drain(..n);
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    if err.kind() == io::ErrorKind::WouldBlock {
+                        self.would_block = true;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        r.output = Vec::new();
+        Ok(())
+    }
+
+    /// Ring mode, output owned by the ring: gather (part of) `buf`, or
+    /// `WouldBlock` when the queue is full. `None`: not gathering.
+    fn gather(&mut self, buf: &[u8]) -> Option<io::Result<usize>> {
+        if !self.ring_flag(RING_OWNS_OUTPUT) {
+            return None;
+        }
+        let r = self.queues();
+        let room = RING_OUTPUT_CAP.saturating_sub(r.output.len());
+        if room == 0 && !buf.is_empty() {
+            self.would_block = true;
+            return Some(Err(io::ErrorKind::WouldBlock.into()));
+        }
+        let n = room.min(buf.len());
+        r.output.extend_from_slice(&buf[..n]);
+        Some(Ok(n))
     }
 
     /// Put a layer (TLS) between the handler and the socket until
@@ -278,6 +527,11 @@ impl Stream {
         if let Some(r) = self.through(|t, raw| t.write(raw, buf, more)) {
             return r;
         }
+        if let Some(r) = self.gather(buf) {
+            self.count_send(r.is_err());
+            return r;
+        }
+        self.flush_gathered(false)?;
         loop {
             // Each try, for a send the fast stop's signal interrupted.
             self.check_cut()?;
@@ -301,6 +555,42 @@ impl Stream {
         if let Some(r) = self.through(|t, raw| t.sendfile(raw, file, offset, count)) {
             return r;
         }
+        if self.ring_flag(RING_OWNS_OUTPUT) && self.ring_flag(RING_SENDING) {
+            // A ring's send is in flight, and bytes must go out in order:
+            // the file's join the gathered output (read from the page
+            // cache: a loop sends only cached files). With no send in
+            // flight, below, the gathered head and the file go out
+            // directly: `sendfile(2)` copies nothing through user memory,
+            // which a 1 MiB file's throughput shows (measured: reading it
+            // into the queue and sending served about half as many).
+            use std::os::unix::fs::FileExt;
+            let room = RING_OUTPUT_CAP
+                .saturating_sub(self.ring_output_len())
+                .min(count);
+            if room == 0 && count > 0 {
+                self.would_block = true;
+                self.count_send(true);
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let r = self.queues();
+            let start = r.output.len();
+            r.output.resize(start + room, 0);
+            let n = loop {
+                match file.read_at(&mut r.output[start..], *offset) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        r.output.truncate(start);
+                        return Err(e);
+                    }
+                    Ok(n) => break n,
+                }
+            };
+            r.output.truncate(start + n);
+            *offset += n as u64;
+            self.count_send(false);
+            return Ok(n);
+        }
+        self.flush_gathered(true)?;
         let mut off = *offset as libc::off_t;
         loop {
             self.check_cut()?;
@@ -335,6 +625,7 @@ impl Stream {
     /// loop needs another read only when this is false.
     pub fn drained(&self) -> bool {
         self.drained
+            && self.ring_input_len() == 0
             && !self.end_reported
             && !self.held
             && !self.transport.as_ref().is_some_and(|t| t.holds_input())
@@ -497,6 +788,35 @@ impl Read for Stream {
             return r;
         }
         self.check_cut()?;
+        if self.in_ring_mode() {
+            let owns_input = self.ring_flag(RING_OWNS_INPUT);
+            if let Some(r) = self.ring.as_mut().filter(|r| r.input_len() > 0) {
+                let n = r.input_len().min(buf.len());
+                buf[..n].copy_from_slice(&r.input[r.read_at..r.read_at + n]);
+                r.read_at += n;
+                if r.read_at == r.input.len() {
+                    // Emptied: the loop takes the queues back
+                    // ([`take_ring_spares`](Stream::take_ring_spares)) when
+                    // the step ends, so an idle connection keeps none.
+                    r.input.clear();
+                    r.read_at = 0;
+                }
+                // Drained only when the ring owns the socket (nothing more
+                // can be read now) and the queue is empty.
+                self.drained = owns_input && r.input_len() == 0;
+                return Ok(n);
+            }
+            if self.ring_flag(RING_ENDED) {
+                self.end_reported = false;
+                self.drained = true;
+                return Ok(0);
+            }
+            if owns_input {
+                self.drained = true;
+                self.end_reported = false;
+                return Err(self.note(io::ErrorKind::WouldBlock.into()));
+            }
+        }
         match self.socket.read(buf) {
             Ok(n) => {
                 // The end of the stream, once reported, is drained only
@@ -533,6 +853,25 @@ impl Write for Stream {
                 .map_or(&[][..], |b| &**b);
             return self.send(first, bufs.len() > 1);
         }
+        if self.ring_flag(RING_OWNS_OUTPUT) {
+            let mut n = 0;
+            for b in bufs {
+                match self.gather(b) {
+                    Some(Ok(k)) => {
+                        n += k;
+                        if k < b.len() {
+                            break;
+                        }
+                    }
+                    Some(Err(e)) if n == 0 => return Err(e),
+                    _ => break,
+                }
+            }
+            self.would_block &= n == 0;
+            self.count_send(n == 0);
+            return Ok(n);
+        }
+        self.flush_gathered(false)?;
         self.check_cut()?;
         match self.socket.write_vectored(bufs) {
             Ok(n) => {
@@ -641,5 +980,80 @@ mod tests {
         assert!(!stream.drained(), "an edge the loop did not read at once");
         assert!(stream.read(&mut buf).is_err());
         assert!(stream.drained(), "the read found nothing: drained again");
+    }
+
+    #[test]
+    fn ring_mode_reads_the_queue_first_then_would_block_while_the_ring_owns_input() {
+        let (mut client, mut stream) = pair();
+        stream.set_ring_mode();
+        stream.set_ring_owns(true, true);
+        stream.ring_input(b"GET / HTTP/1.1\r\n");
+        assert!(!stream.drained(), "queued input is not drained");
+        client.write_all(b"in the socket").unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(stream.read(&mut buf).unwrap(), 8);
+        assert_eq!(&buf, b"GET / HT");
+        let mut rest = [0u8; 64];
+        assert_eq!(stream.read(&mut rest).unwrap(), 8);
+        assert!(stream.drained());
+        assert_eq!(stream.ring_input_len(), 0);
+        let mut spares = Vec::new();
+        stream.take_ring_spares(&mut spares);
+        assert_eq!(spares.len(), 1, "the emptied queue's buffer is handed back");
+        // The ring owns the socket: what is in it is the ring's to receive.
+        let e = stream.read(&mut rest).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        // Handed to a worker (the ring let go): the socket is read directly.
+        stream.set_ring_owns(false, false);
+        assert!(crate::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let n = stream.read(&mut rest).unwrap();
+        assert_eq!(&rest[..n], b"in the socket");
+        stream.ring_input_ended();
+        assert!(!stream.drained(), "the end is still to be read");
+        assert_eq!(stream.read(&mut rest).unwrap(), 0, "the ring saw the end");
+        assert!(stream.drained());
+    }
+
+    #[test]
+    fn ring_mode_gathers_output_up_to_its_cap_and_flushes_it_first_when_writing_directly() {
+        let (mut client, mut stream) = pair();
+        stream.set_ring_mode();
+        stream.set_ring_owns(true, true);
+        assert_eq!(stream.send(b"head ", true).unwrap(), 5);
+        let big = vec![b'x'; super::RING_OUTPUT_CAP];
+        let n = stream.send(&big, false).unwrap();
+        assert_eq!(n, super::RING_OUTPUT_CAP - 5, "up to the cap");
+        let e = stream.send(b"more", false).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "full");
+        assert!(stream.take_would_block());
+        let out = stream.take_ring_output();
+        assert_eq!(out.len(), super::RING_OUTPUT_CAP);
+        assert_eq!(stream.ring_output_len(), 0);
+        // Gathered, then handed to a worker: the gathered bytes go first.
+        assert_eq!(stream.send(b"one ", false).unwrap(), 4);
+        stream.set_ring_owns(false, false);
+        assert_eq!(stream.send(b"two", false).unwrap(), 3);
+        let mut got = [0u8; 7];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"one two");
+    }
+
+    #[test]
+    fn ring_mode_sendfile_gathers_the_file_bytes_while_a_ring_send_is_in_flight() {
+        let (_client, mut stream) = pair();
+        stream.set_ring_mode();
+        stream.set_ring_owns(true, true);
+        stream.set_ring_sending(true);
+        let path = std::env::temp_dir().join(format!("mpm-ring-{}", std::process::id()));
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let mut offset = 2;
+        assert_eq!(stream.sendfile(&file, &mut offset, 5).unwrap(), 5);
+        assert_eq!(offset, 7);
+        assert_eq!(stream.take_ring_output(), b"23456");
     }
 }

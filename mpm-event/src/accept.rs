@@ -131,39 +131,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             && self.accept_paused_until.is_none()
             && self.in_flight < self.threads
             && self.slots.len() < self.max_conns;
-        let mut balanced = true;
-        if let Some(seat) = self.ledger {
-            let open = self.slots.len();
-            // Written only when it changes: siblings read this line.
-            if self.published != Some((open, able)) {
-                seat.publish(open, able);
-                self.published = Some((open, able));
-            }
-            balanced = !able || seat.may_accept(open);
-            if !balanced
-                && self
-                    .ledger_checked
-                    .is_none_or(|t| self.now.duration_since(t) >= Duration::from_secs(1))
-            {
-                // Perhaps the sibling holding fewer died without saying so.
-                seat.forget_the_dead();
-                self.ledger_checked = Some(self.now);
-                balanced = seat.may_accept(open);
-            }
-        }
-        let want = able && balanced;
-        // Paused for balance, this process looks again soon: a sibling
-        // that held fewer may have caught up (or paused) meanwhile, and
-        // nothing else would wake this one to take its turn.
-        self.balance_paused = able && !balanced;
+        let open = self.slots.len();
+        let want = self.gate.want(self.now, able, open, self.listening);
         if want != self.listening {
-            if !want {
-                if able {
-                    self.stats.balance_pauses += 1;
-                } else {
-                    self.stats.listener_pauses += 1;
-                }
-            }
             let _ = self.set_listening(want);
         }
     }

@@ -14,11 +14,12 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use slab::Slab;
 
 use mpm_core::{
-    Await, ConnectionHandler, Drain, Error, Interest, LedgerSeat, Lifecycle, Listener, MpmSettings,
-    Prefetch, Result, Wait, LINGER_BYTES, LINGER_TIME,
+    Await, ConnectionHandler, Drain, Error, Interest, Lifecycle, Listener, MpmSettings, Prefetch,
+    Result, Wait, LINGER_BYTES, LINGER_TIME,
 };
 
 use mpm_core::blocking::{has_pending_input, log_panic};
+use mpm_core::loop_parts::accept_gate::{sleep_for, AcceptGate};
 use mpm_core::panics::catch;
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 
@@ -116,14 +117,9 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) shared: bool,
     /// Connections accepted per listener event before serving the others.
     pub(crate) accept_batch: usize,
-    /// Where the processes sharing the listeners say how many connections
-    /// each holds, and the last state published there.
-    pub(crate) ledger: Option<LedgerSeat>,
-    pub(crate) published: Option<(usize, bool)>,
-    /// When the seats of siblings that died were last looked for.
-    pub(crate) ledger_checked: Option<Instant>,
-    /// Not accepting only because a sibling holds fewer connections.
-    pub(crate) balance_paused: bool,
+    /// Whether to accept now, with the ledger where the processes sharing
+    /// the listeners say how many connections each holds.
+    pub(crate) gate: AcceptGate,
     pub(crate) jobs: Option<Sender<Job<H::Conn>>>,
     pub(crate) returns: Arc<Returns<H::Conn>>,
     pub(crate) in_flight: usize,
@@ -156,10 +152,6 @@ pub struct EventLoop<H: ConnectionHandler> {
     /// the deadline it gave: resumed then, ready or not.
     awaits: BTreeSet<(Instant, usize)>,
 }
-
-/// How soon a process that stopped accepting for balance looks at the
-/// ledger again.
-const BALANCE_RECHECK: Duration = Duration::from_millis(5);
 
 /// Connections accepted per listener event by a process that owns its
 /// listeners: nobody else could take them.
@@ -207,9 +199,6 @@ impl<H: ConnectionHandler> EventLoop<H> {
             .map_err(|e| io("registering the return eventfd", e))?;
         // Sockets of its own (SO_REUSEPORT) are no sibling's.
         let shared = !lifecycle.owns_listeners() && !settings.reuseport;
-        if let Some(seat) = settings.ledger.filter(|_| shared) {
-            seat.claim();
-        }
         let mut this = EventLoop {
             epoll,
             handler,
@@ -232,10 +221,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             } else {
                 ACCEPT_BATCH
             },
-            ledger: settings.ledger.filter(|_| shared),
-            published: None,
-            ledger_checked: None,
-            balance_paused: false,
+            gate: AcceptGate::new(settings.ledger.filter(|_| shared)),
             jobs: Some(jobs),
             returns,
             in_flight: 0,
@@ -378,9 +364,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             self.expire();
         }
         self.jobs = None; // workers see the channel close and exit
-        if let Some(seat) = self.ledger {
-            seat.release();
-        }
+        self.gate.release();
+        self.stats.listener_pauses = self.gate.listener_pauses;
+        self.stats.balance_pauses = self.gate.balance_pauses;
         if let Some(s) = self.slot {
             s.release();
         }
@@ -422,31 +408,18 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     fn wait_timeout(&self) -> Duration {
-        let mut until = self.now + Duration::from_secs(1);
-        if self.balance_paused {
-            until = self.now + BALANCE_RECHECK;
-        }
-        if let Some(d) = self.timeouts.next_deadline() {
-            until = until.min(d);
-        }
-        if let Some(&(d, _)) = self.awaits.first() {
-            until = until.min(d);
-        }
-        if let Some(d) = self.accept_paused_until {
-            until = until.min(d);
-        }
-        if let Some(d) = self.stop_deadline {
-            // Past the deadline, what is left is in workers' hands: their
-            // returns wake the loop, the give-up time ends the wait.
-            match &self.drain {
-                Some(drain) if d <= self.now => until = until.min(drain.give_up_at()),
-                _ => until = until.min(d),
-            }
-        }
-        if let Some(d) = self.close_idle_at {
-            until = until.min(d);
-        }
-        until.saturating_duration_since(self.now)
+        sleep_for(
+            self.now,
+            self.gate.balance_paused,
+            &[
+                self.timeouts.next_deadline(),
+                self.awaits.first().map(|&(d, _)| d),
+                self.accept_paused_until,
+                self.close_idle_at,
+            ],
+            self.stop_deadline,
+            self.drain.as_ref(),
+        )
     }
 
     fn on_event(&mut self, token: u64, flags: EpollFlags) {

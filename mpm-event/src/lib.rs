@@ -20,9 +20,9 @@
 //!   hands a worker only a whole request, finishes large writes itself on
 //!   `EPOLLOUT`, drains lingering closes, and steps connections that yielded
 //!   once per turn, after the others.
-//! * [`worker_pool`] — the workers, and the channel and eventfd by which
+//! * [`worker_pool`] (in `mpm_core::loop_parts`) — the workers, and the channel and eventfd by which
 //!   connections come back to the loop.
-//! * [`timeout_queues`] — keep-alive, request, write and linger timeouts, each
+//! * [`timeout_queues`] (in `mpm_core::loop_parts`) — keep-alive, request, write and linger timeouts, each
 //!   an ordered queue expired in O(1).
 //!
 //! A request whose answer cannot block (a cached static file, an error page)
@@ -39,7 +39,7 @@ mod accept;
 pub mod event_loop;
 mod keepalive;
 mod run;
-pub mod timeout_queues;
-pub mod worker_pool;
+// Shared with the uring model: they live in the core's loop parts.
+pub use mpm_core::loop_parts::{timeout_queues, worker_pool};
 
 pub use run::Event;

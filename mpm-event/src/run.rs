@@ -1,14 +1,12 @@
 //! The event MPM: setup → spawn → serve → drain, with an event loop per
 //! process and a pool of workers behind it.
 
-use mpm_core::scoreboard::{Slot, WorkerState};
-use mpm_core::{
-    HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings, Phase, Result, WorkerThreads,
-};
+use mpm_core::loop_parts::worker_pool::start_pool;
+use mpm_core::scoreboard::Slot;
+use mpm_core::{HandlerFactory, Lifecycle, Listener, Mpm, MpmKind, MpmSettings, Phase, Result};
 use std::sync::Arc;
 
 use crate::event_loop::EventLoop;
-use crate::worker_pool::{worker_loop, PoolHandle, Returns};
 
 /// The event MPM. See the [crate documentation](crate).
 #[derive(Debug, Default, Clone, Copy)]
@@ -27,55 +25,19 @@ impl Mpm for Event {
         lifecycle: &Lifecycle,
         slots: &'static [Slot],
     ) -> Result<()> {
-        // Setup: what accepted sockets inherit, the channels to and from
-        // the workers.
+        // Setup: what accepted sockets inherit.
         settings.require_listeners(&listeners)?;
         Listener::pass_on_options(&listeners, settings)?;
         let threads = settings.threads();
-        let returns = Arc::new(
-            Returns::new().map_err(|e| mpm_core::Error::io("creating an eventfd", e.into()))?,
-        );
-        let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
         let factory = Arc::new(factory);
         // Spawn: the workers (slots 1..), each with a handler of its own.
-        let mut jobs_tx = Some(jobs_tx);
-        let generation = lifecycle.generation();
-        let workers = WorkerThreads::spawn(
-            "mpm-event-worker",
-            threads,
-            |i| {
-                let (jobs, returns, factory) =
-                    (jobs_rx.clone(), Arc::clone(&returns), Arc::clone(&factory));
-                let slot = slots.get(i + 1);
-                move || {
-                    if let Some(s) = slot {
-                        s.claim(generation);
-                        s.set_state(WorkerState::Idle);
-                    }
-                    worker_loop(factory.build(), jobs, returns, slot);
-                    if let Some(s) = slot {
-                        s.release();
-                    }
-                }
-            },
-            // Closing the job channel makes the started workers return.
-            || drop(jobs_tx.take()),
-        )
-        .inspect_err(|_| lifecycle.set_phase(Phase::Stopped))?;
-        drop(jobs_rx);
-        let Some(jobs) = jobs_tx else {
-            unreachable!("the job channel is closed only when a worker fails to start")
-        };
+        let (workers, pool) = start_pool("mpm-event-worker", threads, &factory, lifecycle, slots)?;
         // Serve and drain: the loop (slot 0) runs until stopped and drained.
         let event_loop = EventLoop::new(
             settings,
             listeners,
             factory.build(),
-            PoolHandle {
-                jobs,
-                returns,
-                threads,
-            },
+            pool,
             lifecycle,
             slots.first(),
         )?;

@@ -35,6 +35,8 @@ pub struct About {
     pub keepalive: bool,
     /// Idle wait between requests.
     pub keepalive_timeout: Duration,
+    /// Under uring: the io_uring features in use ("multishot accept, ...").
+    pub ring: Option<String>,
 }
 
 impl Default for About {
@@ -46,6 +48,7 @@ impl Default for About {
             threads_per_child: 256,
             sendfile: true,
             keepalive: true,
+            ring: None,
             keepalive_timeout: Duration::from_secs(60),
         }
     }
@@ -55,16 +58,24 @@ impl DefaultSite {
     /// Render the page for this server.
     pub fn new(server: &About) -> DefaultSite {
         let about = match server.mpm {
-            MpmKind::Prefork => "single-threaded child processes, one connection each",
-            MpmKind::Worker => "a pool of threads taking turns to accept, one connection each",
-            MpmKind::Event => "an epoll listener that parks idle connections, and a worker pool",
+            MpmKind::Prefork => "single-threaded child processes, one connection each".to_string(),
+            MpmKind::Worker => {
+                "a pool of threads taking turns to accept, one connection each".to_string()
+            }
+            MpmKind::Event => {
+                "an epoll listener that parks idle connections, and a worker pool".to_string()
+            }
+            MpmKind::Uring => format!(
+                "an io_uring per process ({}), and a worker pool",
+                server.ring.as_deref().unwrap_or("features not probed")
+            ),
         };
         let listen: Vec<String> = server.listen.iter().map(ToString::to_string).collect();
         let on_off = |b: bool| if b { "on" } else { "off" };
         let page = TEMPLATE
             .replace("{{version}}", env!("CARGO_PKG_VERSION"))
             .replace("{{mpm}}", server.mpm.name())
-            .replace("{{mpm_about}}", about)
+            .replace("{{mpm_about}}", &about)
             .replace(
                 "{{workers}}",
                 &format!(

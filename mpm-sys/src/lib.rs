@@ -26,6 +26,9 @@
 //!   reads that never wait for the disk (`preadv2(RWF_NOWAIT)`), eviction.
 //! * [`bump_pool`] — a bump arena or the global allocator, as an
 //!   `Allocator`: the request pool.
+//! * [`ring`] — io_uring behind a safe API: a ring with a provided-buffer
+//!   ring, multishot accept and receive, owned sends, and [`ring::probe`],
+//!   which says why io_uring is refused where it is.
 //! * [`at_exit`] — a function run at exit.
 //! * [`clock`] — the monotonic clock in nanoseconds, and local time.
 //! * [`alloc_shim`] — the `GlobalAlloc` that dispatches to the allocator
@@ -43,6 +46,7 @@ pub mod open_beneath;
 pub mod page_cache;
 pub mod process_mutex;
 pub mod readiness;
+pub mod ring;
 pub mod shared_memory;
 pub mod signals;
 pub mod socket;

@@ -252,7 +252,7 @@ impl Identity {
     /// The `mpm` binary's own.
     pub fn mpm() -> Identity {
         Identity::new("mpm", env!("CARGO_PKG_VERSION")).about(
-            "mpm: an HTTP server whose process model (prefork, worker, event) is chosen \
+            "mpm: an HTTP server whose process model (prefork, worker, event, uring) is chosen \
              at launch, and a bench to measure what each one costs.",
         )
     }

@@ -26,7 +26,7 @@ use crate::settings::{Config, ConfigLayer, CpuAffinity, TomlFile};
 use crate::signal_command::SignalArgs;
 use crate::site::{Site, StatusRoute};
 
-/// mpm: an HTTP server whose process model (prefork, worker, event) is chosen
+/// mpm: an HTTP server whose process model (prefork, worker, event, uring) is chosen
 /// at launch, and a bench to measure what each one costs.
 #[derive(Debug, Parser)]
 #[command(name = "mpm", version, about, long_about = None)]
@@ -566,9 +566,32 @@ fn scoreboard(config: &Config) -> Result<&'static Scoreboard, Error> {
     Scoreboard::create(config.server_limit, config.slots_per_process())
 }
 
+/// `--mpm uring` where io_uring is refused: the one line saying why, and
+/// what to use instead.
+fn uring_refused(config: &Config) -> Result<(), Error> {
+    if config.mpm != MpmKind::Uring {
+        return Ok(());
+    }
+    mpm_uring::available()
+        .map(drop)
+        .map_err(|e| Error::config(format!("--mpm uring: {e}")))
+}
+
 fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), Error> {
     let (config, settings) = run.load()?;
     service.check(&config, &settings)?;
+    // Whichever model is chosen, say whether uring could run here (after
+    // the verdict on the configuration; instead of it, when uring is the
+    // model chosen and it cannot run).
+    let uring = match mpm_uring::available() {
+        Ok(f) => format!("{}: uring available here: {}", run.name, f.describe()),
+        Err(e) => format!("{}: uring not available here: {e}", run.name),
+    };
+    let refused = uring_refused(&config);
+    if refused.is_err() {
+        println!("{uring}");
+    }
+    refused?;
     // Every certificate loaded as `serve` would: readable, the key matching,
     // in date; then its names and expiry.
     let certs = match config.tls_settings(service.is_http()) {
@@ -585,6 +608,7 @@ fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), E
         config.threads_per_child,
         listen.join(", ")
     );
+    println!("{uring}");
     for cert in certs.certs() {
         println!("{}: certificate {}", run.name, cert.describe());
     }
@@ -595,6 +619,7 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
     let (mut config, mut settings) = given.load()?;
     mpm_core::error_log::set_level(config.log_level);
     service.check(&config, &settings)?;
+    uring_refused(&config)?;
     run_again_if_needed(&config)?;
     // TLS: the sessions every process shares are made once (before any
     // fork, kept across restarts); the certificates with each configuration.
@@ -692,6 +717,7 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
                 pid,
             )?,
             MpmKind::Event => run(mpm_event::Event, &config, site, listeners, tls_run, pid)?,
+            MpmKind::Uring => run(mpm_uring::Uring, &config, site, listeners, tls_run, pid)?,
         };
         if exit == Exit::Upgraded {
             mpm_core::log_notice!("mpm: upgrade done: the new master serves; this one exits");
@@ -872,11 +898,14 @@ fn run<M: Mpm, S: Service>(
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     }
     let settings = config.mpm_settings();
-    // Event processes sharing the listeners keep a ledger of the
+    // Event and uring processes sharing the listeners keep a ledger of the
     // connections each holds (mapped once, before any fork), to spread
     // them evenly.
-    let ledger = ledger
-        .filter(|_| mpm.kind() == MpmKind::Event && !config.reuseport && config.server_limit > 1);
+    let ledger = ledger.filter(|_| {
+        matches!(mpm.kind(), MpmKind::Event | MpmKind::Uring)
+            && !config.reuseport
+            && config.server_limit > 1
+    });
     // A single-threaded master forks the serving processes: no thread may
     // start here before it does.
     let exit = manager.run(&lifecycle, &|mine, child_lifecycle, process| {

@@ -114,5 +114,6 @@ pub mod layers {
     pub use mpm_status;
     pub use mpm_tls;
     pub use mpm_upstream;
+    pub use mpm_uring;
     pub use mpm_worker;
 }

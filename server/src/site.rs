@@ -36,6 +36,21 @@ impl StatusRoute {
         if let Some(stats) = tls {
             status = status.with_section("tls", Arc::new(move || stats.snapshot()));
         }
+        if config.mpm == mpm_core::MpmKind::Uring {
+            // The ring's features in use here (1) or not (0): what the
+            // kernel offered when the server started.
+            if let Ok(f) = mpm_uring::available() {
+                let flags = vec![
+                    ("multishot_accept", u64::from(f.multishot_accept)),
+                    ("multishot_recv", u64::from(f.multishot_recv)),
+                    ("provided_buffer_ring", u64::from(f.buffer_ring)),
+                    ("single_issuer", u64::from(f.single_issuer)),
+                    ("defer_taskrun", u64::from(f.defer_taskrun)),
+                    ("coop_taskrun", u64::from(f.coop_taskrun)),
+                ];
+                status = status.with_section("io_uring", Arc::new(move || flags.clone()));
+            }
+        }
         if let Some(proxy) = proxy.cloned() {
             status = status.with_table("proxy", Arc::new(move || upstream_rows(&proxy)));
         }

@@ -32,7 +32,7 @@ pub use tls::{transport, with_transport, Transport};
 /// Every process model the suite runs against. When a model lands, add it
 /// here and to the list in [`mpm_suite!`] (a generated test checks that the
 /// two agree).
-pub const MPMS: &[&str] = &["prefork", "worker", "event"];
+pub const MPMS: &[&str] = &["prefork", "worker", "event", "uring"];
 
 /// Generate one `#[test]` per process model for each named behaviour;
 /// with `over transports:` first, one per model and transport
@@ -52,7 +52,7 @@ pub const MPMS: &[&str] = &["prefork", "worker", "event"];
 #[macro_export]
 macro_rules! mpm_suite {
     (over transports: $($test:ident),* $(,)?) => {
-        $crate::mpm_suite!(@models_t [prefork, worker, event] [$($test),*]);
+        $crate::mpm_suite!(@models_t [prefork, worker, event, uring] [$($test),*]);
     };
     (@models_t [$($mpm:ident),*] $tests:tt) => {
         $(
@@ -86,7 +86,7 @@ macro_rules! mpm_suite {
     };
     ($($test:ident),* $(,)?) => {
         // The models with a module; keep in step with `MPMS`.
-        $crate::mpm_suite!(@models [prefork, worker, event] [$($test),*]);
+        $crate::mpm_suite!(@models [prefork, worker, event, uring] [$($test),*]);
     };
     (@models [$($mpm:ident),*] $tests:tt) => {
         $( $crate::mpm_suite!(@one $mpm $tests); )*

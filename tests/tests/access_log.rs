@@ -327,7 +327,7 @@ fn rotation_by_graceful_restart_loses_no_line(mpm: &str) {
 fn rotation_with_one_serving_process_loses_no_line(mpm: &str) {
     // One serving process (prefork: its spares) under the master every
     // server has (event's default is one per CPU: asked for one here).
-    let one: &[&str] = if mpm == "event" {
+    let one: &[&str] = if matches!(mpm, "event" | "uring") {
         &["--server-limit", "1", "--log-buffer", "4096"]
     } else {
         &["--log-buffer", "4096"]

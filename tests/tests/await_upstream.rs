@@ -190,6 +190,7 @@ fn run_model(model: &str, settings: &MpmSettings, l: Vec<Listener>, lc: &Lifecyc
     let factory = move || Relay { origin, patience };
     match model {
         "worker" => mpm_worker::Worker.run(settings, l, factory, lc, s).unwrap(),
+        "uring" => mpm_uring::Uring.run(settings, l, factory, lc, s).unwrap(),
         _ => mpm_event::Event.run(settings, l, factory, lc, s).unwrap(),
     }
 }
@@ -203,7 +204,11 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 fn with_server(model: &str, threads: usize, body: impl FnOnce(SocketAddr, &Lifecycle)) {
     let settings = MpmSettings {
         // Event: `threads` workers, and room for thousands of connections.
-        max_request_workers: if model == "event" { 4000 } else { threads },
+        max_request_workers: if matches!(model, "event" | "uring") {
+            4000
+        } else {
+            threads
+        },
         threads_per_child: threads,
         graceful_timeout: Duration::from_secs(1),
         ..MpmSettings::default()
@@ -254,14 +259,30 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 /// they came, and every one is answered once the origin speaks.
 #[test]
 fn under_event_a_thousand_requests_waiting_on_an_upstream_add_no_thread() {
+    a_thousand_requests_waiting_on_an_upstream_add_no_thread("event");
+}
+
+/// The same under uring, whose ring polls the upstream sockets.
+#[test]
+fn under_uring_a_thousand_requests_waiting_on_an_upstream_add_no_thread() {
+    a_thousand_requests_waiting_on_an_upstream_add_no_thread("uring");
+}
+
+fn a_thousand_requests_waiting_on_an_upstream_add_no_thread(model: &str) {
     const WAITING: usize = 1000;
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let origin = Origin::start();
     *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
     *PATIENCE.lock().unwrap() = Duration::from_secs(60);
     // The loop's notice at its stop says what it did: 1,000 parked.
-    let notice = mpm_core::error_log::expect("1001 connections");
-    with_server("event", 4, |addr, _| {
+    let notice = mpm_core::error_log::expect(
+        format!(
+            "mpm: {model} process {} accepted 1001 connections",
+            std::process::id()
+        )
+        .leak(),
+    );
+    with_server(model, 4, |addr, _| {
         // Warm: the pool's threads exist before counting.
         let mut c = ask(addr, "warm\n");
         wait_until("the warm-up request", || origin.waiting() == 1);
@@ -344,7 +365,7 @@ fn a_wait_past_its_deadline_resumes_the_step_and_the_connection_serves_on() {
     *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
     *PATIENCE.lock().unwrap() = Duration::from_millis(200);
     let _notice = mpm_core::error_log::expect("mpm: event process");
-    for model in ["event", "worker"] {
+    for model in ["event", "uring", "worker"] {
         with_server(model, 2, |addr, _| {
             let mut c = ask(addr, "silent\n");
             let started = Instant::now();
@@ -409,7 +430,7 @@ fn a_graceful_stop_lets_a_waiting_request_finish_in_time_and_cuts_one_that_does_
     let origin = Origin::start();
     *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
     *PATIENCE.lock().unwrap() = Duration::from_secs(60);
-    for model in ["event", "worker"] {
+    for model in ["event", "uring", "worker"] {
         let started = Instant::now();
         with_server(model, 2, |addr, lifecycle| {
             let mut soon = ask(addr, "soon\n");

@@ -37,7 +37,16 @@ fn a_good_configuration_file_is_ok_and_nothing_is_bound_or_started() {
         "{}",
         out.stdout
     );
-    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+    // Then whether the uring model could run here.
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
+    assert!(
+        out.stdout
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("mpm: uring ")),
+        "{}",
+        out.stdout
+    );
     assert!(
         !dir.path().join("mpm.pid").exists(),
         "check wrote a pid file"

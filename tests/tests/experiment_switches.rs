@@ -32,7 +32,7 @@ fn every_poller_serves_every_listener(mpm: &str) {
     let root = TempDir::new("poller");
     let page = pattern(1456, 7);
     root.write("index.html", &page);
-    let pollers: &[&str] = if mpm == "event" {
+    let pollers: &[&str] = if matches!(mpm, "event" | "uring") {
         &["epoll"]
     } else {
         &["epoll", "poll", "select"]

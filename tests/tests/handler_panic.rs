@@ -188,6 +188,7 @@ fn run_protocol(
             .run(settings, listeners, || Touchy, lifecycle, slots),
         "worker" => mpm_worker::Worker.run(settings, listeners, || Touchy, lifecycle, slots),
         "event" => mpm_event::Event.run(settings, listeners, || Touchy, lifecycle, slots),
+        "uring" => mpm_uring::Uring.run(settings, listeners, || Touchy, lifecycle, slots),
         other => panic!("no MPM {other}"),
     }
     .unwrap();
@@ -236,7 +237,7 @@ fn more_step_panics_than_workers_leave_the_server_serving(mpm: &str) {
     // Each line names the MPM, and so does its panic's log line: the
     // variants run at once in this process, each keeping its own lines.
     let mut panics = vec![format!("panic {mpm}\n"); 6];
-    if mpm == "event" {
+    if matches!(mpm, "event" | "uring") {
         panics.extend(vec![format!("loop-panic {mpm}\n"); 3]);
         panics.extend(vec![format!("inline panic {mpm}\n"); 3]);
     }

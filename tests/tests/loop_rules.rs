@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use tests::{mpm_suite, RawConn, Server, TempDir};
 
-/// `--server-limit 1` for event: one loop for every client.
+/// `--server-limit 1` for event and uring: one loop for every client.
 fn one_loop(mpm: &str) -> &'static [&'static str] {
-    if mpm == "event" {
+    if matches!(mpm, "event" | "uring") {
         &["--server-limit", "1"]
     } else {
         &[]

@@ -103,6 +103,20 @@ fn worker_serves_then_drains_then_stops() {
 }
 
 #[test]
+fn uring_serves_then_drains_then_stops() {
+    let _alone = EVENT_SUMMARIES.lock().unwrap_or_else(|e| e.into_inner());
+    let summary = mpm_core::error_log::expect("uring process");
+    serves_then_drains_then_stops(mpm_uring::Uring);
+    // A stopping uring process says what its loop and its ring did, once.
+    let lines = summary.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("accepted 1 connection;") && lines[0].contains("io_uring_enter calls"),
+        "{lines:?}"
+    );
+}
+
+#[test]
 fn event_serves_then_drains_then_stops() {
     let _alone = EVENT_SUMMARIES.lock().unwrap_or_else(|e| e.into_inner());
     let summary = mpm_core::error_log::expect("event process");
@@ -148,6 +162,7 @@ fn a_fast_stop_abandons_a_stuck_worker_and_returns<M: Mpm + Send + Sync>(mpm: M)
     // Said on purpose by the stop; kept, not printed among the results.
     let _cut = mpm_core::error_log::expect("fast stop: closed");
     let _summary = mpm_core::error_log::expect("event process");
+    let _uring_summary = mpm_core::error_log::expect("uring process");
     let settings = MpmSettings {
         max_request_workers: 2,
         threads_per_child: 2,
@@ -191,4 +206,5 @@ fn a_fast_stop_abandons_a_stuck_worker_and_returns<M: Mpm + Send + Sync>(mpm: M)
 fn worker_and_event_a_fast_stop_abandons_a_stuck_worker_and_returns() {
     a_fast_stop_abandons_a_stuck_worker_and_returns(mpm_worker::Worker);
     a_fast_stop_abandons_a_stuck_worker_and_returns(mpm_event::Event);
+    a_fast_stop_abandons_a_stuck_worker_and_returns(mpm_uring::Uring);
 }

@@ -56,6 +56,7 @@ fn run<F: HandlerFactory>(
             .run(settings, listeners, factory, lifecycle, slots),
         "worker" => mpm_worker::Worker.run(settings, listeners, factory, lifecycle, slots),
         "event" => mpm_event::Event.run(settings, listeners, factory, lifecycle, slots),
+        "uring" => mpm_uring::Uring.run(settings, listeners, factory, lifecycle, slots),
         other => panic!("no MPM {other}"),
     }
     .unwrap();

@@ -119,7 +119,7 @@ fn reload_restart_and_graceful_work_on_a_server_started_with_the_defaults(mpm: &
     // prefork's spares; event's loop per CPU; worker's one process.
     let want = match mpm {
         "prefork" => 8,
-        "event" => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "event" | "uring" => std::thread::available_parallelism().map_or(1, |n| n.get()),
         _ => 1,
     };
     let mut before = wait_for_children(server.pid(), want, &[], Duration::from_secs(10))

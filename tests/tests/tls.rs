@@ -762,7 +762,11 @@ fn garbage_and_stalled_handshakes_are_cut_off_while_others_are_served(mpm: &str)
     // off by the request-header timeout, while a flood of others stalls
     // too and a real client is served all along.
     // Blocking models give each stalled handshake a worker: leave them some.
-    let stalls = if mpm == "event" { 40 } else { 3 };
+    let stalls = if matches!(mpm, "event" | "uring") {
+        40
+    } else {
+        3
+    };
     let stalled: Vec<TcpStream> = (0..stalls)
         .map(|_| {
             let mut s = TcpStream::connect(tls_addr).unwrap();

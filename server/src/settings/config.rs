@@ -38,8 +38,8 @@ pub(crate) fn slots_per_process(mpm: MpmKind, threads: usize) -> usize {
     match mpm {
         MpmKind::Prefork => 1,
         MpmKind::Worker => threads,
-        // The listener thread answers requests too: it has a slot of its own.
-        MpmKind::Event => threads.saturating_add(1),
+        // The loop's thread answers requests too: it has a slot of its own.
+        MpmKind::Event | MpmKind::Uring => threads.saturating_add(1),
     }
 }
 
@@ -145,6 +145,10 @@ impl Config {
             sendfile: self.sendfile,
             keepalive: self.keepalive,
             keepalive_timeout: self.keepalive_timeout,
+            // What the kernel offers is what the ring uses.
+            ring: (self.mpm == MpmKind::Uring)
+                .then(|| mpm_uring::available().ok().map(|f| f.describe()))
+                .flatten(),
         }
     }
 }

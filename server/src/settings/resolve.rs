@@ -77,21 +77,28 @@ impl Processes {
                 "--poller {poller} applies to prefork and worker; the event MPM's loop is epoll"
             )));
         }
+        if mpm == MpmKind::Uring && poller != PollerKind::Epoll {
+            return Err(Error::config(format!(
+                "--poller {poller} applies to prefork and worker; the uring MPM's loop is io_uring"
+            )));
+        }
         let reuseport: bool = l.reuseport.resolve("reuseport")?;
         if reuseport && mpm == MpmKind::Worker {
-            return Err(Error::config("--reuseport is for --mpm prefork and event"));
+            return Err(Error::config(
+                "--reuseport is for --mpm prefork, event and uring",
+            ));
         }
         // Prefork serves a connection per process: its limit is the worker
-        // count. Event runs a loop per CPU.
+        // count. Event and uring run a loop per CPU.
         let limit = l.server_limit.unwrap_or(match mpm {
             MpmKind::Prefork => ServerLimit::Count(max_request_workers),
-            MpmKind::Event => ServerLimit::Auto,
+            MpmKind::Event | MpmKind::Uring => ServerLimit::Auto,
             MpmKind::Worker => ServerLimit::Count(1),
         });
         let server_limit = server_limit(mpm, limit)?;
         let per_process = max_request_workers.div_ceil(server_limit);
         let threads_per_child = l.threads_per_child.unwrap_or(match mpm {
-            MpmKind::Event => per_process.min(32),
+            MpmKind::Event | MpmKind::Uring => per_process.min(32),
             MpmKind::Prefork => 1,
             MpmKind::Worker => per_process,
         });

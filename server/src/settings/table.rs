@@ -38,7 +38,8 @@ use super::{
 settings! {
     [Processes]
 
-    /// Process model: prefork, worker or event.
+    /// Process model: prefork, worker, event or uring (io_uring; refused
+    /// with the cause where the kernel or a seccomp filter denies it).
     mpm: Option<MpmKind>, "MPM",
         default = value(MpmKind::Worker), bounds = Bounds::Any,
         config = MpmKind;
@@ -131,7 +132,7 @@ settings! {
         default = value(MpmSettings::default().poller), bounds = Bounds::Any,
         config = PollerKind;
 
-    /// Prefork and event: give each serving process a listening socket of
+    /// Prefork, event and uring: give each serving process a listening socket of
     /// its own (SO_REUSEPORT) instead of sharing one: on or off.
     reuseport: Option<OnOff>, "on|off",
         default = value(OnOff(false)), bounds = Bounds::Any,

@@ -37,7 +37,12 @@ const PORTS: [usize; 2] = [1, 100];
 fn variants(sel: &Selection) -> Vec<Variant> {
     let allocator = first_allocator(sel);
     let mut out = Vec::new();
-    for &mpm in sel.mpms.iter().filter(|m| **m != MpmKind::Event) {
+    // Event and uring have a loop of their own, not a poller.
+    for &mpm in sel
+        .mpms
+        .iter()
+        .filter(|m| !matches!(m, MpmKind::Event | MpmKind::Uring))
+    {
         for ports in PORTS {
             for poller in PollerKind::ALL {
                 let mut flags = vec![

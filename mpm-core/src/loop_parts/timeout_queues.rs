@@ -90,7 +90,7 @@ impl TimeoutQueues {
             prev: tail,
             next: NONE,
             kind: k as u32,
-            deadline: mpm_core::deadline(now, self.durations[k]),
+            deadline: crate::deadline(now, self.durations[k]),
         };
         if tail == NONE {
             self.ends[k].head = t;

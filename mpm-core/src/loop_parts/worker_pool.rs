@@ -1,5 +1,5 @@
 //! The worker threads, and the way finished connections come back to the
-//! event loop.
+//! event loop (event's epoll loop, uring's ring).
 
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,10 +8,12 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
-use mpm_core::blocking::log_panic;
-use mpm_core::panics::catch;
-use mpm_core::scoreboard::{Slot, WorkerState};
-use mpm_core::{ConnectionHandler, Interest, Stream};
+use crate::blocking::log_panic;
+use crate::panics::catch;
+use crate::scoreboard::{Slot, WorkerState};
+use crate::{
+    ConnectionHandler, HandlerFactory, Interest, Lifecycle, Phase, Result, Stream, WorkerThreads,
+};
 
 /// A connection in flight: its socket and the handler's state for it.
 pub struct Conn<C> {
@@ -20,7 +22,7 @@ pub struct Conn<C> {
     /// The handler's per-connection state.
     pub state: C,
     /// Lingering close: bytes it may still read and discard.
-    pub(crate) linger_left: usize,
+    pub linger_left: usize,
 }
 
 impl<C> Conn<C> {
@@ -29,7 +31,7 @@ impl<C> Conn<C> {
         Conn {
             stream,
             state,
-            linger_left: mpm_core::LINGER_BYTES,
+            linger_left: crate::LINGER_BYTES,
         }
     }
 }
@@ -173,4 +175,59 @@ pub fn worker_loop<H: ConnectionHandler>(
             interest,
         });
     }
+}
+
+/// Start a loop's pool: `threads` workers named `name-N`, each with a
+/// handler of its own built by `factory` and the scoreboard slot
+/// `slots[N + 1]` (slot 0 is the loop's). Returns the threads and the
+/// loop's side of the pool. A worker that fails to start stops the others
+/// and moves the lifecycle to [`Phase::Stopped`].
+pub fn start_pool<F: HandlerFactory>(
+    name: &str,
+    threads: usize,
+    factory: &Arc<F>,
+    lifecycle: &Lifecycle,
+    slots: &'static [Slot],
+) -> Result<(
+    WorkerThreads,
+    PoolHandle<<F::Handler as ConnectionHandler>::Conn>,
+)> {
+    let returns =
+        Arc::new(Returns::new().map_err(|e| crate::Error::io("creating an eventfd", e.into()))?);
+    let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
+    let mut jobs_tx = Some(jobs_tx);
+    let generation = lifecycle.generation();
+    let workers = WorkerThreads::spawn(
+        name,
+        threads,
+        |i| {
+            let (jobs, returns, factory) =
+                (jobs_rx.clone(), Arc::clone(&returns), Arc::clone(factory));
+            let slot = slots.get(i + 1);
+            move || {
+                if let Some(s) = slot {
+                    s.claim(generation);
+                    s.set_state(WorkerState::Idle);
+                }
+                worker_loop(factory.build(), jobs, returns, slot);
+                if let Some(s) = slot {
+                    s.release();
+                }
+            }
+        },
+        // Closing the job channel makes the started workers return.
+        || drop(jobs_tx.take()),
+    )
+    .inspect_err(|_| lifecycle.set_phase(Phase::Stopped))?;
+    let Some(jobs) = jobs_tx else {
+        unreachable!("the job channel is closed only when a worker fails to start")
+    };
+    Ok((
+        workers,
+        PoolHandle {
+            jobs,
+            returns,
+            threads,
+        },
+    ))
 }
