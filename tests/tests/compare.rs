@@ -423,6 +423,24 @@ fn labels(r: &Value) -> Vec<String> {
         .collect()
 }
 
+/// epoll against io_uring on the same handler: both models, the pipelined
+/// load answered in full by each, and the findings comparing them.
+#[test]
+fn the_uring_experiment_measures_event_and_uring_on_a_pipelined_load() {
+    let r = run_experiment(
+        "compare-uring",
+        &["--experiment", "uring", "--scenario", "page-pipelined"],
+    );
+    assert_eq!(labels(&r), ["event", "uring"]);
+    for c in r["cells"].as_array().unwrap() {
+        assert!(c["responses"].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+        assert_eq!(c["unexpected"], 0, "{c}");
+    }
+    let findings = r["findings"].as_str().unwrap();
+    assert!(findings.contains("16 pipelined: uring"), "{findings}");
+}
+
 #[test]
 fn the_poller_experiment_runs_every_poller_at_one_and_a_hundred_ports() {
     let r = run_experiment(

@@ -16,6 +16,7 @@ mod poller;
 mod sendfile;
 mod syscalls;
 mod tls;
+mod uring;
 mod waiting;
 
 use std::time::Duration;
@@ -37,6 +38,7 @@ pub const EXPERIMENTS: &[&Experiment] = &[
     &syscalls::SYSCALLS,
     &tls::TLS,
     &waiting::WAITING,
+    &uring::URING,
 ];
 
 /// The experiment named `name`.
