@@ -1,0 +1,400 @@
+//! One HTTP/2 connection and its step: read what the socket has into the
+//! pipe, poll the `h2` connection and every stream with a waker that only
+//! records a wake (again while something moved), write the frames out,
+//! and say what to wait for.
+
+use std::future::Future;
+use std::io::{ErrorKind, Read};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::server::{Connection, Handshake};
+use h2::Reason;
+use mpm_core::waiting::Await;
+use mpm_core::{Interest, Prefetch, Stream, Wait};
+
+use super::pipe::Pipe;
+use super::settings::H2Settings;
+use super::stats::{self, Count};
+use super::stream::{Advance, StreamTask, Turn};
+use super::wake::Flag;
+use crate::reading::Reader;
+use crate::writing::Sender;
+use crate::HttpHandler;
+
+/// The client connection preface (RFC 9113 §3.4).
+pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Rounds of polls one step makes while wakes keep coming, before it
+/// yields to the loop's other connections.
+const ROUNDS: usize = 32;
+
+/// When two streams wait on two different descriptors, the step can name
+/// one to the model ([`Await`] holds one): it waits on that one and comes
+/// back this soon to poll the other.
+const SECOND_WAIT: Duration = Duration::from_millis(10);
+
+/// What the first bytes of a connection say.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Preface {
+    /// The HTTP/2 connection preface.
+    Yes,
+    /// Its start, so far.
+    Partial,
+    /// Something else (HTTP/1.x).
+    No,
+}
+
+/// Do `data`, a connection's first bytes, begin with the preface?
+pub(crate) fn preface(data: &[u8]) -> Preface {
+    let n = data.len().min(PREFACE.len());
+    if data[..n] != PREFACE[..n] {
+        Preface::No
+    } else if n == PREFACE.len() {
+        Preface::Yes
+    } else {
+        Preface::Partial
+    }
+}
+
+enum State {
+    Handshake(Pin<Box<Handshake<Pipe, Bytes>>>),
+    Open(Box<Connection<Pipe, Bytes>>),
+    /// Over: what the step returns once the last frames are out.
+    Ended(Interest),
+}
+
+/// An HTTP/2 connection's state between steps.
+pub struct H2Conn {
+    pipe: Pipe,
+    state: State,
+    streams: Vec<StreamTask>,
+    flag: Arc<Flag>,
+    /// A GOAWAY for the server's stop was sent.
+    goaway: bool,
+    /// The last step waited for the client's input (not a yield, a write
+    /// or an upstream): a blocking socket may block on its next read.
+    expect_input: bool,
+}
+
+impl std::fmt::Debug for H2Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H2Conn")
+            .field("streams", &self.streams.len())
+            .field("goaway", &self.goaway)
+            .finish()
+    }
+}
+
+impl Drop for H2Conn {
+    fn drop(&mut self) {
+        stats::sub(Count::ConnectionsOpen);
+    }
+}
+
+/// What a step came to.
+pub(crate) struct Stepped {
+    pub(crate) interest: Interest,
+    /// A stream's next move may block and the step ran on a loop.
+    pub(crate) for_a_worker: bool,
+}
+
+impl From<Interest> for Stepped {
+    fn from(interest: Interest) -> Stepped {
+        Stepped {
+            interest,
+            for_a_worker: false,
+        }
+    }
+}
+
+impl H2Conn {
+    /// A connection whose first bytes (`first`, the preface and whatever
+    /// came with it) were read by the HTTP/1.1 side.
+    pub(crate) fn new(settings: &H2Settings, first: &[u8]) -> H2Conn {
+        stats::add(Count::Connections);
+        stats::add(Count::ConnectionsOpen);
+        let pipe = Pipe::default();
+        pipe.push_input(first);
+        let handshake = settings.builder().handshake::<Pipe, Bytes>(pipe.clone());
+        H2Conn {
+            pipe,
+            state: State::Handshake(Box::pin(handshake)),
+            streams: Vec::new(),
+            flag: Arc::new(Flag::default()),
+            goaway: false,
+            expect_input: false,
+        }
+    }
+
+    /// With nothing buffered either way, drop the pipe's buffers: an idle
+    /// connection holds its `h2` state (HPACK tables, settings) and nothing
+    /// else. Returns whether they went.
+    pub(crate) fn release_buffers(&self) -> bool {
+        self.pipe.release()
+    }
+
+    /// What a wait for the client is bounded by: the keep-alive timeout
+    /// with no stream open, the request timeout with one (a stream whose
+    /// window the client never opens is cut off by it).
+    fn wait(&self) -> Wait {
+        match self.state {
+            State::Open(_) if self.streams.is_empty() => Wait::KeepAlive,
+            _ => Wait::Request,
+        }
+    }
+
+    /// Event loops: read what arrived and say whether a step is due. The
+    /// step itself runs on the loop: a stream whose handler may block
+    /// sends it to a worker from there.
+    pub(crate) fn prefetch(&mut self, s: &mut Stream) -> Prefetch {
+        if !self.expect_input || self.pipe.has_output() {
+            return Prefetch::ReadyInline;
+        }
+        match self.read(s) {
+            Ok(true) => Prefetch::ReadyInline,
+            Ok(false) if self.pipe.has_input() => Prefetch::ReadyInline,
+            Ok(false) => Prefetch::Wait(Interest::Read(self.wait())),
+            Err(()) => Prefetch::Wait(Interest::Close),
+        }
+    }
+
+    /// One read into the pipe, if it has room: did bytes (or the end) come?
+    fn read(&mut self, s: &mut Stream) -> Result<bool, ()> {
+        let room = self.pipe.input_room();
+        if room == 0 || self.pipe.input_ended() {
+            return Ok(false);
+        }
+        let mut buf = [0u8; 16 * 1024];
+        let room = room.min(buf.len());
+        match s.read(&mut buf[..room]) {
+            Ok(0) => {
+                self.pipe.end_input();
+                Ok(true)
+            }
+            Ok(n) => {
+                self.pipe.push_input(&buf[..n]);
+                Ok(true)
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                Ok(false)
+            }
+            Err(_) => Err(()),
+        }
+    }
+
+    /// Poll the handshake or the connection: accept new streams. `Some`
+    /// once the connection is over.
+    fn drive(&mut self, cx: &mut Context<'_>) -> Option<Interest> {
+        loop {
+            match &mut self.state {
+                State::Handshake(hs) => match hs.as_mut().poll(cx) {
+                    Poll::Ready(Ok(conn)) => self.state = State::Open(Box::new(conn)),
+                    Poll::Ready(Err(e)) => return Some(self.end(e)),
+                    Poll::Pending => return None,
+                },
+                State::Open(conn) => loop {
+                    match conn.poll_accept(cx) {
+                        Poll::Ready(Some(Ok((req, respond)))) => {
+                            self.streams.push(StreamTask::new(req, respond));
+                        }
+                        Poll::Ready(Some(Err(e))) => return Some(self.end(e)),
+                        Poll::Ready(None) => {
+                            self.state = State::Ended(Interest::Close);
+                            return Some(Interest::Close);
+                        }
+                        Poll::Pending => return None,
+                    }
+                },
+                State::Ended(interest) => return Some(*interest),
+            }
+        }
+    }
+
+    /// The connection failed: count the GOAWAY `h2` sent (if it was ours),
+    /// and close lingering, so that the client reads it before a reset.
+    fn end(&mut self, e: h2::Error) -> Interest {
+        let interest = if e.is_go_away() && !e.is_remote() {
+            let cause = match e.reason() {
+                Some(Reason::ENHANCE_YOUR_CALM) => Count::GoawayFlood,
+                Some(Reason::NO_ERROR) => Count::GoawayStop,
+                _ => Count::GoawayProtocolError,
+            };
+            stats::add(cause);
+            mpm_core::log_info!("mpm: HTTP/2 connection ended: {e}");
+            Interest::Linger
+        } else {
+            // The client went away, or told us to (its own GOAWAY).
+            Interest::Close
+        };
+        self.state = State::Ended(interest);
+        interest
+    }
+
+    /// The server stops: a GOAWAY (`h2` sends the two RFC 9113 §6.8 asks
+    /// for, the second after a PING's round trip), then the streams in
+    /// flight finish and the connection ends.
+    fn begin_stop(&mut self) {
+        if self.goaway {
+            return;
+        }
+        if let State::Open(conn) = &mut self.state {
+            conn.graceful_shutdown();
+            self.goaway = true;
+            stats::add(Count::GoawayStop);
+        }
+    }
+
+    /// A wait timed out (no frame within the timeout, or a stream whose
+    /// window never opened): a last GOAWAY, sent if the socket takes it.
+    pub(crate) fn timed_out(&mut self, s: &mut Stream) {
+        if let State::Open(conn) = &mut self.state {
+            conn.abrupt_shutdown(Reason::NO_ERROR);
+            let waker = self.flag.waker();
+            let mut cx = Context::from_waker(&waker);
+            let _ = self.drive(&mut cx);
+            let _ = self.pipe.write_to(|b| s.send(b, false));
+        }
+    }
+}
+
+/// One step of the connection: see the module's notes.
+pub(crate) fn step<H: HttpHandler>(
+    reader: &mut Reader<H>,
+    sender: &mut Sender,
+    h: &mut H2Conn,
+    s: &mut Stream,
+) -> Stepped {
+    let waker = h.flag.waker();
+    let mut cx = Context::from_waker(&waker);
+    // A blocking socket is read only when the step has nothing else to do
+    // (its read may block): it waited for input, or input is there.
+    let may_read = !s.is_blocking()
+        || h.expect_input
+        || !s.drained()
+        || mpm_core::blocking::has_pending_input(s.socket());
+    h.expect_input = false;
+    // (On a blocking socket a read that timed out left the stream's
+    // would-block flag set: the driver closes after this step.)
+    if may_read && h.read(s).is_err() {
+        return finish(h, reader, sender, s, Interest::Close);
+    }
+    if s.is_draining() {
+        h.begin_stop();
+    }
+    let on_loop = s.on_event_loop();
+    let mut budget = if on_loop {
+        sender.settings.sendfile_max_chunk
+    } else {
+        u64::MAX
+    };
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        h.flag.take();
+        let ended = h.drive(&mut cx);
+        let mut turn = Turn {
+            reader,
+            sender,
+            on_loop,
+            peer: s.peer_addr(),
+            secure: s.has_transport(),
+            slot: s.score_slot(),
+            budget,
+        };
+        let (mut again, mut worker) = (false, false);
+        let mut wait: Option<(Await, usize)> = None;
+        for st in &mut h.streams {
+            match st.advance(&mut turn, &mut cx) {
+                Advance::Idle | Advance::Done => {}
+                Advance::Again => again = true,
+                Advance::NeedsWorker => worker = true,
+                Advance::Wait(w) => wait = Some(merge(wait, w)),
+            }
+        }
+        budget = turn.budget;
+        h.streams.retain(|st| !st.is_done());
+        // What the streams queued becomes frames.
+        if h.flag.take() && ended.is_none() && rounds < ROUNDS {
+            let _ = h.drive(&mut cx);
+        }
+        match h.pipe.write_to(|b| s.send(b, false)) {
+            Ok(()) => {}
+            // (On a blocking socket: the write timed out, the driver closes.)
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Write.into(),
+            Err(_) => return finish(h, reader, sender, s, Interest::Close),
+        }
+        if let Some(interest) = ended.or_else(|| match h.state {
+            State::Ended(i) => Some(i),
+            _ => None,
+        }) {
+            return finish(h, reader, sender, s, interest);
+        }
+        // Something moved, or h2 had more frames than the pipe took.
+        if (h.flag.take() | h.pipe.take_blocked()) && rounds < ROUNDS {
+            continue;
+        }
+        if worker && on_loop {
+            return Stepped {
+                interest: Interest::Yield,
+                for_a_worker: true,
+            };
+        }
+        if again || rounds >= ROUNDS {
+            return Interest::Yield.into();
+        }
+        if let Some((w, _)) = wait {
+            return Interest::Await(w.or_client_input()).into();
+        }
+        h.expect_input = true;
+        return Interest::Read(h.wait()).into();
+    }
+}
+
+/// Two streams' waits as one: the earliest deadline, the first descriptor;
+/// with a second descriptor, back soon to poll its stream.
+fn merge(acc: Option<(Await, usize)>, w: Await) -> (Await, usize) {
+    let fds = usize::from(w.fd.is_some());
+    let Some((mut kept, n)) = acc else {
+        return (w, fds);
+    };
+    let until = kept.until.min(w.until);
+    if kept.fd.is_none() && w.fd.is_some() {
+        kept = w;
+    }
+    kept.until = until;
+    let n = n + fds;
+    if n > 1 {
+        kept.until = kept
+            .until
+            .min(mpm_core::deadline(Instant::now(), SECOND_WAIT));
+    }
+    (kept, n)
+}
+
+/// The connection is over: every stream still open gets its log line.
+fn finish<H>(
+    h: &mut H2Conn,
+    reader: &mut Reader<H>,
+    sender: &mut Sender,
+    s: &Stream,
+    interest: Interest,
+) -> Stepped {
+    let mut turn = Turn {
+        reader,
+        sender,
+        on_loop: s.on_event_loop(),
+        peer: s.peer_addr(),
+        secure: s.has_transport(),
+        slot: s.score_slot(),
+        budget: 0,
+    };
+    for st in &mut h.streams {
+        st.abandon(&mut turn);
+    }
+    h.streams.clear();
+    interest.into()
+}
