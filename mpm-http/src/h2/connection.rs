@@ -37,6 +37,11 @@ const ROUNDS: usize = 32;
 /// back this soon to poll the other.
 const SECOND_WAIT: Duration = Duration::from_millis(10);
 
+/// The longest a step waits on an upstream before it looks again at
+/// whether the server is stopping: one spurious resume a second for a
+/// connection whose streams wait (each stream's future expects them).
+const DRAIN_CHECK: Duration = Duration::from_secs(1);
+
 /// What the first bytes of a connection say.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Preface {
@@ -346,7 +351,13 @@ pub(crate) fn step<H: HttpHandler>(
         if again || rounds >= ROUNDS {
             return Interest::Yield.into();
         }
-        if let Some((w, _)) = wait {
+        if let Some((mut w, _)) = wait {
+            // Back within DRAIN_CHECK, so that a stop is answered with its
+            // GOAWAY while streams wait (an event loop resumes a waiting
+            // connection only when its wait ends).
+            if !h.goaway {
+                w.until = w.until.min(mpm_core::deadline(Instant::now(), DRAIN_CHECK));
+            }
             return Interest::Await(w.or_client_input()).into();
         }
         h.expect_input = true;
