@@ -332,10 +332,12 @@ pub(crate) fn step<H: HttpHandler>(
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Write.into(),
             Err(_) => return finish(h, reader, sender, s, Interest::Close),
         }
-        if let Some(interest) = ended.or_else(|| match h.state {
+        // Over in the first poll, or in the second (frames the streams queued).
+        let over = match h.state {
             State::Ended(i) => Some(i),
-            _ => None,
-        }) {
+            _ => ended,
+        };
+        if let Some(interest) = over {
             return finish(h, reader, sender, s, interest);
         }
         // Something moved, or h2 had more frames than the pipe took.
@@ -408,4 +410,213 @@ fn finish<H>(
     }
     h.streams.clear();
     interest.into()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use mpm_core::{ConnectionHandler, Interest, Stream, Wait};
+
+    use super::{preface, Preface, PREFACE};
+    use crate::{HttpHandler, HttpService, HttpSettings, Request, Response};
+
+    struct Hello;
+
+    impl HttpHandler for Hello {
+        fn handle(&mut self, req: &Request<'_>) -> Response {
+            Response::new(200).body(format!(
+                "hi {} {}",
+                req.path(),
+                req.header_str("host").unwrap_or("-")
+            ))
+        }
+    }
+
+    /// The client's socket and the server's, non-blocking as under event.
+    fn pair() -> (TcpStream, Stream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let (sock, peer) = listener.accept().unwrap();
+        let stream = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
+        (client, stream)
+    }
+
+    /// A frame: length, type, flags, stream, payload (RFC 9113 §4.1).
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len() as u32;
+        let mut f = len.to_be_bytes()[1..].to_vec();
+        f.extend([kind, flags]);
+        f.extend(stream.to_be_bytes());
+        f.extend(payload);
+        f
+    }
+
+    /// The preface, an empty SETTINGS, and one GET of `block` (a header
+    /// block, HPACK) that ends its stream.
+    fn request(block: &[u8]) -> Vec<u8> {
+        let mut bytes = PREFACE.to_vec();
+        bytes.extend(frame(4, 0, 0, &[]));
+        bytes.extend(frame(1, 0x5, 1, block));
+        bytes
+    }
+
+    /// `:method GET`, `:scheme http`, `:path /`, `:authority a` (HPACK's
+    /// static table, the authority a literal).
+    const GET_SLASH: &[u8] = &[0x82, 0x86, 0x84, 0x41, 0x01, b'a'];
+
+    /// Every frame the server sent within the client's read timeout.
+    fn frames(client: &mut TcpStream) -> Vec<(u8, u8, u32, Vec<u8>)> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = client.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at + 9 <= got.len() {
+            let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+            let sid = u32::from_be_bytes(got[at + 5..at + 9].try_into().unwrap()) & 0x7fff_ffff;
+            let payload = got[at + 9..(at + 9 + len).min(got.len())].to_vec();
+            out.push((got[at + 3], got[at + 4], sid, payload));
+            at += 9 + len;
+        }
+        out
+    }
+
+    fn h2c() -> HttpSettings {
+        let mut s = HttpSettings::default();
+        s.h2.cleartext = true;
+        s
+    }
+
+    #[test]
+    fn the_preface_is_recognised_from_its_first_bytes() {
+        assert_eq!(preface(b"PRI * HT"), Preface::Partial);
+        assert_eq!(preface(PREFACE), Preface::Yes);
+        assert_eq!(preface(b"POST / HTTP/1.1\r\n"), Preface::No);
+        assert_eq!(preface(b"PRI * HTTP/1.1\r\n\r\n"), Preface::No);
+    }
+
+    #[test]
+    fn a_stream_is_answered_by_the_handler_and_an_idle_connection_keeps_no_buffers() {
+        let mut svc = HttpService::new(Hello, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client.write_all(&request(GET_SLASH)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Read(Wait::KeepAlive),
+            "answered, nothing open: idle"
+        );
+        let frames = frames(&mut client);
+        let data: Vec<u8> = frames
+            .iter()
+            .filter(|f| f.0 == 0 && f.2 == 1)
+            .flat_map(|f| f.3.clone())
+            .collect();
+        assert_eq!(data, b"hi / a", "the :authority is the host");
+        assert!(
+            frames.iter().any(|f| f.0 == 1 && f.2 == 1),
+            "a HEADERS frame"
+        );
+        svc.parked(&mut conn);
+        let h = conn.occasional.as_ref().unwrap().h2.as_ref().unwrap();
+        assert_eq!(h.pipe.allocated(), 0, "an idle connection holds no buffers");
+        assert!(
+            !svc.can_hand_over(&conn),
+            "its HPACK state is this process's"
+        );
+    }
+
+    #[test]
+    fn on_a_loop_a_handler_that_may_block_is_run_by_a_worker() {
+        let mut svc = HttpService::new(Hello, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client.write_all(&request(GET_SLASH)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        stream.set_on_event_loop(true);
+        assert_eq!(
+            svc.prefetch(&mut conn, &mut stream),
+            mpm_core::Prefetch::ReadyInline,
+            "the preface: the handshake never blocks"
+        );
+        assert_eq!(svc.readable(&mut conn, &mut stream), Interest::Yield);
+        assert_eq!(
+            svc.prefetch(&mut conn, &mut stream),
+            mpm_core::Prefetch::Ready,
+            "Hello does not say it answers without blocking: a worker"
+        );
+        stream.set_on_event_loop(false);
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Read(Wait::KeepAlive)
+        );
+        assert!(frames(&mut client)
+            .iter()
+            .any(|f| f.0 == 0 && f.3 == b"hi / a"));
+    }
+
+    #[test]
+    fn a_path_not_in_origin_form_is_reset_with_protocol_error() {
+        let mut svc = HttpService::new(Hello, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        // `:path x`: a literal of the static table's `:path` (index 4).
+        let block = [0x82, 0x86, 0x04, 0x01, b'x', 0x41, 0x01, b'a'];
+        client.write_all(&request(&block)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let _ = svc.readable(&mut conn, &mut stream);
+        let frames = frames(&mut client);
+        assert!(
+            frames
+                .iter()
+                .any(|f| f.0 == 3 && f.2 == 1 && f.3 == [0, 0, 0, 1]),
+            "RST_STREAM(PROTOCOL_ERROR) on stream 1: {frames:?}"
+        );
+        assert!(
+            !frames.iter().any(|f| f.0 == 7),
+            "no GOAWAY: a stream error"
+        );
+    }
+
+    #[test]
+    fn without_h2c_the_preface_on_a_plain_connection_is_not_http2() {
+        let mut svc = HttpService::new(Hello, &HttpSettings::default());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client.write_all(&request(GET_SLASH)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let _ = svc.readable(&mut conn, &mut stream);
+        let mut got = [0u8; 64];
+        let n = client.read(&mut got).unwrap();
+        assert!(got[..n].starts_with(b"HTTP/1.1 "), "{:?}", &got[..n]);
+        assert!(!conn.is_h2());
+    }
 }

@@ -247,7 +247,7 @@ impl StreamTask {
         cx: &mut Context<'_>,
         mut answer: LaterAnswer,
     ) -> (Phase, Option<Advance>) {
-        if let Poll::Ready(_) = self.respond.poll_reset(cx) {
+        if self.respond.poll_reset(cx).is_ready() {
             return (Phase::Done, Some(Advance::Done));
         }
         match catch(|| poll_once(answer.as_mut())) {
