@@ -149,9 +149,15 @@
 //! HTTP/1.1 connections is 1.4 KiB; `bench/h2/idle_memory.py` says how). Less needs `h2` to give those back
 //! when idle, or a sans-IO codec.
 //!
-//! **Streams and threads.** A stream's request is gathered whole (its
-//! window opened as its bytes are taken, up to `--limit-request-body`:
-//! 413 past it), then run by the same [`HttpHandler`](crate::HttpHandler):
+//! **Streams and threads.** A stream's body is gathered whole (its window
+//! opened as its bytes are taken, up to `--limit-request-body`: 413 past
+//! it), unless the handler reads it as it arrives
+//! ([`streams_body`](crate::HttpHandler::streams_body)): then it runs at
+//! once, on a worker, and its reads drive the connection (frames out,
+//! one read of the socket within the body timeout, frames in; the
+//! connection's other streams wait meanwhile, their frames buffered by
+//! `h2` within their windows). The request is run by the same
+//! [`HttpHandler`](crate::HttpHandler):
 //! on the loop when it answers without blocking, else the step yields and
 //! a worker runs it. Within one step, handlers that run to completion run
 //! one after another (the step is one thread's); answers that are futures

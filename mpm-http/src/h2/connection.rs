@@ -19,7 +19,7 @@ use mpm_core::{Interest, Prefetch, Stream, Wait};
 use super::pipe::Pipe;
 use super::settings::H2Settings;
 use super::stats::{self, Count};
-use super::stream::{Advance, StreamTask, Turn};
+use super::stream::{Advance, StreamTask, Turn, Wire};
 use super::wake::Flag;
 use crate::reading::Reader;
 use crate::writing::Sender;
@@ -65,7 +65,7 @@ pub(crate) fn preface(data: &[u8]) -> Preface {
     }
 }
 
-enum State {
+pub(crate) enum State {
     Handshake(Pin<Box<Handshake<Pipe, Bytes>>>),
     Open(Box<Connection<Pipe, Bytes>>),
     /// Over: what the step returns once the last frames are out.
@@ -194,49 +194,7 @@ impl H2Conn {
     /// Poll the handshake or the connection: accept new streams. `Some`
     /// once the connection is over.
     fn drive(&mut self, cx: &mut Context<'_>) -> Option<Interest> {
-        loop {
-            match &mut self.state {
-                State::Handshake(hs) => match hs.as_mut().poll(cx) {
-                    Poll::Ready(Ok(conn)) => self.state = State::Open(Box::new(conn)),
-                    Poll::Ready(Err(e)) => return Some(self.end(e)),
-                    Poll::Pending => return None,
-                },
-                State::Open(conn) => loop {
-                    match conn.poll_accept(cx) {
-                        Poll::Ready(Some(Ok((req, respond)))) => {
-                            self.streams.push(StreamTask::new(req, respond));
-                        }
-                        Poll::Ready(Some(Err(e))) => return Some(self.end(e)),
-                        Poll::Ready(None) => {
-                            self.state = State::Ended(Interest::Close);
-                            return Some(Interest::Close);
-                        }
-                        Poll::Pending => return None,
-                    }
-                },
-                State::Ended(interest) => return Some(*interest),
-            }
-        }
-    }
-
-    /// The connection failed: count the GOAWAY `h2` sent (if it was ours),
-    /// and close lingering, so that the client reads it before a reset.
-    fn end(&mut self, e: h2::Error) -> Interest {
-        let interest = if e.is_go_away() && !e.is_remote() {
-            let cause = match e.reason() {
-                Some(Reason::ENHANCE_YOUR_CALM) => Count::GoawayFlood,
-                Some(Reason::NO_ERROR) => Count::GoawayStop,
-                _ => Count::GoawayProtocolError,
-            };
-            stats::add(cause);
-            mpm_core::log_info!("mpm: HTTP/2 connection ended: {e}");
-            Interest::Linger
-        } else {
-            // The client went away, or told us to (its own GOAWAY).
-            Interest::Close
-        };
-        self.state = State::Ended(interest);
-        interest
+        drive(&mut self.state, &mut self.streams, cx)
     }
 
     /// The server stops: a GOAWAY (`h2` sends the two RFC 9113 §6.8 asks
@@ -264,6 +222,58 @@ impl H2Conn {
             let _ = self.pipe.write_to(|b| s.send(b, false));
         }
     }
+}
+
+/// Poll the handshake or the connection, the streams it accepts going to
+/// `accepted`. `Some` once the connection is over.
+pub(crate) fn drive(
+    state: &mut State,
+    accepted: &mut Vec<StreamTask>,
+    cx: &mut Context<'_>,
+) -> Option<Interest> {
+    loop {
+        match state {
+            State::Handshake(hs) => match hs.as_mut().poll(cx) {
+                Poll::Ready(Ok(conn)) => *state = State::Open(Box::new(conn)),
+                Poll::Ready(Err(e)) => return Some(end(state, e)),
+                Poll::Pending => return None,
+            },
+            State::Open(conn) => loop {
+                match conn.poll_accept(cx) {
+                    Poll::Ready(Some(Ok((req, respond)))) => {
+                        accepted.push(StreamTask::new(req, respond));
+                    }
+                    Poll::Ready(Some(Err(e))) => return Some(end(state, e)),
+                    Poll::Ready(None) => {
+                        *state = State::Ended(Interest::Close);
+                        return Some(Interest::Close);
+                    }
+                    Poll::Pending => return None,
+                }
+            },
+            State::Ended(interest) => return Some(*interest),
+        }
+    }
+}
+
+/// The connection failed: count the GOAWAY `h2` sent (if it was ours),
+/// and close lingering, so that the client reads it before a reset.
+fn end(state: &mut State, e: h2::Error) -> Interest {
+    let interest = if e.is_go_away() && !e.is_remote() {
+        let cause = match e.reason() {
+            Some(Reason::ENHANCE_YOUR_CALM) => Count::GoawayFlood,
+            Some(Reason::NO_ERROR) => Count::GoawayStop,
+            _ => Count::GoawayProtocolError,
+        };
+        stats::add(cause);
+        mpm_core::log_info!("mpm: HTTP/2 connection ended: {e}");
+        Interest::Linger
+    } else {
+        // The client went away, or told us to (its own GOAWAY).
+        Interest::Close
+    };
+    *state = State::Ended(interest);
+    interest
 }
 
 /// One step of the connection: see the module's notes.
@@ -312,8 +322,19 @@ pub(crate) fn step<H: HttpHandler>(
         };
         let (mut again, mut worker) = (false, false);
         let mut wait: Option<(Await, usize)> = None;
-        for st in &mut h.streams {
-            match st.advance(&mut turn, &mut cx) {
+        // Out of the connection while they run: a stream whose handler
+        // reads its body as it comes polls the connection, and the streams
+        // that accepts join those of the connection meanwhile.
+        let mut tasks = std::mem::take(&mut h.streams);
+        for st in &mut tasks {
+            let mut wire = Wire {
+                state: &mut h.state,
+                pipe: &h.pipe,
+                accepted: &mut h.streams,
+                stream: &mut *s,
+                flag: &h.flag,
+            };
+            match st.advance(&mut turn, &mut wire, &mut cx) {
                 Advance::Idle | Advance::Done => {}
                 Advance::Again => again = true,
                 Advance::NeedsWorker => worker = true,
@@ -321,7 +342,9 @@ pub(crate) fn step<H: HttpHandler>(
             }
         }
         budget = turn.budget;
-        h.streams.retain(|st| !st.is_done());
+        tasks.retain(|st| !st.is_done());
+        tasks.append(&mut h.streams);
+        h.streams = tasks;
         // What the streams queued becomes frames.
         if h.flag.take() && ended.is_none() && rounds < ROUNDS {
             let _ = h.drive(&mut cx);
@@ -575,6 +598,59 @@ mod tests {
         assert!(frames(&mut client)
             .iter()
             .any(|f| f.0 == 0 && f.3 == b"hi / a"));
+    }
+
+    /// Reads its body as it arrives, and answers with it.
+    struct Echo;
+
+    impl HttpHandler for Echo {
+        fn handle(&mut self, req: &Request<'_>) -> Response {
+            let mut got = Vec::new();
+            match req.body_reader().read_to_end(&mut got) {
+                Ok(_) => Response::new(200).body(got),
+                Err(_) => Response::new(299),
+            }
+        }
+
+        fn streams_body(&self, _: &Request<'_>) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_handler_reads_a_body_as_its_frames_arrive() {
+        let mut svc = HttpService::new(Echo, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        let sender = {
+            let mut client = client.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let mut first = PREFACE.to_vec();
+                first.extend(frame(4, 0, 0, &[]));
+                // HEADERS without END_STREAM: a body follows.
+                first.extend(frame(1, 0x4, 1, GET_SLASH));
+                first.extend(frame(0, 0, 1, b"abc"));
+                client.write_all(&first).unwrap();
+                // The handler is reading by now, and waits for the rest.
+                std::thread::sleep(Duration::from_millis(100));
+                client.write_all(&frame(0, 0x1, 1, b"defg")).unwrap();
+            })
+        };
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Read(Wait::KeepAlive)
+        );
+        sender.join().unwrap();
+        let data: Vec<u8> = frames(&mut client)
+            .iter()
+            .filter(|f| f.0 == 0 && f.2 == 1)
+            .flat_map(|f| f.3.clone())
+            .collect();
+        assert_eq!(data, b"abcdefg");
     }
 
     #[test]

@@ -4,8 +4,12 @@
 //! to come polled on each resume, and the response sent a window at a
 //! time.
 
+use std::cell::RefCell;
+use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -13,11 +17,16 @@ use h2::{Reason, RecvStream, SendStream};
 use mpm_core::panics::catch;
 use mpm_core::scoreboard::Slot;
 use mpm_core::waiting::{poll_once, Await, Polled};
+use mpm_core::Stream;
 
+use super::connection::State;
+use super::pipe::Pipe;
 use super::request;
 use super::response::{self, Chunk, Outgoing};
 use super::stats::{self, Count};
+use super::wake::Flag;
 use crate::access_log::Record;
+use crate::body::BodySource;
 use crate::reading::Reader;
 use crate::request::{Headers, Request, Version};
 use crate::waiting::LaterAnswer;
@@ -56,12 +65,34 @@ pub(crate) struct Turn<'t, H> {
     pub(crate) budget: u64,
 }
 
+/// What a stream's turn may reach of its connection: a handler that reads
+/// its body as it arrives drives the connection itself (`Pump`).
+pub(crate) struct Wire<'w> {
+    pub(crate) state: &'w mut State,
+    pub(crate) pipe: &'w Pipe,
+    /// Where streams the connection accepts meanwhile go.
+    pub(crate) accepted: &'w mut Vec<StreamTask>,
+    pub(crate) stream: &'w mut Stream,
+    pub(crate) flag: &'w Arc<Flag>,
+}
+
 enum Phase {
-    /// The body is arriving.
+    /// The body is arriving; not yet asked whether the handler reads it as
+    /// it comes.
+    Arriving {
+        head: http::request::Parts,
+        body: RecvStream,
+    },
+    /// The body is arriving, and is gathered for the handler.
     Receiving {
         head: http::request::Parts,
         body: RecvStream,
         got: Vec<u8>,
+    },
+    /// The handler reads the body as it comes: it runs now (off a loop).
+    Streaming {
+        head: http::request::Parts,
+        body: RecvStream,
     },
     /// Whole: for the handler.
     Ready {
@@ -107,11 +138,7 @@ impl StreamTask {
                 body: Vec::new(),
             }
         } else {
-            Phase::Receiving {
-                head,
-                body,
-                got: Vec::new(),
-            }
+            Phase::Arriving { head, body }
         };
         StreamTask {
             respond,
@@ -131,13 +158,23 @@ impl StreamTask {
     pub(crate) fn advance<H: HttpHandler>(
         &mut self,
         turn: &mut Turn<'_, H>,
+        wire: &mut Wire<'_>,
         cx: &mut Context<'_>,
     ) -> Advance {
         loop {
             let phase = std::mem::replace(&mut self.phase, Phase::Done);
             let (next, outcome) = match phase {
+                Phase::Arriving { head, body } => {
+                    if self.streams_body(turn, &head) {
+                        (Phase::Streaming { head, body }, None)
+                    } else {
+                        let got = Vec::new();
+                        (Phase::Receiving { head, body, got }, None)
+                    }
+                }
                 Phase::Receiving { head, body, got } => self.receive(turn, cx, head, body, got),
-                Phase::Ready { head, body } => self.answer(turn, head, body),
+                Phase::Streaming { head, body } => self.stream_body(turn, wire, head, body),
+                Phase::Ready { head, body } => self.answer(turn, head, body, None),
                 Phase::Later(answer) => self.poll_later(turn, cx, answer),
                 Phase::Sending { send, out } => self.send(turn, cx, send, out),
                 Phase::Done => (Phase::Done, Some(Advance::Done)),
@@ -185,12 +222,75 @@ impl StreamTask {
         }
     }
 
+    /// Does the handler read this request's body as it arrives?
+    fn streams_body<H: HttpHandler>(
+        &self,
+        turn: &mut Turn<'_, H>,
+        head: &http::request::Parts,
+    ) -> bool {
+        let fields = request::fields(head);
+        let req = Request {
+            method: head.method.as_str(),
+            target: request::target(head),
+            version: Version::Http2,
+            headers: Headers::Parsed(&fields),
+            body: &[],
+            stream: None,
+            params: &[],
+            peer: turn.peer,
+            secure: turn.secure,
+            pool: turn.reader.arena.pool(),
+        };
+        catch(|| turn.reader.handler.streams_body(&req)).unwrap_or(false)
+    }
+
+    /// A handler that reads the body as it comes: run now, off a loop, its
+    /// reads driving the connection (`Pump`).
+    fn stream_body<H: HttpHandler>(
+        &mut self,
+        turn: &mut Turn<'_, H>,
+        wire: &mut Wire<'_>,
+        head: http::request::Parts,
+        body: RecvStream,
+    ) -> (Phase, Option<Advance>) {
+        if turn.on_loop {
+            return (Phase::Streaming { head, body }, Some(Advance::NeedsWorker));
+        }
+        let settings = &turn.sender.settings;
+        let pump = RefCell::new(Pump {
+            wire,
+            body,
+            pending: Bytes::new(),
+            got: 0,
+            limit: settings.limits.body,
+            deadline: mpm_core::deadline(Instant::now(), settings.request_body_timeout),
+            failed: None,
+            ended: false,
+        });
+        let (phase, outcome) = self.answer(turn, head, Vec::new(), Some(&pump));
+        let failed = pump.into_inner().failed;
+        match failed {
+            Some(status) => {
+                mpm_core::log_info!("mpm: {}: request body refused with {status}", self.line);
+                // What the handler answered is dropped for the refusal.
+                if let Phase::Sending { mut send, .. } = phase {
+                    send.send_reset(Reason::CANCEL);
+                    return (Phase::Done, Some(Advance::Done));
+                }
+                self.record.set_status(status);
+                (self.respond_with(turn, Response::error(status)), None)
+            }
+            None => (phase, outcome),
+        }
+    }
+
     /// The handler's turn: on a loop only if it answers without blocking.
     fn answer<H: HttpHandler>(
         &mut self,
         turn: &mut Turn<'_, H>,
         head: http::request::Parts,
         body: Vec<u8>,
+        stream: Option<&dyn BodySource>,
     ) -> (Phase, Option<Advance>) {
         let fields = request::fields(&head);
         let req = Request {
@@ -199,7 +299,7 @@ impl StreamTask {
             version: Version::Http2,
             headers: Headers::Parsed(&fields),
             body: &body,
-            stream: None,
+            stream,
             params: &[],
             peer: turn.peer,
             secure: turn.secure,
@@ -361,5 +461,98 @@ impl StreamTask {
         }
         self.phase = Phase::Done;
         self.finish(turn);
+    }
+}
+
+/// A streamed request body, read from the stream's DATA frames; with none
+/// there, the connection is driven: its frames out (window updates among
+/// them), one read of the socket within what is left of the body timeout,
+/// the frames in. Other streams' frames are read on the way, and streams
+/// the client opens meanwhile wait for the step to take them.
+struct Pump<'w, 'x> {
+    wire: &'x mut Wire<'w>,
+    body: RecvStream,
+    /// Bytes of the last frame not yet given to the handler.
+    pending: Bytes,
+    got: u64,
+    limit: u64,
+    deadline: Instant,
+    /// A limit or the timeout was passed: the answer is this status.
+    failed: Option<u16>,
+    ended: bool,
+}
+
+impl BodySource for RefCell<Pump<'_, '_>> {
+    fn read_body(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.try_borrow_mut() {
+            Ok(mut pump) => pump.read(buf),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "body is being read",
+            )),
+        }
+    }
+}
+
+impl Pump<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let waker = self.wire.flag.waker();
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            if !self.pending.is_empty() {
+                let n = buf.len().min(self.pending.len());
+                buf[..n].copy_from_slice(&self.pending.split_to(n));
+                return Ok(n);
+            }
+            if let Some(status) = self.failed {
+                return Err(io::Error::other(format!(
+                    "request body refused with {status}"
+                )));
+            }
+            if self.ended || buf.is_empty() {
+                return Ok(0);
+            }
+            match self.body.poll_data(&mut cx) {
+                Poll::Ready(Some(Ok(data))) => {
+                    let _ = self.body.flow_control().release_capacity(data.len());
+                    self.got += data.len() as u64;
+                    if self.got > self.limit {
+                        self.failed = Some(413);
+                        continue;
+                    }
+                    self.pending = data;
+                }
+                Poll::Ready(Some(Err(e))) => return Err(io::Error::other(e)),
+                Poll::Ready(None) => self.ended = true,
+                Poll::Pending => self.more(&mut cx)?,
+            }
+        }
+    }
+
+    /// Frames out, one read of the socket, frames in.
+    fn more(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        let w = &mut *self.wire;
+        let _ = super::connection::drive(w.state, w.accepted, cx);
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let stream = &mut *w.stream;
+        w.pipe
+            .write_to(|b| stream.write_all_within(b, left).map(|()| b.len()))?;
+        if w.flag.take() || w.pipe.take_blocked() {
+            return Ok(());
+        }
+        if left.is_zero() {
+            self.failed = Some(408);
+            return Ok(());
+        }
+        let mut chunk = [0u8; 16 * 1024];
+        let room = w.pipe.input_room().clamp(1, chunk.len());
+        match stream.read_within(&mut chunk[..room], left) {
+            Ok(0) => w.pipe.end_input(),
+            Ok(n) => w.pipe.push_input(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => self.failed = Some(408),
+            Err(e) => return Err(e),
+        }
+        let _ = super::connection::drive(w.state, w.accepted, cx);
+        Ok(())
     }
 }
