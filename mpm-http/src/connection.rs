@@ -235,6 +235,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn writable(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        if c.is_h2() {
+            return self.h2_step(c, s);
+        }
         if c.interim {
             // The rest of a `100 Continue`: then the body is read.
             return match self.sender.write_queued(c, s) {

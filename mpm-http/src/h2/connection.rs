@@ -507,6 +507,11 @@ mod tests {
             }
             got.extend_from_slice(&buf[..n]);
         }
+        parse(&got)
+    }
+
+    /// Frames: type, flags, stream, payload.
+    fn parse(got: &[u8]) -> Vec<(u8, u8, u32, Vec<u8>)> {
         let mut out = Vec::new();
         let mut at = 0;
         while at + 9 <= got.len() {
@@ -651,6 +656,71 @@ mod tests {
             .flat_map(|f| f.3.clone())
             .collect();
         assert_eq!(data, b"abcdefg");
+    }
+
+    /// A body far larger than socket buffers.
+    struct Big;
+
+    impl HttpHandler for Big {
+        fn handle(&mut self, _: &Request<'_>) -> Response {
+            Response::new(200).body(vec![7u8; 4 << 20])
+        }
+    }
+
+    #[test]
+    fn a_write_the_socket_refused_goes_on_when_the_model_calls_writable() {
+        let mut svc = HttpService::new(Big, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        // A window as large as the body: only the socket holds it back.
+        let mut first = PREFACE.to_vec();
+        first.extend(frame(4, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]));
+        first.extend(frame(8, 0, 0, &0x7fff_0000u32.to_be_bytes()));
+        first.extend(frame(1, 0x5, 1, GET_SLASH));
+        client.write_all(&first).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let mut next = svc.readable(&mut conn, &mut stream);
+        let (mut got, mut writes) = (Vec::new(), 0);
+        let mut buf = vec![0u8; 1 << 20];
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while next != Interest::Read(Wait::KeepAlive) {
+            assert!(std::time::Instant::now() < deadline, "stuck at {next:?}");
+            next = match next {
+                // The loop finds the socket writable and calls this.
+                Interest::Write => {
+                    writes += 1;
+                    let n = client.read(&mut buf).unwrap();
+                    got.extend_from_slice(&buf[..n]);
+                    svc.writable(&mut conn, &mut stream)
+                }
+                Interest::Yield => svc.readable(&mut conn, &mut stream),
+                other => panic!("{other:?}"),
+            };
+        }
+        assert!(
+            writes > 0,
+            "the socket never refused: the test proves nothing"
+        );
+        while let Ok(n) = client.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        let data = parse(&got);
+        let body: usize = data
+            .iter()
+            .filter(|f| f.0 == 0 && f.2 == 1)
+            .map(|f| f.3.len())
+            .sum();
+        assert_eq!(body, 4 << 20, "the whole body");
+        assert!(
+            data.iter().any(|f| f.0 == 0 && f.1 & 1 == 1),
+            "and its end (END_STREAM)"
+        );
     }
 
     #[test]
