@@ -322,6 +322,13 @@ fn the_site_answers_a_get_over_http2(mpm: &str) {
             "the same site, the same answers"
         );
     }
+    // The status page counts them (read over HTTP/1.1, by ureq).
+    let status: serde_json::Value =
+        serde_json::from_str(&server.get("/server-status?json").text()).unwrap();
+    let h2 = &status["h2"];
+    assert!(h2["connections_total"].as_u64() >= Some(1), "{h2}");
+    assert!(h2["streams_total"].as_u64() >= Some(1), "{h2}");
+    assert_eq!(h2["goaway_flood"].as_u64(), Some(0), "{h2}");
     // The access log's protocol field: written within its flush interval.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
