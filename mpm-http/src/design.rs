@@ -176,7 +176,9 @@
 //!
 //! **The models.** Event: between frames the connection waits on the loop
 //! with no thread and, idle, no pipe buffers. Worker: the connection holds
-//! its thread for its life, as under httpd's worker MPM with mod_http2.
+//! its thread for its life, as under httpd's worker MPM with mod_http2:
+//! with 4 threads, 4 idle h2 connections leave a fifth unanswered until
+//! one closes (`bench/h2/threads_held.py`).
 //! Prefork: `--http2` is off (ALPN offers `http/1.1` only) and `--h2c on`
 //! is refused at start: a child would hold its process for the
 //! connection's life and serve its streams one at a time, so six HTTP/1.1
