@@ -73,7 +73,7 @@ pub(crate) enum State {
 }
 
 /// An HTTP/2 connection's state between steps.
-pub struct H2Conn {
+pub(crate) struct H2Conn {
     pipe: Pipe,
     state: State,
     streams: Vec<StreamTask>,

@@ -7,7 +7,7 @@
 //! runtime; why that crate and this shape: the crate's design notes
 //! ([`crate::design`]).
 //!
-//! * `connection.rs` — [`H2Conn`] and the step: socket → pipe → `h2` →
+//! * `connection.rs` — `H2Conn` and the step: socket → pipe → `h2` →
 //!   streams → pipe → socket, and what to wait for.
 //! * `stream.rs` — one stream: its body gathered, the handler run, an
 //!   answer to come polled, the response sent a window at a time.
@@ -28,7 +28,6 @@ mod stats;
 mod stream;
 mod wake;
 
-pub use connection::H2Conn;
-pub(crate) use connection::{preface, step, Preface};
+pub(crate) use connection::{preface, step, H2Conn, Preface};
 pub use settings::{H2Settings, MAX_FRAME_SIZE, MAX_WINDOW_SIZE, MIN_FRAME_SIZE};
 pub use stats::{h2_counts, install as install_h2_stats, Count as H2Count};
