@@ -8,9 +8,12 @@
 //! * [`summary`] — the HDR latency histogram, statuses, errors; text and JSON.
 //! * [`tls`] — `https://`: the rustls client, `--cacert` or `--insecure`,
 //!   handshake errors by kind.
+//! * `h2` — `--h2`: HTTP/2 with prior knowledge, several streams per
+//!   connection (`--streams`), on `h2`'s client side without a runtime.
 
 pub mod args;
 pub mod engine;
+mod h2;
 pub(crate) mod response_parser;
 pub mod summary;
 pub mod tls;

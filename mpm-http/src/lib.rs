@@ -1,6 +1,6 @@
 //! # mpm-http
 //!
-//! HTTP/1.1 on mpm's [`ConnectionHandler`](mpm_core::ConnectionHandler):
+//! HTTP/1.1 and HTTP/2 on mpm's [`ConnectionHandler`](mpm_core::ConnectionHandler):
 //! users write an [`HttpHandler`] and never touch parsing, keep-alive or
 //! framing. It knows the core's contract and nothing of the process models.
 //!
@@ -21,6 +21,10 @@
 //!   `writing.rs` serializes and sends responses; [`HttpConn`] (`state.rs`)
 //!   is what a connection holds between steps. Each file imports only
 //!   those after it in that order.
+//! * HTTP/2 (`h2/`): a connection whose first bytes are the preface is
+//!   served by hyperium's `h2`, driven without a runtime, each stream a
+//!   [`Request`] for the same handler; [`H2Settings`] say when and with
+//!   what limits, [`h2_counts`] what the status page shows.
 //! * [`RequestPool`] — a request's scratch arena, reset after it.
 //! * [`Routes`] and [`Router`] — routing by method and path with path
 //!   parameters, and whole handlers mounted under a prefix;
@@ -73,6 +77,7 @@ pub mod escape;
 mod factory;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod h2;
 mod handler;
 mod head;
 #[cfg(feature = "json")]
@@ -96,6 +101,10 @@ pub use connection::HttpService;
 pub use error::{Error, Result};
 pub use error_pages::{ErrorPage, ErrorPages};
 pub use factory::HttpFactory;
+pub use h2::{
+    h2_counts, install_h2_stats, H2Count, H2Settings, MAX_FRAME_SIZE, MAX_WINDOW_SIZE,
+    MIN_FRAME_SIZE,
+};
 pub use handler::HttpHandler;
 pub use head::MAX_REQUEST_FIELDS;
 #[cfg(feature = "json")]

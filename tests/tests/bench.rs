@@ -165,6 +165,32 @@ tests::mpm_suite!(
     close_opens_a_connection_per_request,
 );
 
+/// `--h2`: the load over HTTP/2 with prior knowledge, `--streams` at once
+/// on each connection: every request answered on the two connections
+/// opened, as the server counts them too; and what it refuses, in one line.
+#[test]
+fn h2_multiplexes_the_requests_on_its_connections() {
+    let root = docroot();
+    for mpm in ["worker", "event"] {
+        let server = Server::start(mpm, Some(root.path()), &["--h2c", "on"]);
+        let url = server.url("/index.html");
+        let r = bench(&["--h2", "--streams", "8", "-n", "400", "-c", "2", &url], 0);
+        assert_eq!(n(&r, &["responses"]), 400, "{mpm}");
+        assert_eq!(n(&r, &["status", "200"]), 400, "{mpm}");
+        assert_eq!(n(&r, &["body_bytes"]), 400 * PAGE_LEN as u64, "{mpm}");
+        assert_eq!(n(&r, &["connections_opened"]), 2, "{mpm}");
+        let status: Value =
+            serde_json::from_str(&server.get("/server-status?json").text()).unwrap();
+        assert_eq!(n(&status, &["h2", "streams_total"]), 400, "{mpm}");
+        assert_eq!(n(&status, &["h2", "connections_total"]), 2, "{mpm}");
+    }
+    let out = run_mpm(
+        &["bench", "--h2", "--close", "http://127.0.0.1:9/"],
+        Duration::from_secs(20),
+    );
+    out.assert_one_line_error("--close");
+}
+
 /// The shop example's workload file (`server/examples/shop.toml`), sent 50
 /// times: the application counts exactly the shares of its weights (30
 /// item reads, 10 searches, 10 POSTs with their 31-byte bodies), each

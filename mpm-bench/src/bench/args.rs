@@ -61,6 +61,13 @@ pub struct BenchArgs {
     /// Print the result as JSON on standard output.
     #[arg(long)]
     pub json: bool,
+    /// HTTP/2 with prior knowledge (h2c: the server's `--h2c on`), instead
+    /// of HTTP/1.1; http:// URLs only.
+    #[arg(long)]
+    pub h2: bool,
+    /// With --h2: requests in flight on each connection (h2load's -m).
+    #[arg(long, default_value_t = 1, value_name = "N", requires = "h2")]
+    pub streams: usize,
     /// https: trust the certificates of this authority (PEM), or the
     /// server's own self-signed certificate.
     #[arg(long, value_name = "FILE")]
@@ -235,6 +242,23 @@ impl BenchArgs {
         };
         load.threads = self.threads;
         load.timeout = self.timeout.0;
+        if self.h2 {
+            if load.tls.is_some() || tls.is_some() {
+                return Err(Error::config(format!(
+                    "{}: --h2 speaks HTTP/2 with prior knowledge, over http:// URLs only",
+                    self.url
+                )));
+            }
+            if self.close {
+                return Err(Error::config(
+                    "--close and --h2: HTTP/2 keeps its connections (streams are its requests)",
+                ));
+            }
+            if self.streams == 0 {
+                return Err(Error::config("--streams: at least one stream"));
+            }
+            load.h2_streams = Some(self.streams);
+        }
         load.tls = tls;
         Ok(load)
     }

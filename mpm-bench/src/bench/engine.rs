@@ -83,6 +83,9 @@ pub struct Load {
     pub slow: SlowClients,
     /// `https://`: how connections do TLS.
     pub tls: Option<super::tls::TlsClient>,
+    /// HTTP/2 with prior knowledge (`--h2`): this many streams in flight on
+    /// each connection; `None`: HTTP/1.1.
+    pub h2_streams: Option<usize>,
 }
 
 impl Load {
@@ -113,6 +116,7 @@ impl Load {
             timeout: Duration::from_secs(10),
             slow: workload.slow,
             tls: None,
+            h2_streams: None,
         }
     }
 
@@ -160,6 +164,38 @@ impl Progress {
         }
     }
 
+    /// May another request start, under `limit` (by `deadline`)? The
+    /// shared count of `-n`; under a duration, only the clock (for the
+    /// HTTP/2 engine, which counts its own).
+    pub(crate) fn may_start(&self, limit: Limit, deadline: Option<Instant>) -> bool {
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        match limit {
+            Limit::Requests(n) => self.issued.fetch_add(1, Ordering::Relaxed) < n,
+            Limit::Duration(_) => deadline.is_none_or(|d| Instant::now() < d),
+        }
+    }
+
+    /// A connection was made (`Ok`), or could not be (`Err`).
+    pub(crate) fn connected(&self, result: Result<(), &io::Error>) {
+        match result {
+            Ok(()) => {
+                self.connected.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.connect_failures.fetch_add(1, Ordering::Relaxed);
+                let _ = self.first_connect_error.set(e.to_string());
+            }
+        }
+    }
+
+    /// Has every one of `connections` failed to connect, and none connected?
+    pub(crate) fn nothing_connects(&self, connections: usize) -> bool {
+        self.connected.load(Ordering::Relaxed) == 0
+            && self.connect_failures.load(Ordering::Relaxed) >= connections.max(1) as u64
+    }
+
     /// Did the run end because nothing would take a connection? Then why
     /// (the first attempt's error).
     pub fn never_connected(&self) -> Option<&str> {
@@ -173,6 +209,9 @@ impl Progress {
 pub fn run(load: &Load, progress: &Progress) -> io::Result<Summary> {
     if load.requests.is_empty() || load.schedule.is_empty() {
         return Err(io::Error::other("a load needs at least one request"));
+    }
+    if let Some(streams) = load.h2_streams {
+        return super::h2::run(load, progress, streams);
     }
     let threads = load.threads.clamp(1, load.connections.max(1));
     // Body length of each request's first 200, `u64::MAX` until then.
