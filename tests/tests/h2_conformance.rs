@@ -45,7 +45,7 @@ use tests::{site, with_transport, Server, TempDir, Transport};
 /// The process models that serve HTTP/2: the `ours` tests run every case
 /// under each. A model left out must not offer `h2` in ALPN
 /// (`models_without_h2_offer_only_http_1_1_in_alpn`).
-const H2_MPMS: &[&str] = &["worker", "event"];
+const H2_MPMS: &[&str] = &["worker", "event", "uring"];
 
 /// Flags every server of ours is started with, plain listener: h2c.
 const H2C_FLAGS: &[&str] = &["--h2c", "on"];
