@@ -16,6 +16,7 @@ use mpm_core::{ConnectionHandler, Interest, Prefetch, Stream, Wait};
 
 use crate::access_log::Record;
 use crate::chunked;
+use crate::h2::{self, H2Conn, Preface};
 use crate::head::{self, Framing, Parsed, SLOTS};
 use crate::page_cache;
 use crate::reading::{deadline, Gate, Reader, Received, Step};
@@ -96,6 +97,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn readable(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        if c.is_h2() {
+            return self.h2_step(c, s);
+        }
         // Output still queued (a step that yielded): finish it first.
         if c.has_output() {
             return self.writable(c, s);
@@ -106,7 +110,17 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         }
         let mut did_read = false;
         loop {
-            if c.start < c.filled {
+            // A connection's first bytes may be HTTP/2's preface.
+            let mut partial_preface = false;
+            if c.start < c.filled && c.served == 0 && self.h2_allowed(s) {
+                match h2::preface(&c.buf[c.start..c.filled]) {
+                    Preface::Yes => return self.start_h2(c, s),
+                    Preface::Partial if did_read => return Interest::Read(Wait::Request),
+                    Preface::Partial => partial_preface = true,
+                    Preface::No => {}
+                }
+            }
+            if c.start < c.filled && !partial_preface {
                 // On the loop every request is asked whether it may block
                 // (the first one already was, by prefetch); behind gathered
                 // responses too, which must not wait for a slow one.
@@ -250,6 +264,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         if std::mem::take(&mut c.for_a_worker) {
             return Prefetch::Ready;
         }
+        if let Some(h) = c.occasional.as_mut().and_then(|o| o.h2.as_mut()) {
+            return h.prefetch(s);
+        }
         // Resuming a future, or moving bytes between two non-blocking
         // sockets, never blocks (the rule async code keeps): on the loop.
         // Nothing is read here: the client's bytes wait for their turn.
@@ -285,6 +302,15 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         }
         if c.start == c.filled {
             return Prefetch::Wait(Interest::Read(c.wait()));
+        }
+        // HTTP/2's preface: its handshake never blocks, so on the loop.
+        if c.served == 0 && self.h2_allowed(s) {
+            match h2::preface(&c.buf[c.start..c.filled]) {
+                Preface::Yes => return Prefetch::ReadyInline,
+                Preface::Partial if closed => return Prefetch::Wait(Interest::Close),
+                Preface::Partial => return Prefetch::Wait(Interest::Read(Wait::Request)),
+                Preface::No => {}
+            }
         }
         // A full buffer may still hold whole requests (pipelined ones);
         // only a head or body larger than it needs a worker to grow it.
@@ -373,7 +399,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
 
     /// Nothing read, nothing written: the socket is the whole connection.
     fn can_hand_over(&self, c: &HttpConn) -> bool {
-        c.served == 0 && c.start == c.filled && !c.has_output() && !c.is_waiting()
+        c.served == 0 && c.start == c.filled && !c.has_output() && !c.is_waiting() && !c.is_h2()
     }
 
     /// In-memory output always; a file body when the next stretch of it
@@ -381,6 +407,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     /// never (its reader may block); a polled body always (its source
     /// never blocks).
     fn writes_without_blocking(&self, c: &HttpConn) -> bool {
+        // HTTP/2's frames are in memory; a stream whose body may block
+        // sends the step to a worker from there.
+        if c.is_h2() {
+            return true;
+        }
         match &c.pending {
             None | Some(Pending::Polled(_)) => true,
             Some(Pending::Stream { .. }) => false,
@@ -392,6 +423,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn parked(&mut self, c: &mut HttpConn) {
+        if let Some(h) = c.occasional.as_ref().and_then(|o| o.h2.as_ref()) {
+            h.release_buffers();
+            return;
+        }
         // A connection waiting on an answer or a tunnel keeps what its
         // occasional box holds (the answer to come, the tunnel); its
         // buffers went back when it began to wait.
@@ -401,6 +436,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn timed_out(&mut self, c: &mut HttpConn, s: &mut Stream) {
+        if let Some(h) = c.occasional.as_mut().and_then(|o| o.h2.as_mut()) {
+            h.timed_out(s);
+            return;
+        }
         // Responses cut short by the timeout are logged with what was sent.
         self.sender.finish_gathered(c, s);
         self.sender.log_done(c, s, true);
@@ -429,6 +468,40 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
 }
 
 impl<H: HttpHandler> HttpService<H> {
+    /// Is HTTP/2 served on this connection: over TLS with `--http2 on`
+    /// (the client chose `h2` by ALPN if it sends the preface), in clear
+    /// with `--h2c on`?
+    fn h2_allowed(&self, s: &Stream) -> bool {
+        let h2 = &self.sender.settings.h2;
+        if s.has_transport() {
+            h2.tls
+        } else {
+            h2.cleartext
+        }
+    }
+
+    /// The preface came: the connection speaks HTTP/2 from here, starting
+    /// with the bytes already read.
+    fn start_h2(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        let h = H2Conn::new(&self.sender.settings.h2, &c.buf[c.start..c.filled]);
+        c.consume(c.filled - c.start);
+        c.release_buffers();
+        c.deadline = None;
+        c.set_h2(Box::new(h));
+        self.h2_step(c, s)
+    }
+
+    /// One HTTP/2 step.
+    fn h2_step(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        let Some(mut h) = c.take_h2() else {
+            return Interest::Close;
+        };
+        let stepped = h2::step(&mut self.reader, &mut self.sender, &mut h, s);
+        c.set_h2(h);
+        c.for_a_worker |= stepped.for_a_worker;
+        stepped.interest
+    }
+
     /// Go on with what the connection waits on: once the output queued
     /// before it is sent, poll the answer still to come (and send it as
     /// `handle`'s answer is sent, then read on), or pump the tunnel.

@@ -105,3 +105,86 @@
 //! thread, except in prefork, whose children flush before they block.
 //! Rotation swaps the file under the same descriptor number (`dup3`), so a
 //! reopen never races a write on a closed descriptor.
+//!
+//! ## HTTP/2: hyperium's `h2`, driven without a runtime
+//!
+//! **Why `h2`.** It is the HTTP/2 of hyper, tonic and reqwest, kept by the
+//! same people, passes h2spec in its CI, and carries the fixes of the
+//! known floods: rapid reset (`max_pending_accept_reset_streams`, 20
+//! streams reset before they were accepted; CVE-2023-44487), streams the
+//! server had to reset itself (`max_local_error_reset_streams`, 1,024),
+//! the CONTINUATION flood (0.4.4 on: a header block is cut at the header
+//! list size), SETTINGS and PING answered one at a time (a flood of them
+//! is read no faster than it is answered: the pipe below reads no more
+//! while 64 KiB wait), HPACK tables bounded at 4 KiB. Each limit cut off
+//! is a GOAWAY `h2` sends and the status page counts (`h2` section). A
+//! sans-IO crate would need none of the buffers below; those we found are
+//! young: `shiguredo_http2` (a canary release of 2026, no h2spec record),
+//! `httpsd` (0.1.0, a whole server), and `httpbis` is tokio-bound and
+//! unmaintained. So the framing, HPACK, flow control and the limits are
+//! `h2`'s, and ours are the request's meaning (RFC 9113 §8.3 checks it
+//! leaves to the server: `:path` in origin form, a `Host` that names
+//! another authority; `request.rs`) and everything the HTTP/1.1 side
+//! already does for a response (`Date`, `Server`, error pages, the
+//! access log, the scoreboard).
+//!
+//! **The shape.** `h2` needs only tokio's `AsyncRead` and `AsyncWrite`
+//! traits (tokio with no runtime feature). Its connection owns an I/O
+//! object that is two memory buffers (`pipe.rs`), not the socket: the
+//! step reads what the [`Stream`](mpm_core::Stream) has into the input
+//! (one read, as the contract allows; a blocking socket is read only when
+//! the step has nothing else to do), polls the connection and every
+//! stream with a waker that only sets a flag (`wake.rs`; polled again
+//! while it is set), writes the output to the `Stream` (past 64 KiB `h2`'s
+//! writes are `Pending` until the socket took it; what the socket does
+//! not take waits for `Interest::Write`), and returns what to wait for.
+//! The socket's I/O, TLS included, stays where every model and the
+//! scoreboard see it, and the connection's state is `Send`: it moves
+//! between the loop and the workers as an HTTP/1.1 one does. An idle
+//! connection gives the pipe's buffers back (`parked`); what it keeps is
+//! `h2`'s own state, its codec's buffers among it (16 KiB to write, 8 KiB
+//! to read, allocated when the connection is made): 23 KiB per idle h2
+//! connection under event, measured with 1,000 connections of one request
+//! each (a debug build, `--server-limit 1`; the same for 1,000 idle
+//! HTTP/1.1 connections is 1.4 KiB; `bench/h2/idle_memory.py` says how). Less needs `h2` to give those back
+//! when idle, or a sans-IO codec.
+//!
+//! **Streams and threads.** A stream's body is gathered whole (its window
+//! opened as its bytes are taken, up to `--limit-request-body`: 413 past
+//! it), unless the handler reads it as it arrives
+//! ([`streams_body`](crate::HttpHandler::streams_body)): then it runs at
+//! once, on a worker, and its reads drive the connection (frames out,
+//! one read of the socket within the body timeout, frames in; the
+//! connection's other streams wait meanwhile, their frames buffered by
+//! `h2` within their windows). The request is run by the same
+//! [`HttpHandler`](crate::HttpHandler):
+//! on the loop when it answers without blocking, else the step yields and
+//! a worker runs it. Within one step, handlers that run to completion run
+//! one after another (the step is one thread's); answers that are futures
+//! ([`Response::later`](crate::Response::later), the reverse proxy) are
+//! polled on every resume, so any number of streams wait on upstreams at
+//! once, and under event no thread holds them: the step returns
+//! `Interest::Await` for one descriptor (the contract names one), with the
+//! client's input, and comes back within 10 ms when a second stream waits
+//! on another descriptor, and within a second to see whether the server
+//! stops (its GOAWAY is sent then). The budget of streams in flight is
+//! SETTINGS_MAX_CONCURRENT_STREAMS (`--h2-max-concurrent-streams`, 128 as
+//! nginx): `h2` refuses one more with `REFUSED_STREAM`. Bodies go a window
+//! at a time: bytes without a copy, a file read in chunks of at most the
+//! window (on a loop only what the page cache holds, and
+//! `--sendfile-max-chunk` a turn), a reader on a worker only.
+//!
+//! **The models.** Event: between frames the connection waits on the loop
+//! with no thread and, idle, no pipe buffers. Worker: the connection holds
+//! its thread for its life, as under httpd's worker MPM with mod_http2.
+//! Prefork: `--http2` is off (ALPN offers `http/1.1` only) and `--h2c on`
+//! is refused at start: a child would hold its process for the
+//! connection's life and serve its streams one at a time, so six HTTP/1.1
+//! connections a browser opens cost what one h2 connection would and
+//! serve six requests at once (mod_http2 under prefork serves one stream
+//! at a time for the same reason).
+//!
+//! **At 64 cores.** Everything of a connection is its own (the pipe's
+//! mutex is taken by the one thread in its step); what cores share is one
+//! atomic add per stream and per connection on the status page's counters
+//! (`stats.rs`), a line every process writes.

@@ -64,7 +64,7 @@ impl Head<'_, '_> {
     pub(crate) fn wants_keep_alive(&self) -> bool {
         match (self.connection, self.version) {
             (Some(k), _) => k,
-            (None, Version::Http11) => true,
+            (None, Version::Http11 | Version::Http2) => true,
             (None, Version::Http10) => false,
         }
     }

@@ -73,6 +73,7 @@ pub mod escape;
 mod factory;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod h2;
 mod handler;
 mod head;
 #[cfg(feature = "json")]
@@ -96,6 +97,10 @@ pub use connection::HttpService;
 pub use error::{Error, Result};
 pub use error_pages::{ErrorPage, ErrorPages};
 pub use factory::HttpFactory;
+pub use h2::{
+    h2_counts, install_h2_stats, H2Conn, H2Count, H2Settings, MAX_FRAME_SIZE, MAX_WINDOW_SIZE,
+    MIN_FRAME_SIZE,
+};
 pub use handler::HttpHandler;
 pub use head::MAX_REQUEST_FIELDS;
 #[cfg(feature = "json")]

@@ -15,6 +15,9 @@ pub enum Version {
     Http10,
     /// HTTP/1.1: persistent by default.
     Http11,
+    /// HTTP/2: one stream of a multiplexed connection (the access log
+    /// says `HTTP/2.0`).
+    Http2,
 }
 
 /// One request: its head, borrowed from the connection's buffer, and its

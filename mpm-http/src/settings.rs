@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::access_log::AccessLog;
 use crate::buffer_pool::BufferPool;
 use crate::error_pages::ErrorPages;
+use crate::h2::H2Settings;
 use crate::head::Limits;
 
 /// How the HTTP layer treats every connection.
@@ -54,6 +55,8 @@ pub struct HttpSettings {
     pub server: String,
     /// Pages that replace the built-in error pages, by status.
     pub error_pages: ErrorPages,
+    /// HTTP/2: whether it is served (over TLS, in clear) and its limits.
+    pub h2: H2Settings,
 }
 
 /// The default for [`HttpSettings::sendfile_max_chunk`]: 512 KiB.
@@ -81,6 +84,7 @@ impl Default for HttpSettings {
             request_pool: true,
             server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
             error_pages: ErrorPages::new(),
+            h2: H2Settings::default(),
         }
     }
 }
@@ -107,6 +111,7 @@ pub(crate) struct ServiceSettings {
     pub(crate) error_pages: ErrorPages,
     pub(crate) buffers: Arc<BufferPool>,
     pub(crate) access_log: Option<Arc<AccessLog>>,
+    pub(crate) h2: H2Settings,
 }
 
 impl ServiceSettings {
@@ -137,6 +142,7 @@ impl ServiceSettings {
             error_pages: settings.error_pages.clone(),
             buffers: Arc::default(),
             access_log: None,
+            h2: settings.h2,
         }
     }
 

@@ -123,6 +123,8 @@ pub(crate) struct Occasional {
     /// An answer still to come, or a tunnel: while there is one, no
     /// further request is read.
     pub(crate) waits_on: Option<Box<Waiting>>,
+    /// The connection speaks HTTP/2: all it holds is here.
+    pub(crate) h2: Option<Box<crate::h2::H2Conn>>,
 }
 
 /// Per-connection HTTP state.
@@ -198,6 +200,21 @@ impl HttpConn {
         if let Some(o) = &mut self.occasional {
             o.parts.clear();
         }
+    }
+
+    /// Does the connection speak HTTP/2?
+    pub(crate) fn is_h2(&self) -> bool {
+        self.occasional.as_ref().is_some_and(|o| o.h2.is_some())
+    }
+
+    /// Its HTTP/2 state, taken out for a step (put back with [`Self::set_h2`]).
+    pub(crate) fn take_h2(&mut self) -> Option<Box<crate::h2::H2Conn>> {
+        self.occasional.as_mut()?.h2.take()
+    }
+
+    /// Speak HTTP/2 from now on, with this state.
+    pub(crate) fn set_h2(&mut self, h2: Box<crate::h2::H2Conn>) {
+        self.occasional.get_or_insert_with(Box::default).h2 = Some(h2);
     }
 
     /// Does the connection wait on an answer still to come, or a tunnel?

@@ -120,7 +120,7 @@ impl Sender {
         match (keep, version) {
             (false, _) => c.out.extend_from_slice(b"Connection: close\r\n\r\n"),
             (true, Version::Http10) => c.out.extend_from_slice(b"Connection: keep-alive\r\n\r\n"),
-            (true, Version::Http11) => c.out.extend_from_slice(b"\r\n"),
+            (true, Version::Http11 | Version::Http2) => c.out.extend_from_slice(b"\r\n"),
         }
         c.log.set_head_len(c.out.len() - c.resp_start);
         c.pending = None;

@@ -21,6 +21,7 @@
 //! | `lock_contended`, `lock_wait_us` | for `--allocator locked` only: times its mutex was already held, and the time waited |
 //! | `voluntary_ctxt_switches`, `involuntary_ctxt_switches` | summed from /proc over the serving processes' threads |
 //! | `tls` | with TLS listeners: `handshakes_full`, `handshakes_resumed`, `handshakes_tls13`, `tickets_opened`, `session_cache_hits`, `session_cache_stores`, the failures by kind (`failed_plain_http`, `failed_unknown_name`, `failed_bad_message`, `failed_no_shared_parameters`, `failed_client_alert`, `failed_timeout`, `failed_closed_early`, `failed_other`) and their sum `handshakes_failed`, over every process and generation |
+//! | `h2` | with HTTP/2 on (`--http2`, `--h2c`): `connections_open`, `connections_total`, `streams_total`, `streams_reset` (by the server: a malformed request, a body that failed; streams `h2` refuses past `--h2-max-concurrent-streams` are not counted), and the GOAWAYs sent by cause, `goaway_flood`, `goaway_protocol_error`, `goaway_stop`, over every process and generation |
 //! | `workers` | one object per slot in use: `slot`, `pid`, `generation`, `state`, `requests`, `bytes`, `connections`, `last_request_age_ms` (`null` before the first request), `request_line` |
 //!
 //! Every figure is a total since the server started: a figure per request is

@@ -795,6 +795,10 @@ fn run<M: Mpm, S: Service>(
         );
     }
     let lifecycle = Lifecycle::new()?;
+    // HTTP/2's counters, in memory every serving process shares.
+    if config.http2 || config.h2c {
+        mpm_http::install_h2_stats()?;
+    }
     // The reverse proxy's routes, with their host names resolved and their
     // health and counters in memory every serving process shares: made
     // before any fork, again for each configuration read.

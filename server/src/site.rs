@@ -36,6 +36,17 @@ impl StatusRoute {
         if let Some(stats) = tls {
             status = status.with_section("tls", Arc::new(move || stats.snapshot()));
         }
+        if config.http2 || config.h2c {
+            status = status.with_section(
+                "h2",
+                Arc::new(|| {
+                    mpm_http::h2_counts()
+                        .iter()
+                        .map(|(c, n)| (c.name(), *n))
+                        .collect()
+                }),
+            );
+        }
         if let Some(proxy) = proxy.cloned() {
             status = status.with_table("proxy", Arc::new(move || upstream_rows(&proxy)));
         }

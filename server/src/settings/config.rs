@@ -96,6 +96,14 @@ impl Config {
             sendfile_max_chunk: self.sendfile_max_chunk,
             request_pool: self.request_pool,
             error_pages: self.error_pages.clone(),
+            h2: mpm_http::H2Settings {
+                tls: self.http2,
+                cleartext: self.h2c,
+                max_concurrent_streams: self.h2_max_concurrent_streams,
+                max_header_list_size: self.h2_max_header_list_size,
+                max_frame_size: self.h2_max_frame_size,
+                initial_window_size: self.h2_initial_window_size,
+            },
             ..HttpSettings::default()
         }
     }
@@ -113,7 +121,11 @@ impl Config {
                     key: key.clone(),
                 })
                 .collect(),
-            alpn: if http {
+            // RFC 9113 §3.2: `h2` first, so that a client offering both
+            // gets HTTP/2.
+            alpn: if http && self.http2 {
+                vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+            } else if http {
                 vec![b"http/1.1".to_vec()]
             } else {
                 Vec::new()

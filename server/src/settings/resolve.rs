@@ -51,6 +51,7 @@ impl Config {
             expires: CacheRules::parse(&l.expires).map_err(Error::config)?,
             request_header_max_timeout: header_max_timeout(&l)?,
             proxy: proxy_routes(&l.proxy)?,
+            http2: http2(&l)?,
         };
         Config::assemble(&l, by_hand)
     }
@@ -297,6 +298,29 @@ fn gzip(l: &ConfigLayer) -> Result<Option<Gzip>> {
     };
     let on: bool = l.gzip.resolve("gzip")?;
     Ok(on.then_some(gzip))
+}
+
+/// `--http2` (on where the model carries it: not prefork, whose children
+/// serve one stream at a time) and `--h2c`, checked against `--mpm`.
+fn http2(l: &ConfigLayer) -> Result<bool> {
+    let mpm = given(l.mpm, "mpm")?;
+    let h2c: bool = l.h2c.resolve("h2c")?;
+    if mpm == MpmKind::Prefork {
+        if h2c {
+            return Err(Error::config(
+                "--h2c on: prefork serves one stream at a time per child, so it offers \
+                 HTTP/1.1 only; use --mpm worker or event for HTTP/2",
+            ));
+        }
+        if l.http2.is_some_and(|on| on.0) {
+            return Err(Error::config(
+                "--http2 on: prefork serves one stream at a time per child, so it offers \
+                 HTTP/1.1 only; use --mpm worker or event for HTTP/2",
+            ));
+        }
+        return Ok(false);
+    }
+    Ok(l.http2.is_none_or(|on| on.0))
 }
 
 /// The largest error page kept in memory.

@@ -19,7 +19,10 @@ use mpm_core::scoreboard::MAX_SLOTS;
 use mpm_core::{MpmKind, MpmSettings, Seconds};
 use mpm_http::access_log::{LogWrite, MAX_LOG_BUFFER};
 use mpm_http::log_format::LogFormat;
-use mpm_http::{ErrorPages, HttpSettings, MAX_REQUEST_FIELDS};
+use mpm_http::{
+    ErrorPages, H2Settings, HttpSettings, MAX_FRAME_SIZE, MAX_REQUEST_FIELDS, MAX_WINDOW_SIZE,
+    MIN_FRAME_SIZE,
+};
 use mpm_master::upgrade::READY_TIMEOUT;
 use mpm_prefork::AcceptMutex;
 use mpm_proxy::{ProxyRoute, DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_TIMEOUT};
@@ -225,6 +228,51 @@ settings! {
         default = value(Seconds(HttpSettings::default().request_header_timeout)),
         bounds = Bounds::NonZero,
         config = Duration;
+
+    /// HTTP/2 over TLS: `h2` offered by ALPN before `http/1.1`, on or off.
+    /// Prefork offers only `http/1.1` (a child would serve one stream at a
+    /// time and hold a process for the connection's life).
+    http2: Option<OnOff>, "on|off",
+        default = text("on (prefork: off)"), bounds = Bounds::Any,
+        config by hand {
+            /// Serve HTTP/2 to TLS clients that choose it by ALPN.
+            http2: bool,
+        };
+
+    /// HTTP/2 in clear with prior knowledge on plain listeners (h2c): a
+    /// connection whose first bytes are the HTTP/2 preface is served as
+    /// HTTP/2; on or off (not with prefork).
+    h2c: Option<OnOff>, "on|off",
+        default = value(OnOff(H2Settings::default().cleartext)), bounds = Bounds::Any,
+        config = bool;
+
+    /// HTTP/2: streams a client may have open at once on one connection
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS; one more is refused).
+    h2_max_concurrent_streams: Option<u32>, "N",
+        default = value(H2Settings::default().max_concurrent_streams),
+        bounds = Bounds::Between(1, 65_536),
+        config = u32;
+
+    /// HTTP/2: the largest request header list accepted, in bytes as RFC
+    /// 9113 counts them (SETTINGS_MAX_HEADER_LIST_SIZE).
+    h2_max_header_list_size: Option<u32>, "BYTES",
+        default = value(H2Settings::default().max_header_list_size),
+        bounds = Bounds::Between(1024, 16 << 20),
+        config = u32;
+
+    /// HTTP/2: the largest frame payload accepted (SETTINGS_MAX_FRAME_SIZE).
+    h2_max_frame_size: Option<u32>, "BYTES",
+        default = value(H2Settings::default().max_frame_size),
+        bounds = Bounds::Between(MIN_FRAME_SIZE as u128, MAX_FRAME_SIZE as u128),
+        config = u32;
+
+    /// HTTP/2: each stream's receive window at its start
+    /// (SETTINGS_INITIAL_WINDOW_SIZE): request body bytes a client may send
+    /// before the server takes them.
+    h2_initial_window_size: Option<u32>, "BYTES",
+        default = value(H2Settings::default().initial_window_size),
+        bounds = Bounds::Between(1, MAX_WINDOW_SIZE as u128),
+        config = u32;
 
     /// How long a stopping server waits for requests in flight.
     graceful_timeout: Option<Seconds>, "DURATION",

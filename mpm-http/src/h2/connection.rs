@@ -1,0 +1,698 @@
+//! One HTTP/2 connection and its step: read what the socket has into the
+//! pipe, poll the `h2` connection and every stream with a waker that only
+//! records a wake (again while something moved), write the frames out,
+//! and say what to wait for.
+
+use std::future::Future;
+use std::io::{ErrorKind, Read};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::server::{Connection, Handshake};
+use h2::Reason;
+use mpm_core::waiting::Await;
+use mpm_core::{Interest, Prefetch, Stream, Wait};
+
+use super::pipe::Pipe;
+use super::settings::H2Settings;
+use super::stats::{self, Count};
+use super::stream::{Advance, StreamTask, Turn, Wire};
+use super::wake::Flag;
+use crate::reading::Reader;
+use crate::writing::Sender;
+use crate::HttpHandler;
+
+/// The client connection preface (RFC 9113 §3.4).
+pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Rounds of polls one step makes while wakes keep coming, before it
+/// yields to the loop's other connections.
+const ROUNDS: usize = 32;
+
+/// When two streams wait on two different descriptors, the step can name
+/// one to the model ([`Await`] holds one): it waits on that one and comes
+/// back this soon to poll the other.
+const SECOND_WAIT: Duration = Duration::from_millis(10);
+
+/// The longest a step waits on an upstream before it looks again at
+/// whether the server is stopping: one spurious resume a second for a
+/// connection whose streams wait (each stream's future expects them).
+const DRAIN_CHECK: Duration = Duration::from_secs(1);
+
+/// What the first bytes of a connection say.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Preface {
+    /// The HTTP/2 connection preface.
+    Yes,
+    /// Its start, so far.
+    Partial,
+    /// Something else (HTTP/1.x).
+    No,
+}
+
+/// Do `data`, a connection's first bytes, begin with the preface?
+pub(crate) fn preface(data: &[u8]) -> Preface {
+    let n = data.len().min(PREFACE.len());
+    if data[..n] != PREFACE[..n] {
+        Preface::No
+    } else if n == PREFACE.len() {
+        Preface::Yes
+    } else {
+        Preface::Partial
+    }
+}
+
+pub(crate) enum State {
+    Handshake(Pin<Box<Handshake<Pipe, Bytes>>>),
+    Open(Box<Connection<Pipe, Bytes>>),
+    /// Over: what the step returns once the last frames are out.
+    Ended(Interest),
+}
+
+/// An HTTP/2 connection's state between steps.
+pub struct H2Conn {
+    pipe: Pipe,
+    state: State,
+    streams: Vec<StreamTask>,
+    flag: Arc<Flag>,
+    /// A GOAWAY for the server's stop was sent.
+    goaway: bool,
+    /// The last step waited for the client's input (not a yield, a write
+    /// or an upstream): a blocking socket may block on its next read.
+    expect_input: bool,
+}
+
+impl std::fmt::Debug for H2Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H2Conn")
+            .field("streams", &self.streams.len())
+            .field("goaway", &self.goaway)
+            .finish()
+    }
+}
+
+impl Drop for H2Conn {
+    fn drop(&mut self) {
+        stats::sub(Count::ConnectionsOpen);
+    }
+}
+
+/// What a step came to.
+pub(crate) struct Stepped {
+    pub(crate) interest: Interest,
+    /// A stream's next move may block and the step ran on a loop.
+    pub(crate) for_a_worker: bool,
+}
+
+impl From<Interest> for Stepped {
+    fn from(interest: Interest) -> Stepped {
+        Stepped {
+            interest,
+            for_a_worker: false,
+        }
+    }
+}
+
+impl H2Conn {
+    /// A connection whose first bytes (`first`, the preface and whatever
+    /// came with it) were read by the HTTP/1.1 side.
+    pub(crate) fn new(settings: &H2Settings, first: &[u8]) -> H2Conn {
+        stats::add(Count::Connections);
+        stats::add(Count::ConnectionsOpen);
+        let pipe = Pipe::default();
+        pipe.push_input(first);
+        let handshake = settings.builder().handshake::<Pipe, Bytes>(pipe.clone());
+        H2Conn {
+            pipe,
+            state: State::Handshake(Box::pin(handshake)),
+            streams: Vec::new(),
+            flag: Arc::new(Flag::default()),
+            goaway: false,
+            expect_input: false,
+        }
+    }
+
+    /// With nothing buffered either way, drop the pipe's buffers: an idle
+    /// connection holds its `h2` state (HPACK tables, settings) and nothing
+    /// else. Returns whether they went.
+    pub(crate) fn release_buffers(&self) -> bool {
+        self.pipe.release()
+    }
+
+    /// What a wait for the client is bounded by: the keep-alive timeout
+    /// with no stream open, the request timeout with one (a stream whose
+    /// window the client never opens is cut off by it).
+    fn wait(&self) -> Wait {
+        match self.state {
+            State::Open(_) if self.streams.is_empty() => Wait::KeepAlive,
+            _ => Wait::Request,
+        }
+    }
+
+    /// Event loops: read what arrived and say whether a step is due. The
+    /// step itself runs on the loop: a stream whose handler may block
+    /// sends it to a worker from there.
+    pub(crate) fn prefetch(&mut self, s: &mut Stream) -> Prefetch {
+        if !self.expect_input || self.pipe.has_output() {
+            return Prefetch::ReadyInline;
+        }
+        match self.read(s) {
+            Ok(true) => Prefetch::ReadyInline,
+            Ok(false) if self.pipe.has_input() => Prefetch::ReadyInline,
+            Ok(false) => Prefetch::Wait(Interest::Read(self.wait())),
+            Err(()) => Prefetch::Wait(Interest::Close),
+        }
+    }
+
+    /// One read into the pipe, if it has room: did bytes (or the end) come?
+    fn read(&mut self, s: &mut Stream) -> Result<bool, ()> {
+        let room = self.pipe.input_room();
+        if room == 0 || self.pipe.input_ended() {
+            return Ok(false);
+        }
+        let mut buf = [0u8; 16 * 1024];
+        let room = room.min(buf.len());
+        match s.read(&mut buf[..room]) {
+            Ok(0) => {
+                self.pipe.end_input();
+                Ok(true)
+            }
+            Ok(n) => {
+                self.pipe.push_input(&buf[..n]);
+                Ok(true)
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                Ok(false)
+            }
+            Err(_) => Err(()),
+        }
+    }
+
+    /// Poll the handshake or the connection: accept new streams. `Some`
+    /// once the connection is over.
+    fn drive(&mut self, cx: &mut Context<'_>) -> Option<Interest> {
+        drive(&mut self.state, &mut self.streams, cx)
+    }
+
+    /// The server stops: a GOAWAY (`h2` sends the two RFC 9113 §6.8 asks
+    /// for, the second after a PING's round trip), then the streams in
+    /// flight finish and the connection ends.
+    fn begin_stop(&mut self) {
+        if self.goaway {
+            return;
+        }
+        if let State::Open(conn) = &mut self.state {
+            conn.graceful_shutdown();
+            self.goaway = true;
+            stats::add(Count::GoawayStop);
+        }
+    }
+
+    /// A wait timed out (no frame within the timeout, or a stream whose
+    /// window never opened): a last GOAWAY, sent if the socket takes it.
+    pub(crate) fn timed_out(&mut self, s: &mut Stream) {
+        if let State::Open(conn) = &mut self.state {
+            conn.abrupt_shutdown(Reason::NO_ERROR);
+            let waker = self.flag.waker();
+            let mut cx = Context::from_waker(&waker);
+            let _ = self.drive(&mut cx);
+            let _ = self.pipe.write_to(|b| s.send(b, false));
+        }
+    }
+}
+
+/// Poll the handshake or the connection, the streams it accepts going to
+/// `accepted`. `Some` once the connection is over.
+pub(crate) fn drive(
+    state: &mut State,
+    accepted: &mut Vec<StreamTask>,
+    cx: &mut Context<'_>,
+) -> Option<Interest> {
+    loop {
+        match state {
+            State::Handshake(hs) => match hs.as_mut().poll(cx) {
+                Poll::Ready(Ok(conn)) => *state = State::Open(Box::new(conn)),
+                Poll::Ready(Err(e)) => return Some(end(state, e)),
+                Poll::Pending => return None,
+            },
+            State::Open(conn) => loop {
+                match conn.poll_accept(cx) {
+                    Poll::Ready(Some(Ok((req, respond)))) => {
+                        accepted.push(StreamTask::new(req, respond));
+                    }
+                    Poll::Ready(Some(Err(e))) => return Some(end(state, e)),
+                    Poll::Ready(None) => {
+                        *state = State::Ended(Interest::Close);
+                        return Some(Interest::Close);
+                    }
+                    Poll::Pending => return None,
+                }
+            },
+            State::Ended(interest) => return Some(*interest),
+        }
+    }
+}
+
+/// The connection failed: count the GOAWAY `h2` sent (if it was ours),
+/// and close lingering, so that the client reads it before a reset.
+fn end(state: &mut State, e: h2::Error) -> Interest {
+    let interest = if e.is_go_away() && !e.is_remote() {
+        let cause = match e.reason() {
+            Some(Reason::ENHANCE_YOUR_CALM) => Count::GoawayFlood,
+            Some(Reason::NO_ERROR) => Count::GoawayStop,
+            _ => Count::GoawayProtocolError,
+        };
+        stats::add(cause);
+        mpm_core::log_info!("mpm: HTTP/2 connection ended: {e}");
+        Interest::Linger
+    } else {
+        // The client went away, or told us to (its own GOAWAY).
+        Interest::Close
+    };
+    *state = State::Ended(interest);
+    interest
+}
+
+/// One step of the connection: see the module's notes.
+pub(crate) fn step<H: HttpHandler>(
+    reader: &mut Reader<H>,
+    sender: &mut Sender,
+    h: &mut H2Conn,
+    s: &mut Stream,
+) -> Stepped {
+    let waker = h.flag.waker();
+    let mut cx = Context::from_waker(&waker);
+    // A blocking socket is read only when the step has nothing else to do
+    // (its read may block): it waited for input, or input is there.
+    let may_read = !s.is_blocking()
+        || h.expect_input
+        || !s.drained()
+        || mpm_core::blocking::has_pending_input(s.socket());
+    h.expect_input = false;
+    // (On a blocking socket a read that timed out left the stream's
+    // would-block flag set: the driver closes after this step.)
+    if may_read && h.read(s).is_err() {
+        return finish(h, reader, sender, s, Interest::Close);
+    }
+    if s.is_draining() {
+        h.begin_stop();
+    }
+    let on_loop = s.on_event_loop();
+    let mut budget = if on_loop {
+        sender.settings.sendfile_max_chunk
+    } else {
+        u64::MAX
+    };
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        h.flag.take();
+        let ended = h.drive(&mut cx);
+        let mut turn = Turn {
+            reader,
+            sender,
+            on_loop,
+            peer: s.peer_addr(),
+            secure: s.has_transport(),
+            slot: s.score_slot(),
+            budget,
+        };
+        let (mut again, mut worker) = (false, false);
+        let mut wait: Option<(Await, usize)> = None;
+        // Out of the connection while they run: a stream whose handler
+        // reads its body as it comes polls the connection, and the streams
+        // that accepts join those of the connection meanwhile.
+        let mut tasks = std::mem::take(&mut h.streams);
+        for st in &mut tasks {
+            let mut wire = Wire {
+                state: &mut h.state,
+                pipe: &h.pipe,
+                accepted: &mut h.streams,
+                stream: &mut *s,
+                flag: &h.flag,
+            };
+            match st.advance(&mut turn, &mut wire, &mut cx) {
+                Advance::Idle | Advance::Done => {}
+                Advance::Again => again = true,
+                Advance::NeedsWorker => worker = true,
+                Advance::Wait(w) => wait = Some(merge(wait, w)),
+            }
+        }
+        budget = turn.budget;
+        tasks.retain(|st| !st.is_done());
+        tasks.append(&mut h.streams);
+        h.streams = tasks;
+        // What the streams queued becomes frames.
+        if h.flag.take() && ended.is_none() && rounds < ROUNDS {
+            let _ = h.drive(&mut cx);
+        }
+        match h.pipe.write_to(|b| s.send(b, false)) {
+            Ok(()) => {}
+            // (On a blocking socket: the write timed out, the driver closes.)
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Write.into(),
+            Err(_) => return finish(h, reader, sender, s, Interest::Close),
+        }
+        // Over in the first poll, or in the second (frames the streams queued).
+        let over = match h.state {
+            State::Ended(i) => Some(i),
+            _ => ended,
+        };
+        if let Some(interest) = over {
+            return finish(h, reader, sender, s, interest);
+        }
+        // Something moved, or h2 had more frames than the pipe took.
+        if (h.flag.take() | h.pipe.take_blocked()) && rounds < ROUNDS {
+            continue;
+        }
+        if worker && on_loop {
+            return Stepped {
+                interest: Interest::Yield,
+                for_a_worker: true,
+            };
+        }
+        if again || rounds >= ROUNDS {
+            return Interest::Yield.into();
+        }
+        if let Some((mut w, _)) = wait {
+            // Back within DRAIN_CHECK, so that a stop is answered with its
+            // GOAWAY while streams wait (an event loop resumes a waiting
+            // connection only when its wait ends).
+            if !h.goaway {
+                w.until = w.until.min(mpm_core::deadline(Instant::now(), DRAIN_CHECK));
+            }
+            return Interest::Await(w.or_client_input()).into();
+        }
+        h.expect_input = true;
+        return Interest::Read(h.wait()).into();
+    }
+}
+
+/// Two streams' waits as one: the earliest deadline, the first descriptor;
+/// with a second descriptor, back soon to poll its stream.
+fn merge(acc: Option<(Await, usize)>, w: Await) -> (Await, usize) {
+    let fds = usize::from(w.fd.is_some());
+    let Some((mut kept, n)) = acc else {
+        return (w, fds);
+    };
+    let until = kept.until.min(w.until);
+    if kept.fd.is_none() && w.fd.is_some() {
+        kept = w;
+    }
+    kept.until = until;
+    let n = n + fds;
+    if n > 1 {
+        kept.until = kept
+            .until
+            .min(mpm_core::deadline(Instant::now(), SECOND_WAIT));
+    }
+    (kept, n)
+}
+
+/// The connection is over: every stream still open gets its log line.
+fn finish<H>(
+    h: &mut H2Conn,
+    reader: &mut Reader<H>,
+    sender: &mut Sender,
+    s: &Stream,
+    interest: Interest,
+) -> Stepped {
+    let mut turn = Turn {
+        reader,
+        sender,
+        on_loop: s.on_event_loop(),
+        peer: s.peer_addr(),
+        secure: s.has_transport(),
+        slot: s.score_slot(),
+        budget: 0,
+    };
+    for st in &mut h.streams {
+        st.abandon(&mut turn);
+    }
+    h.streams.clear();
+    interest.into()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use mpm_core::{ConnectionHandler, Interest, Stream, Wait};
+
+    use super::{preface, Preface, PREFACE};
+    use crate::{HttpHandler, HttpService, HttpSettings, Request, Response};
+
+    struct Hello;
+
+    impl HttpHandler for Hello {
+        fn handle(&mut self, req: &Request<'_>) -> Response {
+            Response::new(200).body(format!(
+                "hi {} {}",
+                req.path(),
+                req.header_str("host").unwrap_or("-")
+            ))
+        }
+    }
+
+    /// The client's socket and the server's, non-blocking as under event.
+    fn pair() -> (TcpStream, Stream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let (sock, peer) = listener.accept().unwrap();
+        let stream = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
+        (client, stream)
+    }
+
+    /// A frame: length, type, flags, stream, payload (RFC 9113 §4.1).
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len() as u32;
+        let mut f = len.to_be_bytes()[1..].to_vec();
+        f.extend([kind, flags]);
+        f.extend(stream.to_be_bytes());
+        f.extend(payload);
+        f
+    }
+
+    /// The preface, an empty SETTINGS, and one GET of `block` (a header
+    /// block, HPACK) that ends its stream.
+    fn request(block: &[u8]) -> Vec<u8> {
+        let mut bytes = PREFACE.to_vec();
+        bytes.extend(frame(4, 0, 0, &[]));
+        bytes.extend(frame(1, 0x5, 1, block));
+        bytes
+    }
+
+    /// `:method GET`, `:scheme http`, `:path /`, `:authority a` (HPACK's
+    /// static table, the authority a literal).
+    const GET_SLASH: &[u8] = &[0x82, 0x86, 0x84, 0x41, 0x01, b'a'];
+
+    /// Every frame the server sent within the client's read timeout.
+    fn frames(client: &mut TcpStream) -> Vec<(u8, u8, u32, Vec<u8>)> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = client.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at + 9 <= got.len() {
+            let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+            let sid = u32::from_be_bytes(got[at + 5..at + 9].try_into().unwrap()) & 0x7fff_ffff;
+            let payload = got[at + 9..(at + 9 + len).min(got.len())].to_vec();
+            out.push((got[at + 3], got[at + 4], sid, payload));
+            at += 9 + len;
+        }
+        out
+    }
+
+    fn h2c() -> HttpSettings {
+        let mut s = HttpSettings::default();
+        s.h2.cleartext = true;
+        s
+    }
+
+    #[test]
+    fn the_preface_is_recognised_from_its_first_bytes() {
+        assert_eq!(preface(b"PRI * HT"), Preface::Partial);
+        assert_eq!(preface(PREFACE), Preface::Yes);
+        assert_eq!(preface(b"POST / HTTP/1.1\r\n"), Preface::No);
+        assert_eq!(preface(b"PRI * HTTP/1.1\r\n\r\n"), Preface::No);
+    }
+
+    #[test]
+    fn a_stream_is_answered_by_the_handler_and_an_idle_connection_keeps_no_buffers() {
+        let mut svc = HttpService::new(Hello, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client.write_all(&request(GET_SLASH)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Read(Wait::KeepAlive),
+            "answered, nothing open: idle"
+        );
+        let frames = frames(&mut client);
+        let data: Vec<u8> = frames
+            .iter()
+            .filter(|f| f.0 == 0 && f.2 == 1)
+            .flat_map(|f| f.3.clone())
+            .collect();
+        assert_eq!(data, b"hi / a", "the :authority is the host");
+        assert!(
+            frames.iter().any(|f| f.0 == 1 && f.2 == 1),
+            "a HEADERS frame"
+        );
+        svc.parked(&mut conn);
+        let h = conn.occasional.as_ref().unwrap().h2.as_ref().unwrap();
+        assert_eq!(h.pipe.allocated(), 0, "an idle connection holds no buffers");
+        assert!(
+            !svc.can_hand_over(&conn),
+            "its HPACK state is this process's"
+        );
+    }
+
+    #[test]
+    fn on_a_loop_a_handler_that_may_block_is_run_by_a_worker() {
+        let mut svc = HttpService::new(Hello, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client.write_all(&request(GET_SLASH)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        stream.set_on_event_loop(true);
+        assert_eq!(
+            svc.prefetch(&mut conn, &mut stream),
+            mpm_core::Prefetch::ReadyInline,
+            "the preface: the handshake never blocks"
+        );
+        assert_eq!(svc.readable(&mut conn, &mut stream), Interest::Yield);
+        assert_eq!(
+            svc.prefetch(&mut conn, &mut stream),
+            mpm_core::Prefetch::Ready,
+            "Hello does not say it answers without blocking: a worker"
+        );
+        stream.set_on_event_loop(false);
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Read(Wait::KeepAlive)
+        );
+        assert!(frames(&mut client)
+            .iter()
+            .any(|f| f.0 == 0 && f.3 == b"hi / a"));
+    }
+
+    /// Reads its body as it arrives, and answers with it.
+    struct Echo;
+
+    impl HttpHandler for Echo {
+        fn handle(&mut self, req: &Request<'_>) -> Response {
+            let mut got = Vec::new();
+            match req.body_reader().read_to_end(&mut got) {
+                Ok(_) => Response::new(200).body(got),
+                Err(_) => Response::new(299),
+            }
+        }
+
+        fn streams_body(&self, _: &Request<'_>) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_handler_reads_a_body_as_its_frames_arrive() {
+        let mut svc = HttpService::new(Echo, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        let sender = {
+            let mut client = client.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let mut first = PREFACE.to_vec();
+                first.extend(frame(4, 0, 0, &[]));
+                // HEADERS without END_STREAM: a body follows.
+                first.extend(frame(1, 0x4, 1, GET_SLASH));
+                first.extend(frame(0, 0, 1, b"abc"));
+                client.write_all(&first).unwrap();
+                // The handler is reading by now, and waits for the rest.
+                std::thread::sleep(Duration::from_millis(100));
+                client.write_all(&frame(0, 0x1, 1, b"defg")).unwrap();
+            })
+        };
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Read(Wait::KeepAlive)
+        );
+        sender.join().unwrap();
+        let data: Vec<u8> = frames(&mut client)
+            .iter()
+            .filter(|f| f.0 == 0 && f.2 == 1)
+            .flat_map(|f| f.3.clone())
+            .collect();
+        assert_eq!(data, b"abcdefg");
+    }
+
+    #[test]
+    fn a_path_not_in_origin_form_is_reset_with_protocol_error() {
+        let mut svc = HttpService::new(Hello, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        // `:path x`: a literal of the static table's `:path` (index 4).
+        let block = [0x82, 0x86, 0x04, 0x01, b'x', 0x41, 0x01, b'a'];
+        client.write_all(&request(&block)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let _ = svc.readable(&mut conn, &mut stream);
+        let frames = frames(&mut client);
+        assert!(
+            frames
+                .iter()
+                .any(|f| f.0 == 3 && f.2 == 1 && f.3 == [0, 0, 0, 1]),
+            "RST_STREAM(PROTOCOL_ERROR) on stream 1: {frames:?}"
+        );
+        assert!(
+            !frames.iter().any(|f| f.0 == 7),
+            "no GOAWAY: a stream error"
+        );
+    }
+
+    #[test]
+    fn without_h2c_the_preface_on_a_plain_connection_is_not_http2() {
+        let mut svc = HttpService::new(Hello, &HttpSettings::default());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client.write_all(&request(GET_SLASH)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let _ = svc.readable(&mut conn, &mut stream);
+        let mut got = [0u8; 64];
+        let n = client.read(&mut got).unwrap();
+        assert!(got[..n].starts_with(b"HTTP/1.1 "), "{:?}", &got[..n]);
+        assert!(!conn.is_h2());
+    }
+}

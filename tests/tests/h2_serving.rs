@@ -1,0 +1,560 @@
+//! HTTP/2 served by the same handlers as HTTP/1.1, under every model and
+//! both transports: h2c with prior knowledge (`--h2c on`) on plain
+//! listeners, `h2` chosen by ALPN on TLS ones. Prefork offers HTTP/1.1 only
+//! (its children serve one stream at a time): its tests check that it
+//! says so, at start (`--h2c on` refused) and in ALPN.
+//!
+//! The clients: curl (built with nghttp2; the tests that need it skip with
+//! a message when it lacks HTTP/2) and, on plain listeners, `h2`'s client
+//! side driven without a runtime (below), for what curl cannot show: a
+//! small window, streams held at an upstream, the GOAWAY of a stop. The
+//! raw-frame conformance suite is elsewhere (`h2_*.rs`).
+
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::future::Future;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::pin::{pin, Pin};
+use std::process::Command;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tests::origin::{Origin, Script};
+use tests::{site, Server, TempDir, Transport};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+// ---------------------------------------------------------------------------
+// A blocking HTTP/2 client for plain listeners
+// ---------------------------------------------------------------------------
+
+/// A non-blocking socket as `h2` wants it: `WouldBlock` is `Pending`
+/// (nothing wakes: the driver below polls again after a millisecond).
+struct Sock(TcpStream);
+
+impl AsyncRead for Sock {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.0.read(buf.initialize_unfilled()) {
+            Ok(n) => {
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl AsyncWrite for Sock {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        b: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.0.write(b) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+            other => Poll::Ready(other),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+type Conn = h2::client::Connection<Sock, Bytes>;
+
+/// One HTTP/2 connection with prior knowledge.
+struct H2 {
+    conn: Pin<Box<Conn>>,
+    /// How the connection ended, once it has.
+    ended: Option<Result<(), h2::Error>>,
+    send: h2::client::SendRequest<Bytes>,
+    authority: String,
+}
+
+/// A response: status, fields, body.
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Vec<u8>,
+}
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+impl H2 {
+    /// Connect, with `window` as the client's stream and connection
+    /// windows (the server may send no more unread bytes than that).
+    fn connect(addr: SocketAddr, window: Option<u32>) -> H2 {
+        let sock = TcpStream::connect(addr).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let mut b = h2::client::Builder::new();
+        if let Some(w) = window {
+            b.initial_window_size(w).initial_connection_window_size(w);
+        }
+        let mut hs = pin!(b.handshake::<Sock, Bytes>(Sock(sock)));
+        let (send, conn) = poll_until(|cx| hs.as_mut().poll(cx)).unwrap();
+        H2 {
+            conn: Box::pin(conn),
+            ended: None,
+            send,
+            authority: addr.to_string(),
+        }
+    }
+
+    /// Poll `f` and the connection until `f` is ready.
+    fn run<T>(&mut self, mut f: impl FnMut(&mut Context<'_>) -> Poll<T>) -> T {
+        let (conn, ended) = (&mut self.conn, &mut self.ended);
+        poll_until(|cx| {
+            if ended.is_none() {
+                if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+                    *ended = Some(r);
+                }
+            }
+            f(cx)
+        })
+    }
+
+    /// Send a request (a body, if any, in one DATA frame).
+    fn start(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> h2::client::ResponseFuture {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(format!("http://{}{path}", self.authority))
+            .body(())
+            .unwrap();
+        let mut send = self.send.clone();
+        self.run(|cx| send.poll_ready(cx)).unwrap();
+        let (resp, mut stream) = send.send_request(req, body.is_none()).unwrap();
+        if let Some(body) = body {
+            stream
+                .send_data(Bytes::copy_from_slice(body), true)
+                .unwrap();
+        }
+        resp
+    }
+
+    /// The answer to a request sent with `start`, body read to its end (the
+    /// window opened as it is read).
+    fn finish(&mut self, resp: h2::client::ResponseFuture) -> Answer {
+        let mut resp = pin!(resp);
+        let resp = self.run(|cx| resp.as_mut().poll(cx)).unwrap();
+        let (head, mut body) = resp.into_parts();
+        let mut got = Vec::new();
+        loop {
+            match self.run(|cx| body.poll_data(cx)) {
+                Some(Ok(data)) => {
+                    body.flow_control().release_capacity(data.len()).unwrap();
+                    got.extend_from_slice(&data);
+                }
+                Some(Err(e)) => panic!("the body failed: {e}"),
+                None => break,
+            }
+        }
+        Answer {
+            status: head.status.as_u16(),
+            headers: head.headers,
+            body: got,
+        }
+    }
+
+    fn get(&mut self, path: &str) -> Answer {
+        let r = self.start("GET", path, None);
+        self.finish(r)
+    }
+
+    /// Poll until the server ended the connection; how it ended.
+    fn wait_end(&mut self) -> Result<(), h2::Error> {
+        self.run(|_| Poll::Ready(()));
+        let (conn, ended) = (&mut self.conn, &mut self.ended);
+        if ended.is_none() {
+            *ended = Some(poll_until(|cx| conn.as_mut().poll(cx)));
+        }
+        self.ended.take().unwrap()
+    }
+}
+
+/// Poll until ready, a millisecond between polls; panics after [`PATIENCE`].
+fn poll_until<T>(mut f: impl FnMut(&mut Context<'_>) -> Poll<T>) -> T {
+    let mut cx = Context::from_waker(Waker::noop());
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Poll::Ready(v) = f(&mut cx) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "no answer within {PATIENCE:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// curl
+// ---------------------------------------------------------------------------
+
+/// Does this curl speak HTTP/2 (built with nghttp2)?
+fn curl_has_http2() -> bool {
+    Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("HTTP2"))
+}
+
+/// curl over HTTP/2 (prior knowledge on a plain listener, ALPN on TLS):
+/// its stdout with `-w`'s text after the body.
+fn curl(server: &Server, args: &[&str]) -> String {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "20"]);
+    if server.is_tls() {
+        cmd.args(["--http2", "--cacert"])
+            .arg(&tests::tls::material().ca);
+    } else {
+        cmd.arg("--http2-prior-knowledge");
+    }
+    let out = cmd.args(args).output().expect("curl runs");
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The flags that serve HTTP/2 on this transport.
+fn h2_flags() -> &'static [&'static str] {
+    match tests::transport() {
+        Transport::Plain => &["--h2c", "on"],
+        Transport::Tls => &[],
+    }
+}
+
+/// A server of `docroot` with HTTP/2 on, or `None` under prefork (which
+/// refuses `--h2c on` in one line, and offers only `http/1.1` by ALPN:
+/// both checked here).
+fn h2_server(mpm: &str, docroot: Option<&std::path::Path>, extra: &[&str]) -> Option<Server> {
+    let args: Vec<&str> = h2_flags()
+        .iter()
+        .copied()
+        .chain(extra.iter().copied())
+        .collect();
+    if mpm != "prefork" {
+        return Some(Server::start(mpm, docroot, &args));
+    }
+    match tests::transport() {
+        Transport::Plain => {
+            let exit = tests::run_mpm(
+                &[
+                    "serve",
+                    "--mpm",
+                    "prefork",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--h2c",
+                    "on",
+                ],
+                Duration::from_secs(20),
+            );
+            exit.assert_one_line_error("--h2c on");
+            assert!(exit.stderr.contains("prefork"), "{}", exit.stderr);
+        }
+        Transport::Tls if curl_has_http2() => {
+            let server = Server::start(mpm, docroot, extra);
+            let out = curl(
+                &server,
+                &["-o", "/dev/null", "-w", "%{http_version}", &server.url("/")],
+            );
+            assert_eq!(out, "1.1", "prefork offered h2 by ALPN");
+        }
+        Transport::Tls => {}
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// The behaviours
+// ---------------------------------------------------------------------------
+
+fn the_site_answers_a_get_over_http2(mpm: &str) {
+    if !curl_has_http2() {
+        tests::skip("curl here lacks HTTP2 (nghttp2)");
+        return;
+    }
+    let root = site::docroot();
+    let log_dir = TempDir::new("h2-log");
+    let log = log_dir.path().join("access.log");
+    let log_arg = log.to_str().unwrap();
+    let Some(server) = h2_server(mpm, Some(root.path()), &["--access-log", log_arg]) else {
+        return;
+    };
+    let out = curl(
+        &server,
+        &[
+            "-w",
+            "\n%{http_code} %{http_version}",
+            &server.url("/hello.txt"),
+        ],
+    );
+    let want = site::HELLO_TXT.as_bytes().to_vec();
+    assert_eq!(
+        out,
+        format!("{}\n200 2", String::from_utf8_lossy(&want)),
+        "curl over HTTP/2"
+    );
+    if !server.is_tls() {
+        let mut c = H2::connect(server.addr(), None);
+        let a = c.get("/hello.txt");
+        assert_eq!((a.status, a.body), (200, want));
+        assert!(a.headers.contains_key("date") && a.headers.contains_key("content-length"));
+        assert_eq!(
+            c.get("/missing").status,
+            404,
+            "the same site, the same answers"
+        );
+    }
+    // The access log's protocol field: written within its flush interval.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("\"GET /hello.txt HTTP/2.0\" 200") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no HTTP/2.0 line in:\n{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn streams_of_one_connection_wait_on_an_upstream_together(mpm: &str) {
+    const STREAMS: usize = 8;
+    let origin = Origin::start();
+    origin.on("/slow", Script::ok(b"released\n").hold());
+    origin.on("/warm", Script::ok(b"warm\n"));
+    let route = format!("/up/={}", origin.url("/"));
+    let Some(server) = h2_server(mpm, None, &["--proxy", &route, "--server-limit", "1"]) else {
+        return;
+    };
+    if server.is_tls() {
+        if !curl_has_http2() {
+            tests::skip("curl here lacks HTTP2 (nghttp2)");
+            return;
+        }
+        // curl multiplexes parallel transfers on one connection.
+        let url = server.url("/up/slow");
+        let releaser = std::thread::spawn(move || {
+            let all = origin.wait_until(PATIENCE, |o| o.holding() == 3);
+            origin.release();
+            // Kept until the answers are out: dropped, it closes them.
+            (all, origin)
+        });
+        let out = curl(
+            &server,
+            &[
+                "-Z",
+                "--parallel-immediate",
+                "-w",
+                "%{http_version} %{num_connects}\n",
+                &url,
+                &url,
+                &url,
+            ],
+        );
+        let (all, _origin) = releaser.join().unwrap();
+        assert!(all, "the three streams were not at the origin at once");
+        assert_eq!(out.matches("released\n").count(), 3, "{out}");
+        assert_eq!(out.matches("2 ").count(), 3, "{out}");
+        return;
+    }
+    let mut c = H2::connect(server.addr(), None);
+    // Once a request was served, every thread the server will have is there.
+    assert_eq!(c.get("/up/warm").status, 200);
+    let before = threads_of(&server);
+    let pending: Vec<_> = (0..STREAMS)
+        .map(|_| c.start("GET", "/up/slow", None))
+        .collect();
+    // Every stream reached the origin before any was answered.
+    let held = |c: &mut H2| {
+        let deadline = Instant::now() + PATIENCE;
+        while origin.holding() < STREAMS {
+            c.run(|_| Poll::Ready(()));
+            assert!(
+                Instant::now() < deadline,
+                "{} of {STREAMS} streams reached the origin",
+                origin.holding()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    held(&mut c);
+    if mpm == "event" {
+        assert_eq!(
+            threads_of(&server),
+            before,
+            "streams waiting on an upstream took a thread under event"
+        );
+    }
+    origin.release();
+    for p in pending {
+        let a = c.finish(p);
+        assert_eq!((a.status, a.body.as_slice()), (200, &b"released\n"[..]));
+    }
+    assert_eq!(origin.requests_to("/slow").len(), STREAMS);
+}
+
+fn a_post_body_reaches_the_upstream(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/post", Script::ok(b"got it\n"));
+    let route = format!("/up/={}", origin.url("/"));
+    let Some(server) = h2_server(mpm, None, &["--proxy", &route]) else {
+        return;
+    };
+    let body = tests::pattern(100_000, 7);
+    if server.is_tls() {
+        if !curl_has_http2() {
+            tests::skip("curl here lacks HTTP2 (nghttp2)");
+            return;
+        }
+        let dir = TempDir::new("h2-post");
+        let file = dir.write("body", &body);
+        let at = format!("@{}", file.display());
+        let out = curl(&server, &["--data-binary", &at, &server.url("/up/post")]);
+        assert_eq!(out, "got it\n");
+    } else {
+        let mut c = H2::connect(server.addr(), None);
+        let r = c.start("POST", "/up/post", Some(&body));
+        let a = c.finish(r);
+        assert_eq!((a.status, a.body.as_slice()), (200, &b"got it\n"[..]));
+    }
+    let seen = origin.requests_to("/post");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].body, body, "the body as sent");
+}
+
+fn a_large_file_keeps_to_a_small_client_window(mpm: &str) {
+    let root = TempDir::new("h2-root");
+    let want = tests::pattern(1 << 20, 9);
+    root.write("big.bin", &want);
+    let Some(server) = h2_server(mpm, Some(root.path()), &[]) else {
+        return;
+    };
+    if server.is_tls() {
+        if !curl_has_http2() {
+            tests::skip("curl here lacks HTTP2 (nghttp2)");
+            return;
+        }
+        let dir = TempDir::new("h2-big");
+        let to = dir.path().join("big");
+        let out = curl(
+            &server,
+            &[
+                "-o",
+                to.to_str().unwrap(),
+                "-w",
+                "%{http_version}",
+                &server.url("/big.bin"),
+            ],
+        );
+        assert_eq!(out, "2");
+        assert!(std::fs::read(&to).unwrap() == want, "the file as it is");
+        return;
+    }
+    // 4 KiB of window: the server sends a quarter of a frame at a time,
+    // each after the client read the last.
+    let mut c = H2::connect(server.addr(), Some(4096));
+    let a = c.get("/big.bin");
+    assert_eq!(a.status, 200);
+    assert!(
+        a.body == want,
+        "{} bytes, not the file's {}",
+        a.body.len(),
+        want.len()
+    );
+}
+
+fn a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight(mpm: &str) {
+    if tests::transport() == Transport::Tls {
+        // The same step under TLS; the client here speaks plain h2 only.
+        return;
+    }
+    let origin = Origin::start();
+    origin.on("/slow", Script::ok(b"finished\n").hold());
+    let route = format!("/up/={}", origin.url("/"));
+    let Some(mut server) = h2_server(
+        mpm,
+        None,
+        &[
+            "--proxy",
+            &route,
+            "--server-limit",
+            "1",
+            "--graceful-timeout",
+            "30s",
+        ],
+    ) else {
+        return;
+    };
+    let mut c = H2::connect(server.addr(), None);
+    let pending = c.start("GET", "/up/slow", None);
+    let deadline = Instant::now() + PATIENCE;
+    while origin.holding() < 1 {
+        c.run(|_| Poll::Ready(()));
+        assert!(
+            Instant::now() < deadline,
+            "the stream never reached the origin"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    server.graceful_stop();
+    // The GOAWAY comes while the stream is still held at the origin.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        c.run(|_| Poll::Ready(()));
+        let mut ready = c.send.clone();
+        // After a GOAWAY, no new stream may be opened.
+        let refused = c.run(|cx| Poll::Ready(ready.poll_ready(cx)));
+        if matches!(refused, Poll::Ready(Err(_))) || c.ended.is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no GOAWAY after the stop");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    origin.release();
+    let a = c.finish(pending);
+    assert_eq!((a.status, a.body.as_slice()), (200, &b"finished\n"[..]));
+    match c.wait_end() {
+        Ok(()) => {}
+        Err(e) => assert!(
+            e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR),
+            "ended with {e}"
+        ),
+    }
+    assert!(
+        server.wait_exit(PATIENCE).is_some(),
+        "the server did not stop"
+    );
+}
+
+/// The threads of the server's processes.
+fn threads_of(server: &Server) -> usize {
+    std::iter::once(server.pid())
+        .chain(tests::children(server.pid()))
+        .map(tests::threads)
+        .sum()
+}
+
+tests::mpm_suite!(over transports:
+    the_site_answers_a_get_over_http2,
+    streams_of_one_connection_wait_on_an_upstream_together,
+    a_post_body_reaches_the_upstream,
+    a_large_file_keeps_to_a_small_client_window,
+    a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight,
+);
