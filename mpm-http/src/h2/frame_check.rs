@@ -1480,6 +1480,90 @@ mod tests {
     }
 
     #[test]
+    fn the_checker_holds_under_a_kib_per_connection() {
+        assert!(std::mem::size_of::<FrameCheck>() < 1024);
+    }
+
+    /// Hello, over a real socket, non-blocking as under event.
+    struct Hello;
+
+    impl crate::HttpHandler for Hello {
+        fn handle(&mut self, _: &crate::Request<'_>) -> crate::Response {
+            crate::Response::new(200).body("hi")
+        }
+    }
+
+    #[test]
+    fn a_bad_frame_after_a_request_is_answered_with_goaway_of_the_rfcs_code() {
+        use std::io::{Read, Write};
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        use mpm_core::{ConnectionHandler, Interest, Stream};
+
+        use crate::h2::{h2_counts, H2Count};
+        use crate::{HttpService, HttpSettings};
+
+        let cut = || {
+            h2_counts()
+                .iter()
+                .find(|(c, _)| *c == H2Count::GoawayProtocolError)
+                .map_or(0, |(_, n)| *n)
+        };
+        let before = cut();
+        let mut settings = HttpSettings::default();
+        settings.h2.cleartext = true;
+        let mut svc = HttpService::new(Hello, &settings);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let (sock, peer) = listener.accept().unwrap();
+        let mut stream = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
+        let mut conn = svc.connected(&stream);
+        let mut bytes = PREFACE.to_vec();
+        bytes.extend(frame(4, 0, 0, &[]));
+        bytes.extend(headers(1, true, GET));
+        // A PING of 6 octets: FRAME_SIZE_ERROR (RFC 9113 §6.7).
+        bytes.extend(frame(6, 0, 0, &[0; 6]));
+        client.write_all(&bytes).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Linger,
+            "the close lingers, so that the GOAWAY is read"
+        );
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = client.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        let mut goaway = None;
+        let mut at = 0;
+        while at + 9 <= got.len() {
+            let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+            if got[at + 3] == 7 {
+                goaway = got.get(at + 9..at + 17).map(<[u8]>::to_vec);
+            }
+            at += 9 + len;
+        }
+        assert_eq!(
+            goaway,
+            Some(vec![0, 0, 0, 1, 0, 0, 0, 6]),
+            "GOAWAY, last stream 1 (h2 took the request), FRAME_SIZE_ERROR"
+        );
+        assert!(cut() > before, "counted as a protocol error's GOAWAY");
+    }
+
+    #[test]
     fn a_flood_of_pings_or_settings_between_requests_is_enhance_your_calm() {
         let ping = frame(6, 0, 0, b"flooding");
         let settings = frame(4, 0, 0, &[]);
