@@ -472,21 +472,23 @@ impl FrameCheck {
         let f = &mut self.frame;
         match f.kind {
             HEADERS | CONTINUATION if !f.skip => {
-                for &b in bytes {
-                    let at = f.at;
-                    f.at += 1;
-                    if at == 0 && f.kind == HEADERS && f.has(PADDED) {
-                        let end = f.len.checked_sub(u32::from(b));
-                        match end {
-                            Some(end) if end >= f.fragment.0 => f.fragment.1 = end,
-                            // h2 refuses it (PROTOCOL_ERROR).
-                            _ => f.skip = true,
-                        }
-                    } else if !f.skip && at >= f.fragment.0 && at < f.fragment.1 {
-                        self.hpack.octet(b)?;
+                if let (0, HEADERS, true, Some(&pad)) = (f.at, f.kind, f.has(PADDED), bytes.first())
+                {
+                    // The pad length, before the fragment.
+                    match f.len.checked_sub(u32::from(pad)) {
+                        Some(end) if end >= f.fragment.0 => f.fragment.1 = end,
+                        // h2 refuses it (PROTOCOL_ERROR).
+                        _ => f.skip = true,
                     }
                 }
-                return Ok(());
+                // The part of `bytes` in the fragment.
+                let (from, to) = (f.at, f.at + bytes.len() as u32);
+                let lo = f.fragment.0.clamp(from, to);
+                let hi = f.fragment.1.clamp(from, to);
+                if !f.skip && lo < hi {
+                    self.hpack
+                        .octets(&bytes[(lo - from) as usize..(hi - from) as usize])?;
+                }
             }
             SETTINGS if !f.has(ACK) => {
                 for &b in bytes {
@@ -776,6 +778,29 @@ impl Hpack {
     fn end(&mut self) -> Result<(), Reason> {
         if self.step != Step::Start {
             return Err(COMPRESSION);
+        }
+        Ok(())
+    }
+
+    /// The block's next octets. A string sent as it is is passed over
+    /// whole (past a name's first octet, which says whether it is a
+    /// pseudo-header).
+    fn octets(&mut self, mut bytes: &[u8]) -> Result<(), Reason> {
+        while let Some((&b, rest)) = bytes.split_first() {
+            if let Step::Str(part) = self.step {
+                if !self.huffman && (part == Part::Value || self.decoded > 0) {
+                    let n = (self.left as usize).min(bytes.len());
+                    self.left -= n as u32;
+                    self.decoded += n as u32;
+                    bytes = &bytes[n..];
+                    if self.left == 0 {
+                        self.string_end(part)?;
+                    }
+                    continue;
+                }
+            }
+            self.octet(b)?;
+            bytes = rest;
         }
         Ok(())
     }
