@@ -731,13 +731,13 @@ struct Hpack {
     name_len: u32,
     name_pseudo: bool,
     /// The string being decoded: octets still to come, octets it decodes
-    /// to so far, Huffman-coded or not, and the Huffman code's bits not
-    /// yet a symbol.
+    /// to so far, Huffman-coded or not, and the Huffman-coded bits not yet
+    /// decoded (`pending` of them, the last in `acc`'s low bits).
     left: u32,
     decoded: u32,
     huffman: bool,
-    code: u32,
-    bits: u32,
+    acc: u64,
+    pending: u32,
 }
 
 impl Default for Hpack {
@@ -759,8 +759,8 @@ impl Default for Hpack {
             left: 0,
             decoded: 0,
             huffman: false,
-            code: 0,
-            bits: 0,
+            acc: 0,
+            pending: 0,
         }
     }
 }
@@ -886,8 +886,8 @@ impl Hpack {
             (Int::Len(part), _) => {
                 self.left = v;
                 self.decoded = 0;
-                self.code = 0;
-                self.bits = 0;
+                self.acc = 0;
+                self.pending = 0;
                 self.step = Step::Str(part);
                 if v == 0 {
                     return self.string_end(part);
@@ -905,22 +905,13 @@ impl Hpack {
             }
             self.decoded += 1;
         } else {
-            for shift in (0..8).rev() {
-                self.code = self.code << 1 | u32::from(b >> shift & 1);
-                self.bits += 1;
-                if let Some(symbol) = huffman_symbol(self.code, self.bits) {
-                    // §5.2: EOS in a string is an error.
-                    if symbol == 256 {
-                        return Err(COMPRESSION);
-                    }
-                    if part == Part::Name && self.decoded == 0 {
-                        self.name_pseudo = symbol == u16::from(b':');
-                    }
-                    self.decoded += 1;
-                    self.code = 0;
-                    self.bits = 0;
-                } else if self.bits >= 30 {
-                    return Err(COMPRESSION);
+            self.acc = self.acc << 8 | u64::from(b);
+            self.pending += 8;
+            // With 30 bits (the longest code) or more, a symbol is there.
+            while self.pending >= 30 {
+                match self.next_symbol() {
+                    Some((symbol, len)) => self.symbol(symbol, len, part)?,
+                    None => return Err(COMPRESSION),
                 }
             }
         }
@@ -930,10 +921,43 @@ impl Hpack {
         Ok(())
     }
 
-    fn string_end(&mut self, part: Part) -> Result<(), Reason> {
-        // §5.2: padding of 7 bits at most, the EOS code's first (all 1s).
-        if self.huffman && (self.bits > 7 || self.code != (1 << self.bits) - 1) {
+    /// The symbol the pending bits begin with, and its code's length.
+    fn next_symbol(&self) -> Option<(u16, u32)> {
+        let top = |len: u32| (self.acc >> (self.pending - len)) as u32 & ((1 << len) - 1);
+        if self.pending >= 8 {
+            // The common symbols' codes are 8 bits or fewer: one lookup.
+            let (symbol, len) = HUFFMAN_8[top(8) as usize];
+            if len > 0 {
+                return Some((symbol, u32::from(len)));
+            }
+        }
+        (5..=self.pending.min(30)).find_map(|len| Some((huffman_symbol(top(len), len)?, len)))
+    }
+
+    fn symbol(&mut self, symbol: u16, len: u32, part: Part) -> Result<(), Reason> {
+        // §5.2: EOS in a string is an error.
+        if symbol == 256 {
             return Err(COMPRESSION);
+        }
+        if part == Part::Name && self.decoded == 0 {
+            self.name_pseudo = symbol == u16::from(b':');
+        }
+        self.decoded += 1;
+        self.pending -= len;
+        Ok(())
+    }
+
+    fn string_end(&mut self, part: Part) -> Result<(), Reason> {
+        if self.huffman {
+            while let Some((symbol, len)) = self.next_symbol() {
+                self.symbol(symbol, len, part)?;
+            }
+            // §5.2: padding of 7 bits at most, the EOS code's first (all
+            // 1s; no symbol's code is 1s only, so none was decoded from it).
+            let mask = (1u64 << self.pending) - 1;
+            if self.pending > 7 || self.acc & mask != mask {
+                return Err(COMPRESSION);
+            }
         }
         match part {
             Part::Name => {
@@ -1072,6 +1096,10 @@ struct Canonical {
 
 const CANONICAL: Canonical = canonical();
 
+/// The tables where the decoder reads them: a `static`, so that a lookup
+/// reads it in place (a `const` array indexed at run time may be copied).
+static TABLES: Canonical = CANONICAL;
+
 const fn canonical() -> Canonical {
     let mut first = [u32::MAX; 31];
     let mut count = [0u32; 31];
@@ -1111,14 +1139,41 @@ const fn canonical() -> Canonical {
 
 /// The symbol whose code is `code`, `bits` long, if one is.
 fn huffman_symbol(code: u32, bits: u32) -> Option<u16> {
+    symbol_of(&TABLES, code, bits)
+}
+
+const fn symbol_of(c: &Canonical, code: u32, bits: u32) -> Option<u16> {
     let l = bits as usize;
-    let count = *CANONICAL.count.get(l)?;
-    let offset = code.wrapping_sub(CANONICAL.first[l]);
-    if offset < count {
-        Some(CANONICAL.symbols[(CANONICAL.base[l] + offset) as usize])
+    if l >= c.count.len() {
+        return None;
+    }
+    let offset = code.wrapping_sub(c.first[l]);
+    if offset < c.count[l] {
+        Some(c.symbols[(c.base[l] + offset) as usize])
     } else {
         None
     }
+}
+
+/// For each 8 bits, the symbol whose code of 8 bits or fewer they begin
+/// with, and its length (0: a longer code).
+static HUFFMAN_8: [(u16, u8); 256] = huffman_8();
+
+const fn huffman_8() -> [(u16, u8); 256] {
+    let mut table = [(0u16, 0u8); 256];
+    let mut v = 0;
+    while v < 256 {
+        let mut len = 5;
+        while len <= 8 {
+            if let Some(symbol) = symbol_of(&CANONICAL, v as u32 >> (8 - len), len) {
+                table[v] = (symbol, len as u8);
+                break;
+            }
+            len += 1;
+        }
+        v += 1;
+    }
+    table
 }
 
 #[cfg(test)]
