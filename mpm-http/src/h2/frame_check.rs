@@ -39,10 +39,21 @@
 //! (all that indices, sizes and the trailer rule need), 128 entries of 4
 //! octets at most (4,096 / 32, RFC 7541 §4.1).
 //!
-//! Cost: no allocation, ever (one `Arc` per connection for the verdict);
-//! DATA payloads are skipped unread, header blocks decoded an octet at a
-//! time, other frames looked at in their 9-octet header. The state is
-//! about 700 octets per connection, in the `h2` connection's box.
+//! Cost: no allocation but one `Arc` per connection (the verdict the
+//! connection reads); DATA payloads are skipped unread, other frames are
+//! looked at in their 9-octet header, header blocks decoded (strings sent
+//! as they are passed over whole, Huffman-coded ones a symbol at a time).
+//! The state is under 1 KiB per connection
+//! (`the_checker_holds_under_a_kib_per_connection`), in the `h2`
+//! connection's box, and the connection's own: no lock, nothing shared
+//! between connections but the GOAWAY counter a cut adds to, so it costs
+//! the same per connection at 64 cores as at 2.
+//!
+//! A violation in frames read while a handler reads its body as it
+//! arrives (`stream.rs`'s pump reads the socket itself) is found as soon
+//! as `h2` reads them, but answered at the connection's next step: the
+//! handler meanwhile waits for body that `h2` will not get, up to its
+//! body timeout.
 
 use std::io;
 use std::pin::Pin;
