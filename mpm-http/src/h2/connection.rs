@@ -16,6 +16,7 @@ use h2::Reason;
 use mpm_core::waiting::Await;
 use mpm_core::{Interest, Prefetch, Stream, Wait};
 
+use super::frame_check::{Checked, Verdict};
 use super::pipe::Pipe;
 use super::settings::H2Settings;
 use super::stats::{self, Count};
@@ -66,8 +67,8 @@ pub(crate) fn preface(data: &[u8]) -> Preface {
 }
 
 pub(crate) enum State {
-    Handshake(Pin<Box<Handshake<Pipe, Bytes>>>),
-    Open(Box<Connection<Pipe, Bytes>>),
+    Handshake(Pin<Box<Handshake<Checked, Bytes>>>),
+    Open(Box<Connection<Checked, Bytes>>),
     /// Over: what the step returns once the last frames are out.
     Ended(Interest),
 }
@@ -75,6 +76,8 @@ pub(crate) enum State {
 /// An HTTP/2 connection's state between steps.
 pub(crate) struct H2Conn {
     pipe: Pipe,
+    /// Bad input `h2` would answer with another code (frame_check.rs).
+    verdict: Verdict,
     state: State,
     streams: Vec<StreamTask>,
     flag: Arc<Flag>,
@@ -124,9 +127,11 @@ impl H2Conn {
         stats::add(Count::ConnectionsOpen);
         let pipe = Pipe::default();
         pipe.push_input(first);
-        let handshake = settings.builder().handshake::<Pipe, Bytes>(pipe.clone());
+        let (checked, verdict) = Checked::new(pipe.clone());
+        let handshake = settings.builder().handshake::<Checked, Bytes>(checked);
         H2Conn {
             pipe,
+            verdict,
             state: State::Handshake(Box::pin(handshake)),
             streams: Vec::new(),
             flag: Arc::new(Flag::default()),
@@ -194,7 +199,9 @@ impl H2Conn {
     /// Poll the handshake or the connection: accept new streams. `Some`
     /// once the connection is over.
     fn drive(&mut self, cx: &mut Context<'_>) -> Option<Interest> {
-        drive(&mut self.state, &mut self.streams, cx)
+        let ended = drive(&mut self.state, &mut self.streams, cx);
+        self.verdict
+            .answer(&mut self.state, &mut self.streams, cx, ended)
     }
 
     /// The server stops: a GOAWAY (`h2` sends the two RFC 9113 §6.8 asks

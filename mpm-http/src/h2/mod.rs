@@ -14,12 +14,15 @@
 //! * `request.rs` — the request as a handler reads it, and the checks of
 //!   RFC 9113 §8.3 that `h2` leaves to the server.
 //! * `response.rs` — the response's HEADERS and its body's sources.
+//! * `frame_check.rs` — what the client sends, checked before `h2` reads
+//!   it: the error codes `h2` gets wrong, and the PING and SETTINGS floods.
 //! * `pipe.rs` — the memory buffers `h2` reads and writes instead of a socket.
 //! * `wake.rs` — the waker that only records a wake.
 //! * `settings.rs` — [`H2Settings`].
 //! * `stats.rs` — what the status page counts ([`h2_counts`]).
 
 mod connection;
+mod frame_check;
 mod pipe;
 mod request;
 mod response;
