@@ -42,6 +42,8 @@ enum Kind {
     Binary,
     /// Good values, and bad ones.
     Text(&'static [&'static str], &'static [&'static str]),
+    /// A count whose bounds do not take 1 to 4: good values, and bad ones.
+    Bounded(&'static [&'static str], &'static [&'static str]),
     Listen,
     /// A TLS certificate (true) or key (false) file.
     Pem(bool),
@@ -49,7 +51,10 @@ enum Kind {
 
 /// Every setting (a test checks the list against `serve --help`).
 const SETTINGS: &[(&str, Kind)] = &[
-    ("mpm", Kind::Choice(&["prefork", "worker", "event"])),
+    (
+        "mpm",
+        Kind::Choice(&["prefork", "worker", "event", "uring"]),
+    ),
     ("listen", Kind::Listen),
     ("backlog", Kind::Count),
     ("docroot", Kind::Docroot),
@@ -67,8 +72,20 @@ const SETTINGS: &[(&str, Kind)] = &[
     ("http2", Kind::Switch),
     ("h2c", Kind::Switch),
     ("h2-max-concurrent-streams", Kind::Count),
-    ("h2-max-header-list-size", Kind::Count),
-    ("h2-max-frame-size", Kind::Count),
+    (
+        "h2-max-header-list-size",
+        Kind::Bounded(
+            &["1024", "32768", "16777216"],
+            &["0", "1023", "16777217", "-1"],
+        ),
+    ),
+    (
+        "h2-max-frame-size",
+        Kind::Bounded(
+            &["16384", "65536", "16777215"],
+            &["0", "16383", "16777216", "x"],
+        ),
+    ),
     ("h2-initial-window-size", Kind::Count),
     ("sendfile", Kind::Switch),
     ("sendfile-max-chunk", Kind::Count),
@@ -322,6 +339,7 @@ fn value(kind: Kind, wide: bool, places: &Paths) -> BoxedStrategy<String> {
             any::<u64>().prop_map(|n| n.to_string()),
         ]
         .boxed(),
+        Kind::Bounded(good, bad) => mix(fixed(good), fixed(bad)),
         Kind::Limit => mix(
             fixed(&["16", "100", "8190", "65536"]),
             fixed(&["0", "15", "1048577", "18446744073709551615"]),
@@ -459,12 +477,13 @@ fn check(args: &[String]) -> Result<(), TestCaseError> {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    // The OK line, then one line per TLS certificate.
+    // The OK line, then one line per TLS certificate, and whether uring is
+    // available here.
     let ok = stdout.starts_with("mpm: configuration OK")
         && stdout
             .lines()
             .skip(1)
-            .all(|l| l.starts_with("mpm: certificate "));
+            .all(|l| l.starts_with("mpm: certificate ") || l.starts_with("mpm: uring "));
     assert_clean_exit(&format!("check {args:?}"), out.status, &stderr, ok);
     Ok(())
 }
