@@ -364,7 +364,9 @@ fn a_wait_past_its_deadline_resumes_the_step_and_the_connection_serves_on() {
     let origin = Origin::start();
     *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
     *PATIENCE.lock().unwrap() = Duration::from_millis(200);
-    let _notice = mpm_core::error_log::expect("mpm: event process");
+    // The loops' stop notices ("mpm: event process …", "mpm: uring
+    // process …").
+    let _notice = mpm_core::error_log::expect("mpm: ");
     for model in ["event", "uring", "worker"] {
         with_server(model, 2, |addr, _| {
             let mut c = ask(addr, "silent\n");
