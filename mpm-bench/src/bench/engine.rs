@@ -213,7 +213,6 @@ pub fn run(load: &Load, progress: &Progress) -> io::Result<Summary> {
     if let Some(streams) = load.h2_streams {
         return super::h2::run(load, progress, streams);
     }
-    let threads = load.threads.clamp(1, load.connections.max(1));
     // Body length of each request's first 200, `u64::MAX` until then.
     let reference: Vec<AtomicU64> = load
         .requests
@@ -221,28 +220,46 @@ pub fn run(load: &Load, progress: &Progress) -> io::Result<Summary> {
         .map(|_| AtomicU64::new(u64::MAX))
         .collect();
     let reference = &reference;
+    on_threads(
+        load,
+        "bench",
+        &load.url,
+        load.keepalive,
+        |first_share, deadline| {
+            Client::new(load, progress, reference, deadline, first_share)?.run()
+        },
+    )
+}
+
+/// Run `client` on `load.threads` threads (at most one per connection),
+/// each given the number of its first connection and its share of them
+/// (the first threads take one more) and the run's deadline; then sum
+/// their counts into the summary of `url`. What the HTTP/1.1 and HTTP/2
+/// engines share.
+pub(crate) fn on_threads(
+    load: &Load,
+    name: &str,
+    url: &str,
+    keepalive: bool,
+    client: impl Fn((usize, usize), Option<Instant>) -> io::Result<Recorder> + Sync,
+) -> io::Result<Summary> {
+    let threads = load.threads.clamp(1, load.connections.max(1));
     let start = Instant::now();
     let deadline = match load.limit {
         Limit::Duration(d) => Some(start + d),
         Limit::Requests(_) => None,
     };
+    let share_of =
+        |t: usize| load.connections / threads + usize::from(t < load.connections % threads);
+    let client = &client;
     let results: Vec<io::Result<Recorder>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                // Spread the connections: the first threads take one more.
-                let share =
-                    load.connections / threads + usize::from(t < load.connections % threads);
-                // The global number of this thread's first connection.
-                let first = (0..t)
-                    .map(|u| {
-                        load.connections / threads + usize::from(u < load.connections % threads)
-                    })
-                    .sum::<usize>();
+                let first = (0..t).map(share_of).sum::<usize>();
+                let share = share_of(t);
                 std::thread::Builder::new()
-                    .name(format!("bench-{t}"))
-                    .spawn_scoped(scope, move || {
-                        Client::new(load, progress, reference, deadline, (first, share))?.run()
-                    })
+                    .name(format!("{name}-{t}"))
+                    .spawn_scoped(scope, move || client((first, share), deadline))
             })
             .collect();
         handles
@@ -269,8 +286,8 @@ pub fn run(load: &Load, progress: &Progress) -> io::Result<Summary> {
         .map(|r| (r.label.clone(), r.expect.to_string()))
         .collect();
     Ok(Summary::new(
-        &load.url,
-        (load.connections, threads, load.keepalive),
+        url,
+        (load.connections, threads, keepalive),
         elapsed,
         &all,
         &labels,

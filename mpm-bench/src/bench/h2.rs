@@ -23,7 +23,7 @@ use h2::client::{Connection, ResponseFuture, SendRequest};
 use h2::RecvStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::engine::{Limit, Load, Progress};
+use super::engine::{Load, Progress};
 use super::summary::{Recorder, Summary};
 
 /// A non-blocking socket as `h2` wants it: `WouldBlock` is `Pending` (the
@@ -139,55 +139,14 @@ pub(crate) fn run(load: &Load, progress: &Progress, streams: usize) -> io::Resul
         .iter()
         .map(|p| h2_request(&p.bytes, &authority))
         .collect::<io::Result<_>>()?;
-    let threads = load.threads.clamp(1, load.connections.max(1));
-    let start = Instant::now();
-    let deadline = match load.limit {
-        Limit::Duration(d) => Some(start + d),
-        Limit::Requests(_) => None,
-    };
     let requests = &requests;
-    let results: Vec<io::Result<Recorder>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let share =
-                    load.connections / threads + usize::from(t < load.connections % threads);
-                std::thread::Builder::new()
-                    .name(format!("bench-h2-{t}"))
-                    .spawn_scoped(scope, move || {
-                        client(load, progress, requests, (share, streams.max(1)), deadline)
-                    })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a client thread panicked"))),
-                Err(e) => Err(e),
-            })
-            .collect()
-    });
-    let elapsed = match deadline {
-        Some(d) => d.min(Instant::now()) - start,
-        None => start.elapsed(),
-    };
-    let mut all = Recorder::new(load.requests.len());
-    for r in results {
-        all.merge(&r?);
-    }
-    let labels: Vec<(String, String)> = load
-        .requests
-        .iter()
-        .map(|r| (r.label.clone(), r.expect.to_string()))
-        .collect();
-    Ok(Summary::new(
+    super::engine::on_threads(
+        load,
+        "bench-h2",
         &format!("{} (HTTP/2, {streams} streams per connection)", load.url),
-        (load.connections, threads, true),
-        elapsed,
-        &all,
-        &labels,
-    ))
+        true,
+        |(_, share), deadline| client(load, progress, requests, (share, streams.max(1)), deadline),
+    )
 }
 
 /// Connect and hand-shake (prior knowledge), within `timeout`.
