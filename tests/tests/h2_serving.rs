@@ -22,7 +22,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tests::origin::{Origin, Script};
+use tests::origin::{Origin, Script, Step};
 use tests::{site, Server, TempDir, Transport};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -487,6 +487,67 @@ fn a_large_file_keeps_to_a_small_client_window(mpm: &str) {
     );
 }
 
+/// A stream whose upstream sent part of its body and went quiet holds none
+/// of the connection's window meanwhile: a file asked for after it on the
+/// same connection, larger than that window, arrives whole. (It once
+/// reserved a whole 64 KiB chunk of window before knowing whether its
+/// upstream had a byte to send, so the second stream waited for the first
+/// to end.)
+fn a_stream_waiting_on_its_upstream_leaves_the_window_to_the_others(mpm: &str) {
+    if tests::transport() == Transport::Tls {
+        // The same streams under TLS; the client here speaks plain h2 only.
+        return;
+    }
+    let root = TempDir::new("h2-window");
+    let file = tests::pattern(200_000, 3);
+    root.write("big.bin", &file);
+    let origin = Origin::start();
+    origin.on(
+        "/feed",
+        Script::ok(b"").steps(vec![
+            Step::Send(b"first ".to_vec()),
+            Step::Hold,
+            Step::Send(b"last\n".to_vec()),
+        ]),
+    );
+    let route = format!("/up/={}", origin.url("/"));
+    let Some(server) = h2_server(mpm, Some(root.path()), &["--proxy", &route]) else {
+        return;
+    };
+    let mut c = H2::connect(server.addr(), None);
+    let feed = c.start("GET", "/up/feed", None);
+    let deadline = Instant::now() + PATIENCE;
+    while origin.holding() < 1 {
+        c.run(|_| Poll::Ready(()));
+        assert!(
+            Instant::now() < deadline,
+            "the feed did not reach its pause"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Its head and first bytes are out: the stream now waits on the origin.
+    let mut feed = pin!(feed);
+    let head = c.run(|cx| feed.as_mut().poll(cx)).unwrap();
+    assert_eq!(head.status(), 200);
+    let big = c.get("/big.bin");
+    assert_eq!(big.status, 200);
+    assert!(
+        big.body == file,
+        "{} bytes of {}",
+        big.body.len(),
+        file.len()
+    );
+    origin.release();
+    let mut body = head.into_body();
+    let mut got = Vec::new();
+    while let Some(data) = c.run(|cx| body.poll_data(cx)) {
+        let data = data.unwrap();
+        body.flow_control().release_capacity(data.len()).unwrap();
+        got.extend_from_slice(&data);
+    }
+    assert_eq!(got, b"first last\n");
+}
+
 fn a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight(mpm: &str) {
     if tests::transport() == Transport::Tls {
         // The same step under TLS; the client here speaks plain h2 only.
@@ -563,5 +624,6 @@ tests::mpm_suite!(over transports:
     streams_of_one_connection_wait_on_an_upstream_together,
     a_post_body_reaches_the_upstream,
     a_large_file_keeps_to_a_small_client_window,
+    a_stream_waiting_on_its_upstream_leaves_the_window_to_the_others,
     a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight,
 );

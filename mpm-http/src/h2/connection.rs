@@ -327,7 +327,7 @@ pub(crate) fn step<H: HttpHandler>(
             slot: s.score_slot(),
             budget,
         };
-        let (mut again, mut worker) = (false, false);
+        let (mut again, mut worker, mut idle) = (false, false, false);
         let mut wait: Option<(Await, usize)> = None;
         // Out of the connection while they run: a stream whose handler
         // reads its body as it comes polls the connection, and the streams
@@ -342,7 +342,8 @@ pub(crate) fn step<H: HttpHandler>(
                 flag: &h.flag,
             };
             match st.advance(&mut turn, &mut wire, &mut cx) {
-                Advance::Idle | Advance::Done => {}
+                Advance::Idle => idle = true,
+                Advance::Done => {}
                 Advance::Again => again = true,
                 Advance::NeedsWorker => worker = true,
                 Advance::Wait(w) => wait = Some(merge(wait, w)),
@@ -352,8 +353,12 @@ pub(crate) fn step<H: HttpHandler>(
         tasks.retain(|st| !st.is_done());
         tasks.append(&mut h.streams);
         h.streams = tasks;
-        // What the streams queued becomes frames.
-        if h.flag.take() && ended.is_none() && rounds < ROUNDS {
+        // What the streams queued becomes frames. The same wake-up may be
+        // for a stream: one that found no window and then saw another end
+        // and give its window back (`h2` assigns it at once and wakes the
+        // first), so a stream that waited this round goes again below.
+        let woke = h.flag.take();
+        if woke && ended.is_none() && rounds < ROUNDS {
             let _ = h.drive(&mut cx);
         }
         match h.pipe.write_to(|b| s.send(b, false)) {
@@ -371,7 +376,7 @@ pub(crate) fn step<H: HttpHandler>(
             return finish(h, reader, sender, s, interest);
         }
         // Something moved, or h2 had more frames than the pipe took.
-        if (h.flag.take() | h.pipe.take_blocked()) && rounds < ROUNDS {
+        if (h.flag.take() | h.pipe.take_blocked() | (woke && idle)) && rounds < ROUNDS {
             continue;
         }
         if worker && on_loop {

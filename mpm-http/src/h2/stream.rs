@@ -423,7 +423,13 @@ impl StreamTask {
                     let _ = send.send_data(Bytes::new(), true);
                     Some(Advance::Done)
                 }
-                Chunk::Wait(w) => Some(Advance::Wait(w)),
+                Chunk::Wait(w) => {
+                    // Waiting on its source (an upstream), it holds no
+                    // window: what it reserved goes back to the connection,
+                    // for the other streams meanwhile.
+                    send.reserve_capacity(0);
+                    Some(Advance::Wait(w))
+                }
                 Chunk::Again => Some(Advance::Again),
                 Chunk::NeedsWorker => Some(Advance::NeedsWorker),
                 Chunk::Failed(why) => {
