@@ -61,8 +61,9 @@ pub struct BenchArgs {
     /// Print the result as JSON on standard output.
     #[arg(long)]
     pub json: bool,
-    /// HTTP/2 with prior knowledge (h2c: the server's `--h2c on`), instead
-    /// of HTTP/1.1; http:// URLs only.
+    /// HTTP/2 instead of HTTP/1.1: with prior knowledge on http:// URLs
+    /// (h2c: the server's `--h2c on`), chosen by ALPN on https:// ones (a
+    /// server that chooses http/1.1 is refused: exit 2).
     #[arg(long)]
     pub h2: bool,
     /// With --h2: requests in flight on each connection (h2load's -m).
@@ -231,6 +232,22 @@ impl BenchArgs {
         if let Some(depth) = self.pipeline {
             workload.pipeline = depth;
         }
+        if self.h2 {
+            if self.close {
+                return Err(Error::config(
+                    "--close and --h2: HTTP/2 keeps its connections (streams are its requests)",
+                ));
+            }
+            if self.pipeline.is_some() {
+                return Err(Error::config(
+                    "--pipeline and --h2: HTTP/2 multiplexes instead (--streams N)",
+                ));
+            }
+            if self.streams == 0 {
+                return Err(Error::config("--streams: at least one stream"));
+            }
+            workload.h2_streams = Some(self.streams);
+        }
         workload.validate().map_err(|e| match &self.workload {
             Some(file) => Error::config(format!("workload {}: {e}", file.display())),
             None => Error::config(format!("{e}")),
@@ -242,23 +259,6 @@ impl BenchArgs {
         };
         load.threads = self.threads;
         load.timeout = self.timeout.0;
-        if self.h2 {
-            if load.tls.is_some() || tls.is_some() {
-                return Err(Error::config(format!(
-                    "{}: --h2 speaks HTTP/2 with prior knowledge, over http:// URLs only",
-                    self.url
-                )));
-            }
-            if self.close {
-                return Err(Error::config(
-                    "--close and --h2: HTTP/2 keeps its connections (streams are its requests)",
-                ));
-            }
-            if self.streams == 0 {
-                return Err(Error::config("--streams: at least one stream"));
-            }
-            load.h2_streams = Some(self.streams);
-        }
         load.tls = tls;
         Ok(load)
     }
