@@ -199,6 +199,10 @@ struct Conn {
     resumed: bool,
 }
 
+/// The stream and connection windows the client opens: 2^30 - 1 bytes,
+/// as h2load's defaults.
+const WINDOW: u32 = (1 << 30) - 1;
+
 /// Why a connection could not be made.
 pub(crate) enum ConnectError {
     /// TCP, or HTTP/2's own handshake (the preface and SETTINGS).
@@ -305,7 +309,15 @@ fn connect(
             s.as_fd().try_clone_to_owned().map_err(io)?
         }
     };
-    let mut hs = Box::pin(h2::client::handshake::<Sock>(sock));
+    // h2load's windows (its -w 30 -W 30): a large answer is not paced by
+    // window updates, so the server's cost is measured, not the client's
+    // round trips.
+    let mut hs = Box::pin(
+        h2::client::Builder::new()
+            .initial_window_size(WINDOW)
+            .initial_connection_window_size(WINDOW)
+            .handshake::<Sock, Bytes>(sock),
+    );
     let mut cx = Context::from_waker(Waker::noop());
     loop {
         match hs.as_mut().poll(&mut cx) {
