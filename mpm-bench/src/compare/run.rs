@@ -174,20 +174,20 @@ pub fn run_all(
                             transfers,
                             chunk,
                             pause_us,
-                        } => Measured::Run(measure_slow_reader(
+                        } => Measured::Run(Box::new(measure_slow_reader(
                             &server, s, transfers, chunk, pause_us,
-                        )?),
+                        )?)),
                         Load::Waiting { requests } => {
                             waited = true;
                             let origin = origin.ok_or_else(|| {
                                 Error::config(format!("{}: no origin to proxy to", s.name))
                             })?;
-                            Measured::Run(measure_waiting(&server, origin, s, requests)?)
+                            Measured::Run(Box::new(measure_waiting(&server, origin, s, requests)?))
                         }
                     };
                     let c = &mut cells[index(si)];
                     match run {
-                        Measured::Run(run) => c.add(run),
+                        Measured::Run(run) => c.add(*run),
                         // Another protocol's figures are not this one's:
                         // not run, as a variant that could not start.
                         Measured::Refused(why) => c.skip(why),
@@ -211,7 +211,7 @@ pub fn run_all(
 /// What one run of a cell came to.
 enum Measured {
     /// Its figures.
-    Run(Run),
+    Run(Box<Run>),
     /// The server would not speak the scenario's protocol (HTTP/2 over TLS
     /// to a server that chose `http/1.1` by ALPN): why, and no figure.
     Refused(String),
@@ -370,7 +370,7 @@ fn measure_load(
         m.clients = Some(scenario.workload.connections as f64);
         waiting_figures(&mut m, &idle, &held, waiting);
     }
-    Ok(Measured::Run(Run {
+    Ok(Measured::Run(Box::new(Run {
         metrics: m,
         responses: summary.responses,
         errors: summary.errors.total(),
@@ -382,7 +382,7 @@ fn measure_load(
                 .collect()
         }),
         idle_sample: None,
-    }))
+    })))
 }
 
 /// The tree idle and holding `waiting` requests: its footprint both ways,
@@ -819,7 +819,7 @@ fn measure_idle(
     m.baseline_pss_kib = Some(base.pss_kib as f64);
     m.baseline_processes = Some(base.processes as f64);
     m.pss_per_conn_kib = Some((s.pss_kib as f64 - base.pss_kib as f64) / connections.max(1) as f64);
-    Ok(Measured::Run(run))
+    Ok(Measured::Run(Box::new(run)))
 }
 
 #[cfg(test)]
