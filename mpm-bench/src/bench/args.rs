@@ -308,4 +308,48 @@ mod tests {
         );
         assert_eq!((load.connections, load.keepalive), (50, false));
     }
+
+    #[test]
+    fn h2_goes_over_tls_too_and_refuses_what_http2_has_no_use_for() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let parse = |args: &[&str]| {
+            Cli::parse_from(std::iter::once("bench").chain(args.iter().copied()))
+                .bench
+                .load()
+        };
+        let load = parse(&[
+            "--h2",
+            "--streams",
+            "4",
+            "--insecure",
+            "https://127.0.0.1:1/",
+        ])
+        .expect("HTTP/2 over TLS");
+        assert_eq!(load.h2_streams, Some(4));
+        assert!(load.tls.is_some());
+        let plain = parse(&["--h2", "http://127.0.0.1:1/"]).expect("h2c");
+        assert_eq!((plain.h2_streams, plain.tls.is_none()), (Some(1), true));
+        for (args, says) in [
+            (
+                &["--h2", "--pipeline", "2", "http://127.0.0.1:1/"][..],
+                "--pipeline and --h2",
+            ),
+            (
+                &["--h2", "--close", "http://127.0.0.1:1/"],
+                "--close and --h2",
+            ),
+            (
+                &["--h2", "--streams", "0", "http://127.0.0.1:1/"],
+                "--streams",
+            ),
+        ] {
+            let e = parse(args).expect_err("refused").to_string();
+            assert!(e.contains(says) && !e.contains('\n'), "{args:?}: {e}");
+        }
+    }
 }

@@ -16,6 +16,10 @@
 //!
 //! [`Held`] is one connection driven a request at a time, blocking: what
 //! `mpm compare` holds idle HTTP/2 connections with.
+//!
+//! Client threads share nothing but `Progress`'s relaxed counters and its
+//! refusal (one atomic load a pass): sixty-four of them, for a server of
+//! 64 cores, take no lock between them.
 
 use std::future::Future;
 use std::io::{self, Read, Write};
