@@ -8,12 +8,13 @@
 //! * [`summary`] — the HDR latency histogram, statuses, errors; text and JSON.
 //! * [`tls`] — `https://`: the rustls client, `--cacert` or `--insecure`,
 //!   handshake errors by kind.
-//! * `h2` — `--h2`: HTTP/2 with prior knowledge, several streams per
-//!   connection (`--streams`), on `h2`'s client side without a runtime.
+//! * `h2` — `--h2`: HTTP/2, with prior knowledge on `http://` and by ALPN
+//!   over TLS, several streams per connection (`--streams`), on `h2`'s
+//!   client side without a runtime.
 
 pub mod args;
 pub mod engine;
-mod h2;
+pub(crate) mod h2;
 pub(crate) mod response_parser;
 pub mod summary;
 pub mod tls;
@@ -41,6 +42,10 @@ pub fn command(args: &BenchArgs) -> Result<i32, Error> {
     // Ctrl-C ends the run early and still prints what was measured.
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&progress.stop));
     let summary = with_progress_bar(&load, &progress)?;
+    if let Some(why) = progress.refused() {
+        // A flag the server does not honour: exit 2, as a bad flag.
+        return Err(Error::config(format!("{}: {why}", load.url)));
+    }
     if let Some(why) = progress.never_connected() {
         return Err(Error::io(
             format!("{}: no connection to {} could be made", load.url, load.addr),

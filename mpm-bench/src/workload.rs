@@ -15,6 +15,8 @@
 //! connections = 50                # concurrent connections (default 50)
 //! keepalive = true                # false: a new connection for each request
 //! pipeline = 1                    # requests sent at once on a connection before reading (default 1)
+//! h2-streams = 10                 # HTTP/2 instead, this many streams in flight per connection (h2c on
+//!                                 # http://, h2 by ALPN on https://; default: HTTP/1.1)
 //! slow-clients = 0.1              # share of the connections that send slowly (default 0)
 //! slow-pause = "10ms"             # a slow client sends slow-bytes, then pauses this long
 //! slow-bytes = 16
@@ -59,6 +61,9 @@ pub const MAX_REQUESTS: usize = 1_000;
 pub const MAX_WEIGHT: u32 = 10_000;
 /// The most requests one connection sends before reading their answers.
 pub const MAX_PIPELINE: usize = 256;
+/// The most HTTP/2 streams one connection keeps in flight (a server's
+/// own limit, 128 by default for mpm and nginx, holds back the rest).
+pub const MAX_STREAMS: usize = 1_024;
 /// The largest request body.
 pub const MAX_BODY: usize = 16 << 20;
 /// The longest request target.
@@ -82,6 +87,10 @@ pub struct Workload {
     /// reads their answers (HTTP/1.1 pipelining, as wrk's pipeline script
     /// and `h2load -m` for HTTP/2); 1: one at a time.
     pub pipeline: usize,
+    /// HTTP/2 instead of HTTP/1.1, with this many streams in flight on each
+    /// connection (h2load's `-m`): with prior knowledge (h2c) on a plain
+    /// listener, chosen by ALPN over TLS. `None`: HTTP/1.1.
+    pub h2_streams: Option<usize>,
     /// The share of connections that send their requests slowly.
     pub slow: SlowClients,
 }
@@ -332,6 +341,7 @@ impl Workload {
             connections: DEFAULT_CONNECTIONS,
             keepalive: true,
             pipeline: 1,
+            h2_streams: None,
             slow: SlowClients::default(),
         }
     }
@@ -371,6 +381,12 @@ impl Workload {
         self
     }
 
+    /// Over HTTP/2, `streams` requests in flight on each connection.
+    pub fn h2(mut self, streams: usize) -> Self {
+        self.h2_streams = Some(streams);
+        self
+    }
+
     /// With `share` (0 to 1) of the connections sending each request
     /// `bytes` at a time, `pause` apart.
     pub fn slow_clients(mut self, share: f64, pause: Duration, bytes: usize) -> Self {
@@ -399,7 +415,9 @@ impl Workload {
                 format!("{}{more}", labels.join(", "))
             }
         };
-        let how = if self.keepalive {
+        let how = if let Some(m) = self.h2_streams {
+            format!("HTTP/2, {} connections × {m} streams", self.connections)
+        } else if self.keepalive {
             format!("{} keep-alive connections", self.connections)
         } else {
             format!("a connection per request, {} at once", self.connections)
@@ -454,6 +472,18 @@ impl Workload {
             return Err(fail(
                 "pipeline needs keepalive = true (pipelined requests share a connection)".into(),
             ));
+        }
+        if let Some(m) = self.h2_streams {
+            if m == 0 || m > MAX_STREAMS {
+                return Err(fail(format!("h2-streams {m}: from 1 to {MAX_STREAMS}")));
+            }
+            if !self.keepalive || self.pipeline > 1 || self.slow.share > 0.0 {
+                return Err(fail(
+                    "h2-streams: HTTP/2 keeps its connections and multiplexes its requests \
+                     (no keepalive = false, pipeline or slow-clients with it)"
+                        .into(),
+                ));
+            }
         }
         let s = &self.slow;
         if !(0.0..=1.0).contains(&s.share) {
@@ -543,6 +573,7 @@ impl Workload {
             connections: raw.connections.unwrap_or(DEFAULT_CONNECTIONS),
             keepalive: raw.keepalive.unwrap_or(true),
             pipeline: raw.pipeline.unwrap_or(1),
+            h2_streams: raw.h2_streams,
             slow: SlowClients {
                 share: raw.slow_clients.unwrap_or(0.0),
                 pause: raw.slow_pause.map_or(d.pause, |s| s.0),
@@ -617,6 +648,7 @@ struct RawWorkload {
     connections: Option<usize>,
     keepalive: Option<bool>,
     pipeline: Option<usize>,
+    h2_streams: Option<usize>,
     slow_clients: Option<f64>,
     #[serde(default, deserialize_with = "seconds")]
     slow_pause: Option<Seconds>,
@@ -689,6 +721,18 @@ mod tests {
             deep.describe().contains("16 pipelined"),
             "{}",
             deep.describe()
+        );
+        assert_eq!(named.h2_streams, None, "HTTP/1.1 unless asked");
+        let h2 = Workload::from_toml(
+            "h2-streams = 10\nconnections = 4\n[[request]]\npath = \"/\"\n",
+            "h",
+        )
+        .expect("valid");
+        assert_eq!(h2.h2_streams, Some(10));
+        assert!(
+            h2.describe().contains("HTTP/2, 4 connections × 10 streams"),
+            "{}",
+            h2.describe()
         );
     }
 
@@ -767,6 +811,14 @@ mod tests {
             (
                 "pipeline = 4\nkeepalive = false\n[[request]]\npath = \"/\"\n",
                 "pipeline needs keepalive",
+            ),
+            (
+                "h2-streams = 0\n[[request]]\npath = \"/\"\n",
+                "h2-streams 0: from 1 to 1024",
+            ),
+            (
+                "h2-streams = 4\npipeline = 4\n[[request]]\npath = \"/\"\n",
+                "HTTP/2 keeps its connections and multiplexes",
             ),
             ("name = \"x\"\n", "no request"),
             (

@@ -10,7 +10,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use serde_json::Value;
-use tests::{run_mpm, Server, TempDir};
+use tests::{run_mpm, with_transport, Server, TempDir, Transport};
 
 const PAGE_LEN: usize = 1456;
 
@@ -189,6 +189,79 @@ fn h2_multiplexes_the_requests_on_its_connections() {
         Duration::from_secs(20),
     );
     out.assert_one_line_error("--close");
+}
+
+/// `--h2` over TLS: `h2` chosen by ALPN, every request answered on the
+/// two connections opened (the server counts the same streams), nothing
+/// counted as an error; and a server that chooses `http/1.1` (`--http2
+/// off`) refused in one line with exit 2, its answers never counted.
+#[test]
+fn h2_over_tls_is_chosen_by_alpn_and_refused_by_a_server_offering_http1_only() {
+    let root = docroot();
+    let ca = tests::tls::material().ca.to_str().unwrap();
+    for mpm in ["worker", "event"] {
+        let server = with_transport(Transport::Tls, || {
+            Server::start(mpm, Some(root.path()), &[])
+        });
+        let url = server.url("/index.html");
+        assert!(url.starts_with("https://"), "{url}");
+        let r = bench(
+            &[
+                "--h2",
+                "--streams",
+                "8",
+                "-n",
+                "400",
+                "-c",
+                "2",
+                "--cacert",
+                ca,
+                &url,
+            ],
+            0,
+        );
+        assert_eq!(n(&r, &["responses"]), 400, "{mpm}");
+        assert_eq!(n(&r, &["status", "200"]), 400, "{mpm}");
+        assert_eq!(n(&r, &["body_bytes"]), 400 * PAGE_LEN as u64, "{mpm}");
+        assert_eq!(n(&r, &["connections_opened"]), 2, "{mpm}");
+        for kind in [
+            "connect",
+            "read",
+            "timeout",
+            "bad_response",
+            "length",
+            "handshake",
+        ] {
+            assert_eq!(n(&r, &["errors", kind]), 0, "{mpm}: {kind}");
+        }
+        let status: Value =
+            serde_json::from_str(&server.get("/server-status?json").text()).unwrap();
+        assert_eq!(n(&status, &["h2", "streams_total"]), 400, "{mpm}");
+        assert_eq!(n(&status, &["h2", "connections_total"]), 2, "{mpm}");
+    }
+    let server = with_transport(Transport::Tls, || {
+        Server::start("event", Some(root.path()), &["--http2", "off"])
+    });
+    let out = run_mpm(
+        &[
+            "bench",
+            "--h2",
+            "-n",
+            "10",
+            "--cacert",
+            ca,
+            &server.url("/index.html"),
+        ],
+        Duration::from_secs(20),
+    );
+    out.assert_one_line_error("--http2 off");
+    assert!(
+        out.stderr
+            .contains("--h2: the server chose http/1.1 by ALPN, not h2"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "no figures: {}", out.stdout);
 }
 
 /// The shop example's workload file (`server/examples/shop.toml`), sent 50

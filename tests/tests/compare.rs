@@ -441,6 +441,86 @@ fn the_uring_experiment_measures_event_and_uring_on_a_pipelined_load() {
     assert!(findings.contains("16 pipelined: uring"), "{findings}");
 }
 
+/// What each model pays for multiplexed streams: worker and event answer
+/// the page over h2c and over TLS (h2 by ALPN) in full, report the threads
+/// that served it, and hold idle h2c connections still served afterwards,
+/// in KiB each; prefork, which refuses `--h2c on`, is skipped with the
+/// server's own reason, counted nowhere and named once in the findings.
+#[test]
+fn the_h2_experiment_measures_worker_and_event_and_skips_prefork_with_its_reason() {
+    let r = run_experiment(
+        "compare-h2",
+        &[
+            "--experiment",
+            "h2",
+            "--mpm",
+            "prefork,worker,event",
+            "--allocator",
+            "system",
+            "--scenario",
+            "h2c-page,h2-tls-page,idle",
+            "--idle",
+            "5",
+        ],
+    );
+    let cells = r["cells"].as_array().unwrap();
+    let got: Vec<(&str, &str)> = cells
+        .iter()
+        .map(|c| {
+            (
+                c["variant"].as_str().unwrap(),
+                c["scenario"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mut want = Vec::new();
+    for m in ["prefork", "worker", "event"] {
+        for s in ["h2c-page", "h2-tls-page", "h2c-idle-5"] {
+            want.push((m, s));
+        }
+    }
+    assert_eq!(got, want);
+    for c in cells {
+        if c["variant"] == "prefork" {
+            let why = c["skipped"].as_str().unwrap_or_else(|| panic!("{c}"));
+            assert!(
+                why.starts_with("the server did not start: ")
+                    && why.contains("--h2c on: prefork serves one stream at a time"),
+                "{why}"
+            );
+            assert_eq!(
+                (c["valid"].clone(), c["responses"].clone()),
+                (false.into(), 0.into())
+            );
+            assert_eq!(c["errors"], 0, "{c}");
+            continue;
+        }
+        assert_eq!(c["valid"], true, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+        assert_eq!(c["unexpected"], 0, "{c}");
+        assert!(c["threads"].as_f64().is_some_and(|t| t >= 1.0), "{c}");
+        if c["scenario"] == "h2c-idle-5" {
+            assert_eq!(c["responses"], 5, "{c}");
+            assert_eq!(c["idle_sample_served"], "5/5", "{c}");
+            assert!(c["pss_per_conn_kib"].as_f64().is_some(), "{c}");
+        } else {
+            assert!(c["responses"].as_u64().unwrap() > 0, "{c}");
+        }
+    }
+    let findings = r["findings"].as_str().unwrap();
+    assert!(
+        findings.contains("10 connections × 10 streams: worker"),
+        "{findings}"
+    );
+    assert!(findings.contains("event's req/s"), "{findings}");
+    assert!(findings.contains("KiB each"), "{findings}");
+    assert_eq!(
+        findings.matches("prefork was not measured").count(),
+        1,
+        "{findings}"
+    );
+}
+
 #[test]
 fn the_poller_experiment_runs_every_poller_at_one_and_a_hundred_ports() {
     let r = run_experiment(

@@ -61,8 +61,9 @@ pub struct BenchArgs {
     /// Print the result as JSON on standard output.
     #[arg(long)]
     pub json: bool,
-    /// HTTP/2 with prior knowledge (h2c: the server's `--h2c on`), instead
-    /// of HTTP/1.1; http:// URLs only.
+    /// HTTP/2 instead of HTTP/1.1: with prior knowledge on http:// URLs
+    /// (h2c: the server's `--h2c on`), chosen by ALPN on https:// ones (a
+    /// server that chooses http/1.1 is refused: exit 2).
     #[arg(long)]
     pub h2: bool,
     /// With --h2: requests in flight on each connection (h2load's -m).
@@ -231,6 +232,22 @@ impl BenchArgs {
         if let Some(depth) = self.pipeline {
             workload.pipeline = depth;
         }
+        if self.h2 {
+            if self.close {
+                return Err(Error::config(
+                    "--close and --h2: HTTP/2 keeps its connections (streams are its requests)",
+                ));
+            }
+            if self.pipeline.is_some() {
+                return Err(Error::config(
+                    "--pipeline and --h2: HTTP/2 multiplexes instead (--streams N)",
+                ));
+            }
+            if self.streams == 0 {
+                return Err(Error::config("--streams: at least one stream"));
+            }
+            workload.h2_streams = Some(self.streams);
+        }
         workload.validate().map_err(|e| match &self.workload {
             Some(file) => Error::config(format!("workload {}: {e}", file.display())),
             None => Error::config(format!("{e}")),
@@ -242,23 +259,6 @@ impl BenchArgs {
         };
         load.threads = self.threads;
         load.timeout = self.timeout.0;
-        if self.h2 {
-            if load.tls.is_some() || tls.is_some() {
-                return Err(Error::config(format!(
-                    "{}: --h2 speaks HTTP/2 with prior knowledge, over http:// URLs only",
-                    self.url
-                )));
-            }
-            if self.close {
-                return Err(Error::config(
-                    "--close and --h2: HTTP/2 keeps its connections (streams are its requests)",
-                ));
-            }
-            if self.streams == 0 {
-                return Err(Error::config("--streams: at least one stream"));
-            }
-            load.h2_streams = Some(self.streams);
-        }
         load.tls = tls;
         Ok(load)
     }
@@ -307,5 +307,49 @@ mod tests {
             "ab's length check for one URL"
         );
         assert_eq!((load.connections, load.keepalive), (50, false));
+    }
+
+    #[test]
+    fn h2_goes_over_tls_too_and_refuses_what_http2_has_no_use_for() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let parse = |args: &[&str]| {
+            Cli::parse_from(std::iter::once("bench").chain(args.iter().copied()))
+                .bench
+                .load()
+        };
+        let load = parse(&[
+            "--h2",
+            "--streams",
+            "4",
+            "--insecure",
+            "https://127.0.0.1:1/",
+        ])
+        .expect("HTTP/2 over TLS");
+        assert_eq!(load.h2_streams, Some(4));
+        assert!(load.tls.is_some());
+        let plain = parse(&["--h2", "http://127.0.0.1:1/"]).expect("h2c");
+        assert_eq!((plain.h2_streams, plain.tls.is_none()), (Some(1), true));
+        for (args, says) in [
+            (
+                &["--h2", "--pipeline", "2", "http://127.0.0.1:1/"][..],
+                "--pipeline and --h2",
+            ),
+            (
+                &["--h2", "--close", "http://127.0.0.1:1/"],
+                "--close and --h2",
+            ),
+            (
+                &["--h2", "--streams", "0", "http://127.0.0.1:1/"],
+                "--streams",
+            ),
+        ] {
+            let e = parse(args).expect_err("refused").to_string();
+            assert!(e.contains(says) && !e.contains('\n'), "{args:?}: {e}");
+        }
     }
 }

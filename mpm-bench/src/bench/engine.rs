@@ -83,8 +83,9 @@ pub struct Load {
     pub slow: SlowClients,
     /// `https://`: how connections do TLS.
     pub tls: Option<super::tls::TlsClient>,
-    /// HTTP/2 with prior knowledge (`--h2`): this many streams in flight on
-    /// each connection; `None`: HTTP/1.1.
+    /// HTTP/2 (`--h2`, a workload's `h2-streams`): this many streams in
+    /// flight on each connection, with prior knowledge on `http://`, by
+    /// ALPN over `tls`; `None`: HTTP/1.1.
     pub h2_streams: Option<usize>,
 }
 
@@ -116,7 +117,7 @@ impl Load {
             timeout: Duration::from_secs(10),
             slow: workload.slow,
             tls: None,
-            h2_streams: None,
+            h2_streams: workload.h2_streams,
         }
     }
 
@@ -143,6 +144,10 @@ pub struct Progress {
     connect_failures: AtomicU64,
     /// Why the first connection attempt failed, for the report.
     first_connect_error: std::sync::OnceLock<String>,
+    /// The server refused the load's protocol (HTTP/2 not chosen by ALPN):
+    /// why. Set, it ends the run: no figure of another protocol is taken
+    /// for this one's.
+    refused: std::sync::OnceLock<String>,
 }
 
 impl Default for Progress {
@@ -161,6 +166,7 @@ impl Progress {
             connected: AtomicU64::new(0),
             connect_failures: AtomicU64::new(0),
             first_connect_error: std::sync::OnceLock::new(),
+            refused: std::sync::OnceLock::new(),
         }
     }
 
@@ -168,7 +174,7 @@ impl Progress {
     /// shared count of `-n`; under a duration, only the clock (for the
     /// HTTP/2 engine, which counts its own).
     pub(crate) fn may_start(&self, limit: Limit, deadline: Option<Instant>) -> bool {
-        if self.stop.load(Ordering::Relaxed) {
+        if self.stop.load(Ordering::Relaxed) || self.refused.get().is_some() {
             return false;
         }
         match limit {
@@ -194,6 +200,17 @@ impl Progress {
     pub(crate) fn nothing_connects(&self, connections: usize) -> bool {
         self.connected.load(Ordering::Relaxed) == 0
             && self.connect_failures.load(Ordering::Relaxed) >= connections.max(1) as u64
+    }
+
+    /// The server will not speak the load's protocol: end the run, saying why.
+    pub(crate) fn refuse(&self, why: String) {
+        let _ = self.refused.set(why);
+    }
+
+    /// Did the server refuse the load's protocol (an `https://` HTTP/2 load
+    /// to a server that chose `http/1.1` by ALPN)? Then why, in words.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.get().map(String::as_str)
     }
 
     /// Did the run end because nothing would take a connection? Then why

@@ -1,20 +1,32 @@
-//! `mpm bench --h2`: the same load over HTTP/2 with prior knowledge (h2c),
-//! `--streams` requests in flight on each connection (h2load's `-m`), on
-//! `h2`'s client side driven without a runtime: each client thread polls
-//! its connections and their streams with a waker that does nothing, and
-//! sleeps in `poll(2)` on their sockets when a pass moved nothing.
+//! `mpm bench --h2`: the same load over HTTP/2, with prior knowledge (h2c)
+//! on `http://` and chosen by ALPN over TLS on `https://`, `--streams`
+//! requests in flight on each connection (h2load's `-m`), on `h2`'s client
+//! side driven without a runtime: each client thread polls its connections
+//! and their streams with a waker that does nothing, and sleeps in
+//! `poll(2)` on their sockets when a pass moved nothing.
 //!
 //! Each request of the mix is the HTTP/1.1 request the engine would send,
 //! parsed back (method, target, fields, body), so a workload means the same
 //! over either protocol. Latency runs from the stream's HEADERS to its last
 //! DATA frame. A connection that fails counts its streams as read errors
-//! and is made again.
+//! and is made again; a TLS handshake that fails is counted by kind, as the
+//! HTTP/1.1 engine counts it, with a request of the budget failed for it.
+//! A server that chooses `http/1.1` by ALPN ends the run as refused: its
+//! answers would be another protocol's figures.
+//!
+//! [`Held`] is one connection driven a request at a time, blocking: what
+//! `mpm compare` holds idle HTTP/2 connections with.
+//!
+//! Client threads share nothing but `Progress`'s relaxed counters and its
+//! refusal (one atomic load a pass): sixty-four of them, for a server of
+//! 64 cores, take no lock between them.
 
 use std::future::Future;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
-use std::os::fd::AsFd;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -25,10 +37,34 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::engine::{Load, Progress};
 use super::summary::{Recorder, Summary};
+use super::tls::TlsClient;
 
-/// A non-blocking socket as `h2` wants it: `WouldBlock` is `Pending` (the
-/// thread's pass polls again after `poll(2)`).
-struct Sock(TcpStream);
+/// A non-blocking socket as `h2` wants it, plain or TLS: `WouldBlock` is
+/// `Pending` (the thread's pass polls again after `poll(2)`).
+enum Sock {
+    Plain(TcpStream),
+    Tls(TcpStream, Box<rustls::ClientConnection>),
+}
+
+/// `WouldBlock` as `Pending`, anything else as it is.
+fn ready<T>(r: io::Result<T>) -> Poll<io::Result<T>> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+        other => Poll::Ready(other),
+    }
+}
+
+/// Send the records TLS has sealed, as far as the socket takes them.
+fn flush_tls(sock: &mut TcpStream, tls: &mut rustls::ClientConnection) -> Poll<io::Result<()>> {
+    while tls.wants_write() {
+        match tls.write_tls(sock) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return ready(Err(e)),
+        }
+    }
+    Poll::Ready(Ok(()))
+}
 
 impl AsyncRead for Sock {
     fn poll_read(
@@ -36,13 +72,34 @@ impl AsyncRead for Sock {
         _: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.0.read(buf.initialize_unfilled()) {
-            Ok(n) => {
-                buf.advance(n);
-                Poll::Ready(Ok(()))
+        let (sock, tls) = match &mut *self {
+            Sock::Plain(s) => {
+                return ready(s.read(buf.initialize_unfilled())).map_ok(|n| buf.advance(n))
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
-            Err(e) => Poll::Ready(Err(e)),
+            Sock::Tls(s, tls) => (s, tls),
+        };
+        loop {
+            // Plaintext already decrypted first; 0 is the peer's close_notify.
+            match tls.reader().read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+            match tls.read_tls(sock) {
+                // The end of the socket: h2 sees the end of the stream.
+                Ok(0) => return Poll::Ready(Ok(())),
+                Ok(_) => {
+                    if let Err(e) = tls.process_new_packets() {
+                        let _ = tls.write_tls(sock); // our alert
+                        return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return ready(Err(e)),
+            }
         }
     }
 }
@@ -53,14 +110,26 @@ impl AsyncWrite for Sock {
         _: &mut Context<'_>,
         b: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.0.write(b) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
-            other => Poll::Ready(other),
+        match &mut *self {
+            Sock::Plain(s) => ready(s.write(b)),
+            Sock::Tls(s, tls) => {
+                // What is sealed goes first: the buffer stays one write deep.
+                if flush_tls(s, tls)?.is_pending() {
+                    return Poll::Pending;
+                }
+                let n = tls.writer().write(b)?;
+                // Sent now if the socket takes it, else by the next flush.
+                let _ = flush_tls(s, tls);
+                Poll::Ready(Ok(n))
+            }
         }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+    fn poll_flush(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut *self {
+            Sock::Plain(_) => Poll::Ready(Ok(())),
+            Sock::Tls(s, tls) => flush_tls(s, tls),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -74,8 +143,9 @@ struct H2Request {
     body: Bytes,
 }
 
-/// Parse the engine's HTTP/1.1 bytes of a request back into its parts.
-fn h2_request(bytes: &[u8], authority: &str) -> io::Result<H2Request> {
+/// Parse the engine's HTTP/1.1 bytes of a request back into its parts,
+/// for `scheme://authority`.
+fn h2_request(bytes: &[u8], scheme: &str, authority: &str) -> io::Result<H2Request> {
     let mut fields = [httparse::EMPTY_HEADER; 64];
     let mut req = httparse::Request::new(&mut fields);
     let len = match req.parse(bytes) {
@@ -84,7 +154,7 @@ fn h2_request(bytes: &[u8], authority: &str) -> io::Result<H2Request> {
     };
     let mut head = http::Request::builder()
         .method(req.method.unwrap_or("GET"))
-        .uri(format!("http://{authority}{}", req.path.unwrap_or("/")));
+        .uri(format!("{scheme}://{authority}{}", req.path.unwrap_or("/")));
     for h in req.headers.iter() {
         // HTTP/1.1's own fields have no place in HTTP/2 (RFC 9113 §8.2.2).
         let own = [
@@ -127,37 +197,132 @@ enum InFlight {
 struct Conn {
     conn: Pin<Box<Connection<Sock, Bytes>>>,
     send: SendRequest<Bytes>,
-    fd: std::os::fd::OwnedFd,
+    fd: OwnedFd,
     streams: Vec<InFlight>,
+    /// Its TLS session was resumed (`--tls-resume`).
+    resumed: bool,
+}
+
+/// The stream and connection windows the client opens: 2^30 - 1 bytes,
+/// as h2load's defaults.
+const WINDOW: u32 = (1 << 30) - 1;
+
+/// Why a connection could not be made.
+pub(crate) enum ConnectError {
+    /// TCP, or HTTP/2's own handshake (the preface and SETTINGS).
+    Io(io::Error),
+    /// The TLS handshake, by kind (as the summary counts them).
+    Handshake(String),
+    /// The server chose another protocol than `h2` by ALPN: why, in words.
+    Refused(String),
+}
+
+/// The scheme and the TLS client of a load's connections: `https` offering
+/// `h2` by ALPN, or `http` with prior knowledge.
+fn scheme(tls: Option<&TlsClient>) -> (&'static str, Option<TlsClient>) {
+    match tls {
+        Some(t) => ("https", Some(t.offering_h2())),
+        None => ("http", None),
+    }
 }
 
 /// Run `load` over HTTP/2, `streams` in flight per connection.
 pub(crate) fn run(load: &Load, progress: &Progress, streams: usize) -> io::Result<Summary> {
     let authority = load.addr.to_string();
+    let (scheme, tls) = scheme(load.tls.as_ref());
     let requests: Vec<H2Request> = load
         .requests
         .iter()
-        .map(|p| h2_request(&p.bytes, &authority))
+        .map(|p| h2_request(&p.bytes, scheme, &authority))
         .collect::<io::Result<_>>()?;
     let requests = &requests;
+    let tls = tls.as_ref();
     super::engine::on_threads(
         load,
         "bench-h2",
         &format!("{} (HTTP/2, {streams} streams per connection)", load.url),
         true,
-        |(_, share), deadline| client(load, progress, requests, (share, streams.max(1)), deadline),
+        |(_, share), deadline| {
+            client(
+                load,
+                progress,
+                (requests, tls),
+                (share, streams.max(1)),
+                deadline,
+            )
+        },
     )
 }
 
-/// Connect and hand-shake (prior knowledge), within `timeout`.
-fn connect(load: &Load, timeout: Duration) -> io::Result<Conn> {
-    let sock = TcpStream::connect_timeout(&load.addr, timeout)?;
-    sock.set_nodelay(true)?;
-    sock.set_nonblocking(true)?;
-    let fd = sock.as_fd().try_clone_to_owned()?;
-    let mut hs = Box::pin(h2::client::handshake::<Sock>(Sock(sock)));
-    let mut cx = Context::from_waker(Waker::noop());
+/// Connect, do TLS (ALPN `h2`, else refused) if `tls`, and hand-shake
+/// HTTP/2, within `timeout`.
+fn connect(
+    addr: SocketAddr,
+    tls: Option<&TlsClient>,
+    timeout: Duration,
+) -> Result<Conn, ConnectError> {
+    let io = ConnectError::Io;
+    let mut sock = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
+    sock.set_nodelay(true).map_err(io)?;
     let until = Instant::now() + timeout;
+    let sock = match tls {
+        None => Sock::Plain(sock),
+        Some(t) => {
+            // Blocking, bounded by what is left of the timeout: a
+            // connection is made before its streams start.
+            let mut c = rustls::ClientConnection::new(Arc::clone(&t.config), t.name.clone())
+                .map_err(|e| ConnectError::Handshake(super::tls::kind(&e)))?;
+            let left = until.saturating_duration_since(Instant::now());
+            let left = left.max(Duration::from_millis(1));
+            sock.set_read_timeout(Some(left)).map_err(io)?;
+            sock.set_write_timeout(Some(left)).map_err(io)?;
+            while c.is_handshaking() {
+                if let Err(e) = c.complete_io(&mut sock) {
+                    return Err(
+                        match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                            Some(tls) => ConnectError::Handshake(super::tls::kind(tls)),
+                            None if e.kind() == io::ErrorKind::UnexpectedEof => {
+                                ConnectError::Handshake("closed by the server".into())
+                            }
+                            None => ConnectError::Handshake(format!("io: {:?}", e.kind())),
+                        },
+                    );
+                }
+            }
+            match c.alpn_protocol() {
+                Some(b"h2") => {}
+                other => {
+                    let chose = match other {
+                        Some(p) => format!("chose {} by ALPN", String::from_utf8_lossy(p)),
+                        None => "chose no protocol by ALPN".to_string(),
+                    };
+                    return Err(ConnectError::Refused(format!(
+                        "--h2: the server {chose}, not h2 (HTTP/2 over TLS is refused by \
+                         `--http2 off`, and prefork offers HTTP/1.1 only)"
+                    )));
+                }
+            }
+            Sock::Tls(sock, Box::new(c))
+        }
+    };
+    let resumed = matches!(&sock, Sock::Tls(_, c)
+        if c.handshake_kind() == Some(rustls::HandshakeKind::Resumed));
+    let fd = match &sock {
+        Sock::Plain(s) | Sock::Tls(s, _) => {
+            s.set_nonblocking(true).map_err(io)?;
+            s.as_fd().try_clone_to_owned().map_err(io)?
+        }
+    };
+    // h2load's windows (its -w 30 -W 30): a large answer is not paced by
+    // window updates, so the server's cost is measured, not the client's
+    // round trips.
+    let mut hs = Box::pin(
+        h2::client::Builder::new()
+            .initial_window_size(WINDOW)
+            .initial_connection_window_size(WINDOW)
+            .handshake::<Sock, Bytes>(sock),
+    );
+    let mut cx = Context::from_waker(Waker::noop());
     loop {
         match hs.as_mut().poll(&mut cx) {
             Poll::Ready(Ok((send, conn))) => {
@@ -166,17 +331,20 @@ fn connect(load: &Load, timeout: Duration) -> io::Result<Conn> {
                     send,
                     fd,
                     streams: Vec::new(),
+                    resumed,
                 })
             }
-            Poll::Ready(Err(e)) => return Err(io::Error::other(e)),
-            Poll::Pending if Instant::now() >= until => return Err(io::ErrorKind::TimedOut.into()),
+            Poll::Ready(Err(e)) => return Err(io(io::Error::other(e))),
+            Poll::Pending if Instant::now() >= until => {
+                return Err(io(io::ErrorKind::TimedOut.into()))
+            }
             Poll::Pending => wait(&[&fd], Duration::from_millis(1)),
         }
     }
 }
 
 /// Sleep in `poll(2)` until one of `fds` is readable, at most `max`.
-fn wait(fds: &[&std::os::fd::OwnedFd], max: Duration) {
+fn wait(fds: &[&OwnedFd], max: Duration) {
     let mut set: Vec<nix::poll::PollFd<'_>> = fds
         .iter()
         .map(|fd| nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN))
@@ -189,7 +357,7 @@ fn wait(fds: &[&std::os::fd::OwnedFd], max: Duration) {
 fn client(
     load: &Load,
     progress: &Progress,
-    requests: &[H2Request],
+    (requests, tls): (&[H2Request], Option<&TlsClient>),
     (connections, streams): (usize, usize),
     deadline: Option<Instant>,
 ) -> io::Result<Recorder> {
@@ -202,20 +370,48 @@ fn client(
         let mut moved = false;
         let mut open = 0;
         for slot in &mut conns {
+            if progress.refused().is_some() {
+                return Ok(rec);
+            }
             if slot.is_none() && starting {
-                match connect(load, load.timeout) {
+                match connect(load.addr, tls, load.timeout) {
                     Ok(c) => {
                         progress.connected(Ok(()));
                         rec.connections += 1;
+                        rec.resumed += u64::from(c.resumed);
                         *slot = Some(c);
                     }
-                    Err(e) => {
+                    Err(ConnectError::Io(e)) => {
                         progress.connected(Err(&e));
                         rec.errors.connect += 1;
                         if progress.nothing_connects(load.connections) {
                             return Ok(rec);
                         }
                         continue;
+                    }
+                    Err(ConnectError::Handshake(kind)) => {
+                        // The connection was made; TLS failed on it. A
+                        // request of the budget fails with it, so that a
+                        // server that always fails still ends an `-n` run.
+                        progress.connected(Ok(()));
+                        rec.connections += 1;
+                        rec.handshake_error(kind);
+                        if progress.may_start(load.limit, deadline) {
+                            let r = load.schedule[next % load.schedule.len()];
+                            next += 1;
+                            rec.failed(r);
+                            progress
+                                .finished
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        } else {
+                            starting = false;
+                        }
+                        continue;
+                    }
+                    Err(ConnectError::Refused(why)) => {
+                        progress.connected(Ok(()));
+                        progress.refuse(why);
+                        return Ok(rec);
                     }
                 }
             }
@@ -301,7 +497,7 @@ fn client(
             return Ok(rec);
         }
         if !moved {
-            let fds: Vec<&std::os::fd::OwnedFd> = conns.iter().flatten().map(|c| &c.fd).collect();
+            let fds: Vec<&OwnedFd> = conns.iter().flatten().map(|c| &c.fd).collect();
             wait(&fds, Duration::from_millis(1));
         }
     }
@@ -376,6 +572,106 @@ fn step(
     }
 }
 
+/// One HTTP/2 connection driven a request at a time, blocking: what
+/// `mpm compare` holds idle HTTP/2 connections with (each has sent the
+/// preface, its SETTINGS and a request, read the answer, and then sends
+/// nothing until it is served again).
+pub(crate) struct Held {
+    conn: Conn,
+    scheme: &'static str,
+    authority: String,
+}
+
+impl Held {
+    /// Connect to `addr` (over `tls`, offering `h2` by ALPN) and hand-shake,
+    /// within `timeout`.
+    pub(crate) fn connect(
+        addr: SocketAddr,
+        tls: Option<&TlsClient>,
+        timeout: Duration,
+    ) -> Result<Held, ConnectError> {
+        let (scheme, tls) = scheme(tls);
+        Ok(Held {
+            conn: connect(addr, tls.as_ref(), timeout)?,
+            scheme,
+            authority: addr.to_string(),
+        })
+    }
+
+    /// Send `request` (as the engine's HTTP/1.1 bytes) on a stream of its
+    /// own and read the whole answer: its status, or `None` when the
+    /// connection or the stream failed, or `timeout` passed.
+    pub(crate) fn exchange(&mut self, request: &[u8], timeout: Duration) -> Option<u16> {
+        let req = h2_request(request, self.scheme, &self.authority).ok()?;
+        let c = &mut self.conn;
+        let mut cx = Context::from_waker(Waker::noop());
+        let until = Instant::now() + timeout;
+        let mut stream: Option<InFlight> = None;
+        loop {
+            // Ready only once it ended: closed, or failed.
+            if c.conn.as_mut().poll(&mut cx).is_ready() {
+                return None;
+            }
+            let moved = match &mut stream {
+                None => match c.send.poll_ready(&mut cx) {
+                    Poll::Ready(Ok(())) => {
+                        let end = req.body.is_empty();
+                        let (resp, mut body) = c.send.send_request(req.head.clone(), end).ok()?;
+                        if !end {
+                            body.send_data(req.body.clone(), true).ok()?;
+                        }
+                        stream = Some(InFlight::Head {
+                            resp,
+                            r: 0,
+                            started: Instant::now(),
+                        });
+                        true
+                    }
+                    Poll::Ready(Err(_)) => return None,
+                    Poll::Pending => false,
+                },
+                Some(InFlight::Head { resp, .. }) => match Pin::new(resp).poll(&mut cx) {
+                    Poll::Ready(Ok(answer)) => {
+                        let status = answer.status().as_u16();
+                        stream = Some(InFlight::Body {
+                            body: answer.into_body(),
+                            status,
+                            got: 0,
+                            r: 0,
+                            started: Instant::now(),
+                        });
+                        true
+                    }
+                    Poll::Ready(Err(_)) => return None,
+                    Poll::Pending => false,
+                },
+                Some(InFlight::Body { body, status, .. }) => match body.poll_data(&mut cx) {
+                    Poll::Ready(Some(Ok(data))) => {
+                        let _ = body.flow_control().release_capacity(data.len());
+                        true
+                    }
+                    Poll::Ready(Some(Err(_))) => return None,
+                    Poll::Ready(None) => {
+                        let status = *status;
+                        // Once more, so that what the answer asked of the
+                        // connection (acknowledgements, window updates)
+                        // is sent before it sits idle.
+                        let _ = c.conn.as_mut().poll(&mut cx);
+                        return Some(status);
+                    }
+                    Poll::Pending => false,
+                },
+            };
+            if !moved {
+                if Instant::now() >= until {
+                    return None;
+                }
+                wait(&[&c.fd], Duration::from_millis(1));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::h2_request;
@@ -384,7 +680,7 @@ mod tests {
     fn a_load_s_request_keeps_its_method_target_fields_and_body_over_http2() {
         let bytes = b"POST /api?x=1 HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nConnection: close\r\n\
                       Content-Length: 2\r\n\r\nhi";
-        let r = h2_request(bytes, "127.0.0.1:80").expect("parses");
+        let r = h2_request(bytes, "http", "127.0.0.1:80").expect("parses");
         assert_eq!(r.head.method(), "POST");
         assert_eq!(r.head.uri(), "http://127.0.0.1:80/api?x=1");
         assert_eq!(r.head.headers()["x-a"], "1");

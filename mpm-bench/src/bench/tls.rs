@@ -19,6 +19,19 @@ pub struct TlsClient {
     pub name: ServerName<'static>,
 }
 
+impl TlsClient {
+    /// The same, offering `h2` before `http/1.1` by ALPN (an HTTP/2 load
+    /// checks which the server chose: `http/1.1` is a refusal).
+    pub fn offering_h2(&self) -> TlsClient {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        TlsClient {
+            config: Arc::new(config),
+            name: self.name.clone(),
+        }
+    }
+}
+
 /// The client configuration the flags ask for.
 pub(crate) fn client(
     host: &str,

@@ -8,6 +8,7 @@
 //! ranges overlap; [`recommend`] writes the closing section every report
 //! ends with.
 
+mod h2;
 mod logwrite;
 mod lowat;
 mod malloc;
@@ -39,6 +40,7 @@ pub const EXPERIMENTS: &[&Experiment] = &[
     &tls::TLS,
     &waiting::WAITING,
     &uring::URING,
+    &h2::H2,
 ];
 
 /// The experiment named `name`.

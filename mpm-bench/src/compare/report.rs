@@ -517,13 +517,15 @@ impl Column {
         }
         let idle_only = matches!(
             self,
-            Column::PssPerConnKib | Column::IdleServed | Column::RssMib | Column::ProcsThreads
+            Column::PssPerConnKib | Column::IdleServed | Column::RssMib
         );
         // Figures of a tree holding connections, whether they are idle,
-        // waiting requests, or a proxied load's clients.
+        // waiting requests, or a proxied load's clients (or what served a
+        // load: the processes and threads HTTP/2 connections held).
         let both = matches!(
             self,
             Column::PssMib
+                | Column::ProcsThreads
                 | Column::Waiting
                 | Column::IdleFootprint
                 | Column::WaitingFootprint

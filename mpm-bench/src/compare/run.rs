@@ -26,6 +26,7 @@ use super::report::{Cell, Metrics, Run};
 use super::scenario::{Load, Scenario, ServerBin, Tls};
 use super::server_child::ServerChild;
 use super::strace::SyscallTable;
+use crate::bench::h2;
 use crate::bench::response_parser::{Feed, ResponseParser};
 use crate::bench::tls::TlsClient;
 use crate::bench::{engine, Limit, Progress};
@@ -173,17 +174,24 @@ pub fn run_all(
                             transfers,
                             chunk,
                             pause_us,
-                        } => measure_slow_reader(&server, s, transfers, chunk, pause_us)?,
+                        } => Measured::Run(Box::new(measure_slow_reader(
+                            &server, s, transfers, chunk, pause_us,
+                        )?)),
                         Load::Waiting { requests } => {
                             waited = true;
                             let origin = origin.ok_or_else(|| {
                                 Error::config(format!("{}: no origin to proxy to", s.name))
                             })?;
-                            measure_waiting(&server, origin, s, requests)?
+                            Measured::Run(Box::new(measure_waiting(&server, origin, s, requests)?))
                         }
                     };
                     let c = &mut cells[index(si)];
-                    c.add(run);
+                    match run {
+                        Measured::Run(run) => c.add(*run),
+                        // Another protocol's figures are not this one's:
+                        // not run, as a variant that could not start.
+                        Measured::Refused(why) => c.skip(why),
+                    }
                     on_run(&label, c);
                 }
                 if waited {
@@ -198,6 +206,15 @@ pub fn run_all(
         }
     }
     Ok(cells)
+}
+
+/// What one run of a cell came to.
+enum Measured {
+    /// Its figures.
+    Run(Box<Run>),
+    /// The server would not speak the scenario's protocol (HTTP/2 over TLS
+    /// to a server that chose `http/1.1` by ALPN): why, and no figure.
+    Refused(String),
 }
 
 /// `target/release/examples/NAME` next to `target/release/mpm`.
@@ -257,7 +274,7 @@ fn measure_load(
     settings: &Settings,
     server: &ServerChild,
     scenario: &Scenario,
-) -> Result<Run, Error> {
+) -> Result<Measured, Error> {
     let (addr, scheme, tls) = tls_target(server, scenario)?;
     let host = addr.to_string();
     let mut load = engine::Load::from_workload(
@@ -275,12 +292,19 @@ fn measure_load(
         .as_deref()
         .filter(|_| scenario.upstream.is_some());
     let idle = origin.map(|_| proc_sample::sample(server.pid()));
+    // A refusal (HTTP/2 not chosen by ALPN) ends the cell's run as such.
     let run = |load: &engine::Load| {
-        engine::run(load, &Progress::new(Arc::clone(&settings.stop)))
-            .map_err(|e| Error::io("running the load", e))
+        let progress = Progress::new(Arc::clone(&settings.stop));
+        let summary = engine::run(load, &progress).map_err(|e| Error::io("running the load", e))?;
+        Ok::<_, Error>(match progress.refused() {
+            Some(why) => Err(why.to_string()),
+            None => Ok(summary),
+        })
     };
     if !settings.warmup.is_zero() {
-        run(&load)?;
+        if let Err(why) = run(&load)? {
+            return Ok(Measured::Refused(why));
+        }
     }
     // The window: tracers attached first (they wait until they are), then
     // the counters read just before and just after the timed run.
@@ -313,7 +337,10 @@ fn measure_load(
         let summary = run(&load);
         (summary, sampler.and_then(|t| t.join().ok()))
     });
-    let summary = summary?;
+    let summary = match summary? {
+        Ok(summary) => summary,
+        Err(why) => return Ok(Measured::Refused(why)),
+    };
     let proc_after = proc_sample::sample(pid);
     let after = server.status()?;
     let syscalls = perf.and_then(SyscallCount::finish);
@@ -324,6 +351,9 @@ fn measure_load(
         cpu_us_per_req: cpu_per_request(&proc_before, &proc_after, requests),
         syscalls_per_req: syscalls.map(|n| n as f64 / requests),
         pss_kib: Some(proc_after.pss_kib as f64),
+        // What served the load (an HTTP/2 connection may hold a thread).
+        processes: Some(proc_after.processes as f64),
+        threads: Some(proc_after.threads as f64),
         ..Metrics::default()
     };
     if summary.responses > 0 {
@@ -340,7 +370,7 @@ fn measure_load(
         m.clients = Some(scenario.workload.connections as f64);
         waiting_figures(&mut m, &idle, &held, waiting);
     }
-    Ok(Run {
+    Ok(Measured::Run(Box::new(Run {
         metrics: m,
         responses: summary.responses,
         errors: summary.errors.total(),
@@ -352,7 +382,7 @@ fn measure_load(
                 .collect()
         }),
         idle_sample: None,
-    })
+    })))
 }
 
 /// The tree idle and holding `waiting` requests: its footprint both ways,
@@ -689,8 +719,25 @@ fn exchange(conn: &mut dyn Duplex, request: &[u8], parser: &mut ResponseParser) 
     }
 }
 
+/// A connection held idle: HTTP/1.1 (plain or TLS), or HTTP/2.
+enum Held {
+    Http1(Box<dyn Duplex>),
+    Http2(Box<h2::Held>),
+}
+
+impl Held {
+    /// Send `request` and read its answer: the status.
+    fn exchange(&mut self, request: &[u8], parser: &mut ResponseParser) -> Option<u16> {
+        match self {
+            Held::Http1(c) => exchange(&mut **c, request, parser),
+            Held::Http2(c) => c.exchange(request, Duration::from_secs(10)),
+        }
+    }
+}
+
 /// Hold `connections` idle keep-alive connections and read the tree's
-/// memory. The baseline is the server's tree before its first idle
+/// memory (HTTP/2 ones when the workload says `h2-streams`: each has sent
+/// the preface, its SETTINGS and one request). The baseline is the server's tree before its first idle
 /// scenario (idle scenarios run first on a fresh server, so it is the
 /// server as it starts, with the processes it will hold them with): the
 /// figure per connection is what they add to it, first use of a process
@@ -700,7 +747,7 @@ fn measure_idle(
     scenario: &Scenario,
     connections: usize,
     baseline: &mut Option<Sample>,
-) -> Result<Run, Error> {
+) -> Result<Measured, Error> {
     let _ = mpm_master::raise_fd_limit();
     let pid = server.pid();
     let base = *baseline.get_or_insert_with(|| proc_sample::sample(pid));
@@ -710,21 +757,33 @@ fn measure_idle(
     let mut parser = ResponseParser::default();
     let mut held = Vec::with_capacity(connections);
     let mut run = Run::default();
+    let h2 = scenario.workload.h2_streams.is_some();
+    let timeout = Duration::from_secs(10);
     for _ in 0..connections {
-        match connect(addr, tls.as_ref(), Duration::from_secs(10)) {
-            Ok(mut c) => match exchange(&mut *c, &request, &mut parser) {
-                Some(status) => {
-                    run.responses += 1;
-                    *run.statuses.entry(status).or_insert(0) += 1;
-                    if first.expect.accepts(status) {
-                        held.push(c);
-                    } else {
-                        run.unexpected += 1;
-                    }
+        let opened = if h2 {
+            match h2::Held::connect(addr, tls.as_ref(), timeout) {
+                Ok(c) => Some(Held::Http2(Box::new(c))),
+                Err(h2::ConnectError::Refused(why)) => return Ok(Measured::Refused(why)),
+                Err(_) => None,
+            }
+        } else {
+            connect(addr, tls.as_ref(), timeout).ok().map(Held::Http1)
+        };
+        let Some(mut c) = opened else {
+            run.errors += 1;
+            continue;
+        };
+        match c.exchange(&request, &mut parser) {
+            Some(status) => {
+                run.responses += 1;
+                *run.statuses.entry(status).or_insert(0) += 1;
+                if first.expect.accepts(status) {
+                    held.push(c);
+                } else {
+                    run.unexpected += 1;
                 }
-                None => run.errors += 1,
-            },
-            Err(_) => run.errors += 1,
+            }
+            None => run.errors += 1,
         }
     }
     // Let every process settle (parked connections, freed buffers).
@@ -745,7 +804,7 @@ fn measure_idle(
         .iter()
         .filter(|&&i| {
             held.get_mut(i)
-                .and_then(|c| exchange(&mut **c, &request, &mut parser))
+                .and_then(|c| c.exchange(&request, &mut parser))
                 .is_some_and(|status| first.expect.accepts(status))
         })
         .count();
@@ -760,7 +819,7 @@ fn measure_idle(
     m.baseline_pss_kib = Some(base.pss_kib as f64);
     m.baseline_processes = Some(base.processes as f64);
     m.pss_per_conn_kib = Some((s.pss_kib as f64 - base.pss_kib as f64) / connections.max(1) as f64);
-    Ok(run)
+    Ok(Measured::Run(Box::new(run)))
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub(super) const TLS: Experiment = Experiment {
 };
 
 /// A certificate and key for this run, in a directory of its own.
-fn cert_files() -> Option<&'static (PathBuf, PathBuf)> {
+pub(super) fn cert_files() -> Option<&'static (PathBuf, PathBuf)> {
     static FILES: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
     FILES
         .get_or_init(|| {
