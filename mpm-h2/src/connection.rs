@@ -278,9 +278,10 @@ impl Connection {
     /// The next thing the peer did, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         let e = self.events.pop_front();
-        if e.is_none() && self.events.capacity() > 0 && self.streams.is_empty() {
-            // Idle: hold no queue.
+        if e.is_none() && self.streams.is_empty() {
+            // Idle: hold no queue and no stream table.
             self.events = VecDeque::new();
+            self.streams = Vec::new();
         }
         e
     }
@@ -299,9 +300,10 @@ impl Connection {
             dst.extend_from_slice(&self.out);
             self.out.clear();
         }
-        if self.streams.is_empty() && self.out.capacity() > 0 {
-            // Idle: hold no buffer.
+        if self.streams.is_empty() {
+            // Idle: hold no buffer and no stream table.
             self.out = Vec::new();
+            self.streams = Vec::new();
         }
     }
 
