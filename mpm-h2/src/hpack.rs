@@ -852,3 +852,110 @@ mod tests {
         assert_eq!(d.table_size(), 0);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    #![allow(clippy::unwrap_used)]
+
+    use proptest::prelude::*;
+
+    use super::{
+        encode_field, encode_indexed_literal, encode_integer, Decoder, Fields, ENTRY_OVERHEAD,
+    };
+    use crate::huffman;
+
+    /// How a field is sent: with incremental indexing, without, never
+    /// indexed; its strings Huffman-coded or not.
+    #[derive(Debug, Clone, Copy)]
+    enum Rep {
+        Indexing { huffman: bool },
+        Without,
+        Never,
+    }
+
+    fn rep() -> impl Strategy<Value = Rep> {
+        prop_oneof![
+            any::<bool>().prop_map(|huffman| Rep::Indexing { huffman }),
+            Just(Rep::Without),
+            Just(Rep::Never),
+        ]
+    }
+
+    fn name() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::sample::select(vec![
+                b"content-type".to_vec(),
+                b"accept".to_vec(),
+                b"user-agent".to_vec(),
+                b"cookie".to_vec()
+            ]),
+            proptest::collection::vec(any::<u8>(), 1..20),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn huffman_round_trips(s in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let mut coded = Vec::new();
+            huffman::encode(&s, &mut coded);
+            prop_assert_eq!(coded.len(), huffman::encoded_len(&s));
+            let mut out = Vec::new();
+            huffman::decode(&coded, &mut out).unwrap();
+            prop_assert_eq!(out, s);
+        }
+
+        /// Blocks of fields in every representation decode to the same
+        /// fields, block after block on one decoder (the dynamic table
+        /// carried across), and the table stays within its size.
+        #[test]
+        fn header_blocks_round_trip(
+            table in 0usize..600,
+            blocks in proptest::collection::vec(
+                proptest::collection::vec((name(), proptest::collection::vec(any::<u8>(), 0..80), rep()), 0..12),
+                1..6,
+            ),
+        ) {
+            let mut d = Decoder::new(table);
+            for block in blocks {
+                let mut bytes = Vec::new();
+                for (n, v, r) in &block {
+                    match r {
+                        Rep::Indexing { huffman } => encode_indexed_literal(n, v, *huffman, &mut bytes),
+                        Rep::Without => encode_field(n, v, false, &mut bytes),
+                        Rep::Never => encode_field(n, v, true, &mut bytes),
+                    }
+                }
+                let mut f = Fields::default();
+                prop_assert!(d.decode(&bytes, &mut f, usize::MAX).unwrap());
+                let got: Vec<(Vec<u8>, Vec<u8>)> = f.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = block.iter().map(|(n, v, _)| (n.clone(), v.clone())).collect();
+                prop_assert_eq!(got, want);
+                prop_assert!(d.table_size() <= table);
+                let counted: usize = d.entries().iter().map(|(n, v)| n.len() + v.len() + ENTRY_OVERHEAD).sum();
+                prop_assert_eq!(counted, d.table_size());
+            }
+        }
+
+        /// An entry indexed in one block is found by its index in the next.
+        #[test]
+        fn an_indexed_entry_serves_the_next_block(v in proptest::collection::vec(any::<u8>(), 0..100)) {
+            let mut d = Decoder::new(4096);
+            let mut first = Vec::new();
+            encode_indexed_literal(b"x-k", &v, true, &mut first);
+            d.decode(&first, &mut Fields::default(), usize::MAX).unwrap();
+            let mut second = Vec::new();
+            encode_integer(62, 7, 0x80, &mut second);
+            let mut f = Fields::default();
+            d.decode(&second, &mut f, usize::MAX).unwrap();
+            prop_assert_eq!(f.get(b"x-k"), Some(&v[..]));
+        }
+
+        /// Any octets: an answer, never a panic.
+        #[test]
+        fn any_block_is_decoded_or_refused(block in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut d = Decoder::new(4096);
+            let _ = d.decode(&block, &mut Fields::default(), 16_384);
+            prop_assert!(d.table_size() <= 4096);
+        }
+    }
+}
