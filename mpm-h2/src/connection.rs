@@ -267,9 +267,7 @@ impl Connection {
             let start = pos + HEADER_LEN;
             let payload = &input[start..start + head.len];
             self.stats.frames_received += 1;
-            if let Err(e) = self.frame(head, payload, start) {
-                return Err(e);
-            }
+            self.frame(head, payload, start)?;
             pos = start + head.len;
         }
         Ok(pos)

@@ -672,7 +672,10 @@ mod tests {
         assert_eq!(d.table_size(), 164);
     }
 
-    fn c5_c6_expectations() -> [(Vec<(String, String)>, Vec<(String, String)>, usize); 3] {
+    /// Per response: the decoded list, the table after it, its size.
+    type Expected = (Vec<(String, String)>, Vec<(String, String)>, usize);
+
+    fn c5_c6_expectations() -> [Expected; 3] {
         let date1 = "Mon, 21 Oct 2013 20:13:21 GMT";
         let date2 = "Mon, 21 Oct 2013 20:13:22 GMT";
         let loc = "https://www.example.com";

@@ -116,7 +116,7 @@ proptest! {
         let mut input = PREFACE.to_vec();
         input.extend(frame(4, 0, 0, &[0, 4, 0, 2, 0, 0]));
         input.extend(frame(8, 0, 0, &100_000u32.to_be_bytes()));
-        input.extend(frame(1, 0x5, 1, &POST[..]));
+        input.extend(frame(1, 0x5, 1, POST));
         conn.recv(&input).unwrap();
         while conn.poll_event().is_some() {}
         let status = if (100..200).contains(&status) { 200 } else { status };

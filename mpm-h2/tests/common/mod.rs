@@ -249,10 +249,8 @@ impl Driver {
     /// One round: the client's connection, then the server.
     pub fn run_once(&mut self) {
         let mut cx = Context::from_waker(Waker::noop());
-        if !self.ended {
-            if let Poll::Ready(_) = self.conn.as_mut().poll(&mut cx) {
-                self.ended = true;
-            }
+        if !self.ended && self.conn.as_mut().poll(&mut cx).is_ready() {
+            self.ended = true;
         }
         self.server.step(&self.wire);
     }
