@@ -124,7 +124,9 @@ struct Gathering {
 
 /// How many stream ids we reset are remembered, so that the peer's frames
 /// already on the way for them are dropped rather than answered (§5.4.2).
-const RESETS_REMEMBERED: usize = 8;
+/// 16 ids (64 octets): a client rarely has more streams reset by us with
+/// frames still on the way; one past it gets STREAM_CLOSED for them.
+const RESETS_REMEMBERED: usize = 16;
 
 /// A sans-IO HTTP/2 server connection.
 #[derive(Debug)]
@@ -883,7 +885,11 @@ impl Connection {
             ));
         }
         let reason = Reason(frame::u32_at(payload));
-        if let Some(i) = self.index(head.stream) {
+        let Some(i) = self.index(head.stream) else {
+            // A closed stream: nothing to do, but a flood of them is one.
+            return self.idle_frame(false);
+        };
+        {
             let s = self.streams.swap_remove(i);
             self.stats.streams_reset_by_peer += 1;
             self.events.push_back(Event::Reset {
@@ -1066,7 +1072,8 @@ impl Connection {
             ));
         }
         let Some(i) = self.index(head.stream) else {
-            return Ok(());
+            // A closed stream: nothing to do, but a flood of them is one.
+            return self.idle_frame(false);
         };
         if inc == 0 {
             return self.stream_error(i, Reason::PROTOCOL_ERROR);

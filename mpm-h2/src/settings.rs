@@ -36,8 +36,9 @@ pub struct Settings {
     /// larger (RFC 9113's measure) is reported as
     /// [`Event::HeadersTooLarge`](crate::Event::HeadersTooLarge).
     pub max_header_list_size: u32,
-    /// PING, SETTINGS, PRIORITY, empty DATA and CONTINUATION, and frames of
-    /// unknown types a peer may send in a row without opening a stream or
+    /// PING, SETTINGS, PRIORITY, empty DATA and CONTINUATION, RST_STREAM
+    /// and WINDOW_UPDATE on closed streams, and frames of unknown types a
+    /// peer may send in a row without opening a stream or
     /// sending body (default 10,000, nginx's and nghttp2's bound on frames
     /// queued for a client); one more is a flood: GOAWAY ENHANCE_YOUR_CALM.
     pub idle_frame_limit: u32,
