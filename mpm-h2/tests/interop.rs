@@ -166,3 +166,36 @@ fn section_6_8_a_graceful_goaway_lets_the_stream_in_flight_finish() {
     };
     assert!(refused, "a request after our GOAWAY was answered");
 }
+
+/// A request whose head is larger than a frame: `h2` sends HEADERS and
+/// CONTINUATION, which we read as one block; over our
+/// SETTINGS_MAX_HEADER_LIST_SIZE it is answered 431 and the connection
+/// goes on.
+fn big_head(d: &mut Driver, size: usize) -> u16 {
+    let req = http::Request::builder()
+        .uri("http://example/big-head")
+        .header("x-big", "a".repeat(size))
+        .body(())
+        .unwrap();
+    let mut send = d.send.clone();
+    d.run(|cx| send.poll_ready(cx)).unwrap();
+    let (resp, _) = send.send_request(req, true).unwrap();
+    d.finish(resp).0
+}
+
+#[test]
+fn section_6_10_a_head_over_a_frame_arrives_in_continuations() {
+    let settings = Settings {
+        max_header_list_size: 64 * 1024,
+        ..Settings::default()
+    };
+    let mut d = Driver::new(settings, None);
+    assert_eq!(big_head(&mut d, 40_000), 200);
+}
+
+#[test]
+fn section_6_5_2_a_head_over_our_list_size_is_answered_431() {
+    let mut d = Driver::new(Settings::default(), None);
+    assert_eq!(big_head(&mut d, 20_000), 431);
+    assert_eq!(get(&mut d, "/after").0, 200);
+}
