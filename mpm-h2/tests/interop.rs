@@ -199,3 +199,23 @@ fn section_6_5_2_a_head_over_our_list_size_is_answered_431() {
     assert_eq!(big_head(&mut d, 20_000), 431);
     assert_eq!(get(&mut d, "/after").0, 200);
 }
+
+#[test]
+fn section_8_1_trailers_after_a_body_reach_the_server() {
+    let mut d = Driver::new(Settings::default(), None);
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("http://example/trailers")
+        .body(())
+        .unwrap();
+    let mut send = d.send.clone();
+    d.run(|cx| send.poll_ready(cx)).unwrap();
+    let (resp, mut stream) = send.send_request(req, false).unwrap();
+    stream.send_data(Bytes::from_static(b"abc"), false).unwrap();
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-checksum", "294".parse().unwrap());
+    stream.send_trailers(trailers).unwrap();
+    let (status, body) = d.finish(resp);
+    assert_eq!(status, 200);
+    assert_eq!(body, b"POST 3 294 x-checksum=294");
+}

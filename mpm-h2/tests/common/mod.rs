@@ -1,6 +1,7 @@
 //! The in-memory pipe between `h2`'s client and our codec, and a small
 //! server on the codec: `GET /size/N` answers N octets of `x`, `POST`
-//! answers the body's length and octet sum, any other GET its method and
+//! answers the body's length and octet sum (and its trailers, ` name=value`
+//! each), any other GET its method and
 //! path; `hold` keeps answers back until `release_held`.
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
@@ -129,7 +130,7 @@ impl Server {
                     let method = String::from_utf8(head.method().to_vec()).unwrap();
                     let path = String::from_utf8(head.path().unwrap().to_vec()).unwrap();
                     if method == "POST" {
-                        self.posts.insert(stream, (0, 0, path));
+                        self.posts.insert(stream, (0, 0, String::new()));
                         if end_stream {
                             self.answer_post(stream);
                         }
@@ -158,7 +159,19 @@ impl Server {
                     self.resets.push((stream, reason));
                     self.pending.remove(&stream);
                 }
-                Event::SendCapacity { .. } | Event::Trailers { .. } | Event::GoAway { .. } => {}
+                Event::Trailers { stream, fields } => {
+                    if let Some(p) = self.posts.get_mut(&stream) {
+                        for (n, v) in fields.iter() {
+                            p.2.push_str(&format!(
+                                " {}={}",
+                                String::from_utf8_lossy(n),
+                                String::from_utf8_lossy(v)
+                            ));
+                        }
+                    }
+                    self.answer_post(stream);
+                }
+                Event::SendCapacity { .. } | Event::GoAway { .. } => {}
                 Event::HeadersTooLarge { stream } => {
                     self.conn.send_headers(stream, 431, &[], true).unwrap();
                 }
@@ -167,8 +180,8 @@ impl Server {
     }
 
     fn answer_post(&mut self, stream: u32) {
-        if let Some((len, sum, _)) = self.posts.remove(&stream) {
-            self.answer(stream, format!("POST {len} {sum}").into_bytes());
+        if let Some((len, sum, trailers)) = self.posts.remove(&stream) {
+            self.answer(stream, format!("POST {len} {sum}{trailers}").into_bytes());
         }
     }
 
