@@ -66,6 +66,32 @@ pub(crate) fn preface(data: &[u8]) -> Preface {
     }
 }
 
+/// What a client that chose `h2` by ALPN gets when its first bytes are
+/// not the preface (HTTP/1.1, say): a connection error PROTOCOL_ERROR
+/// (RFC 9113 §3.4). The server's preface (an empty SETTINGS, which must
+/// come first, §3.4), then GOAWAY: last stream 0, PROTOCOL_ERROR, and
+/// why in its debug data.
+const NOT_A_PREFACE: &[u8] = b"\0\0\0\x04\0\0\0\0\0\
+\0\0\x34\x07\0\0\0\0\0\0\0\0\0\0\0\0\x01\
+ALPN chose h2; the connection preface is due";
+
+/// A client chose `h2` by ALPN, then sent something other than the
+/// preface: the GOAWAY of [`NOT_A_PREFACE`], sent if the socket takes it,
+/// counted and logged (at info: the client's mistake, not the server's),
+/// and a lingering close, so that the client reads the GOAWAY before a
+/// reset for the bytes it sent. The connection was never HTTP/1.1: a
+/// client that negotiated a protocol must speak it (RFC 7301 §3.2).
+pub(crate) fn not_a_preface(s: &mut Stream) -> Interest {
+    stats::add(Count::GoawayProtocolError);
+    mpm_core::log_info!(
+        "mpm: HTTP/2 connection ended: {} chose h2 by ALPN, then sent no connection preface: \
+         GOAWAY PROTOCOL_ERROR",
+        s.peer_addr()
+    );
+    let _ = s.send(NOT_A_PREFACE, false);
+    Interest::Linger
+}
+
 pub(crate) enum State {
     Handshake(Pin<Box<Handshake<Checked, Bytes>>>),
     Open(Box<Connection<Checked, Bytes>>),
