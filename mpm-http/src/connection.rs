@@ -442,6 +442,14 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         }
     }
 
+    /// HTTP/2: GOAWAY(NO_ERROR) with the last stream processed. HTTP/1.1
+    /// says nothing (the default's reasons).
+    fn idle_at_stop(&mut self, c: &mut HttpConn, s: &mut Stream) {
+        if let Some(h) = c.occasional.as_mut().and_then(|o| o.h2.as_mut()) {
+            h.idle_at_stop(s);
+        }
+    }
+
     fn timed_out(&mut self, c: &mut HttpConn, s: &mut Stream) {
         if let Some(h) = c.occasional.as_mut().and_then(|o| o.h2.as_mut()) {
             h.timed_out(s);

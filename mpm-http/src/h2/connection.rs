@@ -244,6 +244,18 @@ impl H2Conn {
         }
     }
 
+    /// The server stops and the connection is idle (no stream open): the
+    /// GOAWAY(NO_ERROR) naming the last stream processed (RFC 9113 §6.8),
+    /// sent if the socket takes it, before the model closes. Counted as a
+    /// stop's GOAWAY unless the step already sent one (it saw the stop).
+    pub(crate) fn idle_at_stop(&mut self, s: &mut Stream) {
+        if matches!(self.state, State::Open(_)) && !self.goaway {
+            self.goaway = true;
+            stats::add(Count::GoawayStop);
+        }
+        self.timed_out(s);
+    }
+
     /// A wait timed out (no frame within the timeout, or a stream whose
     /// window never opened): a last GOAWAY, sent if the socket takes it.
     pub(crate) fn timed_out(&mut self, s: &mut Stream) {
