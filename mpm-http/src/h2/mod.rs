@@ -18,6 +18,8 @@
 //! * `response.rs` — the response's HEADERS and its body's sources.
 //! * `frame_check.rs` — what the client sends, checked before `h2` reads
 //!   it: the error codes `h2` gets wrong, and the PING and SETTINGS floods.
+//! * `refusals.rs` — what the server writes, scanned for the streams `h2`
+//!   refuses past the concurrency limit.
 //! * `pipe.rs` — the memory buffers `h2` reads and writes instead of a socket.
 //! * `wake.rs` — the waker that only records a wake.
 //! * `settings.rs` — [`H2Settings`].
@@ -26,6 +28,7 @@
 mod connection;
 mod frame_check;
 mod pipe;
+mod refusals;
 mod request;
 mod response;
 mod settings;
