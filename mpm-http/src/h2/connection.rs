@@ -795,6 +795,96 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_connection_at_a_stop_gets_goaway_no_error_naming_its_last_stream() {
+        let mut svc = HttpService::new(Hello, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client.write_all(&request(GET_SLASH)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Read(Wait::KeepAlive)
+        );
+        svc.parked(&mut conn);
+        let _ = frames(&mut client);
+        svc.idle_at_stop(&mut conn, &mut stream);
+        let frames = frames(&mut client);
+        assert_eq!(
+            frames
+                .iter()
+                .filter(|f| f.0 == 7)
+                .map(|f| f.3.clone())
+                .collect::<Vec<_>>(),
+            [vec![0, 0, 0, 1, 0, 0, 0, 0]],
+            "one GOAWAY: last stream 1, NO_ERROR"
+        );
+    }
+
+    /// A layer that passes bytes through and says ALPN chose `alpn`.
+    struct Chose(&'static [u8]);
+
+    impl mpm_core::Transport for Chose {
+        fn read(&mut self, raw: &mut Stream, buf: &mut [u8]) -> std::io::Result<usize> {
+            raw.read(buf)
+        }
+        fn write(&mut self, raw: &mut Stream, buf: &[u8], more: bool) -> std::io::Result<usize> {
+            raw.send(buf, more)
+        }
+        fn holds_input(&self) -> bool {
+            false
+        }
+        fn alpn(&self) -> Option<&[u8]> {
+            Some(self.0)
+        }
+        fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+            self
+        }
+    }
+
+    #[test]
+    fn a_client_that_chose_h2_by_alpn_and_sends_http_1_1_gets_goaway_protocol_error() {
+        let mut settings = HttpSettings::default();
+        settings.h2.tls = true;
+        for (alpn, on_loop) in [(&b"h2"[..], false), (b"h2", true), (b"http/1.1", false)] {
+            let mut svc = HttpService::new(Hello, &settings);
+            let (mut client, mut stream) = pair();
+            let mut conn = svc.connected(&stream);
+            client
+                .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                .unwrap();
+            assert!(mpm_core::blocking::input_arrives_within(
+                &stream,
+                Duration::from_secs(10)
+            ));
+            stream.attach(Box::new(Chose(alpn)));
+            stream.set_on_event_loop(on_loop);
+            if on_loop {
+                assert_eq!(
+                    svc.prefetch(&mut conn, &mut stream),
+                    mpm_core::Prefetch::ReadyInline,
+                    "the error is answered on the loop"
+                );
+            }
+            let next = svc.readable(&mut conn, &mut stream);
+            let mut got = [0u8; 256];
+            let n = client.read(&mut got).unwrap();
+            if alpn == b"http/1.1" {
+                assert!(got[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &got[..n]);
+                continue;
+            }
+            assert_eq!(next, Interest::Linger);
+            let frames = parse(&got[..n]);
+            assert_eq!((frames[0].0, frames[0].3.len()), (4, 0), "SETTINGS first");
+            assert_eq!(frames[1].0, 7, "then GOAWAY");
+            assert_eq!(frames[1].3[..8], [0, 0, 0, 0, 0, 0, 0, 1], "PROTOCOL_ERROR");
+            assert_eq!(frames.len(), 2, "{frames:?}");
+        }
+    }
+
+    #[test]
     fn without_h2c_the_preface_on_a_plain_connection_is_not_http2() {
         let mut svc = HttpService::new(Hello, &HttpSettings::default());
         let (mut client, mut stream) = pair();
