@@ -99,4 +99,9 @@ mod tests {
             assert_eq!((scan.left, scan.have), (0, 0), "at a frame's start");
         }
     }
+
+    #[test]
+    fn the_scan_holds_a_few_dozen_octets_per_connection() {
+        assert!(std::mem::size_of::<Refusals>() <= 32);
+    }
 }
