@@ -588,6 +588,12 @@ fn an_idle_connection_gets_a_goaway_before_the_stop_closes_it(mpm: &str) {
         assert_eq!(code, code::NO_ERROR, "{goaways:?}");
         assert!(last >= 1, "stream 1 was processed: {goaways:?}");
     }
+    // The last one names the last stream processed, whichever the model.
+    assert_eq!(
+        goaways.last(),
+        Some(&Some((1, code::NO_ERROR))),
+        "{goaways:?}"
+    );
     assert!(
         server.wait_exit(PATIENCE).is_some(),
         "the server did not stop"

@@ -233,12 +233,24 @@ impl H2Conn {
     /// The server stops: a GOAWAY (`h2` sends the two RFC 9113 §6.8 asks
     /// for, the second after a PING's round trip), then the streams in
     /// flight finish and the connection ends.
+    ///
+    /// With the client's input ended (a worker's idle read ends so at a
+    /// stop: the socket shut down for reading), none left unread and no
+    /// stream open, nothing more can come: then the one GOAWAY naming the
+    /// last stream processed, as an idle connection gets on a loop
+    /// ([`idle_at_stop`](Self::idle_at_stop)), not a graceful shutdown's
+    /// first GOAWAY and its PING, whose answer cannot arrive.
     fn begin_stop(&mut self) {
         if self.goaway {
             return;
         }
+        let over = self.pipe.input_ended() && !self.pipe.has_input() && self.streams.is_empty();
         if let State::Open(conn) = &mut self.state {
-            conn.graceful_shutdown();
+            if over {
+                conn.abrupt_shutdown(Reason::NO_ERROR);
+            } else {
+                conn.graceful_shutdown();
+            }
             self.goaway = true;
             stats::add(Count::GoawayStop);
         }
