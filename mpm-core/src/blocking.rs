@@ -251,6 +251,10 @@ pub fn serve_blocking<H: ConnectionHandler>(
                 });
                 if wait == Wait::KeepAlive {
                     if !park.park(stream.socket().as_fd()) {
+                        // Stopping: the protocol's last word, then the close.
+                        if let Err(p) = catch(|| handler.idle_at_stop(&mut conn, &mut stream)) {
+                            log_panic("idle_at_stop", &p, &stream);
+                        }
                         park.unpark();
                         park.closing();
                         return steps;

@@ -205,6 +205,32 @@ pub trait ConnectionHandler {
         false
     }
 
+    /// The server stops, and is about to close this connection, which
+    /// waits idle ([`Wait::KeepAlive`]) with nothing from the peer to
+    /// answer: the protocol's last word before the close. It writes a
+    /// few octets, which the idle connection's empty socket buffer takes
+    /// at once (on a non-blocking socket, what it does not take is
+    /// dropped), and reads nothing. A model calls it once, just before it
+    /// closes such a connection at a drain: when idle connections close
+    /// (after [`STOP_GRACE`](crate::STOP_GRACE)), or when a step that
+    /// ends after the stop leaves the connection idle. The connection is
+    /// closed after it returns, whatever it wrote (under an event loop,
+    /// once the loop has sent it). A connection cut at the graceful
+    /// deadline, or by a fast stop, is not asked. A blocking model whose
+    /// thread waits in the connection's read at the stop ends that read
+    /// instead (worker shuts the socket down for reading): the protocol
+    /// sees the end of its input with [`Stream::is_draining`] set, and
+    /// says its last word there.
+    ///
+    /// The default writes nothing: an HTTP/1.1 connection between requests
+    /// is closed as it is, which RFC 9112 §9.6 allows (a client retries a
+    /// request it had not sent). HTTP/2 sends GOAWAY(NO_ERROR) naming the
+    /// last stream it processed (RFC 9113 §6.8), as nginx does, so that
+    /// the client knows no request was lost.
+    fn idle_at_stop(&mut self, conn: &mut Self::Conn, stream: &mut Stream) {
+        let _ = (conn, stream);
+    }
+
     /// Event loops only: the connection is parked idle between requests;
     /// release what it need not keep (buffers), so that an idle connection
     /// costs as little memory as possible. The default keeps everything.

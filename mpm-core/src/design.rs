@@ -41,6 +41,17 @@
 //! its slot before closing the descriptor, under the slot's lock, so the
 //! stopping thread never shuts down a descriptor number that was reused.
 //!
+//! Closing an idle connection is the model's act, but what to say first is
+//! the protocol's: [`ConnectionHandler::idle_at_stop`](crate::ConnectionHandler::idle_at_stop)
+//! is called just before a model closes an idle connection at a drain
+//! (an event loop's parked ones, or one a blocking driver's parker
+//! refuses). HTTP/1.1 says nothing, as before; HTTP/2 sends GOAWAY, so a
+//! client knows which of its streams were processed. A worker thread blocked
+//! in the idle read learns of the stop from the read's end instead, with
+//! [`Stream::is_draining`](crate::Stream::is_draining) set, and its protocol
+//! says the same there. The hook costs a call per idle connection per stop,
+//! on the thread that closes it: nothing any core shares.
+//!
 //! ## Two stops, one drain
 //!
 //! A stop is graceful (SIGWINCH, `mpm signal graceful-stop`,

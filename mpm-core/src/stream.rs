@@ -61,6 +61,13 @@ pub trait Transport: Send + 'static {
         Ok(sent)
     }
 
+    /// The application protocol the peer and the layer agreed on (TLS's
+    /// ALPN, RFC 7301), if they did: the protocol above must then speak
+    /// it. The default: none agreed.
+    fn alpn(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// The layer as `Any`, so that its owner can take its own type back
     /// from [`Stream::detach`].
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
@@ -218,6 +225,13 @@ impl Stream {
     /// reads and writes travel encrypted? A proxy says `https` upstream.
     pub fn has_transport(&self) -> bool {
         self.transport.is_some()
+    }
+
+    /// The application protocol the attached layer agreed on with the
+    /// peer (TLS's ALPN: `h2`, `http/1.1`), if any
+    /// ([`Transport::alpn`]).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.transport.as_ref().and_then(|t| t.alpn())
     }
 
     /// Put this stream in ring mode (the uring model): reads take the

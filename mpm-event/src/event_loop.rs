@@ -587,6 +587,14 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
     }
 
+    /// A stopping loop is about to close this idle connection: the
+    /// protocol's last word first (HTTP/2's GOAWAY; HTTP/1.1 says nothing).
+    pub(crate) fn say_goodbye(&mut self, conn: &mut Conn<H::Conn>) {
+        let _ = self.guarded(conn, "idle_at_stop", |h, c| {
+            h.idle_at_stop(&mut c.state, &mut c.stream)
+        });
+    }
+
     /// Run one handler step on the loop, catching a panic: `None` if it
     /// panicked (logged in one line; the caller closes the connection).
     fn guarded<R>(
@@ -657,6 +665,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     && wait == Wait::KeepAlive
                     && !(seen_readable || has_pending_input(&conn.stream))
                 {
+                    self.say_goodbye(&mut conn);
                     self.close(t);
                     return;
                 }

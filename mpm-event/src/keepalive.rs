@@ -30,7 +30,25 @@ impl<H: ConnectionHandler> EventLoop<H> {
             })
             .collect();
         self.again.extend(waiting.iter().copied());
-        self.close_parked(|w| w == Parked::Read(Wait::KeepAlive));
+        // Each with the protocol's last word (HTTP/2's GOAWAY), spared
+        // those to step again (their request has come).
+        let idle: Vec<usize> = self
+            .slots
+            .iter()
+            .filter_map(|(t, s)| match s {
+                Slot::Parked {
+                    wait: Parked::Read(Wait::KeepAlive),
+                    ..
+                } if !self.again.contains(&t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        for t in idle {
+            self.timeouts.remove(t);
+            if let Some(Slot::Parked { mut conn, .. }) = self.slots.try_remove(t) {
+                self.say_goodbye(&mut conn);
+            } // Dropped: closed.
+        }
     }
 
     /// Stopping with a successor: pass every connection that has sent

@@ -117,6 +117,8 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                     Preface::Yes => return self.start_h2(c, s),
                     Preface::Partial if did_read => return Interest::Read(Wait::Request),
                     Preface::Partial => partial_preface = true,
+                    // Chose h2 by ALPN, then spoke something else.
+                    Preface::No if chose_h2(s) => return h2::not_a_preface(s),
                     Preface::No => {}
                 }
             }
@@ -312,6 +314,8 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 Preface::Yes => return Prefetch::ReadyInline,
                 Preface::Partial if closed => return Prefetch::Wait(Interest::Close),
                 Preface::Partial => return Prefetch::Wait(Interest::Read(Wait::Request)),
+                // The connection error never blocks.
+                Preface::No if chose_h2(s) => return Prefetch::ReadyInline,
                 Preface::No => {}
             }
         }
@@ -438,6 +442,14 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         }
     }
 
+    /// HTTP/2: GOAWAY(NO_ERROR) with the last stream processed. HTTP/1.1
+    /// says nothing (the default's reasons).
+    fn idle_at_stop(&mut self, c: &mut HttpConn, s: &mut Stream) {
+        if let Some(h) = c.occasional.as_mut().and_then(|o| o.h2.as_mut()) {
+            h.idle_at_stop(s);
+        }
+    }
+
     fn timed_out(&mut self, c: &mut HttpConn, s: &mut Stream) {
         if let Some(h) = c.occasional.as_mut().and_then(|o| o.h2.as_mut()) {
             h.timed_out(s);
@@ -468,6 +480,14 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             self.sender.log_done(c, s, true);
         }
     }
+}
+
+/// Did the client choose HTTP/2 by ALPN? Then its first bytes must be the
+/// connection preface (RFC 9113 §3.4): anything else is a connection
+/// error, never an HTTP/1.1 request. One that chose `http/1.1`, or none,
+/// is read as HTTP/1.1 (or, sending the preface, as HTTP/2, as before).
+fn chose_h2(s: &Stream) -> bool {
+    s.alpn() == Some(b"h2")
 }
 
 impl<H: HttpHandler> HttpService<H> {

@@ -169,13 +169,17 @@
 //! on another descriptor, and within a second to see whether the server
 //! stops (its GOAWAY is sent then). The budget of streams in flight is
 //! SETTINGS_MAX_CONCURRENT_STREAMS (`--h2-max-concurrent-streams`, 128 as
-//! nginx): `h2` refuses one more with `REFUSED_STREAM`. Bodies go a window
+//! nginx): `h2` refuses one more with `REFUSED_STREAM` (counted from its
+//! frames as they are written: `streams_refused`). Bodies go a window
 //! at a time: bytes without a copy, a file read in chunks of at most the
 //! window (on a loop only what the page cache holds, and
 //! `--sendfile-max-chunk` a turn), a reader on a worker only.
 //!
 //! **The models.** Event: between frames the connection waits on the loop
-//! with no thread and, idle, no pipe buffers. Worker: the connection holds
+//! with no thread and, idle, no pipe buffers; when the server stops, the
+//! loop asks it for its last word before closing it idle
+//! (`ConnectionHandler::idle_at_stop`): GOAWAY(NO_ERROR) with the last
+//! stream processed, as nginx sends (uring the same). Worker: the connection holds
 //! its thread for its life, as under httpd's worker MPM with mod_http2:
 //! with 4 threads, 4 idle h2 connections leave a fifth unanswered until
 //! one closes (`bench/h2/threads_held.py`).

@@ -7,7 +7,8 @@
 //! * [`ServerStatus`] — the handler: the page as HTML, as JSON
 //!   (`?json`, built with `serde_json`; [`server_status`] lists its fields),
 //!   and the metrics; [`SectionCounters`] for a layer's own counters (TLS's),
-//!   [`TableRows`] for a layer's counters per labelled row (the proxy's upstreams).
+//!   [`SectionValues`] for counters and gauges (HTTP/2's), [`TableRows`]
+//!   for a layer's counters per labelled row (the proxy's upstreams).
 //! * [`prometheus`] — the same counters in Prometheus's text format.
 //!
 //! It needs nothing of the static site: the two are separate applications
@@ -18,4 +19,6 @@
 
 pub mod server_status;
 
-pub use server_status::{prometheus, SectionCounters, ServerStatus, TableRow, TableRows, Value};
+pub use server_status::{
+    prometheus, SectionCounters, SectionValues, ServerStatus, TableRow, TableRows, Value,
+};

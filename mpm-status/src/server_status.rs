@@ -21,7 +21,7 @@
 //! | `lock_contended`, `lock_wait_us` | for `--allocator locked` only: times its mutex was already held, and the time waited |
 //! | `voluntary_ctxt_switches`, `involuntary_ctxt_switches` | summed from /proc over the serving processes' threads |
 //! | `tls` | with TLS listeners: `handshakes_full`, `handshakes_resumed`, `handshakes_tls13`, `tickets_opened`, `session_cache_hits`, `session_cache_stores`, the failures by kind (`failed_plain_http`, `failed_unknown_name`, `failed_bad_message`, `failed_no_shared_parameters`, `failed_client_alert`, `failed_timeout`, `failed_closed_early`, `failed_other`) and their sum `handshakes_failed`, over every process and generation |
-//! | `h2` | with HTTP/2 on (`--http2`, `--h2c`): `connections_open`, `connections_total`, `streams_total`, `streams_reset` (by the server: a malformed request, a body that failed; streams `h2` refuses past `--h2-max-concurrent-streams` are not counted), and the GOAWAYs sent by cause, `goaway_flood`, `goaway_protocol_error`, `goaway_stop`, over every process and generation |
+//! | `h2` | with HTTP/2 on (`--http2`, `--h2c`): `connections_open` (now), `connections_total`, `streams_total`, `streams_reset` (by the server: a malformed request, a body that failed), `streams_refused` (past `--h2-max-concurrent-streams`: RST_STREAM REFUSED_STREAM), and the GOAWAYs sent by cause, `goaway_flood`, `goaway_protocol_error` (a client's bad frames, or one that chose `h2` by ALPN and sent no preface), `goaway_stop` (the server stopping, idle connections included), over every process and generation |
 //! | `workers` | one object per slot in use: `slot`, `pid`, `generation`, `state`, `requests`, `bytes`, `connections`, `last_request_age_ms` (`null` before the first request), `request_line` |
 //!
 //! Every figure is a total since the server started: a figure per request is
@@ -57,6 +57,12 @@ pub mod prometheus;
 /// Counters a layer below HTTP (TLS) shows on the page: read at each
 /// request, as (name, value) pairs.
 pub type SectionCounters = std::sync::Arc<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
+
+/// A layer's numbers, each a counter or a gauge ([`Value`]): read at each
+/// request, as (name, value) pairs. For a section with a reading that goes
+/// down as well as up (HTTP/2's connections open), which Prometheus must
+/// see as a gauge.
+pub type SectionValues = std::sync::Arc<dyn Fn() -> Vec<(&'static str, Value)> + Send + Sync>;
 
 /// A layer's counters kept per labelled row (the reverse proxy's, per
 /// upstream): read at each request.
@@ -97,7 +103,7 @@ pub struct ServerStatus {
     scoreboard: &'static Scoreboard,
     mpm: MpmKind,
     remote: bool,
-    sections: Vec<(&'static str, SectionCounters)>,
+    sections: Vec<(&'static str, SectionValues)>,
     tables: Vec<(&'static str, TableRows)>,
 }
 
@@ -135,8 +141,27 @@ impl ServerStatus {
 
     /// Show a layer's counters too, under `name` (a JSON object of that
     /// name, an HTML table under that heading): TLS's handshakes.
-    pub fn with_section(mut self, name: &'static str, counters: SectionCounters) -> ServerStatus {
-        self.sections.push((name, counters));
+    pub fn with_section(self, name: &'static str, counters: SectionCounters) -> ServerStatus {
+        self.with_section_values(
+            name,
+            std::sync::Arc::new(move || {
+                counters()
+                    .into_iter()
+                    .map(|(k, n)| (k, Value::Counter(n)))
+                    .collect()
+            }),
+        )
+    }
+
+    /// Show a layer's numbers too, each a counter or a gauge, under `name`
+    /// (as [`with_section`](Self::with_section)): HTTP/2's, whose
+    /// connections open go down as well as up.
+    pub fn with_section_values(
+        mut self,
+        name: &'static str,
+        values: SectionValues,
+    ) -> ServerStatus {
+        self.sections.push((name, values));
         self
     }
 
@@ -424,8 +449,9 @@ impl ServerStatus {
             for (key, value) in counters() {
                 let _ = writeln!(
                     out,
-                    "<tr><th>{}</th><td>{value}</td></tr>",
-                    key.replace('_', " ")
+                    "<tr><th>{}</th><td>{}</td></tr>",
+                    key.replace('_', " "),
+                    value.number()
                 );
             }
             out.push_str("</table>\n");
@@ -625,7 +651,7 @@ struct Worker {
 }
 
 /// The layers' sections, each read now: `"tls":{"handshakes_full":3,...}`.
-struct Sections<'a>(&'a [(&'static str, SectionCounters)]);
+struct Sections<'a>(&'a [(&'static str, SectionValues)]);
 
 impl Serialize for Sections<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -668,11 +694,11 @@ impl Serialize for Row {
 }
 
 /// One section's counters, in the order the layer gives them.
-struct Section(Vec<(&'static str, u64)>);
+struct Section(Vec<(&'static str, Value)>);
 
 impl Serialize for Section {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v.number())))
     }
 }
 
@@ -963,6 +989,38 @@ mod tests {
         assert!(
             text.contains("# HELP mpm_tls_failed_timeout_total "),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_layers_gauge_is_a_prometheus_gauge_and_a_total_is_said_once() {
+        let status = ServerStatus::new(board(), MpmKind::Event, false).with_section_values(
+            "h2",
+            std::sync::Arc::new(|| {
+                vec![
+                    ("connections_open", Value::Gauge(2)),
+                    ("connections_total", Value::Counter(5)),
+                    ("streams_refused", Value::Counter(1)),
+                ]
+            }),
+        );
+        let text = body(&get(&status, "/server-status?format=prometheus"));
+        assert!(
+            text.contains("# TYPE mpm_h2_connections_open gauge\nmpm_h2_connections_open 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE mpm_h2_connections_total counter\nmpm_h2_connections_total 5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE mpm_h2_streams_refused_total counter\n"),
+            "{text}"
+        );
+        let json = body(&get(&status, "/server-status?json"));
+        assert!(
+            json.contains("\"h2\":{\"connections_open\":2,\"connections_total\":5,"),
+            "{json}"
         );
     }
 

@@ -391,6 +391,27 @@ impl<H: ConnectionHandler> ConnectionHandler for TlsHandler<H> {
         }
     }
 
+    fn idle_at_stop(&mut self, c: &mut Self::Conn, s: &mut Stream) {
+        if !c.tls {
+            return self.inner.idle_at_stop(&mut c.inner, s);
+        }
+        match c.session.take() {
+            // The inner protocol's last word (HTTP/2's GOAWAY), encrypted,
+            // then close_notify.
+            Some(sess) if !sess.is_handshaking() => {
+                s.attach(sess);
+                self.inner.idle_at_stop(&mut c.inner, s);
+                if self.take_back(c, s) {
+                    if let Some(sess) = c.session.as_mut() {
+                        sess.queue_close_notify();
+                        sess.flush_once(s);
+                    }
+                }
+            }
+            other => c.session = other,
+        }
+    }
+
     fn prefetch(&mut self, c: &mut Self::Conn, s: &mut Stream) -> Prefetch {
         if !c.tls {
             return self.inner.prefetch(&mut c.inner, s);

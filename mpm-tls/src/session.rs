@@ -560,6 +560,10 @@ impl Transport for Session {
         })
     }
 
+    fn alpn(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
         self
     }

@@ -227,7 +227,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
                     && wait == Wait::KeepAlive
                     && !conn.stream.has_buffered_input()
                 {
-                    return self.finish(t, conn, pending_out, false);
+                    return self.say_goodbye(t, conn);
                 }
                 if wait == Wait::KeepAlive
                     && self
@@ -300,6 +300,17 @@ impl<H: ConnectionHandler> RingLoop<H> {
             Interest::Close => self.finish(t, conn, pending_out, false),
             Interest::Linger => self.finish(t, conn, pending_out, true),
         }
+    }
+
+    /// A stopping loop closes this idle connection: the protocol's last
+    /// word first (HTTP/2's GOAWAY; HTTP/1.1 says nothing), gathered for
+    /// the ring, then the close once it is sent.
+    fn say_goodbye(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>) {
+        self.own(t, &mut conn);
+        let _ = self.guarded(&mut conn, "idle_at_stop", |h, c| {
+            h.idle_at_stop(&mut c.state, &mut c.stream)
+        });
+        self.apply(t, conn, Interest::Close);
     }
 
     /// Close (or close lingering) once the output is sent.
@@ -454,7 +465,14 @@ impl<H: ConnectionHandler> RingLoop<H> {
             }
         }
         for t in doomed {
-            self.close(t);
+            let Some(e) = self.slots.get_mut(t) else {
+                continue;
+            };
+            let State::Parked { conn, .. } = std::mem::replace(&mut e.state, State::Busy) else {
+                continue;
+            };
+            self.timeouts.remove(t);
+            self.say_goodbye(t, conn);
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use mpm_core::scoreboard::Scoreboard;
 use mpm_http::{HttpHandler, Request, Response};
-use mpm_status::ServerStatus;
+use mpm_status::{ServerStatus, Value};
 
 use crate::settings::Config;
 
@@ -52,12 +52,20 @@ impl StatusRoute {
             }
         }
         if config.http2 || config.h2c {
-            status = status.with_section(
+            // Connections open go down as well as up: a gauge.
+            status = status.with_section_values(
                 "h2",
                 Arc::new(|| {
                     mpm_http::h2_counts()
                         .iter()
-                        .map(|(c, n)| (c.name(), *n))
+                        .map(|&(c, n)| {
+                            let v = if c.is_gauge() {
+                                Value::Gauge(n)
+                            } else {
+                                Value::Counter(n)
+                            };
+                            (c.name(), v)
+                        })
                         .collect()
                 }),
             );

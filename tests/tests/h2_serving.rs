@@ -22,6 +22,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use tests::h2::{code, flag, kind, setting, Event, Frame, H2Conn, Target};
 use tests::origin::{Origin, Script, Step};
 use tests::{site, Server, TempDir, Transport};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -611,6 +612,184 @@ fn a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight(mpm: &str) 
     );
 }
 
+/// A stopping server answers an idle HTTP/2 connection (its stream
+/// answered, nothing open) with GOAWAY(NO_ERROR) before it closes it, as
+/// nginx does, so that the client knows nothing it sent was lost: under
+/// event and uring the connection is parked on the loop, which asks the
+/// protocol for its last word (`ConnectionHandler::idle_at_stop`) before
+/// the close; under worker a thread waits in its read.
+fn an_idle_connection_gets_a_goaway_before_the_stop_closes_it(mpm: &str) {
+    let root = site::docroot();
+    let Some(mut server) = h2_server(mpm, Some(root.path()), &["--graceful-timeout", "30s"]) else {
+        return;
+    };
+    let mut t = raw_target(&server);
+    t.timeout = PATIENCE;
+    let mut c = H2Conn::handshake(&t);
+    c.send_headers(1, &t.get(), true);
+    assert_eq!(c.expect_response(1).status, 200);
+    // Every frame so far handled: the connection is idle.
+    c.expect_alive();
+    server.graceful_stop();
+    let mut goaways = Vec::new();
+    loop {
+        match c.next_event() {
+            Event::Frame(f) if f.kind == kind::GOAWAY => goaways.push(f.error_code()),
+            Event::Closed => break,
+            Event::Timeout => panic!("the stopping server kept the idle connection open"),
+            _ => {}
+        }
+    }
+    assert!(
+        !goaways.is_empty(),
+        "the stop closed the idle connection without a GOAWAY"
+    );
+    for g in &goaways {
+        let (last, code) = g.expect("a GOAWAY of 8 octets or more");
+        assert_eq!(code, code::NO_ERROR, "{goaways:?}");
+        assert!(last >= 1, "stream 1 was processed: {goaways:?}");
+    }
+    // The last one names the last stream processed, whichever the model.
+    assert_eq!(
+        goaways.last(),
+        Some(&Some((1, code::NO_ERROR))),
+        "{goaways:?}"
+    );
+    assert!(
+        server.wait_exit(PATIENCE).is_some(),
+        "the server did not stop"
+    );
+}
+
+/// A client that chose `h2` by ALPN must then speak HTTP/2 (RFC 9113
+/// §3.4, RFC 7301): one that sends an HTTP/1.1 request instead gets a
+/// connection error, SETTINGS then GOAWAY(PROTOCOL_ERROR), and the close,
+/// never an HTTP/1.1 answer; it is counted, and the server serves on. A
+/// client that chose `http/1.1` is served HTTP/1.1 as ever. (On plain
+/// listeners there is no ALPN: h2c by prior knowledge, the rest of the
+/// suite.)
+fn a_client_that_chose_h2_by_alpn_and_speaks_http_1_1_gets_a_goaway(mpm: &str) {
+    if tests::transport() != Transport::Tls {
+        return;
+    }
+    let root = site::docroot();
+    let Some(server) = h2_server(mpm, Some(root.path()), &[]) else {
+        return;
+    };
+    let mut t = raw_target(&server);
+    t.timeout = PATIENCE;
+    let request = b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    // `open` asserts that the server chose h2.
+    let mut c = H2Conn::open(&t);
+    c.send_bytes(request);
+    let (got, closed) = c.read_until_close();
+    assert!(closed, "the connection stayed open");
+    assert!(
+        !got.starts_with(b"HTTP/1."),
+        "answered as HTTP/1.1: {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    let mut frames = Vec::new();
+    let mut rest = &got[..];
+    while let Some((f, used)) = Frame::parse(rest) {
+        rest = &rest[used..];
+        frames.push(f);
+    }
+    assert_eq!(
+        frames.first().map(|f| f.kind),
+        Some(kind::SETTINGS),
+        "the server's preface first"
+    );
+    let goaway = frames.iter().find(|f| f.kind == kind::GOAWAY);
+    assert_eq!(
+        goaway.and_then(|f| f.error_code()),
+        Some((0, code::PROTOCOL_ERROR)),
+        "GOAWAY PROTOCOL_ERROR, no stream processed"
+    );
+    // Chose http/1.1: HTTP/1.1, as ever.
+    let tcp = TcpStream::connect(server.addr()).unwrap();
+    tcp.set_read_timeout(Some(PATIENCE)).unwrap();
+    let config = tests::tls::client_config_with(|c| {
+        c.alpn_protocols = vec![b"http/1.1".to_vec()];
+    });
+    let mut io = tests::tls::Io::handshake_with(tcp, "localhost", config).unwrap();
+    io.write_all(request).unwrap();
+    io.flush().unwrap();
+    let mut head = [0u8; 12];
+    io.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    // Counted, and the server serves h2 on.
+    let mut c = H2Conn::handshake(&t);
+    c.expect_alive();
+    let status: serde_json::Value =
+        serde_json::from_str(&server.get("/server-status?json").text()).unwrap();
+    assert_eq!(
+        status["h2"]["goaway_protocol_error"].as_u64(),
+        Some(1),
+        "{}",
+        status["h2"]
+    );
+}
+
+/// Streams past `--h2-max-concurrent-streams` are refused (RST_STREAM
+/// REFUSED_STREAM, which `h2` sends itself), and the status page counts
+/// them; its Prometheus exposition says the connections open are a gauge.
+fn streams_past_the_concurrency_limit_are_refused_and_counted(mpm: &str) {
+    let root = TempDir::new("h2-refused");
+    root.write("big.bin", &tests::pattern(100_000, 5));
+    let Some(server) = h2_server(
+        mpm,
+        Some(root.path()),
+        &["--h2-max-concurrent-streams", "2"],
+    ) else {
+        return;
+    };
+    let mut t = raw_target(&server);
+    t.path = "/big.bin".to_string();
+    // A stream window of 0: the answers' bodies wait, the streams stay open.
+    let mut c = H2Conn::handshake_with(&t, &[(setting::INITIAL_WINDOW_SIZE, 0)]);
+    assert_eq!(c.peer.max_concurrent_streams, Some(2));
+    let block = t.get();
+    let frames: Vec<Frame> = [1, 3, 5]
+        .iter()
+        .map(|&s| Frame::headers(s, flag::END_HEADERS | flag::END_STREAM, &block))
+        .collect();
+    c.send_all(&frames);
+    c.expect_rst_stream(5, code::REFUSED_STREAM);
+    let status: serde_json::Value =
+        serde_json::from_str(&server.get("/server-status?json").text()).unwrap();
+    let h2 = &status["h2"];
+    assert_eq!(h2["streams_refused"].as_u64(), Some(1), "{h2}");
+    assert_eq!(h2["connections_open"].as_u64(), Some(1), "{h2}");
+    let metrics = server.get("/server-status?format=prometheus").text();
+    assert!(
+        metrics.contains("# TYPE mpm_h2_connections_open gauge\nmpm_h2_connections_open 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "# TYPE mpm_h2_streams_refused_total counter\nmpm_h2_streams_refused_total 1\n"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("# TYPE mpm_h2_connections_total counter\n"),
+        "once _total: {metrics}"
+    );
+}
+
+/// The raw-frame client's target for this server: h2c, or TLS with ALPN
+/// `h2`, asked for `/hello.txt`.
+fn raw_target(server: &Server) -> Target {
+    let mut t = if server.is_tls() {
+        Target::tls(server.addr())
+    } else {
+        Target::h2c(server.addr())
+    };
+    t.path = "/hello.txt".to_string();
+    t
+}
+
 /// The threads of the server's processes.
 fn threads_of(server: &Server) -> usize {
     std::iter::once(server.pid())
@@ -626,4 +805,7 @@ tests::mpm_suite!(over transports:
     a_large_file_keeps_to_a_small_client_window,
     a_stream_waiting_on_its_upstream_leaves_the_window_to_the_others,
     a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight,
+    an_idle_connection_gets_a_goaway_before_the_stop_closes_it,
+    a_client_that_chose_h2_by_alpn_and_speaks_http_1_1_gets_a_goaway,
+    streams_past_the_concurrency_limit_are_refused_and_counted,
 );

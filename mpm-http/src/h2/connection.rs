@@ -66,6 +66,32 @@ pub(crate) fn preface(data: &[u8]) -> Preface {
     }
 }
 
+/// What a client that chose `h2` by ALPN gets when its first bytes are
+/// not the preface (HTTP/1.1, say): a connection error PROTOCOL_ERROR
+/// (RFC 9113 §3.4). The server's preface (an empty SETTINGS, which must
+/// come first, §3.4), then GOAWAY: last stream 0, PROTOCOL_ERROR, and
+/// why in its debug data.
+const NOT_A_PREFACE: &[u8] = b"\0\0\0\x04\0\0\0\0\0\
+\0\0\x34\x07\0\0\0\0\0\0\0\0\0\0\0\0\x01\
+ALPN chose h2; the connection preface is due";
+
+/// A client chose `h2` by ALPN, then sent something other than the
+/// preface: the GOAWAY of [`NOT_A_PREFACE`], sent if the socket takes it,
+/// counted and logged (at info: the client's mistake, not the server's),
+/// and a lingering close, so that the client reads the GOAWAY before a
+/// reset for the bytes it sent. The connection was never HTTP/1.1: a
+/// client that negotiated a protocol must speak it (RFC 7301 §3.2).
+pub(crate) fn not_a_preface(s: &mut Stream) -> Interest {
+    stats::add(Count::GoawayProtocolError);
+    mpm_core::log_info!(
+        "mpm: HTTP/2 connection ended: {} chose h2 by ALPN, then sent no connection preface: \
+         GOAWAY PROTOCOL_ERROR",
+        s.peer_addr()
+    );
+    let _ = s.send(NOT_A_PREFACE, false);
+    Interest::Linger
+}
+
 pub(crate) enum State {
     Handshake(Pin<Box<Handshake<Checked, Bytes>>>),
     Open(Box<Connection<Checked, Bytes>>),
@@ -207,15 +233,39 @@ impl H2Conn {
     /// The server stops: a GOAWAY (`h2` sends the two RFC 9113 §6.8 asks
     /// for, the second after a PING's round trip), then the streams in
     /// flight finish and the connection ends.
+    ///
+    /// With the client's input ended (a worker's idle read ends so at a
+    /// stop: the socket shut down for reading), none left unread and no
+    /// stream open, nothing more can come: then the one GOAWAY naming the
+    /// last stream processed, as an idle connection gets on a loop
+    /// ([`idle_at_stop`](Self::idle_at_stop)), not a graceful shutdown's
+    /// first GOAWAY and its PING, whose answer cannot arrive.
     fn begin_stop(&mut self) {
         if self.goaway {
             return;
         }
+        let over = self.pipe.input_ended() && !self.pipe.has_input() && self.streams.is_empty();
         if let State::Open(conn) = &mut self.state {
-            conn.graceful_shutdown();
+            if over {
+                conn.abrupt_shutdown(Reason::NO_ERROR);
+            } else {
+                conn.graceful_shutdown();
+            }
             self.goaway = true;
             stats::add(Count::GoawayStop);
         }
+    }
+
+    /// The server stops and the connection is idle (no stream open): the
+    /// GOAWAY(NO_ERROR) naming the last stream processed (RFC 9113 §6.8),
+    /// sent if the socket takes it, before the model closes. Counted as a
+    /// stop's GOAWAY unless the step already sent one (it saw the stop).
+    pub(crate) fn idle_at_stop(&mut self, s: &mut Stream) {
+        if matches!(self.state, State::Open(_)) && !self.goaway {
+            self.goaway = true;
+            stats::add(Count::GoawayStop);
+        }
+        self.timed_out(s);
     }
 
     /// A wait timed out (no frame within the timeout, or a stream whose
@@ -759,6 +809,96 @@ mod tests {
             !frames.iter().any(|f| f.0 == 7),
             "no GOAWAY: a stream error"
         );
+    }
+
+    #[test]
+    fn an_idle_connection_at_a_stop_gets_goaway_no_error_naming_its_last_stream() {
+        let mut svc = HttpService::new(Hello, &h2c());
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client.write_all(&request(GET_SLASH)).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Read(Wait::KeepAlive)
+        );
+        svc.parked(&mut conn);
+        let _ = frames(&mut client);
+        svc.idle_at_stop(&mut conn, &mut stream);
+        let frames = frames(&mut client);
+        assert_eq!(
+            frames
+                .iter()
+                .filter(|f| f.0 == 7)
+                .map(|f| f.3.clone())
+                .collect::<Vec<_>>(),
+            [vec![0, 0, 0, 1, 0, 0, 0, 0]],
+            "one GOAWAY: last stream 1, NO_ERROR"
+        );
+    }
+
+    /// A layer that passes bytes through and says ALPN chose `alpn`.
+    struct Chose(&'static [u8]);
+
+    impl mpm_core::Transport for Chose {
+        fn read(&mut self, raw: &mut Stream, buf: &mut [u8]) -> std::io::Result<usize> {
+            raw.read(buf)
+        }
+        fn write(&mut self, raw: &mut Stream, buf: &[u8], more: bool) -> std::io::Result<usize> {
+            raw.send(buf, more)
+        }
+        fn holds_input(&self) -> bool {
+            false
+        }
+        fn alpn(&self) -> Option<&[u8]> {
+            Some(self.0)
+        }
+        fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+            self
+        }
+    }
+
+    #[test]
+    fn a_client_that_chose_h2_by_alpn_and_sends_http_1_1_gets_goaway_protocol_error() {
+        let mut settings = HttpSettings::default();
+        settings.h2.tls = true;
+        for (alpn, on_loop) in [(&b"h2"[..], false), (b"h2", true), (b"http/1.1", false)] {
+            let mut svc = HttpService::new(Hello, &settings);
+            let (mut client, mut stream) = pair();
+            let mut conn = svc.connected(&stream);
+            client
+                .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                .unwrap();
+            assert!(mpm_core::blocking::input_arrives_within(
+                &stream,
+                Duration::from_secs(10)
+            ));
+            stream.attach(Box::new(Chose(alpn)));
+            stream.set_on_event_loop(on_loop);
+            if on_loop {
+                assert_eq!(
+                    svc.prefetch(&mut conn, &mut stream),
+                    mpm_core::Prefetch::ReadyInline,
+                    "the error is answered on the loop"
+                );
+            }
+            let next = svc.readable(&mut conn, &mut stream);
+            let mut got = [0u8; 256];
+            let n = client.read(&mut got).unwrap();
+            if alpn == b"http/1.1" {
+                assert!(got[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &got[..n]);
+                continue;
+            }
+            assert_eq!(next, Interest::Linger);
+            let frames = parse(&got[..n]);
+            assert_eq!((frames[0].0, frames[0].3.len()), (4, 0), "SETTINGS first");
+            assert_eq!(frames[1].0, 7, "then GOAWAY");
+            assert_eq!(frames[1].3[..8], [0, 0, 0, 0, 0, 0, 0, 1], "PROTOCOL_ERROR");
+            assert_eq!(frames.len(), 2, "{frames:?}");
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! floods, which our pipe only slows down).
 //!
 //! [`Checked`] is the I/O object `h2` owns: the [`Pipe`], whose reads go
-//! through a [`FrameCheck`]. It splits the octets into frames (after the
+//! through a [`FrameCheck`] (and whose writes past the scan of
+//! `refusals.rs`, which counts the streams `h2` refuses). It splits the octets into frames (after the
 //! 24 of the preface; a frame may straddle reads) and checks, per frame:
 //!
 //! * lengths of the fixed-length frames (RFC 9113 §6.3, 6.4, 6.5, 6.7,
@@ -67,6 +68,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::connection::{self, State, PREFACE};
 use super::pipe::Pipe;
+use super::refusals::Refusals;
 use super::stats::{self, Count};
 use super::stream::StreamTask;
 
@@ -120,6 +122,8 @@ pub(crate) struct Checked {
     pipe: Pipe,
     check: FrameCheck,
     failed: Arc<AtomicU32>,
+    /// The server's side: its frames scanned for the streams `h2` refuses.
+    refusals: Refusals,
 }
 
 /// The connection's side of a [`Checked`]: the code of a violation, once
@@ -142,6 +146,7 @@ impl Checked {
             pipe,
             check: FrameCheck::default(),
             failed,
+            refusals: Refusals::default(),
         };
         (checked, verdict)
     }
@@ -182,7 +187,12 @@ impl AsyncWrite for Checked {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().pipe).poll_write(cx, buf)
+        let this = self.get_mut();
+        let wrote = Pin::new(&mut this.pipe).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = wrote {
+            this.refusals.sent(&buf[..n]);
+        }
+        wrote
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -1,5 +1,6 @@
 //! What the status page shows of HTTP/2: connections (open, in all),
-//! streams (in all, reset by the server) and GOAWAYs sent by cause,
+//! streams (in all, reset by the server, refused past the concurrency
+//! limit) and GOAWAYs sent by cause,
 //! counted in memory every serving process shares when the server made it
 //! before forking ([`install`]), and in this process's memory otherwise
 //! (an embedder's test, a single process).
@@ -27,6 +28,10 @@ pub enum Count {
     /// Streams the server reset (a malformed request, a body source that
     /// failed).
     StreamsReset,
+    /// Streams refused past `--h2-max-concurrent-streams` (RST_STREAM
+    /// REFUSED_STREAM, RFC 9113 §5.1.2): sent by `h2` before the server
+    /// sees the stream, counted from its frames.
+    StreamsRefused,
     /// GOAWAYs sent for a flood (`ENHANCE_YOUR_CALM`: rapid reset, too
     /// many streams the server had to reset, CONTINUATION without end).
     GoawayFlood,
@@ -38,11 +43,12 @@ pub enum Count {
 
 impl Count {
     /// Every counter, in the order the status page lists them.
-    pub const ALL: [Count; 7] = [
+    pub const ALL: [Count; 8] = [
         Count::ConnectionsOpen,
         Count::Connections,
         Count::Streams,
         Count::StreamsReset,
+        Count::StreamsRefused,
         Count::GoawayFlood,
         Count::GoawayProtocolError,
         Count::GoawayStop,
@@ -55,10 +61,20 @@ impl Count {
             Count::Connections => "connections_total",
             Count::Streams => "streams_total",
             Count::StreamsReset => "streams_reset",
+            Count::StreamsRefused => "streams_refused",
             Count::GoawayFlood => "goaway_flood",
             Count::GoawayProtocolError => "goaway_protocol_error",
             Count::GoawayStop => "goaway_stop",
         }
+    }
+}
+
+impl Count {
+    /// Is it a gauge (a reading now, which goes down as well as up: the
+    /// connections open) rather than a counter (a total that only grows)?
+    /// Prometheus must be told: a counter that goes down reads as a restart.
+    pub fn is_gauge(self) -> bool {
+        matches!(self, Count::ConnectionsOpen)
     }
 }
 

@@ -24,6 +24,8 @@
 //! absent rather than zero.
 //! | `mpm_context_switches_total{kind}` | counter | `voluntary` and `involuntary`, summed from /proc over the serving processes' threads |
 //! | `mpm_tls_*_total` | counter | with TLS listeners: each TLS counter of the status page (`mpm_tls_handshakes_full_total`, `mpm_tls_handshakes_resumed_total`, `mpm_tls_failed_timeout_total`, ...; `mpm_tls_handshakes_failed_total` sums the failures) |
+//! | `mpm_h2_connections_open` | gauge | with HTTP/2 on: HTTP/2 connections open now |
+//! | `mpm_h2_*_total` | counter | with HTTP/2 on: the rest of the status page's `h2` section (`mpm_h2_connections_total`, `mpm_h2_streams_total`, `mpm_h2_streams_reset_total`, `mpm_h2_streams_refused_total`, `mpm_h2_goaway_stop_total`, ...) |
 //!
 //! Counters count since the server started, over every process and
 //! generation (a full restart by SIGHUP starts them again, which
@@ -260,14 +262,21 @@ impl ServerStatus {
         );
         // The layers' own counters (TLS: handshakes, resumptions, failures
         // by kind), as the page lists them.
-        for (section, counters) in &self.sections {
-            for (key, value) in counters() {
-                let name = format!("mpm_{section}_{key}_total");
+        for (section, values) in &self.sections {
+            for (key, value) in values() {
+                let (name, kind) = match value {
+                    // `_total` once, for a key that already says it.
+                    super::Value::Counter(_) if key.ends_with("_total") => {
+                        (format!("mpm_{section}_{key}"), "counter")
+                    }
+                    super::Value::Counter(_) => (format!("mpm_{section}_{key}_total"), "counter"),
+                    super::Value::Gauge(_) => (format!("mpm_{section}_{key}"), "gauge"),
+                };
                 let help = format!(
                     "The {section} layer's {} (the status page's {section}_{key}).",
                     key.replace('_', " ")
                 );
-                e.single(&name, "counter", &help, value);
+                e.single(&name, kind, &help, value.number());
             }
         }
         // The layers' tables (the proxy's upstreams): a family per value,
