@@ -217,6 +217,16 @@ mod tests {
     }
 
     #[test]
+    fn a_number_past_the_registry_is_left_to_one_shot_arming_and_an_entry_is_24_bytes() {
+        let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).unwrap();
+        let mut reg = Registry::default();
+        assert!(reg.wait(&ep.0, 1 << FD_BITS, 5, 1, READ).is_none());
+        assert!(reg.entries.is_empty(), "nothing kept for it");
+        // design.md's cost of the registry: 24 bytes per number.
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
+    }
+
+    #[test]
     fn a_second_wait_on_the_same_socket_costs_no_registration_and_loses_no_input() {
         let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).unwrap();
         let mut reg = Registry::default();
