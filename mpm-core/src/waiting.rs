@@ -49,6 +49,22 @@ use std::time::{Duration, Instant};
 /// trying its I/O again (a `WouldBlock` means not yet) and by looking at the
 /// clock against its own deadline. A spurious resume is allowed: a step
 /// must expect one and may return the same wait again.
+///
+/// # Stamped waits
+///
+/// A wait on a socket with a [`stamp`](Await::stamp) may be served
+/// edge-triggered: an event loop registers the socket once and keeps it
+/// registered while it lives (also while it is idle in a pool), so that a
+/// wait costs no system call; a readiness reported while nobody waits on
+/// it is remembered, and resumes the next wait on it at once. What the
+/// loop does not see is input that was there before the step last
+/// resumed and that the step left unread: so return a stamped wait for a
+/// direction only once that direction's I/O returned `WouldBlock`, or once
+/// everything there was has been read (a request sent after its
+/// predecessor's response was read to its end). mpm's upstream client
+/// stamps its plain TCP connections and keeps to this. A wait without a
+/// stamp (an embedder's own descriptor) is armed for one report,
+/// level-triggered, each time ([`arm_once`]): nothing is asked of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Await {
     /// The descriptor waited on, owned by the connection's state (an
@@ -66,6 +82,13 @@ pub struct Await {
     pub client_write: bool,
     /// Resume no later than this, ready or not.
     pub until: Instant,
+    /// Who `fd` is: a number ([`new_stamp`]) given to the socket when it
+    /// was made, unique in the process, so that a loop can tell it from a
+    /// later socket that got the same descriptor number. A stamped wait
+    /// lets a loop keep the socket registered for good, edge-triggered:
+    /// see [the contract](#stamped-waits). `None`: a plain descriptor,
+    /// armed for each wait.
+    pub stamp: Option<u64>,
 }
 
 impl Await {
@@ -78,6 +101,7 @@ impl Await {
             client_read: false,
             client_write: false,
             until,
+            stamp: None,
         }
     }
 
@@ -99,7 +123,15 @@ impl Await {
             client_read: false,
             client_write: false,
             until,
+            stamp: None,
         }
+    }
+
+    /// The same wait on a socket stamped `stamp` when it was made
+    /// ([`new_stamp`]): see [the contract](#stamped-waits).
+    pub fn stamped(mut self, stamp: u64) -> Await {
+        self.stamp = Some(stamp);
+        self
     }
 
     /// The same wait, also resumed by input from the client.
@@ -244,6 +276,14 @@ pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
     }
 }
 
+/// A new [stamp](Await::stamp) for a socket just made: unique in this
+/// process (a counter; taken once per socket, not per wait).
+pub fn new_stamp() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// For an event loop: arm the descriptor of `wait` in the epoll set
 /// `epoll` for one report under `token` (`EPOLLONESHOT`, level-triggered:
 /// arming it again reports at once what is already ready, so nothing is
@@ -256,6 +296,16 @@ pub fn arm_once(epoll: impl std::os::fd::AsFd, wait: &Await, token: u64) -> io::
         write: wait.write,
     };
     mpm_sys::readiness::epoll_arm_once(epoll, fd, want, token)
+}
+
+/// For an event loop: register the socket of a [stamped](Await::stamp)
+/// wait in the epoll set `epoll` under `token` for good, edge-triggered
+/// (readable, writable, its end), so that later waits on it cost no system
+/// call. The loop remembers what is reported while nobody waits (see
+/// [the contract](Await#stamped-waits)); the set forgets the socket when
+/// it is closed.
+pub fn register_edge(epoll: impl std::os::fd::AsFd, fd: RawFd, token: u64) -> io::Result<()> {
+    mpm_sys::readiness::epoll_register_edge(epoll, fd, token)
 }
 
 /// A future that is ready once `fd` is ready as `wait` says or its deadline

@@ -24,6 +24,7 @@ use mpm_core::panics::catch;
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 
 use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
+use crate::upstream_registry::{Registry, Seen, Waited, EDGE};
 use crate::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
 
 /// Tokens at or above this are not connections.
@@ -101,6 +102,13 @@ pub struct LoopStats {
     pub awaits: u64,
     /// Of the steps that resumed after such a wait, those run on the loop.
     pub resumed_inline: u64,
+    /// Of those waits, the ones on an upstream socket registered already
+    /// (edge-triggered, kept while it lives): no system call.
+    pub waits_registered_before: u64,
+    /// Reports for a registered upstream socket that no parked connection
+    /// waited on (busy, or the socket idle in a pool): kept for the next
+    /// wait on it, stepping nobody.
+    pub edges_kept: u64,
 }
 
 /// The event loop of one process.
@@ -151,6 +159,8 @@ pub struct EventLoop<H: ConnectionHandler> {
     /// Connections parked on a wait of their own ([`Parked::Await`]), by
     /// the deadline it gave: resumed then, ready or not.
     awaits: BTreeSet<(Instant, usize)>,
+    /// Upstream sockets registered for good (stamped waits).
+    registry: Registry,
 }
 
 /// Connections accepted per listener event by a process that owns its
@@ -245,6 +255,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             stats: LoopStats::default(),
             slot,
             awaits: BTreeSet::new(),
+            registry: Registry::default(),
         };
         this.set_listening(true)?;
         Ok(this)
@@ -427,6 +438,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             STOP => {} // noticed at the top of the loop
             RETURNS => self.returns.clear_wake(),
             t if t >= LISTENER => self.accept((t - LISTENER) as usize, true),
+            t if t & UPSTREAM == 0 && t & EDGE != 0 => self.on_edge(t, flags),
             t if t & UPSTREAM != 0 => {
                 // One report per arming: the step that resumes arms it again
                 // if it still waits. A connection not waiting on it now (it
@@ -493,6 +505,44 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     }
                 }
             }
+        }
+    }
+
+    /// A registered upstream socket's readiness changed: step the
+    /// connection waiting on it, or keep it for the next wait.
+    fn on_edge(&mut self, token: u64, flags: EpollFlags) {
+        let got = Seen {
+            read: flags.intersects(
+                EpollFlags::EPOLLIN
+                    | EpollFlags::EPOLLRDHUP
+                    | EpollFlags::EPOLLHUP
+                    | EpollFlags::EPOLLERR,
+            ),
+            write: flags
+                .intersects(EpollFlags::EPOLLOUT | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR),
+        };
+        let Some(r) = self.registry.report(token, got) else {
+            return; // a socket closed since
+        };
+        let want = match self.slots.get(r.waiter) {
+            // Parked on this very socket (a slot reused since, or a
+            // connection that went on to wait on something else, is not).
+            Some(Slot::Parked {
+                wait: Parked::Await(w),
+                queued: false,
+                ..
+            }) if w.fd == Some(r.fd) && w.stamp == Some(r.stamp) => Seen {
+                read: w.read,
+                write: w.write,
+            },
+            _ => {
+                self.stats.edges_kept += 1;
+                return;
+            }
+        };
+        if (want.read && r.seen.read) || (want.write && r.seen.write) {
+            self.registry.take(r.fd, want);
+            self.step(r.waiter);
         }
     }
 
@@ -706,10 +756,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 self.stats.awaits += 1;
                 let mut ready_now = (wait.client_read && (seen_readable || !conn.stream.drained()))
                     || (wait.client_write && seen_writable);
-                // Armed for one report; one already due is reported at
-                // once. A descriptor the set refuses: the step resumes and
-                // meets the error in its own I/O.
-                if mpm_core::waiting::arm_once(&self.epoll.0, &wait, t as u64 | UPSTREAM).is_err() {
+                if self.arm(t, &wait) {
                     ready_now = true;
                 }
                 if let Some(slot) = self.slots.get_mut(t) {
@@ -737,6 +784,34 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 self.again.push(t); // drain what is already there
             }
         }
+    }
+
+    /// Make the kernel report `wait`'s descriptor to connection `t`:
+    /// whether it is to resume at once. A stamped socket is registered once
+    /// and kept ([`Registry`]); readiness reported while nobody waited
+    /// answers the wait now. Any other descriptor is armed for one report
+    /// (`EPOLLONESHOT`, level-triggered; one already due is reported at
+    /// once). A descriptor the set refuses: the step resumes and meets the
+    /// error in its own I/O.
+    fn arm(&mut self, t: usize, wait: &Await) -> bool {
+        let Some(fd) = wait.fd else { return false };
+        if let Some(stamp) = wait.stamp {
+            let want = Seen {
+                read: wait.read,
+                write: wait.write,
+            };
+            match self.registry.wait(&self.epoll.0, fd, stamp, t, want) {
+                Some(Ok(Waited::Kept { ready })) => {
+                    self.stats.waits_registered_before += 1;
+                    return ready;
+                }
+                Some(Ok(Waited::Registered)) => return false,
+                Some(Err(_)) => return true,
+                None => {}
+            }
+        }
+        self.registry.forget(fd);
+        mpm_core::waiting::arm_once(&self.epoll.0, wait, t as u64 | UPSTREAM).is_err()
     }
 
     pub(crate) fn park(

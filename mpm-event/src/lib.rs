@@ -20,6 +20,9 @@
 //!   hands a worker only a whole request, finishes large writes itself on
 //!   `EPOLLOUT`, drains lingering closes, and steps connections that yielded
 //!   once per turn, after the others.
+//! * `upstream_registry.rs` — the upstream sockets the loop keeps
+//!   registered for good, edge-triggered (a wait on one costs no system
+//!   call), told apart from a later socket with the same number by stamp.
 //! * [`worker_pool`] (in `mpm_core::loop_parts`) — the workers, and the channel and eventfd by which
 //!   connections come back to the loop.
 //! * [`timeout_queues`] (in `mpm_core::loop_parts`) — keep-alive, request, write and linger timeouts, each
@@ -39,6 +42,7 @@ mod accept;
 pub mod event_loop;
 mod keepalive;
 mod run;
+mod upstream_registry;
 // Shared with the uring model: they live in the core's loop parts.
 pub use mpm_core::loop_parts::{timeout_queues, worker_pool};
 

@@ -47,7 +47,8 @@ impl Mpm for Event {
             "mpm: event process {} accepted {}; {} answered on the listener, {} handed to \
              workers; accepting paused {} (and {} for balance); woken {} by a listener, {} of \
              them for nothing; {}; {} caught on the loop; {} parked on an upstream, \
-             {} resumed on the loop",
+             {} resumed on the loop, {} on an upstream socket registered before; {} \
+             upstream reports kept for no waiter",
             std::process::id(),
             mpm_core::plural(stats.accepted, "connection", "connections"),
             mpm_core::plural(stats.inline_steps, "request", "requests"),
@@ -59,7 +60,9 @@ impl Mpm for Event {
             mpm_core::plural(stats.yields, "yield", "yields"),
             mpm_core::plural(stats.panics, "panic", "panics"),
             mpm_core::plural(stats.awaits, "wait", "waits"),
-            stats.resumed_inline
+            stats.resumed_inline,
+            stats.waits_registered_before,
+            stats.edges_kept
         );
         // Drain, the rest: the job channel is closed, so idle workers exit at
         // once; one stuck in a handler past the drain's give-up time is left

@@ -108,6 +108,7 @@ pub(crate) fn pump(c: &mut HttpConn, s: &mut Stream, budget: u64) -> Interest {
         client_read: !t.client_ended && c.start == c.filled,
         client_write: t.down_pos < t.down.len(),
         until,
+        stamp: None,
     };
     c.set_waiting(waiting);
     Interest::Await(wait)

@@ -106,6 +106,36 @@ pub fn epoll_arm_once(epoll: impl AsFd, fd: RawFd, want: Ready, token: u64) -> i
     }
 }
 
+/// Register `fd` in the epoll set `epoll` under `token` for good:
+/// readable, writable and the peer's end, edge-triggered (`EPOLLET`), as
+/// nginx registers an upstream socket. No later call is needed however
+/// often its owner waits on it: each change of its readiness is reported
+/// once, and the set forgets it when it is closed. Adds it; a socket the
+/// set already holds (registered by [`epoll_arm_once`] before) is changed
+/// instead.
+pub fn epoll_register_edge(epoll: impl AsFd, fd: RawFd, token: u64) -> io::Result<()> {
+    let events = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
+    let mut ev = libc::epoll_event { events, u64: token };
+    let ep = epoll.as_fd().as_raw_fd();
+    // SAFETY: `ev` is a live epoll_event for the duration of the call; the
+    // kernel validates both descriptor numbers (EBADF, EEXIST).
+    let rc = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EEXIST) {
+        return Err(err);
+    }
+    // SAFETY: as above.
+    let rc = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Take `fd` out of the epoll set `epoll` (a descriptor its connection no
 /// longer waits on but keeps open, in a pool). An error (not in the set,
 /// closed) is not one to act on: the set no longer reports it either way.
@@ -138,6 +168,51 @@ mod tests {
         )
         .unwrap();
         assert!(got[0].read);
+    }
+
+    /// Reports of `epoll` now: (token, readable, writable) each.
+    fn reports(epoll: &std::os::fd::OwnedFd) -> Vec<(u64, bool, bool)> {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        // SAFETY: test-only; `evs` is a live array of 8 events.
+        let n = unsafe { libc::epoll_wait(epoll.as_raw_fd(), evs.as_mut_ptr(), 8, 0) };
+        assert!(n >= 0);
+        evs[..n as usize]
+            .iter()
+            .map(|e| {
+                let f = e.events;
+                (
+                    e.u64,
+                    f & libc::EPOLLIN as u32 != 0,
+                    f & libc::EPOLLOUT as u32 != 0,
+                )
+            })
+            .collect()
+    }
+
+    fn epoll() -> std::os::fd::OwnedFd {
+        use std::os::fd::FromRawFd;
+        // SAFETY: test-only; a new descriptor owned from here on.
+        unsafe { std::os::fd::OwnedFd::from_raw_fd(libc::epoll_create1(libc::EPOLL_CLOEXEC)) }
+    }
+
+    #[test]
+    fn a_socket_registered_once_reports_each_new_input_without_another_call() {
+        let ep = epoll();
+        let (a, mut b) = UnixStream::pair().unwrap();
+        epoll_register_edge(&ep, a.as_raw_fd(), 7).unwrap();
+        // Registering reports what holds now (room), once.
+        assert_eq!(reports(&ep), vec![(7, false, true)]);
+        assert!(reports(&ep).is_empty(), "an edge is reported once");
+        for _ in 0..3 {
+            b.write_all(b"x").unwrap();
+            let got = reports(&ep);
+            assert_eq!(got.len(), 1);
+            assert!(got[0].1, "new input is a new report: {got:?}");
+            assert!(reports(&ep).is_empty());
+        }
+        // Registered already (as by a one-shot arming): changed, not refused.
+        epoll_register_edge(&ep, a.as_raw_fd(), 8).unwrap();
+        assert!(reports(&ep).iter().all(|r| r.0 == 8));
     }
 
     #[test]

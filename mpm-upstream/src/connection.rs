@@ -26,6 +26,9 @@ pub struct Connection {
     key: PoolKey,
     opened_at: Instant,
     requests_served: u64,
+    /// Who its socket is, for a loop that keeps it registered
+    /// ([`Await::stamp`]).
+    stamp: u64,
 }
 
 enum Io {
@@ -48,12 +51,25 @@ impl Connection {
             key,
             opened_at: Instant::now(),
             requests_served: 0,
+            stamp: mpm_core::waiting::new_stamp(),
         }
     }
 
     /// The socket's descriptor, for an [`Await`].
     pub fn raw_fd(&self) -> RawFd {
         self.sock().as_raw_fd()
+    }
+
+    /// The stamp its waits carry ([`Await::stamp`]): plain TCP only. Its
+    /// waits keep to the stamped contract (each follows a `WouldBlock`, or
+    /// a response read to its end); a TLS connection's may not (rustls
+    /// may hold records to write that no `WouldBlock` preceded), so they
+    /// are armed for each wait as before.
+    pub fn stamp(&self) -> Option<u64> {
+        match self.io {
+            Io::Plain(_) => Some(self.stamp),
+            Io::Tls(_) => None,
+        }
     }
 
     /// The upstream's address.
@@ -137,12 +153,16 @@ impl Connection {
     pub fn wait_readable(&self, until: Instant) -> Await {
         let mut wait = Await::readable(self.raw_fd(), until);
         wait.write = self.wants_write();
+        wait.stamp = self.stamp();
         wait
     }
 
     /// The wait for room on this connection until `until`.
     pub fn wait_writable(&self, until: Instant) -> Await {
-        Await::writable(self.raw_fd(), until)
+        Await {
+            stamp: self.stamp(),
+            ..Await::writable(self.raw_fd(), until)
+        }
     }
 
     /// Read at least one byte (`Ok(0)`: the end of the stream), waiting

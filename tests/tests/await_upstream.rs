@@ -27,12 +27,16 @@ use mpm_core::{
 struct Relay {
     origin: SocketAddr,
     patience: Duration,
+    /// Stamp each upstream socket and its waits (`Await::stamp`): the
+    /// event loop keeps it registered instead of arming it per wait.
+    stamped: bool,
 }
 
 #[derive(Default)]
 struct RelayConn {
     line: Vec<u8>,
-    upstream: Option<(TcpStream, Instant)>,
+    /// The upstream socket, the wait's deadline, and the socket's stamp.
+    upstream: Option<(TcpStream, Instant, u64)>,
     answer: Vec<u8>,
     out: Vec<u8>,
     waits: u32,
@@ -42,7 +46,7 @@ impl Relay {
     /// Resume or start the exchange; `Await` while the origin is silent.
     fn exchange(&mut self, c: &mut RelayConn, s: &mut Stream) -> Interest {
         loop {
-            if let Some((up, until)) = &mut c.upstream {
+            if let Some((up, until, stamp)) = &mut c.upstream {
                 let mut buf = [0u8; 256];
                 match up.read(&mut buf) {
                     Ok(n) if n > 0 => {
@@ -55,7 +59,12 @@ impl Relay {
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
                         if Instant::now() < *until {
                             c.waits += 1;
-                            return Interest::Await(Await::readable(up.as_raw_fd(), *until));
+                            let wait = Await::readable(up.as_raw_fd(), *until);
+                            return Interest::Await(if self.stamped {
+                                wait.stamped(*stamp)
+                            } else {
+                                wait
+                            });
                         }
                         c.out = b"timeout\n".to_vec();
                     }
@@ -72,7 +81,8 @@ impl Relay {
             let mut up = TcpStream::connect(self.origin).unwrap();
             up.write_all(&line).unwrap();
             up.set_nonblocking(true).unwrap();
-            c.upstream = Some((up, Instant::now() + self.patience));
+            let stamp = mpm_core::waiting::new_stamp();
+            c.upstream = Some((up, Instant::now() + self.patience, stamp));
         }
     }
 
@@ -121,6 +131,327 @@ impl ConnectionHandler for Relay {
     fn prefetch(&mut self, _: &mut RelayConn, _: &mut Stream) -> Prefetch {
         Prefetch::ReadyInline
     }
+}
+
+/// Relays each line as [`Relay`] does, over upstream connections kept
+/// alive in a pool shared by the process's threads, each socket stamped
+/// and waited on with its stamp: what the event loop keeps registered. A
+/// pooled connection the origin closed is found closed by the request
+/// that takes it (its first read is the end), which opens another one:
+/// the descriptor number just freed, a new stamp.
+#[derive(Clone, Copy)]
+struct PooledRelay {
+    origin: SocketAddr,
+    patience: Duration,
+    /// Run each step on a worker, not on the loop.
+    on_worker: bool,
+    /// How long a step stays busy after its read would block and before
+    /// it returns the wait: an answer that comes meanwhile is reported
+    /// while the connection is on its worker.
+    busy: Duration,
+}
+
+struct Upstream {
+    sock: TcpStream,
+    stamp: u64,
+}
+
+/// The idle upstream connections, and every socket opened: (fd, stamp).
+static POOL: Mutex<Vec<Upstream>> = Mutex::new(Vec::new());
+static OPENED: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
+
+#[derive(Default)]
+struct PooledConn {
+    line: Vec<u8>,
+    /// The request on its way: its line, its upstream, its deadline.
+    sent: Vec<u8>,
+    up: Option<(Upstream, Instant)>,
+    answer: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl PooledRelay {
+    fn open(&self) -> Upstream {
+        let sock = TcpStream::connect(self.origin).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let stamp = mpm_core::waiting::new_stamp();
+        OPENED.lock().unwrap().push((sock.as_raw_fd(), stamp));
+        Upstream { sock, stamp }
+    }
+
+    fn exchange(&mut self, c: &mut PooledConn, s: &mut Stream) -> Interest {
+        loop {
+            if let Some((up, until)) = &mut c.up {
+                // Resumed by the deadline: the wait was not woken by the
+                // answer (which may be there by now). Said as a timeout.
+                if Instant::now() >= *until {
+                    c.out = b"timeout\n".to_vec();
+                    c.up = None;
+                    c.answer.clear();
+                    return self.flush(c, s);
+                }
+                let mut buf = [0u8; 256];
+                match up.sock.read(&mut buf) {
+                    Ok(n) if n > 0 => {
+                        c.answer.extend_from_slice(&buf[..n]);
+                        if !c.answer.ends_with(b"\n") {
+                            continue;
+                        }
+                        c.out = [b"ok ".as_slice(), &c.answer].concat();
+                        let (up, _) = c.up.take().unwrap();
+                        POOL.lock().unwrap().push(up);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        std::thread::sleep(self.busy);
+                        let wait = Await::readable(up.sock.as_raw_fd(), *until);
+                        return Interest::Await(wait.stamped(up.stamp));
+                    }
+                    // Closed (or reset) before any answer: a pooled
+                    // connection the origin closed while idle. The same
+                    // line goes on a new one.
+                    _ if c.answer.is_empty() => {
+                        c.up = None; // closed: its number is free again
+                        let mut fresh = self.open();
+                        fresh.sock.write_all(&c.sent).unwrap();
+                        c.up = Some((fresh, Instant::now() + self.patience));
+                        continue;
+                    }
+                    _ => {
+                        c.out = b"upstream failed\n".to_vec();
+                        c.up = None;
+                    }
+                }
+                c.answer.clear();
+                return self.flush(c, s);
+            }
+            let Some(end) = c.line.iter().position(|&b| b == b'\n') else {
+                return Interest::Read(Wait::KeepAlive);
+            };
+            c.sent = c.line.drain(..=end).collect();
+            let pooled = POOL.lock().unwrap().pop();
+            let mut up = pooled.unwrap_or_else(|| self.open());
+            // A write to a connection the origin closed may still succeed
+            // (or fail): either way the read that follows finds it closed.
+            if up.sock.write_all(&c.sent).is_err() {
+                drop(up);
+                up = self.open();
+                up.sock.write_all(&c.sent).unwrap();
+            }
+            c.up = Some((up, Instant::now() + self.patience));
+        }
+    }
+
+    fn flush(&mut self, c: &mut PooledConn, s: &mut Stream) -> Interest {
+        while !c.out.is_empty() {
+            match s.write(&c.out) {
+                Ok(n) => {
+                    c.out.drain(..n);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Write,
+                Err(_) => return Interest::Close,
+            }
+        }
+        Interest::Read(Wait::KeepAlive)
+    }
+}
+
+impl ConnectionHandler for PooledRelay {
+    type Conn = PooledConn;
+
+    fn connected(&mut self, _: &Stream) -> PooledConn {
+        PooledConn::default()
+    }
+
+    fn readable(&mut self, c: &mut PooledConn, s: &mut Stream) -> Interest {
+        if c.up.is_some() {
+            return self.exchange(c, s);
+        }
+        let mut buf = [0u8; 256];
+        match s.read(&mut buf) {
+            Ok(0) => Interest::Close,
+            Ok(n) => {
+                c.line.extend_from_slice(&buf[..n]);
+                self.exchange(c, s)
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Interest::Read(Wait::KeepAlive),
+            Err(_) => Interest::Close,
+        }
+    }
+
+    fn writable(&mut self, c: &mut PooledConn, s: &mut Stream) -> Interest {
+        self.flush(c, s)
+    }
+
+    fn prefetch(&mut self, _: &mut PooledConn, _: &mut Stream) -> Prefetch {
+        if self.on_worker {
+            Prefetch::Ready
+        } else {
+            Prefetch::ReadyInline
+        }
+    }
+}
+
+/// An origin that answers each line with the same line, `delay` after it
+/// came, on connections it keeps open until told to close them all.
+struct EchoOrigin {
+    addr: SocketAddr,
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl EchoOrigin {
+    fn start(delay: Duration) -> EchoOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&conns);
+        std::thread::spawn(move || {
+            for s in listener.incoming() {
+                let Ok(s) = s else { return };
+                kept.lock().unwrap().push(s.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let mut w = s.try_clone().unwrap();
+                    let mut r = BufReader::new(s);
+                    let mut line = Vec::new();
+                    while r.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                        std::thread::sleep(delay);
+                        if w.write_all(&line).is_err() {
+                            return;
+                        }
+                        line.clear();
+                    }
+                });
+            }
+        });
+        EchoOrigin { addr, conns }
+    }
+
+    /// Close every connection it holds, as an origin whose keep-alive
+    /// timeout passed.
+    fn close_all(&self) {
+        for s in self.conns.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// The number before `what` in the loop's stop notice.
+fn counted(notice: &str, what: &str) -> u64 {
+    let at = notice
+        .find(what)
+        .unwrap_or_else(|| panic!("{what:?} in {notice}"));
+    let before = notice[..at].trim_end();
+    let digits = before.rsplit(|c: char| !c.is_ascii_digit()).next().unwrap();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a number before {what:?} in {notice}"))
+}
+
+/// Serve with `relay` under event around `body`; returns what `body` did
+/// (asserted on after the server stopped: a failure inside would leave it
+/// running) and the loop's stop notice.
+fn with_pooled_relay<T>(relay: PooledRelay, body: impl FnOnce(SocketAddr) -> T) -> (T, String) {
+    let origin = relay.origin;
+    *RELAY_ORIGIN.lock().unwrap() = Some(origin);
+    *PATIENCE.lock().unwrap() = relay.patience;
+    *POOLED.lock().unwrap() = Some(relay);
+    POOL.lock().unwrap().clear();
+    OPENED.lock().unwrap().clear();
+    let notice = mpm_core::error_log::expect(
+        format!("mpm: event process {} accepted", std::process::id()).leak(),
+    );
+    let mut done = None;
+    with_server("event", 2, |addr, _| done = Some(body(addr)));
+    *POOLED.lock().unwrap() = None;
+    POOL.lock().unwrap().clear();
+    let lines = notice.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    (done.unwrap(), lines[0].clone())
+}
+
+/// Send `line` on `c` and read the answer.
+fn exchange(c: &mut TcpStream, line: &str) -> String {
+    if c.write_all(line.as_bytes()).is_err() {
+        return String::new();
+    }
+    answer(c)
+}
+
+/// A pooled upstream connection the origin closes while it is idle
+/// reports its end to the loop, which steps nobody for it (the client's
+/// connection waits for its next request) and keeps the report. The next
+/// request finds the connection closed and opens another, which gets the
+/// descriptor number just freed under a new stamp: the loop registers the
+/// new socket rather than take it for the one it had (which would never
+/// report, and the request would wait for its timeout). Every request is
+/// answered by the origin, none by the timeout. The origin answers 50 ms
+/// after each request, so that every request waits on its socket.
+#[test]
+fn under_event_a_new_upstream_socket_on_a_closed_pooled_ones_number_is_waited_on_anew() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = EchoOrigin::start(Duration::from_millis(50));
+    let relay = PooledRelay {
+        origin: origin.addr,
+        patience: Duration::from_secs(5),
+        on_worker: false,
+        busy: Duration::ZERO,
+    };
+    let (answers, notice) = with_pooled_relay(relay, |addr| {
+        let mut c = ask(addr, "");
+        let mut answers = vec![exchange(&mut c, "0\n")];
+        for round in 1..=5 {
+            // The origin closes the idle connection; the loop sees it.
+            origin.close_all();
+            std::thread::sleep(Duration::from_millis(50));
+            answers.push(exchange(&mut c, &format!("{round}\n")));
+            // And a second request on the new connection, kept this time.
+            answers.push(exchange(&mut c, &format!("{round}b\n")));
+        }
+        answers
+    });
+    let mut expected = vec!["ok 0\n".to_string()];
+    for round in 1..=5 {
+        expected.push(format!("ok {round}\n"));
+        expected.push(format!("ok {round}b\n"));
+    }
+    assert_eq!(answers, expected);
+    let opened = OPENED.lock().unwrap().clone();
+    assert_eq!(opened.len(), 6, "{opened:?}");
+    let reused = opened.windows(2).filter(|w| w[0].0 == w[1].0).count();
+    assert!(reused > 0, "no descriptor number was reused: {opened:?}");
+    assert!(counted(&notice, "upstream reports kept") > 0, "{notice}");
+}
+
+/// An upstream's answer that comes while the connection is busy on a
+/// worker (its read would block, then the step takes a while before it
+/// returns the wait) is reported to the loop before the connection parks:
+/// the loop keeps the report and the wait resumes at once, on a socket it
+/// registered for an earlier request (no system call for the wait).
+#[test]
+fn under_event_an_upstream_answer_that_comes_while_the_connection_is_busy_is_not_lost() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // The answer comes 30 ms after the request: after the read that would
+    // block, while the step is busy for 150 ms more.
+    let origin = EchoOrigin::start(Duration::from_millis(30));
+    let relay = PooledRelay {
+        origin: origin.addr,
+        patience: Duration::from_secs(5),
+        on_worker: true,
+        busy: Duration::from_millis(150),
+    };
+    let (answers, notice) = with_pooled_relay(relay, |addr| {
+        let mut c = ask(addr, "");
+        (0..5)
+            .map(|round| exchange(&mut c, &format!("{round}\n")))
+            .collect::<Vec<_>>()
+    });
+    let expected: Vec<String> = (0..5).map(|round| format!("ok {round}\n")).collect();
+    assert_eq!(answers, expected);
+    assert_eq!(OPENED.lock().unwrap().len(), 1, "one upstream connection");
+    assert!(
+        counted(&notice, "on an upstream socket registered before") >= 4,
+        "{notice}"
+    );
+    assert!(counted(&notice, "upstream reports kept") >= 4, "{notice}");
 }
 
 /// Each held connection and the line it sent.
@@ -187,7 +518,24 @@ type Slots = &'static [mpm_core::scoreboard::Slot];
 fn run_model(model: &str, settings: &MpmSettings, l: Vec<Listener>, lc: &Lifecycle, s: Slots) {
     let origin = RELAY_ORIGIN.lock().unwrap().unwrap();
     let patience = *PATIENCE.lock().unwrap();
-    let factory = move || Relay { origin, patience };
+    let stamped = *STAMPED.lock().unwrap();
+    if let Some(pooled) = *POOLED.lock().unwrap() {
+        let factory = move || PooledRelay {
+            origin,
+            patience,
+            ..pooled
+        };
+        return match model {
+            "worker" => mpm_worker::Worker.run(settings, l, factory, lc, s).unwrap(),
+            "uring" => mpm_uring::Uring.run(settings, l, factory, lc, s).unwrap(),
+            _ => mpm_event::Event.run(settings, l, factory, lc, s).unwrap(),
+        };
+    }
+    let factory = move || Relay {
+        origin,
+        patience,
+        stamped,
+    };
     match model {
         "worker" => mpm_worker::Worker.run(settings, l, factory, lc, s).unwrap(),
         "uring" => mpm_uring::Uring.run(settings, l, factory, lc, s).unwrap(),
@@ -197,6 +545,10 @@ fn run_model(model: &str, settings: &MpmSettings, l: Vec<Listener>, lc: &Lifecyc
 
 static RELAY_ORIGIN: Mutex<Option<SocketAddr>> = Mutex::new(None);
 static PATIENCE: Mutex<Duration> = Mutex::new(Duration::from_secs(30));
+/// Whether the relay stamps its upstream sockets.
+static STAMPED: Mutex<bool> = Mutex::new(false);
+/// Serve with a [`PooledRelay`] like this one instead of a [`Relay`].
+static POOLED: Mutex<Option<PooledRelay>> = Mutex::new(None);
 /// The tests here share the statics above: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -259,18 +611,26 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 /// they came, and every one is answered once the origin speaks.
 #[test]
 fn under_event_a_thousand_requests_waiting_on_an_upstream_add_no_thread() {
-    a_thousand_requests_waiting_on_an_upstream_add_no_thread("event");
+    a_thousand_requests_waiting_on_an_upstream_add_no_thread("event", false);
+}
+
+/// The same with stamped sockets, which the loop registers once and keeps
+/// (edge-triggered) instead of arming them for each wait.
+#[test]
+fn under_event_a_thousand_requests_waiting_on_registered_upstream_sockets_add_no_thread() {
+    a_thousand_requests_waiting_on_an_upstream_add_no_thread("event", true);
 }
 
 /// The same under uring, whose ring polls the upstream sockets.
 #[test]
 fn under_uring_a_thousand_requests_waiting_on_an_upstream_add_no_thread() {
-    a_thousand_requests_waiting_on_an_upstream_add_no_thread("uring");
+    a_thousand_requests_waiting_on_an_upstream_add_no_thread("uring", false);
 }
 
-fn a_thousand_requests_waiting_on_an_upstream_add_no_thread(model: &str) {
+fn a_thousand_requests_waiting_on_an_upstream_add_no_thread(model: &str, stamped: bool) {
     const WAITING: usize = 1000;
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    *STAMPED.lock().unwrap() = stamped;
     let origin = Origin::start();
     *RELAY_ORIGIN.lock().unwrap() = Some(origin.addr);
     *PATIENCE.lock().unwrap() = Duration::from_secs(60);
@@ -311,6 +671,7 @@ fn a_thousand_requests_waiting_on_an_upstream_add_no_thread(model: &str) {
             && lines[0].contains("1001 waits parked on an upstream, 1001 resumed on the loop"),
         "{lines:?}"
     );
+    *STAMPED.lock().unwrap() = false;
 }
 
 /// Under worker (and prefork, which runs the same blocking driver) a
@@ -404,6 +765,7 @@ fn the_blocking_driver_resumes_a_step_when_its_upstream_answers() {
         let mut relay = Relay {
             origin: origin.addr,
             patience: Duration::from_secs(30),
+            stamped: false,
         };
         let timeouts = mpm_core::blocking::Timeouts::from_settings(&MpmSettings::default());
         let reader = scope.spawn(move || {
