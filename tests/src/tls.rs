@@ -173,9 +173,14 @@ impl Material {
         let cert = params
             .signed_by(&key, &self.ca_cert, &self.ca_key)
             .expect("signing a certificate");
+        // A file pair of its own each time: tests running at once (every
+        // model's copy of one test) issue under the same label, and a pair
+        // written over by another's would not match.
+        static ISSUED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = ISSUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (cert_path, key_path) = (
-            self.dir.join(format!("{label}.pem")),
-            self.dir.join(format!("{label}.key")),
+            self.dir.join(format!("{label}-{n}.pem")),
+            self.dir.join(format!("{label}-{n}.key")),
         );
         std::fs::write(&cert_path, cert.pem()).expect("writing a certificate");
         std::fs::write(&key_path, key.serialize_pem()).expect("writing a key");
