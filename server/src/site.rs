@@ -38,17 +38,19 @@ impl StatusRoute {
         }
         if config.mpm == mpm_core::MpmKind::Uring {
             // The ring's features in use here (1) or not (0): what the
-            // kernel offered when the server started.
+            // kernel offered when the server started. Readings, not counts:
+            // gauges.
             if let Ok(f) = mpm_uring::available() {
-                let flags = vec![
-                    ("multishot_accept", u64::from(f.multishot_accept)),
-                    ("multishot_recv", u64::from(f.multishot_recv)),
-                    ("provided_buffer_ring", u64::from(f.buffer_ring)),
-                    ("single_issuer", u64::from(f.single_issuer)),
-                    ("defer_taskrun", u64::from(f.defer_taskrun)),
-                    ("coop_taskrun", u64::from(f.coop_taskrun)),
-                ];
-                status = status.with_section("io_uring", Arc::new(move || flags.clone()));
+                let flags = [
+                    ("multishot_accept", f.multishot_accept),
+                    ("multishot_recv", f.multishot_recv),
+                    ("provided_buffer_ring", f.buffer_ring),
+                    ("single_issuer", f.single_issuer),
+                    ("defer_taskrun", f.defer_taskrun),
+                    ("coop_taskrun", f.coop_taskrun),
+                ]
+                .map(|(name, on)| (name, Value::Gauge(u64::from(on))));
+                status = status.with_section_values("io_uring", Arc::new(move || flags.to_vec()));
             }
         }
         if config.http2 || config.h2c {

@@ -271,6 +271,13 @@ fn the_status_and_welcome_pages_name_the_rings_features_in_use() {
         html.contains("<h2>IO_URING</h2>") && html.contains("<th>multishot accept</th><td>1</td>"),
         "{html}"
     );
+    // Readings of what the kernel offered, not counts: gauges.
+    let prom = server.get("/server-status?format=prometheus").text();
+    assert!(
+        prom.contains("# TYPE mpm_io_uring_multishot_recv gauge")
+            && prom.contains("\nmpm_io_uring_multishot_recv 1\n"),
+        "{prom}"
+    );
     // The welcome page (no document root) says what the ring uses.
     let welcome = Server::start("uring", None, &["--server-limit", "1"]);
     let page = welcome.get("/").text();
