@@ -5,7 +5,9 @@
 //! says so, at start (`--h2c on` refused) and in ALPN.
 //!
 //! The clients: curl (built with nghttp2; the tests that need it skip with
-//! a message when it lacks HTTP/2) and, on plain listeners, `h2`'s client
+//! a message when it lacks HTTP/2), nghttp and h2load (nghttp2-client,
+//! installed by `.ci/run`; skipped with a message without them) and, on
+//! plain listeners, `h2`'s client
 //! side driven without a runtime (below), for what curl cannot show: a
 //! small window, streams held at an upstream, the GOAWAY of a stop. The
 //! raw-frame conformance suite is elsewhere (`h2_*.rs`).
@@ -340,6 +342,52 @@ fn the_site_answers_a_get_over_http2(mpm: &str) {
         assert!(Instant::now() < deadline, "no HTTP/2.0 line in:\n{text}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Does this program run here (`--version` exits 0)?
+fn installed(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// nghttp2's own clients (Debian's nghttp2-client), run as a user runs
+/// them: nghttp fetches a file whole, h2load sends 200 requests on two
+/// connections ten streams at a time, and every one is answered (prior
+/// knowledge on a plain listener, ALPN on TLS).
+fn nghttp_and_h2load_are_answered(mpm: &str) {
+    if !installed("nghttp") || !installed("h2load") {
+        tests::skip("nghttp or h2load missing (Debian package nghttp2-client)");
+        return;
+    }
+    let root = site::docroot();
+    let Some(server) = h2_server(mpm, Some(root.path()), &[]) else {
+        return;
+    };
+    let url = server.url("/hello.txt");
+    let out = Command::new("nghttp")
+        .args(["-t", "20", &url])
+        .output()
+        .expect("nghttp runs");
+    assert!(
+        out.status.success(),
+        "nghttp: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), site::HELLO_TXT);
+    let out = Command::new("h2load")
+        .args(["-n", "200", "-c", "2", "-m", "10", "-T", "20", &url])
+        .output()
+        .expect("h2load runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && text.contains("200 succeeded, 0 failed, 0 errored, 0 timeout")
+            && text.contains("status codes: 200 2xx"),
+        "h2load: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn streams_of_one_connection_wait_on_an_upstream_together(mpm: &str) {
@@ -800,6 +848,7 @@ fn threads_of(server: &Server) -> usize {
 
 tests::mpm_suite!(over transports:
     the_site_answers_a_get_over_http2,
+    nghttp_and_h2load_are_answered,
     streams_of_one_connection_wait_on_an_upstream_together,
     a_post_body_reaches_the_upstream,
     a_large_file_keeps_to_a_small_client_window,
