@@ -26,15 +26,11 @@
 //! * `stats.rs` — what the status page counts ([`h2_counts`]).
 
 mod connection;
-mod frame_check;
-mod pipe;
-mod refusals;
 mod request;
 mod response;
 mod settings;
 mod stats;
 mod stream;
-mod wake;
 
 pub(crate) use connection::{not_a_preface, preface, step, H2Conn, Preface};
 pub use settings::{H2Settings, MAX_FRAME_SIZE, MAX_WINDOW_SIZE, MIN_FRAME_SIZE};

@@ -29,13 +29,37 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "upgrade",
 ];
 
+/// A response head as HEADERS carry it: the status, and the fields with
+/// their names in lowercase (RFC 9113 §8.2.1).
+#[derive(Debug)]
+pub(crate) struct ResponseHead {
+    pub(crate) status: u16,
+    pub(crate) fields: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ResponseHead {
+    /// The value of `name` (lowercase), if present.
+    #[cfg(test)]
+    pub(crate) fn get(&self, name: &str) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name.as_bytes())
+            .map(|(_, v)| &v[..])
+    }
+
+    /// The fields as `mpm-h2` takes them.
+    pub(crate) fn pairs(&self) -> smallvec::SmallVec<[(&[u8], &[u8]); 8]> {
+        self.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect()
+    }
+}
+
 /// The response head, and its body's sources (none for a HEAD, 1xx, 204
 /// or 304, or an empty body).
 pub(crate) fn head(
     settings: &ServiceSettings,
     mut parts: Parts,
     is_head: bool,
-) -> (http::Response<()>, Body) {
+) -> (ResponseHead, Body) {
     settings.error_pages.apply(&mut parts);
     if parts.tunnel.is_some() {
         // No `101` in HTTP/2 (RFC 9113 §8.6): a handler that upgrades is
@@ -44,22 +68,18 @@ pub(crate) fn head(
         parts = crate::Response::error(500).into_parts();
         settings.error_pages.apply(&mut parts);
     }
-    let status = parts.status;
+    let status = if (100..=999).contains(&parts.status) {
+        parts.status
+    } else {
+        500
+    };
     let no_body = status < 200 || status == 204 || status == 304;
-    let mut head = http::Response::new(());
-    *head.status_mut() =
-        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    let fields = head.headers_mut();
+    let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(parts.headers.len() + 3);
     let mut date = Vec::with_capacity(29);
     crate::date::append_now(&mut date);
-    if let Ok(v) = http::HeaderValue::from_bytes(&date) {
-        fields.insert(http::header::DATE, v);
-    }
-    if !parts.has_server
-        && !settings.server.is_empty()
-        && let Ok(v) = http::HeaderValue::from_str(&settings.server)
-    {
-        fields.insert(http::header::SERVER, v);
+    fields.push((b"date".to_vec(), date));
+    if !parts.has_server && !settings.server.is_empty() {
+        fields.push((b"server".to_vec(), settings.server.as_bytes().to_vec()));
     }
     for (name, value) in &parts.headers {
         if CONNECTION_SPECIFIC
@@ -68,23 +88,29 @@ pub(crate) fn head(
         {
             continue;
         }
-        // `Response::header` checked both; what http still refuses is dropped.
-        if let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(name.as_bytes()),
-            http::HeaderValue::from_str(value),
-        ) {
-            fields.append(n, v);
+        // `Response::header` checked both; lowercase is HTTP/2's (§8.2.1).
+        if name.eq_ignore_ascii_case("date") {
+            fields.retain(|(n, _)| n != b"date");
         }
+        fields.push((
+            name.to_ascii_lowercase().into_bytes(),
+            value.as_bytes().to_vec(),
+        ));
     }
     if !no_body && let Some(len) = parts.body.len() {
-        fields.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+        fields.retain(|(n, _)| n != b"content-length");
+        let mut buf = itoa::Buffer::new();
+        fields.push((
+            b"content-length".to_vec(),
+            buf.format(len).as_bytes().to_vec(),
+        ));
     }
     let body = if no_body || is_head {
         Body::Empty
     } else {
         parts.body
     };
-    (head, body)
+    (ResponseHead { status, fields }, body)
 }
 
 /// One piece of a body still to send.
@@ -119,7 +145,7 @@ pub(crate) enum Chunk {
 /// A body being sent, source by source.
 pub(crate) struct Outgoing {
     sources: VecDeque<Source>,
-    /// Body bytes handed to `h2` so far.
+    /// Body bytes handed to the codec so far.
     pub(crate) sent: u64,
 }
 
@@ -301,12 +327,12 @@ mod tests {
             .header("Upgrade", "websocket")
             .body("abc");
         let (h, body) = head(&settings, r.into_parts(), true);
-        assert_eq!(h.status(), 200);
-        assert_eq!(h.headers()["content-length"], "3");
-        assert_eq!(h.headers()["x-a"], "1");
-        assert!(h.headers().contains_key("date"));
-        assert!(h.headers().contains_key("server"));
-        assert!(!h.headers().contains_key("upgrade"));
+        assert_eq!(h.status, 200);
+        assert_eq!(h.get("content-length"), Some(&b"3"[..]));
+        assert_eq!(h.get("x-a"), Some(&b"1"[..]));
+        assert!(h.get("date").is_some());
+        assert!(h.get("server").is_some());
+        assert!(h.get("upgrade").is_none());
         assert!(matches!(body, Body::Empty), "a HEAD has no body");
     }
 }
