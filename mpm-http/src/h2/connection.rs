@@ -172,9 +172,7 @@ impl Link {
             } else {
                 self.filled + READ_BUFFER
             };
-            let grown =
-                need.max(self.filled + READ_BUFFER.min(need.saturating_sub(self.filled)).max(1));
-            self.input.resize(grown, 0);
+            self.input.resize(need.max(self.filled + 1), 0);
         }
         &mut self.input[self.filled..]
     }
@@ -319,14 +317,17 @@ impl Link {
                 + s.rapid_reset_floods
                 + s.local_reset_floods
         };
-        stats::add_n(Count::Streams, now.streams_opened - was.streams_opened);
+        // Refused streams are counted apart, as when `h2` refused them
+        // before the server saw them; so are the resets that refuse them.
+        let refused = now.streams_refused - was.streams_refused;
         stats::add_n(
-            Count::StreamsRefused,
-            now.streams_refused - was.streams_refused,
+            Count::Streams,
+            (now.streams_opened - was.streams_opened).saturating_sub(refused),
         );
+        stats::add_n(Count::StreamsRefused, refused);
         stats::add_n(
             Count::StreamsReset,
-            now.streams_reset_by_us - was.streams_reset_by_us,
+            (now.streams_reset_by_us - was.streams_reset_by_us).saturating_sub(refused),
         );
         let flood = floods(&now) - floods(&was);
         stats::add_n(Count::GoawayFlood, flood);
