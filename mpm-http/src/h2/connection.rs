@@ -987,6 +987,49 @@ mod tests {
     }
 
     #[test]
+    fn a_header_list_over_the_limit_is_answered_431_and_the_connection_goes_on() {
+        let mut settings = h2c();
+        // A plain GET is 166 octets as RFC 9113 counts; with `x-big`, 403.
+        settings.h2.max_header_list_size = 300;
+        let mut svc = HttpService::new(Hello, &settings);
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        // GET / with `x-big: ` and 200 octets (a literal, new name).
+        let mut big = GET_SLASH.to_vec();
+        big.extend([0x00, 5]);
+        big.extend(b"x-big");
+        big.extend([0x7f, 200 - 127]);
+        big.extend([b'v'; 200]);
+        let mut bytes = request(&big);
+        // Then stream 3, a plain GET.
+        bytes.extend(frame(1, 0x5, 3, GET_SLASH));
+        client.write_all(&bytes).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let _ = svc.readable(&mut conn, &mut stream);
+        let frames = frames(&mut client);
+        // `:status 431`: a literal of the static table's `:status` (index 8).
+        let h1 = frames
+            .iter()
+            .find(|f| f.0 == 1 && f.2 == 1)
+            .expect("HEADERS on 1");
+        assert_eq!(h1.3, [0x08, 3, b'4', b'3', b'1'], "431 on stream 1");
+        assert!(h1.1 & 1 == 1, "and the stream ended");
+        let data: Vec<u8> = frames
+            .iter()
+            .filter(|f| f.0 == 0 && f.2 == 3)
+            .flat_map(|f| f.3.clone())
+            .collect();
+        assert_eq!(
+            data, b"hi / a",
+            "stream 3 answered: the connection went on: {frames:?}"
+        );
+        assert!(!frames.iter().any(|f| f.0 == 7), "no GOAWAY");
+    }
+
+    #[test]
     fn an_idle_connection_at_a_stop_gets_goaway_no_error_naming_its_last_stream() {
         let mut svc = HttpService::new(Hello, &h2c());
         let (mut client, mut stream) = pair();
