@@ -353,8 +353,13 @@ impl Link {
                 Err(e) => return Err(e),
             }
         }
-        self.output = Vec::new();
+        // All sent: the buffer goes back to the codec for its next frames
+        // (no allocation per step while streams are open); an idle codec
+        // drops it, so an idle connection holds none.
+        self.output.clear();
         self.out_pos = 0;
+        self.codec.write_to(&mut self.output);
+        self.output = Vec::new();
         Ok(())
     }
 

@@ -7,6 +7,7 @@
 //! when the client sent no `Host`, as §8.3.1 says a server must treat it).
 
 use mpm_h2::RequestHead;
+use smallvec::SmallVec;
 
 /// What makes a request malformed beyond what `mpm-h2` checks. Each is
 /// answered `RST_STREAM(PROTOCOL_ERROR)`.
@@ -69,10 +70,11 @@ pub(crate) fn target(head: &RequestHead) -> &str {
 /// The header list as the handler reads it: every field in order, then
 /// `host` from `:authority` when there was none. Values that are not UTF-8
 /// are kept as bytes, as HTTP/1.1's are (names are tokens: `mpm-h2`
-/// checked them).
-pub(crate) fn fields(head: &RequestHead) -> Vec<httparse::Header<'_>> {
+/// checked them). Sixteen fields are kept inline: most requests need no
+/// allocation for them.
+pub(crate) fn fields(head: &RequestHead) -> SmallVec<[httparse::Header<'_>; 16]> {
     let mut has_host = false;
-    let mut fields: Vec<httparse::Header<'_>> = head
+    let mut fields: SmallVec<[httparse::Header<'_>; 16]> = head
         .fields()
         .iter()
         .filter_map(|(name, value)| {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mpm_core::waiting::{Await, Polled};
+use smallvec::SmallVec;
 
 use crate::page_cache;
 use crate::response::{Body, Part, Parts};
@@ -29,27 +30,64 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "upgrade",
 ];
 
-/// A response head as HEADERS carry it: the status, and the fields with
-/// their names in lowercase (RFC 9113 §8.2.1).
+/// A response head as HEADERS carry it: the status, `date`, `server`,
+/// the handler's fields (names lowercased as they are sent, RFC 9113
+/// §8.2.1) and `content-length`. It borrows what it can: building one
+/// allocates the date and, for a name not in lowercase, its lowercase.
 #[derive(Debug)]
-pub(crate) struct ResponseHead {
+pub(crate) struct ResponseHead<'s> {
     pub(crate) status: u16,
-    pub(crate) fields: Vec<(Vec<u8>, Vec<u8>)>,
+    date: Vec<u8>,
+    server: Option<&'s str>,
+    headers: crate::response::Fields,
+    length: Option<u64>,
 }
 
-impl ResponseHead {
-    /// The value of `name` (lowercase), if present.
-    #[cfg(test)]
-    pub(crate) fn get(&self, name: &str) -> Option<&[u8]> {
-        self.fields
+impl ResponseHead<'_> {
+    /// Call `f` with the fields as `mpm-h2` takes them.
+    pub(crate) fn with_pairs<R>(&self, f: impl FnOnce(&[(&[u8], &[u8])]) -> R) -> R {
+        let lowered: SmallVec<[Option<Vec<u8>>; 8]> = self
+            .headers
             .iter()
-            .find(|(n, _)| n == name.as_bytes())
-            .map(|(_, v)| &v[..])
+            .map(|(n, _)| {
+                n.bytes()
+                    .any(|b| b.is_ascii_uppercase())
+                    .then(|| n.to_ascii_lowercase().into_bytes())
+            })
+            .collect();
+        let mut digits = itoa::Buffer::new();
+        let mut pairs: SmallVec<[(&[u8], &[u8]); 12]> = SmallVec::new();
+        let own_date = self
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("date"));
+        if !own_date {
+            pairs.push((b"date", &self.date));
+        }
+        if let Some(server) = self.server {
+            pairs.push((b"server", server.as_bytes()));
+        }
+        for ((name, value), low) in self.headers.iter().zip(&lowered) {
+            if self.length.is_some() && name.eq_ignore_ascii_case("content-length") {
+                continue;
+            }
+            pairs.push((low.as_deref().unwrap_or(name.as_bytes()), value.as_bytes()));
+        }
+        if let Some(len) = self.length {
+            pairs.push((b"content-length", digits.format(len).as_bytes()));
+        }
+        f(&pairs)
     }
 
-    /// The fields as `mpm-h2` takes them.
-    pub(crate) fn pairs(&self) -> smallvec::SmallVec<[(&[u8], &[u8]); 8]> {
-        self.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect()
+    /// The value of `name` (lowercase), if present.
+    #[cfg(test)]
+    pub(crate) fn get(&self, name: &str) -> Option<Vec<u8>> {
+        self.with_pairs(|pairs| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name.as_bytes())
+                .map(|(_, v)| v.to_vec())
+        })
     }
 }
 
@@ -59,7 +97,7 @@ pub(crate) fn head(
     settings: &ServiceSettings,
     mut parts: Parts,
     is_head: bool,
-) -> (ResponseHead, Body) {
+) -> (ResponseHead<'_>, Body) {
     settings.error_pages.apply(&mut parts);
     if parts.tunnel.is_some() {
         // No `101` in HTTP/2 (RFC 9113 §8.6): a handler that upgrades is
@@ -74,43 +112,29 @@ pub(crate) fn head(
         500
     };
     let no_body = status < 200 || status == 204 || status == 304;
-    let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(parts.headers.len() + 3);
     let mut date = Vec::with_capacity(29);
     crate::date::append_now(&mut date);
-    fields.push((b"date".to_vec(), date));
-    if !parts.has_server && !settings.server.is_empty() {
-        fields.push((b"server".to_vec(), settings.server.as_bytes().to_vec()));
-    }
-    for (name, value) in &parts.headers {
-        if CONNECTION_SPECIFIC
+    let server = (!parts.has_server && !settings.server.is_empty()).then_some(&*settings.server);
+    let mut headers = std::mem::take(&mut parts.headers);
+    headers.retain(|(name, _)| {
+        !CONNECTION_SPECIFIC
             .iter()
             .any(|c| name.eq_ignore_ascii_case(c))
-        {
-            continue;
-        }
-        // `Response::header` checked both; lowercase is HTTP/2's (§8.2.1).
-        if name.eq_ignore_ascii_case("date") {
-            fields.retain(|(n, _)| n != b"date");
-        }
-        fields.push((
-            name.to_ascii_lowercase().into_bytes(),
-            value.as_bytes().to_vec(),
-        ));
-    }
-    if !no_body && let Some(len) = parts.body.len() {
-        fields.retain(|(n, _)| n != b"content-length");
-        let mut buf = itoa::Buffer::new();
-        fields.push((
-            b"content-length".to_vec(),
-            buf.format(len).as_bytes().to_vec(),
-        ));
-    }
+    });
+    let length = if no_body { None } else { parts.body.len() };
     let body = if no_body || is_head {
         Body::Empty
     } else {
         parts.body
     };
-    (ResponseHead { status, fields }, body)
+    let head = ResponseHead {
+        status,
+        date,
+        server,
+        headers,
+        length,
+    };
+    (head, body)
 }
 
 /// One piece of a body still to send.
@@ -328,8 +352,8 @@ mod tests {
             .body("abc");
         let (h, body) = head(&settings, r.into_parts(), true);
         assert_eq!(h.status, 200);
-        assert_eq!(h.get("content-length"), Some(&b"3"[..]));
-        assert_eq!(h.get("x-a"), Some(&b"1"[..]));
+        assert_eq!(h.get("content-length"), Some(b"3".to_vec()));
+        assert_eq!(h.get("x-a"), Some(b"1".to_vec()));
         assert!(h.get("date").is_some());
         assert!(h.get("server").is_some());
         assert!(h.get("upgrade").is_none());

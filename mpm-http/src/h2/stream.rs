@@ -427,10 +427,9 @@ impl StreamTask {
         let (head, body) = response::head(&turn.sender.settings, parts, self.is_head);
         let out = Outgoing::new(body);
         let end = out.is_empty();
-        match link
-            .codec
-            .send_headers(self.id, head.status, &head.pairs(), end)
-        {
+        let sent =
+            head.with_pairs(|pairs| link.codec.send_headers(self.id, head.status, pairs, end));
+        match sent {
             Ok(()) if !end => Phase::Sending { out },
             _ => Phase::Done,
         }
