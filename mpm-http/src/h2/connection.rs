@@ -557,6 +557,17 @@ pub(crate) fn step<H: HttpHandler>(
     let mut rounds = 0;
     loop {
         rounds += 1;
+        // Frames the socket has not taken yet go first: while it refuses
+        // them no stream adds more (else a slow reader, or a loop whose
+        // socket takes a bounded queue at a time as uring's does, would
+        // have the output grow by a budget each step).
+        if h.link.out_pos < h.link.output.len() {
+            match h.link.flush(s) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Write.into(),
+                Err(_) => return finish(h, reader, sender, s, Interest::Close),
+            }
+        }
         h.link.moved = false;
         h.streams.append(&mut h.link.accepted);
         let mut turn = Turn {
