@@ -464,6 +464,18 @@ impl Connection {
             .map_or(0, |s| s.send_window.min(self.send_window).max(0) as usize)
     }
 
+    /// `stream` has more to send and [`Connection::send_capacity`] is 0:
+    /// an [`Event::SendCapacity`] comes once the peer opens its window.
+    pub fn wait_capacity(&mut self, stream: u32) {
+        if let Some(s) = self
+            .streams
+            .iter_mut()
+            .find(|s| s.id == stream && s.send_open)
+        {
+            s.blocked = true;
+        }
+    }
+
     /// Reset `stream` with `reason` (CANCEL, INTERNAL_ERROR, ...); a stream
     /// already gone is left alone.
     pub fn reset(&mut self, stream: u32, reason: Reason) {

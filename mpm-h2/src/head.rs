@@ -51,6 +51,13 @@ impl RequestHead {
     pub fn heap_bytes(&self) -> usize {
         self.fields.heap_bytes()
     }
+
+    /// A head from decoded fields (pseudo-header fields first), checked
+    /// as a HEADERS frame's are: for a caller's tests, and for a head that
+    /// came another way. The error says which rule of §8 was broken.
+    pub fn parse(fields: Fields) -> Result<RequestHead, &'static str> {
+        request(fields)
+    }
 }
 
 /// Why a head is malformed (§8.1.1): each answered with RST_STREAM

@@ -430,7 +430,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
     }
 
     fn parked(&mut self, c: &mut HttpConn) {
-        if let Some(h) = c.occasional.as_ref().and_then(|o| o.h2.as_ref()) {
+        if let Some(h) = c.occasional.as_mut().and_then(|o| o.h2.as_mut()) {
             h.release_buffers();
             return;
         }
@@ -506,7 +506,11 @@ impl<H: HttpHandler> HttpService<H> {
     /// The preface came: the connection speaks HTTP/2 from here, starting
     /// with the bytes already read.
     fn start_h2(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
-        let h = H2Conn::new(&self.sender.settings.h2, &c.buf[c.start..c.filled]);
+        let h = H2Conn::new(
+            &self.sender.settings.h2,
+            Arc::clone(&c.pool),
+            &c.buf[c.start..c.filled],
+        );
         c.consume(c.filled - c.start);
         c.release_buffers();
         c.deadline = None;

@@ -22,7 +22,7 @@
 //!   is what a connection holds between steps. Each file imports only
 //!   those after it in that order.
 //! * HTTP/2 (`h2/`): a connection whose first bytes are the preface is
-//!   served by hyperium's `h2`, driven without a runtime, each stream a
+//!   served on our sans-IO codec `mpm-h2`, each stream a
 //!   [`Request`] for the same handler; [`H2Settings`] say when and with
 //!   what limits, [`h2_counts`] what the status page shows.
 //! * [`RequestPool`] — a request's scratch arena, reset after it.

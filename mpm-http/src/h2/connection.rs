@@ -1,35 +1,36 @@
-//! One HTTP/2 connection and its step: read what the socket has into the
-//! pipe, poll the `h2` connection and every stream with a waker that only
-//! records a wake (again while something moved), write the frames out,
-//! and say what to wait for.
+//! One HTTP/2 connection and its step: read what the socket has into a
+//! buffer, hand it to the `mpm-h2` codec, route its events to the streams
+//! (a new stream, body, a reset, a window opened), let every stream move,
+//! write the codec's frames straight to the socket, and say what to wait
+//! for.
+//!
+//! Buffers: the read buffer comes from the pool the HTTP/1.1 side uses
+//! and goes back as soon as it holds no partial frame; what the socket did
+//! not take of the codec's output stays in one buffer, dropped once sent.
+//! An idle connection holds the codec's state (settings, windows, its
+//! HPACK table) and no buffer.
 
-use std::future::Future;
-use std::io::{ErrorKind, Read};
-use std::pin::Pin;
+use std::io::{self, ErrorKind, Read};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use h2::server::{Connection, Handshake};
-use h2::Reason;
 use mpm_core::waiting::Await;
 use mpm_core::{Interest, Prefetch, Stream, Wait};
+use mpm_h2::{Connection, Event, Reason};
 
-use super::frame_check::{Checked, Verdict};
-use super::pipe::Pipe;
+use super::request;
 use super::settings::H2Settings;
 use super::stats::{self, Count};
-use super::stream::{Advance, StreamTask, Turn, Wire};
-use super::wake::Flag;
+use super::stream::{Advance, Inbound, StreamTask, Turn, Wire};
+use crate::buffer_pool::{BufferPool, READ_BUFFER};
 use crate::reading::Reader;
 use crate::writing::Sender;
 use crate::HttpHandler;
 
 /// The client connection preface (RFC 9113 §3.4).
-pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const PREFACE: &[u8; 24] = mpm_h2::PREFACE;
 
-/// Rounds of polls one step makes while wakes keep coming, before it
+/// Rounds of turns one step makes while events keep coming, before it
 /// yields to the loop's other connections.
 const ROUNDS: usize = 32;
 
@@ -92,21 +93,294 @@ pub(crate) fn not_a_preface(s: &mut Stream) -> Interest {
     Interest::Linger
 }
 
-pub(crate) enum State {
-    Handshake(Pin<Box<Handshake<Checked, Bytes>>>),
-    Open(Box<Connection<Checked, Bytes>>),
-    /// Over: what the step returns once the last frames are out.
-    Ended(Interest),
+/// The codec and what surrounds it that a stream's turn may reach: the
+/// socket's buffers, what arrived for each stream, the streams opened
+/// meanwhile.
+pub(crate) struct Link {
+    pub(crate) codec: Connection,
+    pool: Arc<BufferPool>,
+    /// Octets read and not yet consumed by the codec (a partial frame),
+    /// `input[..filled]`; empty (no buffer) when there are none.
+    input: Vec<u8>,
+    filled: usize,
+    /// The client shut its side (a read of 0).
+    input_ended: bool,
+    /// Frames the socket has not taken, from `out_pos`.
+    output: Vec<u8>,
+    out_pos: usize,
+    /// What arrived for each open stream.
+    inbound: Vec<Inbound>,
+    /// Streams the codec opened, for the step to take.
+    pub(crate) accepted: Vec<StreamTask>,
+    /// An event came for some stream since the step last looked.
+    moved: bool,
+    /// The codec failed (a GOAWAY with an error is in the output): what
+    /// the step returns once it is written.
+    pub(crate) failed: Option<Interest>,
+    /// The codec's counters as last added to the status page's.
+    seen: mpm_h2::Stats,
+}
+
+impl Link {
+    /// What arrived for `id`, while it is open.
+    pub(crate) fn inbound(&mut self, id: u32) -> Option<&mut Inbound> {
+        self.inbound.iter_mut().find(|i| i.id == id)
+    }
+
+    /// `id` is finished: what arrived for it is dropped (its window given
+    /// back, so that the connection's does not shrink).
+    pub(crate) fn forget(&mut self, id: u32) {
+        if let Some(at) = self.inbound.iter().position(|i| i.id == id) {
+            let gone = self.inbound.swap_remove(at);
+            if !gone.body.is_empty() {
+                self.codec.release_capacity(id, gone.body.len());
+            }
+        }
+        if self.inbound.is_empty() {
+            self.inbound = Vec::new();
+        }
+    }
+
+    fn has_output(&self) -> bool {
+        self.out_pos < self.output.len() || self.codec.has_output()
+    }
+
+    /// Bytes held by the connection's buffers (input, output).
+    fn allocated(&self) -> usize {
+        self.input.capacity() + self.output.capacity()
+    }
+
+    /// With no partial frame, the read buffer goes back to the pool.
+    fn release_input(&mut self) {
+        if self.filled == 0 && !self.input.is_empty() {
+            self.pool.put_read(std::mem::take(&mut self.input));
+        }
+    }
+
+    /// Room to read into: a buffer from the pool, grown to hold the
+    /// frame that is partly there.
+    fn room(&mut self) -> &mut [u8] {
+        if self.input.is_empty() {
+            self.input = self.pool.read_buffer();
+        }
+        if self.filled == self.input.len() {
+            // A frame larger than the buffer: room for all of it (the
+            // codec refuses one over our SETTINGS_MAX_FRAME_SIZE first).
+            let need = if self.filled >= 9 {
+                let len = u32::from_be_bytes([0, self.input[0], self.input[1], self.input[2]]);
+                9 + len as usize
+            } else {
+                self.filled + READ_BUFFER
+            };
+            self.input.resize(need.max(self.filled + 1), 0);
+        }
+        &mut self.input[self.filled..]
+    }
+
+    /// One read of the socket (non-blocking, or as the socket blocks),
+    /// its frames given to the codec: did bytes (or the end) come?
+    fn read(&mut self, s: &mut Stream) -> Result<bool, ()> {
+        if self.input_ended || self.failed.is_some() {
+            return Ok(false);
+        }
+        let got = s.read(self.room());
+        match got {
+            Ok(0) => {
+                self.input_ended = true;
+                self.release_input();
+                Ok(true)
+            }
+            Ok(n) => {
+                self.filled += n;
+                self.ingest();
+                Ok(true)
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                self.release_input();
+                Ok(false)
+            }
+            Err(_) => Err(()),
+        }
+    }
+
+    /// One read within `left` (a worker's pump), its frames given to the
+    /// codec.
+    pub(crate) fn read_within(&mut self, s: &mut Stream, left: Duration) -> io::Result<()> {
+        if self.input_ended {
+            return Err(io::Error::new(
+                ErrorKind::UnexpectedEof,
+                "the client closed",
+            ));
+        }
+        let n = s.read_within(self.room(), left)?;
+        if n == 0 {
+            self.input_ended = true;
+            self.release_input();
+            return Err(io::Error::new(
+                ErrorKind::UnexpectedEof,
+                "the client closed",
+            ));
+        }
+        self.filled += n;
+        self.ingest();
+        Ok(())
+    }
+
+    /// The codec reads what is buffered; its events go to the streams.
+    fn ingest(&mut self) {
+        let result = self.codec.recv(&self.input[..self.filled]);
+        while let Some(event) = self.codec.poll_event() {
+            self.moved = true;
+            match event {
+                Event::Request {
+                    stream,
+                    head,
+                    end_stream,
+                } => {
+                    if let Some(why) = request::malformed(&head) {
+                        mpm_core::log_debug!(
+                            "mpm: HTTP/2 stream {stream} {:?} malformed: {why}",
+                            request::target(&head)
+                        );
+                        self.codec.reset(stream, Reason::PROTOCOL_ERROR);
+                        continue;
+                    }
+                    self.inbound.push(Inbound {
+                        id: stream,
+                        body: Vec::new(),
+                        ended: end_stream,
+                        reset: false,
+                    });
+                    self.accepted
+                        .push(StreamTask::new(stream, head, end_stream));
+                }
+                Event::Data {
+                    stream,
+                    data,
+                    end_stream,
+                } => {
+                    let bytes = &self.input[data];
+                    match self.inbound.iter_mut().find(|i| i.id == stream) {
+                        Some(i) => {
+                            i.body.extend_from_slice(bytes);
+                            i.ended |= end_stream;
+                        }
+                        // A stream already answered: its window back.
+                        None => self.codec.release_capacity(stream, bytes.len()),
+                    }
+                }
+                Event::Trailers { stream, .. } => {
+                    if let Some(i) = self.inbound(stream) {
+                        i.ended = true;
+                    }
+                }
+                Event::HeadersTooLarge { stream } => {
+                    // 431 (RFC 6585 §5), the connection going on.
+                    let _ = self.codec.send_headers(stream, 431, &[], true);
+                }
+                Event::Reset { stream, .. } => {
+                    if let Some(i) = self.inbound(stream) {
+                        i.reset = true;
+                    }
+                }
+                Event::SendCapacity { .. } | Event::GoAway { .. } => {}
+            }
+        }
+        match result {
+            Ok(used) => {
+                self.input.copy_within(used..self.filled, 0);
+                self.filled -= used;
+            }
+            Err(e) => {
+                self.filled = 0;
+                let interest = if e.reason() == Some(Reason::NO_ERROR) {
+                    Interest::Close
+                } else {
+                    mpm_core::log_info!("mpm: HTTP/2 connection ended: {e}");
+                    Interest::Linger
+                };
+                self.failed = Some(interest);
+            }
+        }
+        self.release_input();
+        self.count();
+    }
+
+    /// What the codec counted since last time, to the status page.
+    fn count(&mut self) {
+        let now = *self.codec.stats();
+        let was = std::mem::replace(&mut self.seen, now);
+        let floods = |s: &mpm_h2::Stats| {
+            s.control_floods
+                + s.empty_frame_floods
+                + s.continuation_floods
+                + s.rapid_reset_floods
+                + s.local_reset_floods
+        };
+        // Refused streams are counted apart, as when `h2` refused them
+        // before the server saw them; so are the resets that refuse them.
+        let refused = now.streams_refused - was.streams_refused;
+        stats::add_n(
+            Count::Streams,
+            (now.streams_opened - was.streams_opened).saturating_sub(refused),
+        );
+        stats::add_n(Count::StreamsRefused, refused);
+        stats::add_n(
+            Count::StreamsReset,
+            (now.streams_reset_by_us - was.streams_reset_by_us).saturating_sub(refused),
+        );
+        let flood = floods(&now) - floods(&was);
+        stats::add_n(Count::GoawayFlood, flood);
+        stats::add_n(
+            Count::GoawayProtocolError,
+            (now.connection_errors - was.connection_errors).saturating_sub(flood),
+        );
+    }
+
+    /// The codec's frames to the socket, as much as it takes now.
+    fn flush(&mut self, s: &mut Stream) -> io::Result<()> {
+        self.count();
+        if self.out_pos >= self.output.len() {
+            self.output = Vec::new();
+            self.out_pos = 0;
+        }
+        self.codec.write_to(&mut self.output);
+        while self.out_pos < self.output.len() {
+            match s.send(&self.output[self.out_pos..], false) {
+                Ok(0) => return Err(io::Error::from(ErrorKind::WriteZero)),
+                Ok(n) => self.out_pos += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // All sent: the buffer goes back to the codec for its next frames
+        // (no allocation per step while streams are open); an idle codec
+        // drops it, so an idle connection holds none.
+        self.output.clear();
+        self.out_pos = 0;
+        self.codec.write_to(&mut self.output);
+        self.output = Vec::new();
+        Ok(())
+    }
+
+    /// The codec's frames to the socket, all of them within `left` (a
+    /// worker's pump).
+    pub(crate) fn flush_within(&mut self, s: &mut Stream, left: Duration) -> io::Result<()> {
+        self.count();
+        self.codec.write_to(&mut self.output);
+        if self.out_pos < self.output.len() {
+            s.write_all_within(&self.output[self.out_pos..], left)?;
+        }
+        self.output = Vec::new();
+        self.out_pos = 0;
+        Ok(())
+    }
 }
 
 /// An HTTP/2 connection's state between steps.
 pub(crate) struct H2Conn {
-    pipe: Pipe,
-    /// Bad input `h2` would answer with another code (frame_check.rs).
-    verdict: Verdict,
-    state: State,
+    link: Link,
     streams: Vec<StreamTask>,
-    flag: Arc<Flag>,
     /// A GOAWAY for the server's stop was sent.
     goaway: bool,
     /// The last step waited for the client's input (not a yield, a write
@@ -126,6 +400,7 @@ impl std::fmt::Debug for H2Conn {
 impl Drop for H2Conn {
     fn drop(&mut self) {
         stats::sub(Count::ConnectionsOpen);
+        self.link.release_input();
     }
 }
 
@@ -148,38 +423,56 @@ impl From<Interest> for Stepped {
 impl H2Conn {
     /// A connection whose first bytes (`first`, the preface and whatever
     /// came with it) were read by the HTTP/1.1 side.
-    pub(crate) fn new(settings: &H2Settings, first: &[u8]) -> H2Conn {
+    pub(crate) fn new(settings: &H2Settings, pool: Arc<BufferPool>, first: &[u8]) -> H2Conn {
         stats::add(Count::Connections);
         stats::add(Count::ConnectionsOpen);
-        let pipe = Pipe::default();
-        pipe.push_input(first);
-        let (checked, verdict) = Checked::new(pipe.clone());
-        let handshake = settings.builder().handshake::<Checked, Bytes>(checked);
+        let mut link = Link {
+            codec: Connection::new(settings.codec()),
+            pool,
+            input: Vec::new(),
+            filled: 0,
+            input_ended: false,
+            output: Vec::new(),
+            out_pos: 0,
+            inbound: Vec::new(),
+            accepted: Vec::new(),
+            moved: false,
+            failed: None,
+            seen: mpm_h2::Stats::default(),
+        };
+        link.input = first.to_vec();
+        link.filled = first.len();
+        link.ingest();
         H2Conn {
-            pipe,
-            verdict,
-            state: State::Handshake(Box::pin(handshake)),
+            link,
             streams: Vec::new(),
-            flag: Arc::new(Flag::default()),
             goaway: false,
             expect_input: false,
         }
     }
 
-    /// With nothing buffered either way, drop the pipe's buffers: an idle
-    /// connection holds its `h2` state (HPACK tables, settings) and nothing
-    /// else. Returns whether they went.
-    pub(crate) fn release_buffers(&self) -> bool {
-        self.pipe.release()
+    /// With nothing buffered either way, the buffers are gone already (the
+    /// read buffer went back at the last read, the output once sent):
+    /// returns whether none is held.
+    pub(crate) fn release_buffers(&mut self) -> bool {
+        self.link.release_input();
+        self.link.allocated() == 0
+    }
+
+    /// Bytes held by the connection's buffers.
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> usize {
+        self.link.allocated()
     }
 
     /// What a wait for the client is bounded by: the keep-alive timeout
     /// with no stream open, the request timeout with one (a stream whose
     /// window the client never opens is cut off by it).
     fn wait(&self) -> Wait {
-        match self.state {
-            State::Open(_) if self.streams.is_empty() => Wait::KeepAlive,
-            _ => Wait::Request,
+        if self.streams.is_empty() && self.link.accepted.is_empty() && self.link.filled == 0 {
+            Wait::KeepAlive
+        } else {
+            Wait::Request
         }
     }
 
@@ -187,73 +480,28 @@ impl H2Conn {
     /// step itself runs on the loop: a stream whose handler may block
     /// sends it to a worker from there.
     pub(crate) fn prefetch(&mut self, s: &mut Stream) -> Prefetch {
-        if !self.expect_input || self.pipe.has_output() {
+        if !self.expect_input || self.link.has_output() || self.link.moved {
             return Prefetch::ReadyInline;
         }
-        match self.read(s) {
-            Ok(true) => Prefetch::ReadyInline,
-            Ok(false) if self.pipe.has_input() => Prefetch::ReadyInline,
-            Ok(false) => Prefetch::Wait(Interest::Read(self.wait())),
+        match self.link.read(s) {
+            Ok(true) if self.link.moved || self.link.failed.is_some() || self.link.input_ended => {
+                Prefetch::ReadyInline
+            }
+            Ok(_) if self.link.has_output() => Prefetch::ReadyInline,
+            Ok(_) => Prefetch::Wait(Interest::Read(self.wait())),
             Err(()) => Prefetch::Wait(Interest::Close),
         }
     }
 
-    /// One read into the pipe, if it has room: did bytes (or the end) come?
-    fn read(&mut self, s: &mut Stream) -> Result<bool, ()> {
-        let room = self.pipe.input_room();
-        if room == 0 || self.pipe.input_ended() {
-            return Ok(false);
-        }
-        let mut buf = [0u8; 16 * 1024];
-        let room = room.min(buf.len());
-        match s.read(&mut buf[..room]) {
-            Ok(0) => {
-                self.pipe.end_input();
-                Ok(true)
-            }
-            Ok(n) => {
-                self.pipe.push_input(&buf[..n]);
-                Ok(true)
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-                Ok(false)
-            }
-            Err(_) => Err(()),
-        }
-    }
-
-    /// Poll the handshake or the connection: accept new streams. `Some`
-    /// once the connection is over.
-    fn drive(&mut self, cx: &mut Context<'_>) -> Option<Interest> {
-        let ended = drive(&mut self.state, &mut self.streams, cx);
-        self.verdict
-            .answer(&mut self.state, &mut self.streams, cx, ended)
-    }
-
-    /// The server stops: a GOAWAY (`h2` sends the two RFC 9113 §6.8 asks
-    /// for, the second after a PING's round trip), then the streams in
-    /// flight finish and the connection ends.
-    ///
-    /// With the client's input ended (a worker's idle read ends so at a
-    /// stop: the socket shut down for reading), none left unread and no
-    /// stream open, nothing more can come: then the one GOAWAY naming the
-    /// last stream processed, as an idle connection gets on a loop
-    /// ([`idle_at_stop`](Self::idle_at_stop)), not a graceful shutdown's
-    /// first GOAWAY and its PING, whose answer cannot arrive.
+    /// The server stops: a GOAWAY naming the last stream (RFC 9113 §6.8),
+    /// then the streams in flight finish and the connection ends.
     fn begin_stop(&mut self) {
-        if self.goaway {
+        if self.goaway || self.link.failed.is_some() {
             return;
         }
-        let over = self.pipe.input_ended() && !self.pipe.has_input() && self.streams.is_empty();
-        if let State::Open(conn) = &mut self.state {
-            if over {
-                conn.abrupt_shutdown(Reason::NO_ERROR);
-            } else {
-                conn.graceful_shutdown();
-            }
-            self.goaway = true;
-            stats::add(Count::GoawayStop);
-        }
+        self.link.codec.goaway(true);
+        self.goaway = true;
+        stats::add(Count::GoawayStop);
     }
 
     /// The server stops and the connection is idle (no stream open): the
@@ -261,7 +509,7 @@ impl H2Conn {
     /// sent if the socket takes it, before the model closes. Counted as a
     /// stop's GOAWAY unless the step already sent one (it saw the stop).
     pub(crate) fn idle_at_stop(&mut self, s: &mut Stream) {
-        if matches!(self.state, State::Open(_)) && !self.goaway {
+        if self.link.failed.is_none() && !self.goaway {
             self.goaway = true;
             stats::add(Count::GoawayStop);
         }
@@ -271,66 +519,11 @@ impl H2Conn {
     /// A wait timed out (no frame within the timeout, or a stream whose
     /// window never opened): a last GOAWAY, sent if the socket takes it.
     pub(crate) fn timed_out(&mut self, s: &mut Stream) {
-        if let State::Open(conn) = &mut self.state {
-            conn.abrupt_shutdown(Reason::NO_ERROR);
-            let waker = self.flag.waker();
-            let mut cx = Context::from_waker(&waker);
-            let _ = self.drive(&mut cx);
-            let _ = self.pipe.write_to(|b| s.send(b, false));
+        if self.link.failed.is_none() {
+            self.link.codec.goaway(false);
+            let _ = self.link.flush(s);
         }
     }
-}
-
-/// Poll the handshake or the connection, the streams it accepts going to
-/// `accepted`. `Some` once the connection is over.
-pub(crate) fn drive(
-    state: &mut State,
-    accepted: &mut Vec<StreamTask>,
-    cx: &mut Context<'_>,
-) -> Option<Interest> {
-    loop {
-        match state {
-            State::Handshake(hs) => match hs.as_mut().poll(cx) {
-                Poll::Ready(Ok(conn)) => *state = State::Open(Box::new(conn)),
-                Poll::Ready(Err(e)) => return Some(end(state, e)),
-                Poll::Pending => return None,
-            },
-            State::Open(conn) => loop {
-                match conn.poll_accept(cx) {
-                    Poll::Ready(Some(Ok((req, respond)))) => {
-                        accepted.push(StreamTask::new(req, respond));
-                    }
-                    Poll::Ready(Some(Err(e))) => return Some(end(state, e)),
-                    Poll::Ready(None) => {
-                        *state = State::Ended(Interest::Close);
-                        return Some(Interest::Close);
-                    }
-                    Poll::Pending => return None,
-                }
-            },
-            State::Ended(interest) => return Some(*interest),
-        }
-    }
-}
-
-/// The connection failed: count the GOAWAY `h2` sent (if it was ours),
-/// and close lingering, so that the client reads it before a reset.
-fn end(state: &mut State, e: h2::Error) -> Interest {
-    let interest = if e.is_go_away() && !e.is_remote() {
-        let cause = match e.reason() {
-            Some(Reason::ENHANCE_YOUR_CALM) => Count::GoawayFlood,
-            Some(Reason::NO_ERROR) => Count::GoawayStop,
-            _ => Count::GoawayProtocolError,
-        };
-        stats::add(cause);
-        mpm_core::log_info!("mpm: HTTP/2 connection ended: {e}");
-        Interest::Linger
-    } else {
-        // The client went away, or told us to (its own GOAWAY).
-        Interest::Close
-    };
-    *state = State::Ended(interest);
-    interest
 }
 
 /// One step of the connection: see the module's notes.
@@ -340,8 +533,6 @@ pub(crate) fn step<H: HttpHandler>(
     h: &mut H2Conn,
     s: &mut Stream,
 ) -> Stepped {
-    let waker = h.flag.waker();
-    let mut cx = Context::from_waker(&waker);
     // A blocking socket is read only when the step has nothing else to do
     // (its read may block): it waited for input, or input is there.
     let may_read = !s.is_blocking()
@@ -351,7 +542,7 @@ pub(crate) fn step<H: HttpHandler>(
     h.expect_input = false;
     // (On a blocking socket a read that timed out left the stream's
     // would-block flag set: the driver closes after this step.)
-    if may_read && h.read(s).is_err() {
+    if may_read && h.link.read(s).is_err() {
         return finish(h, reader, sender, s, Interest::Close);
     }
     if s.is_draining() {
@@ -366,8 +557,19 @@ pub(crate) fn step<H: HttpHandler>(
     let mut rounds = 0;
     loop {
         rounds += 1;
-        h.flag.take();
-        let ended = h.drive(&mut cx);
+        // Frames the socket has not taken yet go first: while it refuses
+        // them no stream adds more (else a slow reader, or a loop whose
+        // socket takes a bounded queue at a time as uring's does, would
+        // have the output grow by a budget each step).
+        if h.link.out_pos < h.link.output.len() {
+            match h.link.flush(s) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Write.into(),
+                Err(_) => return finish(h, reader, sender, s, Interest::Close),
+            }
+        }
+        h.link.moved = false;
+        h.streams.append(&mut h.link.accepted);
         let mut turn = Turn {
             reader,
             sender,
@@ -377,56 +579,39 @@ pub(crate) fn step<H: HttpHandler>(
             slot: s.score_slot(),
             budget,
         };
-        let (mut again, mut worker, mut idle) = (false, false, false);
+        let (mut again, mut worker) = (false, false);
         let mut wait: Option<(Await, usize)> = None;
-        // Out of the connection while they run: a stream whose handler
-        // reads its body as it comes polls the connection, and the streams
-        // that accepts join those of the connection meanwhile.
-        let mut tasks = std::mem::take(&mut h.streams);
-        for st in &mut tasks {
-            let mut wire = Wire {
-                state: &mut h.state,
-                pipe: &h.pipe,
-                accepted: &mut h.streams,
-                stream: &mut *s,
-                flag: &h.flag,
-            };
-            match st.advance(&mut turn, &mut wire, &mut cx) {
-                Advance::Idle => idle = true,
-                Advance::Done => {}
-                Advance::Again => again = true,
-                Advance::NeedsWorker => worker = true,
-                Advance::Wait(w) => wait = Some(merge(wait, w)),
+        if h.link.failed.is_none() {
+            for st in &mut h.streams {
+                let mut wire = Wire {
+                    link: &mut h.link,
+                    stream: &mut *s,
+                };
+                match st.advance(&mut turn, &mut wire) {
+                    Advance::Idle | Advance::Done => {}
+                    Advance::Again => again = true,
+                    Advance::NeedsWorker => worker = true,
+                    Advance::Wait(w) => wait = Some(merge(wait, w)),
+                }
             }
         }
         budget = turn.budget;
-        tasks.retain(|st| !st.is_done());
-        tasks.append(&mut h.streams);
-        h.streams = tasks;
-        // What the streams queued becomes frames. The same wake-up may be
-        // for a stream: one that found no window and then saw another end
-        // and give its window back (`h2` assigns it at once and wakes the
-        // first), so a stream that waited this round goes again below.
-        let woke = h.flag.take();
-        if woke && ended.is_none() && rounds < ROUNDS {
-            let _ = h.drive(&mut cx);
-        }
-        match h.pipe.write_to(|b| s.send(b, false)) {
+        h.streams.retain(|st| !st.is_done());
+        match h.link.flush(s) {
             Ok(()) => {}
             // (On a blocking socket: the write timed out, the driver closes.)
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Interest::Write.into(),
             Err(_) => return finish(h, reader, sender, s, Interest::Close),
         }
-        // Over in the first poll, or in the second (frames the streams queued).
-        let over = match h.state {
-            State::Ended(i) => Some(i),
-            _ => ended,
-        };
-        if let Some(interest) = over {
+        if let Some(interest) = h.link.failed {
             return finish(h, reader, sender, s, interest);
         }
-        // Something moved, or h2 had more frames than the pipe took.
-        if (h.flag.take() | h.pipe.take_blocked() | (woke && idle)) && rounds < ROUNDS {
+        if h.link.codec.is_done() && h.link.accepted.is_empty() {
+            return finish(h, reader, sender, s, Interest::Close);
+        }
+        // Something arrived for a stream (a window opened, body, a new
+        // stream): another round.
+        if (h.link.moved || !h.link.accepted.is_empty()) && rounds < ROUNDS {
             continue;
         }
         if worker && on_loop {
@@ -446,6 +631,10 @@ pub(crate) fn step<H: HttpHandler>(
                 w.until = w.until.min(mpm_core::deadline(Instant::now(), DRAIN_CHECK));
             }
             return Interest::Await(w.or_client_input()).into();
+        }
+        if h.link.input_ended {
+            // The client shut its side: nothing more will come.
+            return finish(h, reader, sender, s, Interest::Close);
         }
         h.expect_input = true;
         return Interest::Read(h.wait()).into();
@@ -490,10 +679,12 @@ fn finish<H>(
         slot: s.score_slot(),
         budget: 0,
     };
+    h.streams.append(&mut h.link.accepted);
     for st in &mut h.streams {
         st.abandon(&mut turn);
     }
     h.streams.clear();
+    h.link.inbound = Vec::new();
     interest.into()
 }
 
@@ -628,7 +819,7 @@ mod tests {
         );
         svc.parked(&mut conn);
         let h = conn.occasional.as_ref().unwrap().h2.as_ref().unwrap();
-        assert_eq!(h.pipe.allocated(), 0, "an idle connection holds no buffers");
+        assert_eq!(h.allocated(), 0, "an idle connection holds no buffers");
         assert!(
             !svc.can_hand_over(&conn),
             "its HPACK state is this process's"
@@ -809,6 +1000,49 @@ mod tests {
             !frames.iter().any(|f| f.0 == 7),
             "no GOAWAY: a stream error"
         );
+    }
+
+    #[test]
+    fn a_header_list_over_the_limit_is_answered_431_and_the_connection_goes_on() {
+        let mut settings = h2c();
+        // A plain GET is 166 octets as RFC 9113 counts; with `x-big`, 403.
+        settings.h2.max_header_list_size = 300;
+        let mut svc = HttpService::new(Hello, &settings);
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        // GET / with `x-big: ` and 200 octets (a literal, new name).
+        let mut big = GET_SLASH.to_vec();
+        big.extend([0x00, 5]);
+        big.extend(b"x-big");
+        big.extend([0x7f, 200 - 127]);
+        big.extend([b'v'; 200]);
+        let mut bytes = request(&big);
+        // Then stream 3, a plain GET.
+        bytes.extend(frame(1, 0x5, 3, GET_SLASH));
+        client.write_all(&bytes).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let _ = svc.readable(&mut conn, &mut stream);
+        let frames = frames(&mut client);
+        // `:status 431`: a literal of the static table's `:status` (index 8).
+        let h1 = frames
+            .iter()
+            .find(|f| f.0 == 1 && f.2 == 1)
+            .expect("HEADERS on 1");
+        assert_eq!(h1.3, [0x08, 3, b'4', b'3', b'1'], "431 on stream 1");
+        assert!(h1.1 & 1 == 1, "and the stream ended");
+        let data: Vec<u8> = frames
+            .iter()
+            .filter(|f| f.0 == 0 && f.2 == 3)
+            .flat_map(|f| f.3.clone())
+            .collect();
+        assert_eq!(
+            data, b"hi / a",
+            "stream 3 answered: the connection went on: {frames:?}"
+        );
+        assert!(!frames.iter().any(|f| f.0 == 7), "no GOAWAY");
     }
 
     #[test]

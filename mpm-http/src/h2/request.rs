@@ -1,68 +1,94 @@
-//! A stream's request as the handler sees it: the checks RFC 9113 §8.3
-//! asks of the pseudo-header fields that `h2` leaves to the server, and the
-//! header list an [`HttpHandler`](crate::HttpHandler) reads (the
-//! `:authority` as `host` when the client sent no `Host`, as §8.3.1 says
-//! a server must treat it).
+//! A stream's request as the handler sees it: the checks of RFC 9113 §8.3
+//! that `mpm-h2` leaves to the server (it checks the pseudo-header fields'
+//! presence, order and repetition, field names and values, the
+//! connection-specific fields and `content-length`; what a `:path` or a
+//! `host` must say is the server's), and the header list an
+//! [`HttpHandler`](crate::HttpHandler) reads (the `:authority` as `host`
+//! when the client sent no `Host`, as §8.3.1 says a server must treat it).
 
-/// What makes a request malformed beyond what `h2` checks (it refuses
-/// connection-specific fields, `te` other than `trailers`, upper-case
-/// names, pseudo-fields that are unknown, repeated or after the regular
-/// ones, a missing `:method` or `:scheme`, and a `content-length` the
-/// DATA frames do not match). Each is answered `RST_STREAM(PROTOCOL_ERROR)`.
-pub(crate) fn malformed(parts: &http::request::Parts) -> Option<&'static str> {
-    let connect = parts.method == http::Method::CONNECT;
-    match parts.uri.path_and_query().map(|p| p.as_str()) {
+use mpm_h2::RequestHead;
+use smallvec::SmallVec;
+
+/// What makes a request malformed beyond what `mpm-h2` checks. Each is
+/// answered `RST_STREAM(PROTOCOL_ERROR)`.
+pub(crate) fn malformed(head: &RequestHead) -> Option<&'static str> {
+    let method = head.method();
+    if method.is_empty() || !method.iter().all(|&b| is_tchar(b)) {
+        return Some(":method not a token");
+    }
+    let connect = method == b"CONNECT";
+    match head.path() {
         // §8.3.1: `:path` is required (but for CONNECT), never empty, and
-        // in origin form, or `*` for OPTIONS.
-        None if !connect => return Some("no :path"),
+        // in origin form, or `*` for OPTIONS (`mpm-h2` checks the first
+        // two).
         None => {}
-        Some(_) if connect => return Some(":path in CONNECT"),
-        Some("*") if parts.method == http::Method::OPTIONS => {}
-        Some(p) if !p.starts_with('/') => return Some(":path not in origin form"),
+        Some(b"*") if method == b"OPTIONS" => {}
+        Some(p) if !p.starts_with(b"/") && !connect => return Some(":path not in origin form"),
+        Some(p) if std::str::from_utf8(p).is_err() => return Some(":path not UTF-8"),
         Some(_) => {}
     }
+    if head
+        .authority()
+        .is_some_and(|a| std::str::from_utf8(a).is_err())
+    {
+        return Some(":authority not UTF-8");
+    }
+    let mut hosts = head.fields().iter().filter(|(n, _)| *n == b"host");
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Some("more than one host");
+    }
     // §8.3.1: a Host that names another entity than `:authority`.
-    if let (Some(authority), Some(host)) =
-        (parts.uri.authority(), parts.headers.get(http::header::HOST))
-        && !host
-            .as_bytes()
-            .eq_ignore_ascii_case(authority.as_str().as_bytes())
+    if let (Some(authority), Some((_, host))) = (head.authority(), host)
+        && !host.eq_ignore_ascii_case(authority)
     {
         return Some("host differs from :authority");
-    }
-    if parts.headers.get_all(http::header::HOST).iter().count() > 1 {
-        return Some("more than one host");
     }
     None
 }
 
+/// A token's character (RFC 9110 §5.6.2).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// The method, as the handler reads it (checked a token by [`malformed`]).
+pub(crate) fn method(head: &RequestHead) -> &str {
+    std::str::from_utf8(head.method()).unwrap_or("")
+}
+
 /// The request target: the `:path` (origin form or `*`), or the authority
 /// of a CONNECT.
-pub(crate) fn target(parts: &http::request::Parts) -> &str {
-    match parts.uri.path_and_query() {
-        Some(p) => p.as_str(),
-        None => parts.uri.authority().map_or("", |a| a.as_str()),
-    }
+pub(crate) fn target(head: &RequestHead) -> &str {
+    let raw = match head.path() {
+        Some(p) => p,
+        None => head.authority().unwrap_or(b""),
+    };
+    std::str::from_utf8(raw).unwrap_or("")
 }
 
 /// The header list as the handler reads it: every field in order, then
 /// `host` from `:authority` when there was none. Values that are not UTF-8
-/// are kept as bytes, as HTTP/1.1's are.
-pub(crate) fn fields(parts: &http::request::Parts) -> Vec<httparse::Header<'_>> {
-    let mut fields: Vec<httparse::Header<'_>> = parts
-        .headers
+/// are kept as bytes, as HTTP/1.1's are (names are tokens: `mpm-h2`
+/// checked them). Sixteen fields are kept inline: most requests need no
+/// allocation for them.
+pub(crate) fn fields(head: &RequestHead) -> SmallVec<[httparse::Header<'_>; 16]> {
+    let mut has_host = false;
+    let mut fields: SmallVec<[httparse::Header<'_>; 16]> = head
+        .fields()
         .iter()
-        .map(|(name, value)| httparse::Header {
-            name: name.as_str(),
-            value: value.as_bytes(),
+        .filter_map(|(name, value)| {
+            has_host |= name == b"host";
+            Some(httparse::Header {
+                name: std::str::from_utf8(name).ok()?,
+                value,
+            })
         })
         .collect();
-    if !parts.headers.contains_key(http::header::HOST)
-        && let Some(authority) = parts.uri.authority()
-    {
+    if !has_host && let Some(authority) = head.authority() {
         fields.push(httparse::Header {
             name: "host",
-            value: authority.as_str().as_bytes(),
+            value: authority,
         });
     }
     fields
@@ -72,47 +98,63 @@ pub(crate) fn fields(parts: &http::request::Parts) -> Vec<httparse::Header<'_>> 
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use mpm_h2::{Fields, RequestHead};
+
     use super::{fields, malformed, target};
 
-    fn parts(method: &str, uri: &str, headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder().method(method).uri(uri);
-        for (n, v) in headers {
-            b = b.header(*n, *v);
+    fn head(
+        method: &str,
+        path: Option<&str>,
+        authority: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> RequestHead {
+        let mut f = Fields::default();
+        f.push(b":method", method.as_bytes());
+        if method != "CONNECT" {
+            f.push(b":scheme", b"https");
         }
-        b.body(()).unwrap().into_parts().0
+        if let Some(a) = authority {
+            f.push(b":authority", a.as_bytes());
+        }
+        if let Some(p) = path {
+            f.push(b":path", p.as_bytes());
+        }
+        for (n, v) in headers {
+            f.push(n.as_bytes(), v.as_bytes());
+        }
+        RequestHead::parse(f).unwrap()
     }
 
     #[test]
     fn a_path_must_be_in_origin_form_or_the_asterisk_of_options() {
-        assert_eq!(malformed(&parts("GET", "https://h/a?b", &[])), None);
-        assert_eq!(malformed(&parts("OPTIONS", "*", &[])), None);
+        assert_eq!(malformed(&head("GET", Some("/a?b"), Some("h"), &[])), None);
+        assert_eq!(malformed(&head("OPTIONS", Some("*"), Some("h"), &[])), None);
         assert_eq!(
-            malformed(&parts("GET", "*", &[])),
+            malformed(&head("GET", Some("*"), Some("h"), &[])),
             Some(":path not in origin form")
         );
         assert_eq!(
-            malformed(&parts("GET", "https://h", &[])).is_some(),
-            // http's Uri gives an authority-only URI no path at all.
-            http::Uri::from_static("https://h")
-                .path_and_query()
-                .is_none()
+            malformed(&head("GET", Some("https://h/"), Some("h"), &[])),
+            Some(":path not in origin form")
         );
     }
 
     #[test]
     fn a_host_naming_another_authority_is_malformed() {
         assert_eq!(
-            malformed(&parts(
+            malformed(&head(
                 "GET",
-                "https://a.example/",
+                Some("/"),
+                Some("a.example"),
                 &[("host", "A.example")]
             )),
             None
         );
         assert_eq!(
-            malformed(&parts(
+            malformed(&head(
                 "GET",
-                "https://a.example/",
+                Some("/"),
+                Some("a.example"),
                 &[("host", "b.example")]
             )),
             Some("host differs from :authority")
@@ -121,12 +163,19 @@ mod tests {
 
     #[test]
     fn the_authority_is_the_host_a_handler_reads() {
-        let p = parts("GET", "https://a.example:8443/x?y", &[("accept", "*/*")]);
+        let p = head(
+            "GET",
+            Some("/x?y"),
+            Some("a.example:8443"),
+            &[("accept", "*/*")],
+        );
         let f = fields(&p);
         assert_eq!(target(&p), "/x?y");
         assert!(f
             .iter()
             .any(|h| h.name == "host" && h.value == b"a.example:8443"));
         assert!(f.iter().any(|h| h.name == "accept"));
+        let c = head("CONNECT", None, Some("a.example:443"), &[]);
+        assert_eq!(target(&c), "a.example:443");
     }
 }

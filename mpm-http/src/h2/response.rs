@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mpm_core::waiting::{Await, Polled};
+use smallvec::SmallVec;
 
 use crate::page_cache;
 use crate::response::{Body, Part, Parts};
@@ -29,13 +30,74 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "upgrade",
 ];
 
+/// A response head as HEADERS carry it: the status, `date`, `server`,
+/// the handler's fields (names lowercased as they are sent, RFC 9113
+/// §8.2.1) and `content-length`. It borrows what it can: building one
+/// allocates the date and, for a name not in lowercase, its lowercase.
+#[derive(Debug)]
+pub(crate) struct ResponseHead<'s> {
+    pub(crate) status: u16,
+    date: Vec<u8>,
+    server: Option<&'s str>,
+    headers: crate::response::Fields,
+    length: Option<u64>,
+}
+
+impl ResponseHead<'_> {
+    /// Call `f` with the fields as `mpm-h2` takes them.
+    pub(crate) fn with_pairs<R>(&self, f: impl FnOnce(&[(&[u8], &[u8])]) -> R) -> R {
+        let lowered: SmallVec<[Option<Vec<u8>>; 8]> = self
+            .headers
+            .iter()
+            .map(|(n, _)| {
+                n.bytes()
+                    .any(|b| b.is_ascii_uppercase())
+                    .then(|| n.to_ascii_lowercase().into_bytes())
+            })
+            .collect();
+        let mut digits = itoa::Buffer::new();
+        let mut pairs: SmallVec<[(&[u8], &[u8]); 12]> = SmallVec::new();
+        let own_date = self
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("date"));
+        if !own_date {
+            pairs.push((b"date", &self.date));
+        }
+        if let Some(server) = self.server {
+            pairs.push((b"server", server.as_bytes()));
+        }
+        for ((name, value), low) in self.headers.iter().zip(&lowered) {
+            if self.length.is_some() && name.eq_ignore_ascii_case("content-length") {
+                continue;
+            }
+            pairs.push((low.as_deref().unwrap_or(name.as_bytes()), value.as_bytes()));
+        }
+        if let Some(len) = self.length {
+            pairs.push((b"content-length", digits.format(len).as_bytes()));
+        }
+        f(&pairs)
+    }
+
+    /// The value of `name` (lowercase), if present.
+    #[cfg(test)]
+    pub(crate) fn get(&self, name: &str) -> Option<Vec<u8>> {
+        self.with_pairs(|pairs| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name.as_bytes())
+                .map(|(_, v)| v.to_vec())
+        })
+    }
+}
+
 /// The response head, and its body's sources (none for a HEAD, 1xx, 204
 /// or 304, or an empty body).
 pub(crate) fn head(
     settings: &ServiceSettings,
     mut parts: Parts,
     is_head: bool,
-) -> (http::Response<()>, Body) {
+) -> (ResponseHead<'_>, Body) {
     settings.error_pages.apply(&mut parts);
     if parts.tunnel.is_some() {
         // No `101` in HTTP/2 (RFC 9113 §8.6): a handler that upgrades is
@@ -44,45 +106,33 @@ pub(crate) fn head(
         parts = crate::Response::error(500).into_parts();
         settings.error_pages.apply(&mut parts);
     }
-    let status = parts.status;
+    let status = if (100..=999).contains(&parts.status) {
+        parts.status
+    } else {
+        500
+    };
     let no_body = status < 200 || status == 204 || status == 304;
-    let mut head = http::Response::new(());
-    *head.status_mut() =
-        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    let fields = head.headers_mut();
     let mut date = Vec::with_capacity(29);
     crate::date::append_now(&mut date);
-    if let Ok(v) = http::HeaderValue::from_bytes(&date) {
-        fields.insert(http::header::DATE, v);
-    }
-    if !parts.has_server
-        && !settings.server.is_empty()
-        && let Ok(v) = http::HeaderValue::from_str(&settings.server)
-    {
-        fields.insert(http::header::SERVER, v);
-    }
-    for (name, value) in &parts.headers {
-        if CONNECTION_SPECIFIC
+    let server = (!parts.has_server && !settings.server.is_empty()).then_some(&*settings.server);
+    let mut headers = std::mem::take(&mut parts.headers);
+    headers.retain(|(name, _)| {
+        !CONNECTION_SPECIFIC
             .iter()
             .any(|c| name.eq_ignore_ascii_case(c))
-        {
-            continue;
-        }
-        // `Response::header` checked both; what http still refuses is dropped.
-        if let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(name.as_bytes()),
-            http::HeaderValue::from_str(value),
-        ) {
-            fields.append(n, v);
-        }
-    }
-    if !no_body && let Some(len) = parts.body.len() {
-        fields.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
-    }
+    });
+    let length = if no_body { None } else { parts.body.len() };
     let body = if no_body || is_head {
         Body::Empty
     } else {
         parts.body
+    };
+    let head = ResponseHead {
+        status,
+        date,
+        server,
+        headers,
+        length,
     };
     (head, body)
 }
@@ -119,7 +169,7 @@ pub(crate) enum Chunk {
 /// A body being sent, source by source.
 pub(crate) struct Outgoing {
     sources: VecDeque<Source>,
-    /// Body bytes handed to `h2` so far.
+    /// Body bytes handed to the codec so far.
     pub(crate) sent: u64,
 }
 
@@ -301,12 +351,12 @@ mod tests {
             .header("Upgrade", "websocket")
             .body("abc");
         let (h, body) = head(&settings, r.into_parts(), true);
-        assert_eq!(h.status(), 200);
-        assert_eq!(h.headers()["content-length"], "3");
-        assert_eq!(h.headers()["x-a"], "1");
-        assert!(h.headers().contains_key("date"));
-        assert!(h.headers().contains_key("server"));
-        assert!(!h.headers().contains_key("upgrade"));
+        assert_eq!(h.status, 200);
+        assert_eq!(h.get("content-length"), Some(b"3".to_vec()));
+        assert_eq!(h.get("x-a"), Some(b"1".to_vec()));
+        assert!(h.get("date").is_some());
+        assert!(h.get("server").is_some());
+        assert!(h.get("upgrade").is_none());
         assert!(matches!(body, Body::Empty), "a HEAD has no body");
     }
 }

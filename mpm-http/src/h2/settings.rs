@@ -57,28 +57,21 @@ impl H2Settings {
         self.tls || self.cleartext
     }
 
-    /// The `h2` builder these settings make, with the flood limits `h2`
-    /// keeps by default (rapid reset: 20 streams reset before they were
-    /// accepted; 1,024 streams the server had to reset itself; 10 reset
-    /// streams remembered) spelt out here, so that they are seen to be on.
-    pub(crate) fn builder(&self) -> h2::server::Builder {
-        let mut b = h2::server::Builder::new();
-        b.max_concurrent_streams(self.max_concurrent_streams)
-            .max_header_list_size(self.max_header_list_size)
-            .max_frame_size(self.max_frame_size.clamp(MIN_FRAME_SIZE, MAX_FRAME_SIZE))
-            .initial_window_size(self.initial_window_size.clamp(1, MAX_WINDOW_SIZE))
+    /// The codec's settings these make. The flood limits are `mpm-h2`'s
+    /// defaults (rapid reset: 100 streams reset before their answer, less
+    /// one per stream answered; 1,024 streams the server had to reset
+    /// itself; 10,000 frames in a row that carry no request), which
+    /// [`mpm_h2::Settings`] documents.
+    pub(crate) fn codec(&self) -> mpm_h2::Settings {
+        let window = self.initial_window_size.clamp(1, MAX_WINDOW_SIZE);
+        mpm_h2::Settings {
+            max_concurrent_streams: self.max_concurrent_streams,
+            max_header_list_size: self.max_header_list_size,
+            max_frame_size: self.max_frame_size.clamp(MIN_FRAME_SIZE, MAX_FRAME_SIZE),
+            initial_window_size: window,
             // The connection's window: room for a few streams' bodies.
-            .initial_connection_window_size(
-                self.initial_window_size
-                    .saturating_mul(4)
-                    .clamp(65_535, MAX_WINDOW_SIZE),
-            )
-            .max_pending_accept_reset_streams(20)
-            .max_local_error_reset_streams(Some(1024))
-            .max_concurrent_reset_streams(10)
-            // What h2 queues of one stream's data beyond its window: the
-            // step queues no more than the window allows anyway.
-            .max_send_buffer_size(64 * 1024);
-        b
+            connection_window_size: window.saturating_mul(4).clamp(65_535, MAX_WINDOW_SIZE),
+            ..mpm_h2::Settings::default()
+        }
     }
 }

@@ -26,11 +26,11 @@ pub enum Count {
     /// Streams the client opened, in all.
     Streams,
     /// Streams the server reset (a malformed request, a body source that
-    /// failed).
+    /// failed, a stream error in what the client sent).
     StreamsReset,
     /// Streams refused past `--h2-max-concurrent-streams` (RST_STREAM
-    /// REFUSED_STREAM, RFC 9113 §5.1.2): sent by `h2` before the server
-    /// sees the stream, counted from its frames.
+    /// REFUSED_STREAM, RFC 9113 §5.1.2): sent by `mpm-h2` before the
+    /// server sees the stream, counted from its [`mpm_h2::Stats`].
     StreamsRefused,
     /// GOAWAYs sent for a flood (`ENHANCE_YOUR_CALM`: rapid reset, too
     /// many streams the server had to reset, CONTINUATION without end).
@@ -99,6 +99,21 @@ pub(crate) fn add(c: Count) {
         }
         None => {
             LOCAL[c as usize].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Add `n` (what a connection's codec counted since it was last looked at).
+pub(crate) fn add_n(c: Count, n: u64) {
+    if n == 0 {
+        return;
+    }
+    match SHARED.get() {
+        Some(s) => {
+            s.add(c as usize, n);
+        }
+        None => {
+            LOCAL[c as usize].fetch_add(n, Ordering::Relaxed);
         }
     }
 }

@@ -7,24 +7,17 @@
 use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::{Reason, RecvStream, SendStream};
 use mpm_core::panics::catch;
 use mpm_core::scoreboard::Slot;
 use mpm_core::waiting::{poll_once, Await, Polled};
 use mpm_core::Stream;
+use mpm_h2::{Reason, RequestHead};
 
-use super::connection::State;
-use super::pipe::Pipe;
+use super::connection::Link;
 use super::request;
 use super::response::{self, Chunk, Outgoing};
-use super::stats::{self, Count};
-use super::wake::Flag;
 use crate::access_log::Record;
 use crate::body::BodySource;
 use crate::reading::Reader;
@@ -33,14 +26,14 @@ use crate::waiting::LaterAnswer;
 use crate::writing::Sender;
 use crate::{HttpHandler, Response};
 
-/// Most bytes of a body asked of its source, and reserved of the window, at
-/// a time.
+/// Most bytes of a body asked of its source at a time.
 const CHUNK: usize = 64 * 1024;
 
 /// What one turn of a stream came to.
 #[derive(Debug)]
 pub(crate) enum Advance {
-    /// It waits on the client (DATA, a window update): `h2` wakes the step.
+    /// It waits on the client (DATA, a window update): an event for it
+    /// brings the step back.
     Idle,
     /// It waits on a descriptor of its own, or a timer.
     Wait(Await),
@@ -60,50 +53,57 @@ pub(crate) struct Turn<'t, H> {
     pub(crate) peer: SocketAddr,
     pub(crate) secure: bool,
     pub(crate) slot: Option<&'static Slot>,
-    /// Body bytes this step may still hand to `h2` (on a loop, the
+    /// Body bytes this step may still hand to the codec (on a loop, the
     /// per-turn budget `--sendfile-max-chunk`).
     pub(crate) budget: u64,
 }
 
-/// What a stream's turn may reach of its connection: a handler that reads
-/// its body as it arrives drives the connection itself (`Pump`).
+/// What a stream's turn may reach of its connection: the codec, what
+/// arrived for each stream, and the socket (a handler that reads its body
+/// as it arrives drives the connection itself: `Pump`).
 pub(crate) struct Wire<'w> {
-    pub(crate) state: &'w mut State,
-    pub(crate) pipe: &'w Pipe,
-    /// Where streams the connection accepts meanwhile go.
-    pub(crate) accepted: &'w mut Vec<StreamTask>,
+    pub(crate) link: &'w mut Link,
     pub(crate) stream: &'w mut Stream,
-    pub(crate) flag: &'w Arc<Flag>,
+}
+
+/// What arrived for one stream and it has not taken yet.
+#[derive(Debug)]
+pub(crate) struct Inbound {
+    pub(crate) id: u32,
+    /// Body octets received, not yet taken (bounded by the stream's
+    /// receive window: the codec enforces it).
+    pub(crate) body: Vec<u8>,
+    /// The body ended (END_STREAM, or trailers).
+    pub(crate) ended: bool,
+    /// The stream was reset (by the client, or by the codec for an error
+    /// of the client's).
+    pub(crate) reset: bool,
 }
 
 enum Phase {
     /// The body is arriving; not yet asked whether the handler reads it as
     /// it comes.
     Arriving {
-        head: http::request::Parts,
-        body: RecvStream,
+        head: RequestHead,
     },
     /// The body is arriving, and is gathered for the handler.
     Receiving {
-        head: http::request::Parts,
-        body: RecvStream,
+        head: RequestHead,
         got: Vec<u8>,
     },
     /// The handler reads the body as it comes: it runs now (off a loop).
     Streaming {
-        head: http::request::Parts,
-        body: RecvStream,
+        head: RequestHead,
     },
     /// Whole: for the handler.
     Ready {
-        head: http::request::Parts,
+        head: RequestHead,
         body: Vec<u8>,
     },
     /// The handler's answer is a future.
     Later(LaterAnswer),
     /// The response is going out.
     Sending {
-        send: SendStream<Bytes>,
         out: Outgoing,
     },
     Done,
@@ -111,7 +111,7 @@ enum Phase {
 
 /// A stream in progress.
 pub(crate) struct StreamTask {
-    respond: SendResponse<Bytes>,
+    id: u32,
     phase: Phase,
     record: Record,
     /// `METHOD target HTTP/2.0`: the access log's and the scoreboard's line.
@@ -120,28 +120,24 @@ pub(crate) struct StreamTask {
 }
 
 impl StreamTask {
-    /// A stream `h2` accepted. A malformed request (RFC 9113 §8.1.1) is
-    /// reset with `PROTOCOL_ERROR` at once.
-    pub(crate) fn new(req: http::Request<RecvStream>, mut respond: SendResponse<Bytes>) -> Self {
-        stats::add(Count::Streams);
-        let (head, body) = req.into_parts();
-        let line = format!("{} {} HTTP/2.0", head.method, request::target(&head));
-        let is_head = head.method == http::Method::HEAD;
-        let phase = if let Some(why) = request::malformed(&head) {
-            mpm_core::log_debug!("mpm: HTTP/2 stream {line:?} malformed: {why}");
-            respond.send_reset(Reason::PROTOCOL_ERROR);
-            stats::add(Count::StreamsReset);
-            Phase::Done
-        } else if body.is_end_stream() {
+    /// A stream the codec accepted, its head checked (`request::malformed`).
+    pub(crate) fn new(id: u32, head: RequestHead, end_stream: bool) -> Self {
+        let line = format!(
+            "{} {} HTTP/2.0",
+            request::method(&head),
+            request::target(&head)
+        );
+        let is_head = head.method() == b"HEAD";
+        let phase = if end_stream {
             Phase::Ready {
                 head,
                 body: Vec::new(),
             }
         } else {
-            Phase::Arriving { head, body }
+            Phase::Arriving { head }
         };
         StreamTask {
-            respond,
+            id,
             phase,
             record: Record::default(),
             line,
@@ -159,30 +155,30 @@ impl StreamTask {
         &mut self,
         turn: &mut Turn<'_, H>,
         wire: &mut Wire<'_>,
-        cx: &mut Context<'_>,
     ) -> Advance {
         loop {
             let phase = std::mem::replace(&mut self.phase, Phase::Done);
             let (next, outcome) = match phase {
-                Phase::Arriving { head, body } => {
+                Phase::Arriving { head } => {
                     if self.streams_body(turn, &head) {
-                        (Phase::Streaming { head, body }, None)
+                        (Phase::Streaming { head }, None)
                     } else {
                         let got = Vec::new();
-                        (Phase::Receiving { head, body, got }, None)
+                        (Phase::Receiving { head, got }, None)
                     }
                 }
-                Phase::Receiving { head, body, got } => self.receive(turn, cx, head, body, got),
-                Phase::Streaming { head, body } => self.stream_body(turn, wire, head, body),
-                Phase::Ready { head, body } => self.answer(turn, head, body, None),
-                Phase::Later(answer) => self.poll_later(turn, cx, answer),
-                Phase::Sending { send, out } => self.send(turn, cx, send, out),
+                Phase::Receiving { head, got } => self.receive(turn, wire.link, head, got),
+                Phase::Streaming { head } => self.stream_body(turn, wire, head),
+                Phase::Ready { head, body } => self.answer(turn, wire.link, head, body, None),
+                Phase::Later(answer) => self.poll_later(turn, wire.link, answer),
+                Phase::Sending { out } => self.send(turn, wire.link, out),
                 Phase::Done => (Phase::Done, Some(Advance::Done)),
             };
             self.phase = next;
             if let Some(outcome) = outcome {
                 if matches!(outcome, Advance::Done) {
                     self.finish(turn);
+                    wire.link.forget(self.id);
                 }
                 return outcome;
             }
@@ -193,44 +189,48 @@ impl StreamTask {
     fn receive<H>(
         &mut self,
         turn: &mut Turn<'_, H>,
-        cx: &mut Context<'_>,
-        head: http::request::Parts,
-        mut body: RecvStream,
+        link: &mut Link,
+        head: RequestHead,
         mut got: Vec<u8>,
     ) -> (Phase, Option<Advance>) {
         let limit = turn.sender.settings.limits.body;
-        loop {
-            match body.poll_data(cx) {
-                Poll::Ready(Some(Ok(data))) => {
-                    let n = data.len();
-                    // Taken: the client may send as much again.
-                    let _ = body.flow_control().release_capacity(n);
-                    if got.len() as u64 + n as u64 > limit {
-                        mpm_core::log_info!("mpm: {}: request body refused with 413", self.line);
-                        self.start_log(turn, &head, 413);
-                        return (self.respond_with(turn, Response::error(413)), None);
-                    }
-                    got.extend_from_slice(&data);
-                }
-                // Reset by the client, or the connection failed.
-                Poll::Ready(Some(Err(_))) => return (Phase::Done, Some(Advance::Done)),
-                Poll::Ready(None) => return (Phase::Ready { head, body: got }, None),
-                Poll::Pending => {
-                    return (Phase::Receiving { head, body, got }, Some(Advance::Idle));
-                }
-            }
+        let Some(inbound) = link.inbound(self.id) else {
+            return (Phase::Done, Some(Advance::Done));
+        };
+        if inbound.reset {
+            return (Phase::Done, Some(Advance::Done));
+        }
+        let n = inbound.body.len();
+        let ended = inbound.ended;
+        if got.len() as u64 + n as u64 > limit {
+            inbound.body = Vec::new();
+            link.codec.release_capacity(self.id, n);
+            mpm_core::log_info!("mpm: {}: request body refused with 413", self.line);
+            self.start_log(turn, &head, 413);
+            return (self.respond_with(turn, link, Response::error(413)), None);
+        }
+        if got.is_empty() {
+            got = std::mem::take(&mut inbound.body);
+        } else {
+            got.extend_from_slice(&inbound.body);
+            inbound.body.clear();
+        }
+        // Taken: the client may send as much again.
+        if n > 0 {
+            link.codec.release_capacity(self.id, n);
+        }
+        if ended {
+            (Phase::Ready { head, body: got }, None)
+        } else {
+            (Phase::Receiving { head, got }, Some(Advance::Idle))
         }
     }
 
     /// Does the handler read this request's body as it arrives?
-    fn streams_body<H: HttpHandler>(
-        &self,
-        turn: &mut Turn<'_, H>,
-        head: &http::request::Parts,
-    ) -> bool {
+    fn streams_body<H: HttpHandler>(&self, turn: &mut Turn<'_, H>, head: &RequestHead) -> bool {
         let fields = request::fields(head);
         let req = Request {
-            method: head.method.as_str(),
+            method: request::method(head),
             target: request::target(head),
             version: Version::Http2,
             headers: Headers::Parsed(&fields),
@@ -250,55 +250,83 @@ impl StreamTask {
         &mut self,
         turn: &mut Turn<'_, H>,
         wire: &mut Wire<'_>,
-        head: http::request::Parts,
-        body: RecvStream,
+        head: RequestHead,
     ) -> (Phase, Option<Advance>) {
         if turn.on_loop {
-            return (Phase::Streaming { head, body }, Some(Advance::NeedsWorker));
+            return (Phase::Streaming { head }, Some(Advance::NeedsWorker));
         }
         let settings = &turn.sender.settings;
         let pump = RefCell::new(Pump {
             wire,
-            body,
-            pending: Bytes::new(),
+            id: self.id,
+            pending: Vec::new(),
+            at: 0,
             got: 0,
             limit: settings.limits.body,
             deadline: mpm_core::deadline(Instant::now(), settings.request_body_timeout),
             failed: None,
             ended: false,
         });
-        let (phase, outcome) = self.answer(turn, head, Vec::new(), Some(&pump));
-        let failed = pump.into_inner().failed;
+        let (phase, outcome) = self.answer_pumped(turn, head, &pump);
+        let pump = pump.into_inner();
+        let failed = pump.failed;
+        let link = &mut *pump.wire.link;
         match failed {
             Some(status) => {
                 mpm_core::log_info!("mpm: {}: request body refused with {status}", self.line);
                 // What the handler answered is dropped for the refusal.
-                if let Phase::Sending { mut send, .. } = phase {
-                    send.send_reset(Reason::CANCEL);
+                if let Phase::Sending { .. } = phase {
+                    link.codec.reset(self.id, Reason::CANCEL);
                     return (Phase::Done, Some(Advance::Done));
                 }
                 self.record.set_status(status);
-                (self.respond_with(turn, Response::error(status)), None)
+                (self.respond_with(turn, link, Response::error(status)), None)
             }
             None => (phase, outcome),
         }
     }
 
-    /// The handler's turn: on a loop only if it answers without blocking.
-    fn answer<H: HttpHandler>(
+    /// The handler run with its body read as it comes.
+    fn answer_pumped<H: HttpHandler>(
         &mut self,
         turn: &mut Turn<'_, H>,
-        head: http::request::Parts,
-        body: Vec<u8>,
-        stream: Option<&dyn BodySource>,
+        head: RequestHead,
+        pump: &RefCell<Pump<'_, '_>>,
     ) -> (Phase, Option<Advance>) {
-        let fields = request::fields(&head);
+        // Off a loop (`stream_body`): the handler runs.
+        let Some(mut answer) = self.run(turn, &head, &[], Some(pump)) else {
+            return (Phase::Done, Some(Advance::Done));
+        };
+        match answer.take_later() {
+            Some(later) => (Phase::Later(later), None),
+            None => {
+                let mut p = pump.borrow_mut();
+                if p.failed.is_some() {
+                    // The refusal is answered instead (stream_body).
+                    return (Phase::Done, None);
+                }
+                let link = &mut *p.wire.link;
+                (self.respond_with(turn, link, answer), None)
+            }
+        }
+    }
+
+    /// The handler's call, its access-log start and the scoreboard's line;
+    /// `None` on a loop when the handler may block.
+    fn run<H: HttpHandler>(
+        &mut self,
+        turn: &mut Turn<'_, H>,
+        head: &RequestHead,
+        body: &[u8],
+        stream: Option<&dyn BodySource>,
+    ) -> Option<Response> {
+        let fields = request::fields(head);
         let req = Request {
-            method: head.method.as_str(),
-            target: request::target(&head),
+            method: request::method(head),
+            target: request::target(head),
             version: Version::Http2,
             headers: Headers::Parsed(&fields),
-            body: &body,
+            body,
             stream,
             params: &[],
             peer: turn.peer,
@@ -308,13 +336,13 @@ impl StreamTask {
         if turn.on_loop
             && !catch(|| turn.reader.handler.answers_without_blocking(&req)).unwrap_or(false)
         {
-            return (Phase::Ready { head, body }, Some(Advance::NeedsWorker));
+            return None;
         }
         let handler = &mut turn.reader.handler;
         let answer = catch(|| handler.handle(&req));
         // The response owns all it holds: the request's scratch can go.
         turn.reader.arena.reset();
-        let mut answer = answer.unwrap_or_else(|p| {
+        let answer = answer.unwrap_or_else(|p| {
             mpm_core::log_error!("mpm: handler panicked on {}: {p}; answered 500", self.line);
             Response::error(500)
         });
@@ -323,13 +351,28 @@ impl StreamTask {
         if let Some(slot) = turn.slot {
             slot.record_request(self.line.as_bytes(), answer.body_ref().len().unwrap_or(0));
         }
+        Some(answer)
+    }
+
+    /// The handler's turn: on a loop only if it answers without blocking.
+    fn answer<H: HttpHandler>(
+        &mut self,
+        turn: &mut Turn<'_, H>,
+        link: &mut Link,
+        head: RequestHead,
+        body: Vec<u8>,
+        stream: Option<&dyn BodySource>,
+    ) -> (Phase, Option<Advance>) {
+        let Some(mut answer) = self.run(turn, &head, &body, stream) else {
+            return (Phase::Ready { head, body }, Some(Advance::NeedsWorker));
+        };
         match answer.take_later() {
             Some(later) => (Phase::Later(later), None),
-            None => (self.respond_with(turn, answer), None),
+            None => (self.respond_with(turn, link, answer), None),
         }
     }
 
-    fn start_log<H>(&mut self, turn: &mut Turn<'_, H>, head: &http::request::Parts, status: u16) {
+    fn start_log<H>(&mut self, turn: &mut Turn<'_, H>, head: &RequestHead, status: u16) {
         let fields = request::fields(head);
         turn.sender.log_start(
             &mut self.record,
@@ -344,10 +387,10 @@ impl StreamTask {
     fn poll_later<H>(
         &mut self,
         turn: &mut Turn<'_, H>,
-        cx: &mut Context<'_>,
+        link: &mut Link,
         mut answer: LaterAnswer,
     ) -> (Phase, Option<Advance>) {
-        if self.respond.poll_reset(cx).is_ready() {
+        if link.inbound(self.id).is_none_or(|i| i.reset) {
             return (Phase::Done, Some(Advance::Done));
         }
         match catch(|| poll_once(answer.as_mut())) {
@@ -355,20 +398,25 @@ impl StreamTask {
             Ok(Polled::Again) => (Phase::Later(answer), Some(Advance::Again)),
             Ok(Polled::Ready(mut r)) => match r.take_later() {
                 Some(again) => (Phase::Later(again), None),
-                None => (self.respond_with(turn, r), None),
+                None => (self.respond_with(turn, link, r), None),
             },
             Err(p) => {
                 mpm_core::log_error!(
                     "mpm: the later answer to {} panicked: {p}; answered 500",
                     self.line
                 );
-                (self.respond_with(turn, Response::error(500)), None)
+                (self.respond_with(turn, link, Response::error(500)), None)
             }
         }
     }
 
     /// Send the head; the body follows in `send`.
-    fn respond_with<H>(&mut self, turn: &mut Turn<'_, H>, answer: Response) -> Phase {
+    fn respond_with<H>(
+        &mut self,
+        turn: &mut Turn<'_, H>,
+        link: &mut Link,
+        answer: Response,
+    ) -> Phase {
         let parts = answer.into_parts();
         self.record.set_status(parts.status);
         turn.sender
@@ -379,63 +427,59 @@ impl StreamTask {
         let (head, body) = response::head(&turn.sender.settings, parts, self.is_head);
         let out = Outgoing::new(body);
         let end = out.is_empty();
-        match self.respond.send_response(head, end) {
-            Ok(send) if !end => Phase::Sending { send, out },
+        let sent =
+            head.with_pairs(|pairs| link.codec.send_headers(self.id, head.status, pairs, end));
+        match sent {
+            Ok(()) if !end => Phase::Sending { out },
             _ => Phase::Done,
         }
     }
 
-    /// The body, as the stream's window and the step's budget allow.
+    /// The body, as the stream's and the connection's windows and the
+    /// step's budget allow. A stream with no window waits for the codec's
+    /// `SendCapacity`; one waiting on its source holds no window (the codec
+    /// takes window only as DATA is written).
     fn send<H>(
         &mut self,
         turn: &mut Turn<'_, H>,
-        cx: &mut Context<'_>,
-        mut send: SendStream<Bytes>,
+        link: &mut Link,
         mut out: Outgoing,
     ) -> (Phase, Option<Advance>) {
         loop {
             if turn.budget == 0 {
-                return (Phase::Sending { send, out }, Some(Advance::Again));
+                return (Phase::Sending { out }, Some(Advance::Again));
             }
-            send.reserve_capacity(CHUNK);
-            let room = send.capacity();
+            if link.inbound(self.id).is_none_or(|i| i.reset) {
+                self.record.set_body_sent(out.sent);
+                return (Phase::Done, Some(Advance::Done));
+            }
+            let room = link.codec.send_capacity(self.id);
             if room == 0 {
-                match send.poll_capacity(cx) {
-                    Poll::Ready(Some(Ok(_))) => continue,
-                    Poll::Ready(Some(Err(_))) | Poll::Ready(None) => {
-                        self.record.set_body_sent(out.sent);
-                        return (Phase::Done, Some(Advance::Done));
-                    }
-                    Poll::Pending => return (Phase::Sending { send, out }, Some(Advance::Idle)),
-                }
+                // The codec says when its window opens.
+                link.codec.wait_capacity(self.id);
+                return (Phase::Sending { out }, Some(Advance::Idle));
             }
-            let max = room.min(usize::try_from(turn.budget).unwrap_or(usize::MAX));
+            let max = room
+                .min(CHUNK)
+                .min(usize::try_from(turn.budget).unwrap_or(usize::MAX));
             let outcome = match out.next(max, turn.on_loop) {
                 Chunk::Data(bytes, last) => {
                     turn.budget = turn.budget.saturating_sub(bytes.len() as u64);
-                    if send.send_data(bytes, last).is_err() || last {
-                        Some(Advance::Done)
-                    } else {
-                        None
+                    match link.codec.send_data(self.id, &bytes, last) {
+                        Ok(_) if !last => None,
+                        _ => Some(Advance::Done),
                     }
                 }
                 Chunk::End => {
-                    let _ = send.send_data(Bytes::new(), true);
+                    let _ = link.codec.send_data(self.id, &[], true);
                     Some(Advance::Done)
                 }
-                Chunk::Wait(w) => {
-                    // Waiting on its source (an upstream), it holds no
-                    // window: what it reserved goes back to the connection,
-                    // for the other streams meanwhile.
-                    send.reserve_capacity(0);
-                    Some(Advance::Wait(w))
-                }
+                Chunk::Wait(w) => Some(Advance::Wait(w)),
                 Chunk::Again => Some(Advance::Again),
                 Chunk::NeedsWorker => Some(Advance::NeedsWorker),
                 Chunk::Failed(why) => {
                     mpm_core::log_error!("mpm: {}: {why}; stream reset", self.line);
-                    send.send_reset(Reason::INTERNAL_ERROR);
-                    stats::add(Count::StreamsReset);
+                    link.codec.reset(self.id, Reason::INTERNAL_ERROR);
                     Some(Advance::Done)
                 }
             };
@@ -445,7 +489,7 @@ impl StreamTask {
                     self.record.set_body_sent(out.sent);
                     return (Phase::Done, Some(Advance::Done));
                 }
-                Some(other) => return (Phase::Sending { send, out }, Some(other)),
+                Some(other) => return (Phase::Sending { out }, Some(other)),
             }
         }
     }
@@ -462,7 +506,7 @@ impl StreamTask {
     /// The connection ends with the stream unfinished: its line says so
     /// with what was sent.
     pub(crate) fn abandon<H>(&mut self, turn: &mut Turn<'_, H>) {
-        if let Phase::Sending { out, .. } = &self.phase {
+        if let Phase::Sending { out } = &self.phase {
             self.record.set_body_sent(out.sent);
         }
         self.phase = Phase::Done;
@@ -470,16 +514,19 @@ impl StreamTask {
     }
 }
 
-/// A streamed request body, read from the stream's DATA frames; with none
-/// there, the connection is driven: its frames out (window updates among
-/// them), one read of the socket within what is left of the body timeout,
-/// the frames in. Other streams' frames are read on the way, and streams
-/// the client opens meanwhile wait for the step to take them.
+/// A streamed request body, read from what arrived for the stream; with
+/// nothing there, the connection is driven: its frames out (window
+/// updates among them), one read of the socket within what is left of the
+/// body timeout, the frames in. Other streams' frames are read on the
+/// way (their body kept for them), and streams the client opens meanwhile
+/// wait for the step to take them.
 struct Pump<'w, 'x> {
     wire: &'x mut Wire<'w>,
-    body: RecvStream,
-    /// Bytes of the last frame not yet given to the handler.
-    pending: Bytes,
+    id: u32,
+    /// Octets taken from the stream's inbound body, not yet given to the
+    /// handler (from `at`).
+    pending: Vec<u8>,
+    at: usize,
     got: u64,
     limit: u64,
     deadline: Instant,
@@ -502,12 +549,11 @@ impl BodySource for RefCell<Pump<'_, '_>> {
 
 impl Pump<'_, '_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let waker = self.wire.flag.waker();
-        let mut cx = Context::from_waker(&waker);
         loop {
-            if !self.pending.is_empty() {
-                let n = buf.len().min(self.pending.len());
-                buf[..n].copy_from_slice(&self.pending.split_to(n));
+            if self.at < self.pending.len() {
+                let n = buf.len().min(self.pending.len() - self.at);
+                buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
+                self.at += n;
                 return Ok(n);
             }
             if let Some(status) = self.failed {
@@ -518,47 +564,51 @@ impl Pump<'_, '_> {
             if self.ended || buf.is_empty() {
                 return Ok(0);
             }
-            match self.body.poll_data(&mut cx) {
-                Poll::Ready(Some(Ok(data))) => {
-                    let _ = self.body.flow_control().release_capacity(data.len());
-                    self.got += data.len() as u64;
-                    if self.got > self.limit {
-                        self.failed = Some(413);
-                        continue;
-                    }
-                    self.pending = data;
-                }
-                Poll::Ready(Some(Err(e))) => return Err(io::Error::other(e)),
-                Poll::Ready(None) => self.ended = true,
-                Poll::Pending => self.more(&mut cx)?,
+            let link = &mut *self.wire.link;
+            let Some(inbound) = link.inbound(self.id) else {
+                return Err(io::Error::other("the stream was reset"));
+            };
+            if inbound.reset {
+                return Err(io::Error::other("the stream was reset"));
             }
+            if !inbound.body.is_empty() {
+                self.pending.clear();
+                std::mem::swap(&mut self.pending, &mut inbound.body);
+                self.at = 0;
+                let n = self.pending.len();
+                link.codec.release_capacity(self.id, n);
+                self.got += n as u64;
+                if self.got > self.limit {
+                    self.failed = Some(413);
+                    self.pending.clear();
+                }
+                continue;
+            }
+            if inbound.ended {
+                self.ended = true;
+                continue;
+            }
+            self.more()?;
         }
     }
 
     /// Frames out, one read of the socket, frames in.
-    fn more(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        let w = &mut *self.wire;
-        let _ = super::connection::drive(w.state, w.accepted, cx);
+    fn more(&mut self) -> io::Result<()> {
         let left = self.deadline.saturating_duration_since(Instant::now());
-        let stream = &mut *w.stream;
-        w.pipe
-            .write_to(|b| stream.write_all_within(b, left).map(|()| b.len()))?;
-        if w.flag.take() || w.pipe.take_blocked() {
-            return Ok(());
-        }
+        let w = &mut *self.wire;
+        w.link.flush_within(w.stream, left)?;
         if left.is_zero() {
             self.failed = Some(408);
             return Ok(());
         }
-        let mut chunk = [0u8; 16 * 1024];
-        let room = w.pipe.input_room().clamp(1, chunk.len());
-        match stream.read_within(&mut chunk[..room], left) {
-            Ok(0) => w.pipe.end_input(),
-            Ok(n) => w.pipe.push_input(&chunk[..n]),
+        match w.link.read_within(w.stream, left) {
+            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::TimedOut => self.failed = Some(408),
             Err(e) => return Err(e),
         }
-        let _ = super::connection::drive(w.state, w.accepted, cx);
+        if w.link.failed.is_some() {
+            return Err(io::Error::other("the HTTP/2 connection failed"));
+        }
         Ok(())
     }
 }
