@@ -128,6 +128,12 @@ struct Gathering {
 /// frames still on the way; one past it gets STREAM_CLOSED for them.
 const RESETS_REMEMBERED: usize = 16;
 
+/// The largest stream id: a graceful stop's first GOAWAY names it.
+const MAX_STREAM_ID: u32 = 0x7fff_ffff;
+
+/// The payload of a graceful stop's PING, told from a client's own by it.
+const STOP_PING: [u8; 8] = *b"mpm-stop";
+
 /// The output buffer's first allocation when a response starts: a few
 /// small responses' frames, or a 16 KiB DATA frame, without growing.
 const OUTPUT_START: usize = 16 * 1024 + 64;
@@ -155,6 +161,9 @@ pub struct Connection {
     released: u32,
     /// Our GOAWAY went out: no new streams.
     going_away: bool,
+    /// Our first, graceful GOAWAY (the largest stream id) and its PING went
+    /// out: the final GOAWAY waits for that PING's ACK.
+    stop_ping: bool,
     /// The peer's GOAWAY came: it opens no more streams.
     peer_gone: bool,
     events: VecDeque<Event>,
@@ -215,6 +224,7 @@ impl Connection {
             send_window: i64::from(DEFAULT_WINDOW),
             released: 0,
             going_away: false,
+            stop_ping: false,
             peer_gone: false,
             events: VecDeque::new(),
             out,
@@ -524,17 +534,27 @@ impl Connection {
         self.release_connection(n);
     }
 
-    /// Send GOAWAY. Graceful: the streams the peer opened finish, new ones
-    /// are refused, and [`Connection::is_done`] says when the last ended.
-    /// Not graceful: every stream is dropped now.
+    /// Send GOAWAY. Graceful, in the two steps RFC 9113 §6.8 asks of a
+    /// server: first a GOAWAY with the largest stream id and a PING (the
+    /// streams the client opens meanwhile, before it saw the GOAWAY, are
+    /// still taken), then, when the PING's ACK comes (or at a second
+    /// graceful call, for a client that does not answer), the GOAWAY naming
+    /// the last stream: newer ones are refused, the others finish, and
+    /// [`Connection::is_done`] says when the last ended. Not graceful: the
+    /// final GOAWAY, and every stream is dropped now.
     pub fn goaway(&mut self, graceful: bool) {
         if matches!(self.state, State::Closed(_)) {
             return;
         }
-        if !self.going_away {
-            frame::write_goaway(&mut self.out, self.last_stream, Reason::NO_ERROR.0);
+        if graceful && !self.going_away && !self.stop_ping {
+            self.output_room();
+            frame::write_goaway(&mut self.out, MAX_STREAM_ID, Reason::NO_ERROR.0);
+            frame::write_head(&mut self.out, 8, frame::PING, 0, 0);
+            self.out.extend_from_slice(&STOP_PING);
+            self.stop_ping = true;
+            return;
         }
-        self.going_away = true;
+        self.last_goaway();
         if !graceful {
             self.streams.clear();
             self.state = State::Closed(Error::Connection {
@@ -542,6 +562,16 @@ impl Connection {
                 why: "our GOAWAY",
             });
         }
+    }
+
+    /// The GOAWAY naming the last stream the peer opened: from now on no
+    /// new stream is taken.
+    fn last_goaway(&mut self) {
+        if !self.going_away {
+            frame::write_goaway(&mut self.out, self.last_stream, Reason::NO_ERROR.0);
+        }
+        self.going_away = true;
+        self.stop_ping = false;
     }
 
     // -----------------------------------------------------------------
@@ -1043,7 +1073,11 @@ impl Connection {
             ));
         }
         if head.flags & frame::ACK != 0 {
-            // We send no PING; an unasked ACK is ignored.
+            // The only PING we send is a graceful stop's: its ACK says the
+            // client saw the first GOAWAY. Any other ACK is ignored.
+            if self.stop_ping && payload == STOP_PING {
+                self.last_goaway();
+            }
             return Ok(());
         }
         self.idle_frame(false)?;

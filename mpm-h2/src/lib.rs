@@ -69,8 +69,9 @@
 //! priority are parsed, checked for self-dependency, and ignored, as
 //! RFC 9113 §5.3.2 allows), the client side, RFC 8441's extended CONNECT,
 //! and the encoder's dynamic table and Huffman coding (see [`hpack`]).
-//! A graceful GOAWAY is sent once, with the last stream id seen, not in
-//! the two steps §6.8 suggests.
+//! A graceful GOAWAY comes in the two steps §6.8 asks of a server: the
+//! largest stream id and a PING, then, when the PING comes back, the last
+//! stream id seen ([`Connection::goaway`]).
 //!
 //! **At 64 cores.** All state is the connection's own: no lock, no
 //! atomic, nothing shared between connections (the static and Huffman

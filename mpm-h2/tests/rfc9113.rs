@@ -730,18 +730,49 @@ fn section_6_8_the_peers_goaway_is_reported_and_streams_finish() {
 }
 
 #[test]
-fn section_6_8_our_graceful_goaway_names_the_last_stream_and_refuses_new_ones() {
+fn section_6_8_our_graceful_goaway_comes_in_two_steps_and_then_refuses_new_streams() {
     let mut p = Peer::new();
     p.open(1, GET, true);
     p.open(3, GET, true);
     p.conn.goaway(true);
+    // First the largest id and a PING: a stream the client opened before
+    // it saw them is still taken.
     p.open(5, GET, true);
-    let g = p.frames.iter().find(|f| f.kind == GOAWAY).unwrap();
-    assert_eq!(g.payload, [0, 0, 0, 3, 0, 0, 0, 0]);
-    p.expect_rst(5, Reason::REFUSED_STREAM);
-    p.conn.send_headers(1, 204, &[], true).unwrap();
+    let goaways: Vec<_> = p.frames.iter().filter(|f| f.kind == GOAWAY).collect();
+    assert_eq!(goaways.len(), 1);
+    assert_eq!(goaways[0].payload, [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+    let ping = p.frames.iter().find(|f| f.kind == PING).unwrap();
+    assert_eq!(ping.flags, 0, "our PING, not an ACK");
+    assert!(
+        !p.frames.iter().any(|f| f.kind == RST_STREAM),
+        "stream 5 was taken"
+    );
+    // Its ACK: the GOAWAY naming the last stream taken; newer ones refused.
+    let payload = ping.payload.clone();
+    p.send(&frame(PING, 0x1, 0, &payload));
+    let g = p.frames.iter().rev().find(|f| f.kind == GOAWAY).unwrap();
+    assert_eq!(g.payload, [0, 0, 0, 5, 0, 0, 0, 0]);
+    p.open(7, GET, true);
+    p.expect_rst(7, Reason::REFUSED_STREAM);
+    for id in [1, 3] {
+        p.conn.send_headers(id, 204, &[], true).unwrap();
+    }
     assert!(!p.conn.is_done());
-    p.conn.send_headers(3, 204, &[], true).unwrap();
+    p.conn.send_headers(5, 204, &[], true).unwrap();
+    assert!(p.conn.is_done());
+}
+
+#[test]
+fn section_6_8_a_client_that_does_not_ack_the_stop_ping_gets_the_last_goaway_at_the_second_call() {
+    let mut p = Peer::new();
+    p.open(1, GET, true);
+    p.conn.goaway(true);
+    p.conn.goaway(true);
+    p.send(&[]); // takes the output
+    let goaways: Vec<_> = p.frames.iter().filter(|f| f.kind == GOAWAY).collect();
+    assert_eq!(goaways.len(), 2);
+    assert_eq!(goaways[1].payload, [0, 0, 0, 1, 0, 0, 0, 0]);
+    p.conn.send_headers(1, 204, &[], true).unwrap();
     assert!(p.conn.is_done());
 }
 

@@ -493,13 +493,20 @@ impl H2Conn {
         }
     }
 
-    /// The server stops: a GOAWAY naming the last stream (RFC 9113 §6.8),
-    /// then the streams in flight finish and the connection ends.
+    /// The server stops: GOAWAY (RFC 9113 §6.8), then the streams in
+    /// flight finish and the connection ends. With streams open, in the
+    /// codec's two steps (the largest id and a PING, then the last stream
+    /// once the PING comes back), so that a request the client sent before
+    /// it saw the first is still answered; idle, the connection is closed
+    /// now, so the last GOAWAY goes at once.
     fn begin_stop(&mut self) {
         if self.goaway || self.link.failed.is_some() {
             return;
         }
         self.link.codec.goaway(true);
+        if self.streams.is_empty() && self.link.accepted.is_empty() {
+            self.link.codec.goaway(true);
+        }
         self.goaway = true;
         stats::add(Count::GoawayStop);
     }
