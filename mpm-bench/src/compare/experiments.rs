@@ -73,6 +73,27 @@ pub struct Selection {
     pub workloads: Vec<crate::workload::Workload>,
 }
 
+#[cfg(test)]
+impl Selection {
+    /// A small selection for the experiments' unit tests: these models,
+    /// the system allocator, 3 idle connections, 1 s runs.
+    pub(crate) fn small(
+        mpms: Vec<MpmKind>,
+        workloads: Vec<crate::workload::Workload>,
+    ) -> Selection {
+        Selection {
+            mpms,
+            allocators: vec![AllocatorKind::System],
+            idle: vec![3],
+            duration: Duration::from_secs(1),
+            workloads,
+            upstream: None,
+            connections: 1000,
+            waiting: vec![100],
+        }
+    }
+}
+
 /// A server to measure: a label and the `serve` flags that make it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Variant {

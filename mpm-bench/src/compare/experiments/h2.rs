@@ -250,19 +250,9 @@ mod tests {
     use super::*;
     use crate::compare::scenario::{Load, ServerBin};
     use crate::workload::Workload;
-    use mpm_core::allocator::AllocatorKind;
 
     fn selection(workloads: Vec<Workload>) -> Selection {
-        Selection {
-            mpms: MpmKind::ALL.to_vec(),
-            allocators: vec![AllocatorKind::System],
-            idle: vec![3],
-            duration: std::time::Duration::from_secs(1),
-            workloads,
-            upstream: None,
-            connections: 1000,
-            waiting: vec![100],
-        }
+        Selection::small(MpmKind::ALL.to_vec(), workloads)
     }
 
     #[test]
