@@ -120,9 +120,10 @@
 //! through those buffers. `mpm-h2` keeps no buffer of its own when idle
 //! (its state and its HPACK table) and reports body as a range of the
 //! caller's input. On it, an idle h2c connection costs 4.6–4.8 KiB of RSS
-//! under event (the same command), and ours-event spent 3.3–4.2 µs of CPU
-//! per request against h2o's 3.7–4.5 in the same runs of
-//! `bench/peers.py --h2` (docs/benchmarks.md, HTTP/2). The framing, HPACK, stream states, flow control, the
+//! under event (the same command), and ours-event spent 3.3–5.3 µs of CPU
+//! per request against h2o's 3.5–5.7 in the same runs of
+//! `bench/peers.py --h2` (docs/benchmarks.md, HTTP/2): about h2o's, not
+//! reliably under it. The framing, HPACK, stream states, flow control, the
 //! checks of RFC 9113 §8 on a request head, and the flood limits (rapid
 //! reset, streams the server had to reset, CONTINUATION, frames in a row
 //! that carry no request: PING, SETTINGS, PRIORITY, empty DATA...) are
