@@ -188,10 +188,6 @@ impl<H: ConnectionHandler> EventLoop<H> {
             returns,
             threads,
         } = pool;
-        if let Some(s) = slot {
-            s.claim(lifecycle.generation());
-            s.set_state(WorkerState::Idle);
-        }
         let io = |what: &str, e: nix::Error| Error::io(what, e.into());
         let epoll =
             Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| io("epoll_create", e))?;
@@ -313,6 +309,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 }
             }
             self.update_listening();
+            if let Some(s) = self.slot.filter(|s| s.state() == WorkerState::Starting) {
+                s.set_state(WorkerState::Idle);
+            }
 
             // Connections with more to do now: poll without sleeping, serve
             // whatever else is ready, then give them their next turn.

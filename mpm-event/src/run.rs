@@ -30,6 +30,13 @@ impl Mpm for Event {
         Listener::pass_on_options(&listeners, settings)?;
         let threads = settings.threads();
         let factory = Arc::new(factory);
+        // The loop's slot (0) first, on this thread (the loop's): the
+        // process shows in the scoreboard as "starting" from the moment it
+        // shows at all, until its loop's first turn has told the connection
+        // ledger whether it accepts; one shown idle takes its share.
+        if let Some(s) = slots.first() {
+            s.claim(lifecycle.generation());
+        }
         // Spawn: the workers (slots 1..), each with a handler of its own.
         let (workers, pool) = start_pool("mpm-event-worker", threads, &factory, lifecycle, slots)?;
         // Serve and drain: the loop (slot 0) runs until stopped and drained.

@@ -234,10 +234,6 @@ impl<H: ConnectionHandler> RingLoop<H> {
             returns,
             threads,
         } = pool;
-        if let Some(s) = slot {
-            s.claim(lifecycle.generation());
-            s.set_state(WorkerState::Idle);
-        }
         let mut ring =
             Ring::new(ENTRIES, BUFFERS, BUFFER_SIZE).map_err(|e| Error::config(e.to_string()))?;
         ring.set_multishot(features.multishot_recv);
@@ -368,6 +364,9 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 }
             }
             self.update_listening();
+            if let Some(s) = self.slot.filter(|s| s.state() == WorkerState::Starting) {
+                s.set_state(WorkerState::Idle);
+            }
             self.flush_dirty();
             if let Err(e) = self.arm_wakeups() {
                 self.ring_failed("arming a wake-up", e);

@@ -40,6 +40,13 @@ impl Mpm for Uring {
         let features = available().map_err(|e| mpm_core::Error::config(e.to_string()))?;
         let threads = settings.threads();
         let factory = Arc::new(factory);
+        // The loop's slot (0) first, on this thread (the loop's): the
+        // process shows in the scoreboard as "starting" from the moment it
+        // shows at all, until its loop's first turn has told the connection
+        // ledger whether it accepts; one shown idle takes its share.
+        if let Some(s) = slots.first() {
+            s.claim(lifecycle.generation());
+        }
         // Spawn: the workers (slots 1..), each with a handler of its own.
         let (workers, pool) = start_pool("mpm-uring-worker", threads, &factory, lifecycle, slots)?;
         // Serve and drain: the loop (slot 0) runs on this thread, which set
