@@ -264,6 +264,38 @@ fn h2_over_tls_is_chosen_by_alpn_and_refused_by_a_server_offering_http1_only() {
     assert!(out.stdout.is_empty(), "no figures: {}", out.stdout);
 }
 
+/// `--h2` on `http://` against a server that does not take HTTP/2 in
+/// clear (mpm without `--h2c on` answers the preface in HTTP/1): one line
+/// saying so and how to get it, exit 2, no figures; not a read error per
+/// stream. With `--h2c on` the same run is answered.
+#[test]
+fn h2_in_clear_against_a_server_without_h2c_is_refused_in_one_line() {
+    let root = docroot();
+    for mpm in ["worker", "event"] {
+        let server = with_transport(Transport::Plain, || {
+            Server::start(mpm, Some(root.path()), &[])
+        });
+        let url = server.url("/index.html");
+        let out = run_mpm(
+            &["bench", "--h2", "-n", "20", "-c", "2", &url],
+            Duration::from_secs(20),
+        );
+        out.assert_one_line_error(mpm);
+        assert!(
+            out.stderr.contains("answered the HTTP/2 preface in HTTP/1")
+                && out.stderr.contains("--h2c on"),
+            "{mpm}: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{mpm}: no figures: {}", out.stdout);
+        let h2c = with_transport(Transport::Plain, || {
+            Server::start(mpm, Some(root.path()), &["--h2c", "on"])
+        });
+        let r = bench(&["--h2", "-n", "20", "-c", "2", &h2c.url("/index.html")], 0);
+        assert_eq!(n(&r, &["status", "200"]), 20, "{mpm}");
+    }
+}
+
 /// The shop example's workload file (`server/examples/shop.toml`), sent 50
 /// times: the application counts exactly the shares of its weights (30
 /// item reads, 10 searches, 10 POSTs with their 31-byte bodies), each

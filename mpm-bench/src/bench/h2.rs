@@ -11,8 +11,9 @@
 //! DATA frame. A connection that fails counts its streams as read errors
 //! and is made again; a TLS handshake that fails is counted by kind, as the
 //! HTTP/1.1 engine counts it, with a request of the budget failed for it.
-//! A server that chooses `http/1.1` by ALPN ends the run as refused: its
-//! answers would be another protocol's figures.
+//! A server that chooses `http/1.1` by ALPN, or answers the preface in
+//! HTTP/1 on `http://` (no h2c), ends the run as refused: its answers would
+//! be another protocol's figures.
 //!
 //! [`Held`] is one connection driven a request at a time, blocking: what
 //! `mpm compare` holds idle HTTP/2 connections with.
@@ -42,7 +43,9 @@ use super::tls::TlsClient;
 /// A non-blocking socket as `h2` wants it, plain or TLS: `WouldBlock` is
 /// `Pending` (the thread's pass polls again after `poll(2)`).
 enum Sock {
-    Plain(TcpStream),
+    /// In clear, and whether the server's first bytes were an HTTP/1
+    /// answer (`None` until they come).
+    Plain(TcpStream, Arc<std::sync::OnceLock<bool>>),
     Tls(TcpStream, Box<rustls::ClientConnection>),
 }
 
@@ -73,8 +76,13 @@ impl AsyncRead for Sock {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let (sock, tls) = match &mut *self {
-            Sock::Plain(s) => {
-                return ready(s.read(buf.initialize_unfilled())).map_ok(|n| buf.advance(n))
+            Sock::Plain(s, http1) => {
+                return ready(s.read(buf.initialize_unfilled())).map_ok(|n| {
+                    buf.advance(n);
+                    if n > 0 && http1.get().is_none() {
+                        let _ = http1.set(buf.filled().starts_with(b"HTTP/"));
+                    }
+                });
             }
             Sock::Tls(s, tls) => (s, tls),
         };
@@ -111,7 +119,7 @@ impl AsyncWrite for Sock {
         b: &[u8],
     ) -> Poll<io::Result<usize>> {
         match &mut *self {
-            Sock::Plain(s) => ready(s.write(b)),
+            Sock::Plain(s, _) => ready(s.write(b)),
             Sock::Tls(s, tls) => {
                 // What is sealed goes first: the buffer stays one write deep.
                 if flush_tls(s, tls)?.is_pending() {
@@ -127,7 +135,7 @@ impl AsyncWrite for Sock {
 
     fn poll_flush(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut *self {
-            Sock::Plain(_) => Poll::Ready(Ok(())),
+            Sock::Plain(..) => Poll::Ready(Ok(())),
             Sock::Tls(s, tls) => flush_tls(s, tls),
         }
     }
@@ -201,6 +209,22 @@ struct Conn {
     streams: Vec<InFlight>,
     /// Its TLS session was resumed (`--tls-resume`).
     resumed: bool,
+    /// In clear: whether the server answered the preface in HTTP/1.
+    http1: Arc<std::sync::OnceLock<bool>>,
+}
+
+/// Why a run over `http://` against a server answering the preface in
+/// HTTP/1 (a 400 or a 505) ends: otherwise every stream would count as a
+/// read error and nothing would say why.
+const NO_H2C: &str = "--h2: the server answered the HTTP/2 preface in HTTP/1: it does not take \
+                      HTTP/2 in clear with prior knowledge (h2c; mpm takes it with `--h2c on`); \
+                      use an https:// URL for HTTP/2 over TLS";
+
+impl Conn {
+    /// Did the server answer the preface in HTTP/1?
+    fn answered_http1(&self) -> bool {
+        self.http1.get() == Some(&true)
+    }
 }
 
 /// The stream and connection windows the client opens: 2^30 - 1 bytes,
@@ -265,8 +289,9 @@ fn connect(
     let mut sock = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
     sock.set_nodelay(true).map_err(io)?;
     let until = Instant::now() + timeout;
+    let http1 = Arc::new(std::sync::OnceLock::new());
     let sock = match tls {
-        None => Sock::Plain(sock),
+        None => Sock::Plain(sock, Arc::clone(&http1)),
         Some(t) => {
             // Blocking, bounded by what is left of the timeout: a
             // connection is made before its streams start.
@@ -308,7 +333,7 @@ fn connect(
     let resumed = matches!(&sock, Sock::Tls(_, c)
         if c.handshake_kind() == Some(rustls::HandshakeKind::Resumed));
     let fd = match &sock {
-        Sock::Plain(s) | Sock::Tls(s, _) => {
+        Sock::Plain(s, _) | Sock::Tls(s, _) => {
             s.set_nonblocking(true).map_err(io)?;
             s.as_fd().try_clone_to_owned().map_err(io)?
         }
@@ -332,6 +357,7 @@ fn connect(
                     fd,
                     streams: Vec::new(),
                     resumed,
+                    http1,
                 })
             }
             Poll::Ready(Err(e)) => return Err(io(io::Error::other(e))),
@@ -454,6 +480,10 @@ fn client(
             }
             // Driven; ready only once it ended (failed, or closed by the server).
             let broken = c.conn.as_mut().poll(&mut cx).is_ready();
+            if broken && c.answered_http1() {
+                progress.refuse(NO_H2C.to_string());
+                return Ok(rec);
+            }
             let now = Instant::now();
             let mut i = 0;
             while i < c.streams.len() {
