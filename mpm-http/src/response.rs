@@ -30,6 +30,10 @@ enum Text {
     Static(&'static str),
     Owned(String),
     Shared(Arc<str>),
+    /// A range of bytes shared with others, checked to be UTF-8 when made
+    /// ([`HeaderText::slice_of`]): an upstream's head, whose fields a proxy
+    /// passes on without a copy each.
+    Slice(Arc<[u8]>, u32, u32),
 }
 
 impl Deref for HeaderText {
@@ -39,7 +43,32 @@ impl Deref for HeaderText {
             Text::Static(s) => s,
             Text::Owned(s) => s,
             Text::Shared(s) => s,
+            // Checked when made, so never the empty fallback (checked
+            // again here, a few bytes: no `unsafe` outside mpm-sys).
+            Text::Slice(bytes, start, end) => bytes
+                .get(*start as usize..*end as usize)
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .unwrap_or_default(),
         }
+    }
+}
+
+impl HeaderText {
+    /// The text at `range` of `bytes`, sharing them (no copy): `None` if
+    /// the range is outside them or not UTF-8.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use mpm_http::HeaderText;
+    /// let head: Arc<[u8]> = Arc::from(&b"Server: up\r\n"[..]);
+    /// assert_eq!(&*HeaderText::slice_of(&head, 8..10).unwrap(), "up");
+    /// assert!(HeaderText::slice_of(&head, 8..99).is_none());
+    /// ```
+    pub fn slice_of(bytes: &Arc<[u8]>, range: std::ops::Range<usize>) -> Option<HeaderText> {
+        std::str::from_utf8(bytes.get(range.clone())?).ok()?;
+        let start = u32::try_from(range.start).ok()?;
+        let end = u32::try_from(range.end).ok()?;
+        Some(HeaderText(Text::Slice(Arc::clone(bytes), start, end)))
     }
 }
 
@@ -132,9 +161,10 @@ impl fmt::Debug for Later {
 
 /// The upstream an answer came from, for the access log's
 /// `$upstream_addr`, `$upstream_status` and `$upstream_response_time`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Upstream {
-    pub(crate) addr: String,
+    /// Shared with the proxy's target, which formats it once.
+    pub(crate) addr: HeaderText,
     pub(crate) status: Option<u16>,
     pub(crate) time: Duration,
 }
@@ -498,7 +528,7 @@ impl Response {
     /// how long the exchange took (`$upstream_response_time`).
     pub fn upstream(
         mut self,
-        addr: impl Into<String>,
+        addr: impl Into<HeaderText>,
         status: Option<u16>,
         time: Duration,
     ) -> Response {
@@ -515,7 +545,7 @@ impl Response {
     pub fn upstream_info(&self) -> Option<(&str, Option<u16>, Duration)> {
         self.upstream
             .as_deref()
-            .map(|u| (u.addr.as_str(), u.status, u.time))
+            .map(|u| (&*u.addr, u.status, u.time))
     }
 
     /// A small HTML page explaining an error status, as httpd sends. Each
