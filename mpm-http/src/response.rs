@@ -147,7 +147,7 @@ pub struct Response {
     /// After this `101`, the connection carries bytes both ways.
     tunnel: Option<Box<dyn Tunnel>>,
     /// What the answer came from, for the access log.
-    upstream: Option<Box<Upstream>>,
+    upstream: UpstreamInfo,
 }
 
 /// The future of a [`Response::later`].
@@ -156,6 +156,19 @@ struct Later(LaterAnswer);
 impl fmt::Debug for Later {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Later")
+    }
+}
+
+/// The upstream an answer came from, if any, kept inline: a box would be
+/// an allocation of every proxied request. Read as the `Option<Box<_>>`
+/// it replaced was, with `as_deref`.
+#[derive(Debug)]
+pub(crate) struct UpstreamInfo(Option<Upstream>);
+
+impl UpstreamInfo {
+    /// The upstream, if one was recorded.
+    pub(crate) fn as_deref(&self) -> Option<&Upstream> {
+        self.0.as_ref()
     }
 }
 
@@ -404,7 +417,7 @@ impl Response {
             refused: false,
             later: None,
             tunnel: None,
-            upstream: None,
+            upstream: UpstreamInfo(None),
         }
     }
 
@@ -532,7 +545,7 @@ impl Response {
         status: Option<u16>,
         time: Duration,
     ) -> Response {
-        self.upstream = Some(Box::new(Upstream {
+        self.upstream = UpstreamInfo(Some(Upstream {
             addr: addr.into(),
             status,
             time,
@@ -802,7 +815,7 @@ pub(crate) struct Parts {
     /// The built-in error page's body (see `ErrorPages`).
     pub(crate) stock: bool,
     pub(crate) tunnel: Option<Box<dyn Tunnel>>,
-    pub(crate) upstream: Option<Box<Upstream>>,
+    pub(crate) upstream: UpstreamInfo,
 }
 
 /// The reason phrase registered for a status code ("Not Found" for 404),
