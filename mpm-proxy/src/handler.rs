@@ -249,11 +249,7 @@ impl Call {
                         self.picker.url(&forward, &attempt),
                         f.error
                     );
-                    return Response::error(502).upstream(
-                        shown(&addrs),
-                        None,
-                        started.elapsed(),
-                    );
+                    return Response::error(502).upstream(shown(&addrs), None, started.elapsed());
                 }
                 Err(f) => {
                     self.failed(&forward, &attempt, &f.error);
@@ -511,9 +507,10 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
             continue;
         }
         // A value that is not UTF-8 (obs-text) is not passed on.
-        if let (Some(name), Some(value)) =
-            (HeaderText::slice_of(bytes, n), HeaderText::slice_of(bytes, v))
-        {
+        if let (Some(name), Some(value)) = (
+            HeaderText::slice_of(bytes, n),
+            HeaderText::slice_of(bytes, v),
+        ) {
             let _ = response.try_header(name, value);
         }
     }

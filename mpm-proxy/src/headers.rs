@@ -298,7 +298,9 @@ pub struct ResponseFields {
 }
 
 /// Read what the proxy needs of an upstream's response fields.
-pub fn response_fields<'a>(fields: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> ResponseFields {
+pub fn response_fields<'a>(
+    fields: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> ResponseFields {
     let text = |v: &'a [u8]| std::str::from_utf8(v).ok().map(str::trim);
     let mut out = ResponseFields {
         content_length: None,
@@ -329,7 +331,11 @@ pub fn response_fields<'a>(fields: impl IntoIterator<Item = (&'a str, &'a [u8])>
 /// `Connection` fields, name among them) nor an `X-Accel-*`; every other,
 /// `Date` and `Server` included. `upgrade` (a `101` to a tunnelled
 /// request) lets `Upgrade` through.
-pub fn passes<'a>(name: &str, connection: impl IntoIterator<Item = &'a [u8]>, upgrade: bool) -> bool {
+pub fn passes<'a>(
+    name: &str,
+    connection: impl IntoIterator<Item = &'a [u8]>,
+    upgrade: bool,
+) -> bool {
     !is_hop(name, connection, upgrade) && !starts_with_ignore_case(name, "x-accel-")
 }
 
@@ -672,21 +678,21 @@ mod tests {
     #[test]
     fn response_fields_pass_in_order_without_hop_by_hop_or_accel() {
         let fields = [
-                ("Date", "Tue, 01 Dec 2026 00:00:00 GMT"),
-                ("Server", "origin/1"),
-                ("Connection", "keep-alive, X-Internal"),
-                ("X-Internal", "1"),
-                ("Keep-Alive", "timeout=5"),
-                ("Content-Length", "42"),
-                ("Transfer-Encoding", "chunked"),
-                ("X-Accel-Redirect", "/secret"),
-                ("X-Accel-Buffering", "no"),
-                ("Proxy-Authenticate", "Basic"),
-                ("Upgrade", "h2c"),
-                ("ETag", "\"v1\""),
-                ("Set-Cookie", "a=1"),
-                ("Set-Cookie", "b=2"),
-            ];
+            ("Date", "Tue, 01 Dec 2026 00:00:00 GMT"),
+            ("Server", "origin/1"),
+            ("Connection", "keep-alive, X-Internal"),
+            ("X-Internal", "1"),
+            ("Keep-Alive", "timeout=5"),
+            ("Content-Length", "42"),
+            ("Transfer-Encoding", "chunked"),
+            ("X-Accel-Redirect", "/secret"),
+            ("X-Accel-Buffering", "no"),
+            ("Proxy-Authenticate", "Basic"),
+            ("Upgrade", "h2c"),
+            ("ETag", "\"v1\""),
+            ("Set-Cookie", "a=1"),
+            ("Set-Cookie", "b=2"),
+        ];
         let r = response(&fields);
         assert_eq!(
             passed(&fields, false),

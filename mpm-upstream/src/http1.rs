@@ -248,7 +248,8 @@ enum HeadRead {
     /// A whole head (`1xx` interim ones skipped), what followed it in
     /// [`ResponseHead::bytes_after_head`].
     Head(ResponseHead),
-    /// This many bytes, now at the end of the caller's buffer.
+    /// This many bytes read (0: the end of the stream), what is left of
+    /// them now at the end of the caller's buffer.
     More(usize),
 }
 
@@ -277,9 +278,10 @@ fn read_head_into_scratch(
                     head.bytes_after_head = got[len..].to_vec();
                     return Ok(Ok(HeadRead::Head(head)));
                 }
-                // An interim answer: the rest is parsed from `buf`.
+                // An interim answer: the rest is parsed from `buf` (and
+                // `n` bytes came: not the end of the stream).
                 buf.extend_from_slice(&got[len..]);
-                return Ok(Ok(HeadRead::More(n - len)));
+                return Ok(Ok(HeadRead::More(n)));
             }
         }
         buf.extend_from_slice(got);
@@ -1054,7 +1056,8 @@ mod tests {
 
     #[test]
     fn a_head_keeps_its_bytes_and_each_field_is_a_range_of_them() {
-        let text = b"HTTP/1.1 404 Not Here\r\nServer: up\r\nX-Empty:\r\nSet-Cookie: a=1\r\n\r\nbody";
+        let text =
+            b"HTTP/1.1 404 Not Here\r\nServer: up\r\nX-Empty:\r\nSet-Cookie: a=1\r\n\r\nbody";
         let (h, len) = ResponseHead::parse(text, HeadLimits::default())
             .unwrap()
             .unwrap();
@@ -1065,14 +1068,20 @@ mod tests {
         let fields: Vec<(&str, &[u8])> = h.headers().collect();
         assert_eq!(
             fields,
-            [("Server", &b"up"[..]), ("X-Empty", b""), ("Set-Cookie", b"a=1")]
+            [
+                ("Server", &b"up"[..]),
+                ("X-Empty", b""),
+                ("Set-Cookie", b"a=1")
+            ]
         );
         for ((n, v), (name, value)) in h.header_ranges().zip(h.headers()) {
             assert_eq!(&h.bytes()[n], name.as_bytes());
             assert_eq!(&h.bytes()[v], value);
         }
         // More fields than are kept inline.
-        let many: Vec<(String, String)> = (0..40).map(|i| (format!("X-{i}"), format!("{i}"))).collect();
+        let many: Vec<(String, String)> = (0..40)
+            .map(|i| (format!("X-{i}"), format!("{i}")))
+            .collect();
         let many: Vec<(&str, &str)> = many.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         let h = head(200, &many);
         assert_eq!(h.len(), 40);
