@@ -243,7 +243,9 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// What one read of a head's bytes came to.
+/// What one read of a head's bytes came to. Returned once, up one call:
+/// a box for the head would be an allocation a response.
+#[allow(clippy::large_enum_variant)]
 enum HeadRead {
     /// A whole head (`1xx` interim ones skipped), what followed it in
     /// [`ResponseHead::bytes_after_head`].
