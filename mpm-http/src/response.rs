@@ -30,10 +30,10 @@ enum Text {
     Static(&'static str),
     Owned(String),
     Shared(Arc<str>),
-    /// A range of bytes shared with others, checked to be UTF-8 when made
-    /// ([`HeaderText::slice_of`]): an upstream's head, whose fields a proxy
-    /// passes on without a copy each.
-    Slice(Arc<[u8]>, u32, u32),
+    /// A range of a text shared with others, checked to fall on character
+    /// boundaries when made ([`HeaderText::slice_of`]): an upstream's head,
+    /// whose fields a proxy passes on without a copy each.
+    Slice(Arc<str>, u32, u32),
 }
 
 impl Deref for HeaderText {
@@ -43,32 +43,30 @@ impl Deref for HeaderText {
             Text::Static(s) => s,
             Text::Owned(s) => s,
             Text::Shared(s) => s,
-            // Checked when made, so never the empty fallback (checked
-            // again here, a few bytes: no `unsafe` outside mpm-sys).
-            Text::Slice(bytes, start, end) => bytes
-                .get(*start as usize..*end as usize)
-                .and_then(|b| std::str::from_utf8(b).ok())
-                .unwrap_or_default(),
+            // Checked when made, so never the empty fallback.
+            Text::Slice(text, start, end) => {
+                text.get(*start as usize..*end as usize).unwrap_or_default()
+            }
         }
     }
 }
 
 impl HeaderText {
-    /// The text at `range` of `bytes`, sharing them (no copy): `None` if
-    /// the range is outside them or not UTF-8.
+    /// The part at `range` of `text`, sharing it (no copy): `None` if the
+    /// range is outside it or not on character boundaries.
     ///
     /// ```
     /// use std::sync::Arc;
     /// use mpm_http::HeaderText;
-    /// let head: Arc<[u8]> = Arc::from(&b"Server: up\r\n"[..]);
+    /// let head: Arc<str> = Arc::from("Server: up\r\n");
     /// assert_eq!(&*HeaderText::slice_of(&head, 8..10).unwrap(), "up");
     /// assert!(HeaderText::slice_of(&head, 8..99).is_none());
     /// ```
-    pub fn slice_of(bytes: &Arc<[u8]>, range: std::ops::Range<usize>) -> Option<HeaderText> {
-        std::str::from_utf8(bytes.get(range.clone())?).ok()?;
+    pub fn slice_of(text: &Arc<str>, range: std::ops::Range<usize>) -> Option<HeaderText> {
+        text.get(range.clone())?;
         let start = u32::try_from(range.start).ok()?;
         let end = u32::try_from(range.end).ok()?;
-        Some(HeaderText(Text::Slice(Arc::clone(bytes), start, end)))
+        Some(HeaderText(Text::Slice(Arc::clone(text), start, end)))
     }
 }
 

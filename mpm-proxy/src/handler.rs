@@ -485,11 +485,19 @@ fn shown(addrs: &[Arc<str>]) -> HeaderText {
 
 /// The client's response head: the upstream's status, reason and the
 /// fields that pass ([`passes`]; those the layer writes itself, `Date`
-/// among them, are left to it), each sharing the head's bytes rather than
+/// among them, are left to it), each sharing the head's text rather than
 /// copied. `upgrade`: the `101` to a tunnelled request.
 fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
     let mut response = Response::new(head.status);
-    let bytes = head.bytes();
+    // The head as shared text (nearly always); a head that is not UTF-8
+    // has its passing fields copied, those that are UTF-8.
+    let text = head.text();
+    let take = |range: std::ops::Range<usize>, part: &[u8]| match text {
+        Some(t) => HeaderText::slice_of(t, range),
+        None => std::str::from_utf8(part)
+            .ok()
+            .map(|p| HeaderText::from(p.to_string())),
+    };
     // A phrase the layer would refuse (a control, a byte past ASCII) is
     // dropped for the registered one rather than turned into a 500; the
     // registered one itself needs no copy.
@@ -498,19 +506,16 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
         && reason != reason_phrase(head.status)
         && reason.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
     {
-        if let Some(r) = HeaderText::slice_of(bytes, head.reason_range()) {
+        if let Some(r) = take(head.reason_range(), reason.as_bytes()) {
             response = response.reason(r);
         }
     }
-    for ((name, _), (n, v)) in head.headers().zip(head.header_ranges()) {
+    for ((name, value), (n, v)) in head.headers().zip(head.header_ranges()) {
         if !passes(name, head.headers_named("connection"), upgrade) {
             continue;
         }
         // A value that is not UTF-8 (obs-text) is not passed on.
-        if let (Some(name), Some(value)) = (
-            HeaderText::slice_of(bytes, n),
-            HeaderText::slice_of(bytes, v),
-        ) {
+        if let (Some(name), Some(value)) = (take(n, name.as_bytes()), take(v, value)) {
             let _ = response.try_header(name, value);
         }
     }

@@ -53,13 +53,51 @@ pub struct ResponseHead {
     /// The status code.
     pub status: u16,
     /// The head as received, status line to the blank line.
-    bytes: Arc<[u8]>,
+    bytes: HeadBytes,
     reason: Span,
     /// Each field's name and value, in the order sent.
     fields: SmallVec<[[Span; 2]; 16]>,
     /// What was read past the head: the start of the body (give it to
     /// [`BodyReader::new`], or [`BodyReader::for_response`] takes it).
     pub bytes_after_head: Vec<u8>,
+}
+
+/// A head's bytes: as text when they are UTF-8 (nearly always: field
+/// values past ASCII are rare and obsolete), checked once for the whole
+/// head, so that each part is a slice of a `str` with no check of its own
+/// (a head's names are read many times: framing, keep-alive, what
+/// passes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum HeadBytes {
+    Text(Arc<str>),
+    Raw(Arc<[u8]>),
+}
+
+impl HeadBytes {
+    fn of(bytes: &[u8]) -> HeadBytes {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => HeadBytes::Text(Arc::from(text)),
+            Err(_) => HeadBytes::Raw(Arc::from(bytes)),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            HeadBytes::Text(t) => t.as_bytes(),
+            HeadBytes::Raw(b) => b,
+        }
+    }
+
+    /// The text at `span`; empty if it is not UTF-8.
+    fn text(&self, span: Span) -> &str {
+        match self {
+            HeadBytes::Text(t) => t.get(range(span)).unwrap_or_default(),
+            HeadBytes::Raw(b) => b
+                .get(range(span))
+                .and_then(|p| std::str::from_utf8(p).ok())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 impl ResponseHead {
@@ -70,25 +108,22 @@ impl ResponseHead {
         parse_head(buf, limits)
     }
 
-    fn part(&self, (start, len): Span) -> &[u8] {
-        let start = start as usize;
-        self.bytes
-            .get(start..start + len as usize)
-            .unwrap_or_default()
+    fn part(&self, span: Span) -> &[u8] {
+        self.bytes.as_bytes().get(range(span)).unwrap_or_default()
     }
 
     /// The reason phrase, as sent (empty if it was not UTF-8).
     pub fn reason(&self) -> &str {
-        std::str::from_utf8(self.part(self.reason)).unwrap_or_default()
+        self.bytes.text(self.reason)
     }
 
     /// The fields in the order sent: names as sent, values as bytes.
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + Clone + '_ {
-        self.fields.iter().map(|&[n, v]| {
-            // httparse took the name as a token: ASCII.
-            let name = std::str::from_utf8(self.part(n)).unwrap_or_default();
-            (name, self.part(v))
-        })
+        // httparse took each name as a token: ASCII, never the empty
+        // fallback.
+        self.fields
+            .iter()
+            .map(|&[n, v]| (self.bytes.text(n), self.part(v)))
     }
 
     /// How many fields it has.
@@ -101,12 +136,22 @@ impl ResponseHead {
         self.fields.is_empty()
     }
 
-    /// The head's bytes as received, shared: a caller that keeps parts of
-    /// it (a proxy passing fields on) takes them as ranges of these with
-    /// [`reason_range`](Self::reason_range) and
-    /// [`header_ranges`](Self::header_ranges), without a copy.
-    pub fn bytes(&self) -> &Arc<[u8]> {
-        &self.bytes
+    /// The head's bytes as received, status line to the blank line.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.as_bytes()
+    }
+
+    /// The head as text, shared, when it is UTF-8 (nearly always): a
+    /// caller that keeps parts of it (a proxy passing fields on) takes
+    /// them as ranges of it with [`reason_range`](Self::reason_range) and
+    /// [`header_ranges`](Self::header_ranges), without a copy. `None` for
+    /// a head with bytes past ASCII that are not UTF-8 (obsolete text in a
+    /// value).
+    pub fn text(&self) -> Option<&Arc<str>> {
+        match &self.bytes {
+            HeadBytes::Text(t) => Some(t),
+            HeadBytes::Raw(_) => None,
+        }
     }
 
     /// Where the reason phrase is in [`bytes`](Self::bytes).
@@ -449,7 +494,7 @@ fn parse_head(buf: &[u8], limits: HeadLimits) -> Result<Option<(ResponseHead, us
             .iter()
             .map(|h| [span(h.name.as_bytes()), span(h.value)])
             .collect(),
-        bytes: Arc::from(head_bytes),
+        bytes: HeadBytes::of(head_bytes),
         bytes_after_head: Vec::new(),
     };
     Ok(Some((head, len)))
@@ -1080,6 +1125,19 @@ mod tests {
             assert_eq!(&h.bytes()[n], name.as_bytes());
             assert_eq!(&h.bytes()[v], value);
         }
+        assert_eq!(
+            h.text().map(|t| t.len()),
+            Some(len),
+            "UTF-8: shared as text"
+        );
+        // A value past ASCII that is not UTF-8: the head is kept as bytes.
+        let raw = b"HTTP/1.1 200 OK\r\nX-Old: caf\xe9\r\nServer: up\r\n\r\n";
+        let (h, _) = ResponseHead::parse(raw, HeadLimits::default())
+            .unwrap()
+            .unwrap();
+        assert!(h.text().is_none());
+        assert_eq!(h.header("x-old"), Some(&b"caf\xe9"[..]));
+        assert_eq!((h.reason(), h.header("server")), ("OK", Some(&b"up"[..])));
         // More fields than are kept inline.
         let many: Vec<(String, String)> = (0..40)
             .map(|i| (format!("X-{i}"), format!("{i}")))
