@@ -78,6 +78,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             approved: false,
             for_a_worker: false,
             pending: None,
+            waits_on: None,
             occasional: None,
             after: After::KeepAlive,
             served: 0,

@@ -18,7 +18,7 @@ use crate::request::{Headers, Request, Version};
 use crate::request_pool::PoolArena;
 use crate::response::Response;
 use crate::settings::ServiceSettings;
-use crate::state::{After, HttpConn, LaterState, Started, Waiting};
+use crate::state::{After, HttpConn, LaterState, RequestName, Started, Waiting};
 use crate::writing::Sender;
 use crate::HttpHandler;
 
@@ -271,7 +271,7 @@ impl<H: HttpHandler> Reader<H> {
                 later = Some(LaterState {
                     answer,
                     record,
-                    request: format!("{} {}", head.method, head.target).into_boxed_str(),
+                    request: RequestName::new(head.method, head.target),
                     is_head,
                     keep,
                     version,

@@ -30,6 +30,10 @@ enum Text {
     Static(&'static str),
     Owned(String),
     Shared(Arc<str>),
+    /// A range of a text shared with others, checked to fall on character
+    /// boundaries when made ([`HeaderText::slice_of`]): an upstream's head,
+    /// whose fields a proxy passes on without a copy each.
+    Slice(Arc<str>, u32, u32),
 }
 
 impl Deref for HeaderText {
@@ -39,7 +43,30 @@ impl Deref for HeaderText {
             Text::Static(s) => s,
             Text::Owned(s) => s,
             Text::Shared(s) => s,
+            // Checked when made, so never the empty fallback.
+            Text::Slice(text, start, end) => {
+                text.get(*start as usize..*end as usize).unwrap_or_default()
+            }
         }
+    }
+}
+
+impl HeaderText {
+    /// The part at `range` of `text`, sharing it (no copy): `None` if the
+    /// range is outside it or not on character boundaries.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use mpm_http::HeaderText;
+    /// let head: Arc<str> = Arc::from("Server: up\r\n");
+    /// assert_eq!(&*HeaderText::slice_of(&head, 8..10).unwrap(), "up");
+    /// assert!(HeaderText::slice_of(&head, 8..99).is_none());
+    /// ```
+    pub fn slice_of(text: &Arc<str>, range: std::ops::Range<usize>) -> Option<HeaderText> {
+        text.get(range.clone())?;
+        let start = u32::try_from(range.start).ok()?;
+        let end = u32::try_from(range.end).ok()?;
+        Some(HeaderText(Text::Slice(Arc::clone(text), start, end)))
     }
 }
 
@@ -118,7 +145,7 @@ pub struct Response {
     /// After this `101`, the connection carries bytes both ways.
     tunnel: Option<Box<dyn Tunnel>>,
     /// What the answer came from, for the access log.
-    upstream: Option<Box<Upstream>>,
+    upstream: UpstreamInfo,
 }
 
 /// The future of a [`Response::later`].
@@ -130,11 +157,25 @@ impl fmt::Debug for Later {
     }
 }
 
+/// The upstream an answer came from, if any, kept inline: a box would be
+/// an allocation of every proxied request. Read as the `Option<Box<_>>`
+/// it replaced was, with `as_deref`.
+#[derive(Debug)]
+pub(crate) struct UpstreamInfo(Option<Upstream>);
+
+impl UpstreamInfo {
+    /// The upstream, if one was recorded.
+    pub(crate) fn as_deref(&self) -> Option<&Upstream> {
+        self.0.as_ref()
+    }
+}
+
 /// The upstream an answer came from, for the access log's
 /// `$upstream_addr`, `$upstream_status` and `$upstream_response_time`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Upstream {
-    pub(crate) addr: String,
+    /// Shared with the proxy's target, which formats it once.
+    pub(crate) addr: HeaderText,
     pub(crate) status: Option<u16>,
     pub(crate) time: Duration,
 }
@@ -374,7 +415,7 @@ impl Response {
             refused: false,
             later: None,
             tunnel: None,
-            upstream: None,
+            upstream: UpstreamInfo(None),
         }
     }
 
@@ -498,11 +539,11 @@ impl Response {
     /// how long the exchange took (`$upstream_response_time`).
     pub fn upstream(
         mut self,
-        addr: impl Into<String>,
+        addr: impl Into<HeaderText>,
         status: Option<u16>,
         time: Duration,
     ) -> Response {
-        self.upstream = Some(Box::new(Upstream {
+        self.upstream = UpstreamInfo(Some(Upstream {
             addr: addr.into(),
             status,
             time,
@@ -515,7 +556,7 @@ impl Response {
     pub fn upstream_info(&self) -> Option<(&str, Option<u16>, Duration)> {
         self.upstream
             .as_deref()
-            .map(|u| (u.addr.as_str(), u.status, u.time))
+            .map(|u| (&*u.addr, u.status, u.time))
     }
 
     /// A small HTML page explaining an error status, as httpd sends. Each
@@ -772,7 +813,7 @@ pub(crate) struct Parts {
     /// The built-in error page's body (see `ErrorPages`).
     pub(crate) stock: bool,
     pub(crate) tunnel: Option<Box<dyn Tunnel>>,
-    pub(crate) upstream: Option<Box<Upstream>>,
+    pub(crate) upstream: UpstreamInfo,
 }
 
 /// The reason phrase registered for a status code ("Not Found" for 404),

@@ -67,13 +67,60 @@ pub(crate) struct LaterState {
     /// Its access-log line, started (status to come).
     pub(crate) record: Record,
     /// Method and target, for the error-log line of a panic.
-    pub(crate) request: Box<str>,
+    pub(crate) request: RequestName,
     pub(crate) is_head: bool,
     /// Keep-alive as the request asked (and the server allowed).
     pub(crate) keep: bool,
     pub(crate) version: Version,
     /// A streamed request body was not read to its end: close after.
     pub(crate) unfinished: bool,
+}
+
+/// A request's method and target for an error-log line, kept inline: a
+/// request whose answer is still to come carries it (in the box of its
+/// [`Waiting`]) without an allocation of its own. Past
+/// [`RequestName::KEPT`] bytes the target is cut, and the line says so.
+pub(crate) struct RequestName {
+    bytes: [u8; RequestName::KEPT],
+    len: u8,
+    cut: bool,
+}
+
+impl RequestName {
+    /// The most bytes kept: a method and a target of the usual length.
+    pub(crate) const KEPT: usize = 160;
+
+    pub(crate) fn new(method: &str, target: &str) -> RequestName {
+        let mut name = RequestName {
+            bytes: [0; RequestName::KEPT],
+            len: 0,
+            cut: false,
+        };
+        for part in [method, " ", target] {
+            let room = RequestName::KEPT - usize::from(name.len);
+            let mut take = part.len().min(room);
+            while !part.is_char_boundary(take) {
+                take -= 1;
+            }
+            let at = usize::from(name.len);
+            name.bytes[at..at + take].copy_from_slice(&part.as_bytes()[..take]);
+            // At most KEPT (160): fits a u8.
+            name.len = u8::try_from(at + take).unwrap_or(u8::MAX);
+            name.cut |= take < part.len();
+        }
+        name
+    }
+}
+
+impl std::fmt::Display for RequestName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.bytes.get(..usize::from(self.len)).unwrap_or_default();
+        f.write_str(std::str::from_utf8(kept).unwrap_or_default())?;
+        if self.cut {
+            f.write_str("...")?;
+        }
+        Ok(())
+    }
 }
 
 /// An upgraded connection's tunnel: the upstream, and the buffer of bytes
@@ -105,8 +152,7 @@ pub(crate) struct Gathered {
 }
 
 /// What only some requests need (pipelined answers gathered behind
-/// others, a chunked body, a composite body, an answer that waits on
-/// another server): made when one first does,
+/// others, a chunked body, a composite body): made when one first does,
 /// and dropped when the connection parks idle, so that an idle connection
 /// holds one pointer for all of it (104 bytes of every idle connection
 /// otherwise, of the few hundred one costs).
@@ -120,9 +166,6 @@ pub(crate) struct Occasional {
     pub(crate) chunk_body: Vec<u8>,
     /// What follows the pending body of a [`Body::Parts`](crate::Body::Parts).
     pub(crate) parts: VecDeque<Part>,
-    /// An answer still to come, or a tunnel: while there is one, no
-    /// further request is read.
-    pub(crate) waits_on: Option<Box<Waiting>>,
     /// The connection speaks HTTP/2: all it holds is here.
     pub(crate) h2: Option<Box<crate::h2::H2Conn>>,
 }
@@ -149,6 +192,11 @@ pub struct HttpConn {
     /// that disagree cannot keep it yielding on the loop.
     pub(crate) for_a_worker: bool,
     pub(crate) pending: Option<Pending>,
+    /// An answer still to come, or a tunnel: while there is one, no
+    /// further request is read. Here rather than in `occasional`, which an
+    /// idle connection drops: a keep-alive connection of proxied requests
+    /// would make that box again for every request.
+    pub(crate) waits_on: Option<Box<Waiting>>,
     /// Gathered responses, a chunked body's bytes and a composite body's
     /// parts, while a request needs them.
     pub(crate) occasional: Option<Box<Occasional>>,
@@ -219,24 +267,22 @@ impl HttpConn {
 
     /// Does the connection wait on an answer still to come, or a tunnel?
     pub(crate) fn is_waiting(&self) -> bool {
-        self.occasional
-            .as_ref()
-            .is_some_and(|o| o.waits_on.is_some())
+        self.waits_on.is_some()
     }
 
     /// What it waits on, to go on with.
     pub(crate) fn waiting_mut(&mut self) -> Option<&mut Waiting> {
-        self.occasional.as_mut()?.waits_on.as_deref_mut()
+        self.waits_on.as_deref_mut()
     }
 
     /// What it waits on, taken out.
     pub(crate) fn take_waiting(&mut self) -> Option<Box<Waiting>> {
-        self.occasional.as_mut()?.waits_on.take()
+        self.waits_on.take()
     }
 
     /// Wait on this from now on.
     pub(crate) fn set_waiting(&mut self, waiting: Box<Waiting>) {
-        self.occasional.get_or_insert_with(Box::default).waits_on = Some(waiting);
+        self.waits_on = Some(waiting);
     }
 
     pub(crate) fn wait(&self) -> Wait {
@@ -298,13 +344,32 @@ pub(crate) struct Started {
 
 #[cfg(test)]
 mod tests {
+    use super::RequestName;
+
+    #[test]
+    fn a_request_name_is_kept_inline_and_a_long_one_cut_says_so() {
+        assert_eq!(RequestName::new("GET", "/a?b").to_string(), "GET /a?b");
+        // Cut within a two-byte character: before it, never through it.
+        let long = format!("/{}", "é".repeat(RequestName::KEPT));
+        let shown = RequestName::new("GET", &long).to_string();
+        let kept = shown.strip_suffix("...").expect("marked as cut");
+        assert!(
+            kept.len() <= RequestName::KEPT && long.starts_with(&kept[4..]),
+            "{shown}"
+        );
+    }
+
     #[test]
     fn the_per_connection_state_stays_within_its_budget() {
         // What every idle event-MPM connection carries (with its Stream and
         // the event loop's wrapper): peers.py's KiB per idle connection
-        // moves with it. Raise the bound only with a reason.
+        // moves with it. Raise the bound only with a reason. 280: the
+        // waiting state's pointer moved here from the occasional box (8
+        // bytes a connection), which an idle connection drops, so that a
+        // keep-alive connection of proxied requests does not make that box
+        // again for every request (an allocation of 100-odd bytes each).
         assert!(
-            std::mem::size_of::<super::HttpConn>() <= 272,
+            std::mem::size_of::<super::HttpConn>() <= 280,
             "HttpConn grew to {} bytes",
             std::mem::size_of::<super::HttpConn>()
         );

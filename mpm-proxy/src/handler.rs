@@ -44,13 +44,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mpm_core::waiting::{block_on, Polled};
-use mpm_http::{Body, HttpHandler, PollRead, Request, Response, Tunnel};
+use mpm_http::{reason_phrase, Body, HeaderText, HttpHandler, PollRead, Request, Response, Tunnel};
 use mpm_upstream::{
     read_response_head, write_request, BodyReader, BodyWriter, Connection, HeadLimits, Pool,
-    RequestFraming, Target,
+    RequestFraming, ResponseHead, Target,
 };
+use smallvec::SmallVec;
 
-use crate::headers::{response_fields, streams, Framing};
+use crate::headers::{passes, response_fields, streams, Framing};
 use crate::health::Transition;
 use crate::plan::{is_idempotent, streams_upload, Attempt, Forward, Picker, Plan};
 use crate::reverse_proxy::Proxy;
@@ -61,6 +62,9 @@ use crate::BUFFERED_MAX;
 /// failure counts (a pool holds at most `--proxy-keepalive` of them).
 const MAX_STALE: usize = 4;
 
+/// How much of an answer is read at a time when it is buffered.
+const BUFFER_READ: usize = 64 * 1024;
+
 /// How much of an upload is read from the client and written to the
 /// upstream at a time.
 const UPLOAD_CHUNK: usize = 64 * 1024;
@@ -70,7 +74,7 @@ impl HttpHandler for Proxy {
         let forward = match self.plan(request, request.is_tls()) {
             Plan::NotMine => return Response::error(404),
             Plan::Answer(r) => return *r,
-            Plan::Forward(f) => *f,
+            Plan::Forward(f) => f,
         };
         let call = Call {
             picker: self.picker(),
@@ -190,8 +194,9 @@ impl Call {
     /// Every try of `forward` until one is answered, or the 502 or 504.
     async fn exchange<U: Upload>(self, forward: Forward, mut body: U) -> Response {
         let started = Instant::now();
-        let mut tried: Vec<usize> = Vec::new();
-        let mut addrs: Vec<String> = Vec::new();
+        // Inline: nearly every request is one try, and costs no list.
+        let mut tried: SmallVec<[usize; 4]> = SmallVec::new();
+        let mut addrs: SmallVec<[Arc<str>; 4]> = SmallVec::new();
         let mut stale_retries = 0;
         loop {
             let Some(attempt) = self.picker.next(&forward, &tried) else {
@@ -203,23 +208,22 @@ impl Call {
                         self.picker.route(&forward).prefix
                     );
                 }
-                return Response::error(502).upstream(addrs.join(", "), None, started.elapsed());
+                return Response::error(502).upstream(shown(&addrs), None, started.elapsed());
             };
             let Some(target) = self
                 .targets
                 .get(forward.route)
                 .and_then(|t| t.get(attempt.upstream))
-                .cloned()
             else {
                 return Response::error(502);
             };
             tried.push(attempt.upstream);
-            addrs.push(target.addr().to_string());
+            addrs.push(Arc::clone(target.addr_text()));
             attempt.state.count_request();
-            match self.try_once(&forward, &attempt, &target, &mut body).await {
+            match self.try_once(&forward, &attempt, target, &mut body).await {
                 Ok(response) => {
                     let status = response.status();
-                    return response.upstream(addrs.join(", "), Some(status), started.elapsed());
+                    return response.upstream(shown(&addrs), Some(status), started.elapsed());
                 }
                 Err(f)
                     if f.stale
@@ -245,11 +249,7 @@ impl Call {
                         self.picker.url(&forward, &attempt),
                         f.error
                     );
-                    return Response::error(502).upstream(
-                        addrs.join(", "),
-                        None,
-                        started.elapsed(),
-                    );
+                    return Response::error(502).upstream(shown(&addrs), None, started.elapsed());
                 }
                 Err(f) => {
                     self.failed(&forward, &attempt, &f.error);
@@ -262,7 +262,7 @@ impl Call {
                             _ => 502,
                         };
                         return Response::error(status).upstream(
-                            addrs.join(", "),
+                            shown(&addrs),
                             None,
                             started.elapsed(),
                         );
@@ -393,6 +393,8 @@ impl Call {
             .await?;
         }
         let body_spent = body.whole().is_none();
+        // Stays empty unless the head arrives in pieces (see
+        // `read_response_head`): no read buffer of the request's own.
         let mut buf = Vec::new();
         let mut head = read_response_head(
             &mut conn,
@@ -417,25 +419,21 @@ impl Call {
                 return Err(fail(e, false, body_spent));
             }
             let early = std::mem::take(&mut head.bytes_after_head);
-            let fields = response_fields(
-                head.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
-                true,
-            );
-            let response = copy_head(head.status, &head.reason, &fields.fields);
+            let response = copy_head(&head, true);
             return Ok(response.tunnel(Box::new(UpstreamTunnel {
                 conn,
                 early,
                 idle: route.read_timeout,
             })));
         }
+        let fields = response_fields(head.headers());
+        let mut response = copy_head(&head, false);
+        let stream = streams(route.buffering, &fields);
         let reader = BodyReader::for_response(forward.method(), &mut head)
             .map_err(|e| fail(e, false, body_spent))?;
-        let fields = response_fields(
-            head.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
-            false,
-        );
-        let mut response = copy_head(head.status, &head.reason, &fields.fields);
-        let stream = streams(route.buffering, &fields);
+        // The head's bytes are the response's now (its fields share them):
+        // nothing of it stays in the future's state across the awaits below.
+        drop(head);
         let mut source = UpstreamBody {
             conn: Some(conn),
             reader,
@@ -455,6 +453,13 @@ impl Call {
             }
             return Ok(response);
         }
+        if let Some(whole) = source.reader.take_whole() {
+            // The whole body came with the head (a short answer): sent as
+            // bytes, streamed or not, and the connection back in the pool
+            // now rather than once the client has it all.
+            source.finish();
+            return Ok(response.body(whole));
+        }
         if !stream {
             Box::pin(source.buffer(BUFFERED_MAX))
                 .await
@@ -469,18 +474,49 @@ impl Call {
     }
 }
 
-/// The client's response head: the upstream's status, reason and fields
-/// (those the layer writes itself, `Date` among them, are left to it).
-fn copy_head(status: u16, reason: &str, fields: &[(&str, &[u8])]) -> Response {
-    let mut response = Response::new(status);
-    // A phrase the layer would refuse (a control, a byte past ASCII) is
-    // dropped for the registered one rather than turned into a 500.
-    if !reason.is_empty() && reason.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
-        response = response.reason(reason.to_string());
+/// The upstreams tried, for the access log: the one (shared with its
+/// target, no copy), or those tried one after another, `"a, b"`.
+fn shown(addrs: &[Arc<str>]) -> HeaderText {
+    match addrs {
+        [one] => HeaderText::from(one),
+        _ => HeaderText::from(addrs.join(", ")),
     }
-    for &(name, value) in fields {
-        if let Ok(value) = std::str::from_utf8(value) {
-            let _ = response.try_header(name.to_string(), value.to_string());
+}
+
+/// The client's response head: the upstream's status, reason and the
+/// fields that pass ([`passes`]; those the layer writes itself, `Date`
+/// among them, are left to it), each sharing the head's text rather than
+/// copied. `upgrade`: the `101` to a tunnelled request.
+fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
+    let mut response = Response::new(head.status);
+    // The head as shared text (nearly always); a head that is not UTF-8
+    // has its passing fields copied, those that are UTF-8.
+    let text = head.text();
+    let take = |range: std::ops::Range<usize>, part: &[u8]| match text {
+        Some(t) => HeaderText::slice_of(t, range),
+        None => std::str::from_utf8(part)
+            .ok()
+            .map(|p| HeaderText::from(p.to_string())),
+    };
+    // A phrase the layer would refuse (a control, a byte past ASCII) is
+    // dropped for the registered one rather than turned into a 500; the
+    // registered one itself needs no copy.
+    let reason = head.reason();
+    if !reason.is_empty()
+        && reason != reason_phrase(head.status)
+        && reason.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
+    {
+        if let Some(r) = take(head.reason_range(), reason.as_bytes()) {
+            response = response.reason(r);
+        }
+    }
+    for ((name, value), (n, v)) in head.headers().zip(head.header_ranges()) {
+        if !passes(name, head.headers_named("connection"), upgrade) {
+            continue;
+        }
+        // A value that is not UTF-8 (obs-text) is not passed on.
+        if let (Some(name), Some(value)) = (take(n, name.as_bytes()), take(v, value)) {
+            let _ = response.try_header(name, value);
         }
     }
     response
@@ -529,20 +565,26 @@ impl UpstreamBody {
 
     /// Read up to `max` bytes ahead, the whole body if it fits.
     async fn buffer(&mut self, max: usize) -> Result<(), mpm_upstream::Error> {
-        let mut chunk = vec![0u8; 64 * 1024];
         while let Some(conn) = self.conn.as_mut() {
-            if self.early.len() >= max {
+            let start = self.early.len();
+            if start >= max {
                 break;
             }
-            let n = self
+            // Read straight into what is kept, no chunk buffer of its own.
+            self.early.resize(start + BUFFER_READ.min(max - start), 0);
+            let got = self
                 .reader
-                .read(conn, &mut chunk, Instant::now() + self.read_timeout)
-                .await?;
-            if n == 0 {
+                .read(
+                    conn,
+                    &mut self.early[start..],
+                    Instant::now() + self.read_timeout,
+                )
+                .await;
+            self.early.truncate(start + *got.as_ref().unwrap_or(&0));
+            if got? == 0 {
                 self.finish();
                 break;
             }
-            self.early.extend_from_slice(&chunk[..n]);
         }
         Ok(())
     }

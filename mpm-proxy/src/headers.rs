@@ -28,6 +28,7 @@
 //! closed. What reaches the proxy has one framing, which the layer has
 //! already decoded; the upstream gets a framing of the proxy's own.
 
+use std::io::Write;
 use std::net::IpAddr;
 
 use crate::config::{Buffering, ForwardedStyle, HostMode, ProxyRoute, UpstreamUrl};
@@ -66,31 +67,38 @@ const HOP_BY_HOP: [&str; 7] = [
 ];
 
 /// Is `name` hop-by-hop for this message: one of [`HOP_BY_HOP`], a
-/// `Proxy-*`, or one the `Connection` fields name? `keep_upgrade` lets
-/// `Upgrade` through (a tunnel).
-fn is_hop(name: &str, named: &[&str], keep_upgrade: bool) -> bool {
+/// `Proxy-*`, or one a `Connection` field names (`connection`: their
+/// values, read in place)? `keep_upgrade` lets `Upgrade` through (a
+/// tunnel).
+fn is_hop<'a>(
+    name: &str,
+    connection: impl IntoIterator<Item = &'a [u8]>,
+    keep_upgrade: bool,
+) -> bool {
     if keep_upgrade && name.eq_ignore_ascii_case("upgrade") {
         return false;
     }
     HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
         || starts_with_ignore_case(name, "proxy-")
-        || named.iter().any(|n| name.eq_ignore_ascii_case(n))
+        || connection
+            .into_iter()
+            .flat_map(|v| v.split(|b| *b == b','))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(name.as_bytes()))
 }
 
 fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
     s.len() >= prefix.len() && s.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
 }
 
-/// The field names the `Connection` fields among `fields` list.
-fn connection_names<'a>(fields: &[(&'a str, &'a [u8])]) -> Vec<&'a str> {
+/// The values of the `Connection` fields among `fields`.
+fn connection_values<'a, I>(fields: I) -> impl Iterator<Item = &'a [u8]>
+where
+    I: IntoIterator<Item = (&'a str, &'a [u8])>,
+{
     fields
-        .iter()
+        .into_iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-        .filter_map(|(_, v)| std::str::from_utf8(v).ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .collect()
+        .map(|(_, v)| v)
 }
 
 /// The request head for `upstream`: `method target HTTP/1.1`, then the
@@ -99,41 +107,62 @@ fn connection_names<'a>(fields: &[(&'a str, &'a [u8])]) -> Vec<&'a str> {
 /// are `fields` (in the order received) and whose body is framed as
 /// `framing`; `tunnel` keeps `Upgrade` and asks for `Connection: upgrade`.
 #[allow(clippy::too_many_arguments)]
-pub fn request_head<'a>(
+pub fn request_head<'a, I>(
     route: &ProxyRoute,
     upstream: &UpstreamUrl,
     method: &str,
     target: &str,
-    fields: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    fields: I,
     client: &ClientInfo<'_>,
     framing: Framing,
     tunnel: bool,
-) -> Vec<u8> {
-    let fields: Vec<(&str, &[u8])> = fields.into_iter().collect();
-    let named = connection_names(&fields);
-    let trusted = route
-        .trusted_proxies
-        .iter()
-        .any(|c| c.contains(client.addr));
+) -> Vec<u8>
+where
+    I: IntoIterator<Item = (&'a str, &'a [u8])>,
+    I::IntoIter: Clone,
+{
     let mut out = Vec::with_capacity(512);
     push_line(
         &mut out,
         &[method.as_bytes(), b" ", target.as_bytes(), b" HTTP/1.1"],
     );
+    request_fields_into(&mut out, route, upstream, fields, client, framing, tunnel);
+    out
+}
+
+/// The fields of [`request_head`], after its request line, appended to
+/// `out`: written in place, with no allocation of their own.
+pub fn request_fields_into<'a, I>(
+    out: &mut Vec<u8>,
+    route: &ProxyRoute,
+    upstream: &UpstreamUrl,
+    fields: I,
+    client: &ClientInfo<'_>,
+    framing: Framing,
+    tunnel: bool,
+) where
+    I: IntoIterator<Item = (&'a str, &'a [u8])>,
+    I::IntoIter: Clone,
+{
+    let fields = fields.into_iter();
+    let trusted = route
+        .trusted_proxies
+        .iter()
+        .any(|c| c.contains(client.addr));
     let host = match &route.host {
         HostMode::Upstream => upstream.authority(),
         HostMode::Pass => client.host.unwrap_or(upstream.authority()),
         HostMode::Set(h) => h,
     };
-    push_field(&mut out, "Host", host.as_bytes());
+    push_field(out, "Host", host.as_bytes());
     let is_x = |n: &str| {
         ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"]
             .iter()
             .any(|x| n.eq_ignore_ascii_case(x))
     };
     let is_fwd = |n: &str| n.eq_ignore_ascii_case("forwarded");
-    for &(name, value) in &fields {
-        if is_hop(name, &named, tunnel)
+    for (name, value) in fields.clone() {
+        if is_hop(name, connection_values(fields.clone()), tunnel)
             || name.eq_ignore_ascii_case("host")
             || name.eq_ignore_ascii_case("expect")
         {
@@ -143,72 +172,103 @@ pub fn request_head<'a>(
         if route.forwarded != ForwardedStyle::Off && (is_x(name) || is_fwd(name)) {
             continue;
         }
-        push_field(&mut out, name, value);
+        push_field(out, name, value);
     }
-    let sent = |name: &str| -> Option<String> {
-        let values: Vec<&str> = fields
-            .iter()
+    // The values a trusted proxy sent in the fields `name`, trimmed, the
+    // empty ones left out: written joined with ", " (and `then` after
+    // them), or nothing written and false.
+    let sent = |out: &mut Vec<u8>, name: &str| -> bool {
+        if !trusted {
+            return false;
+        }
+        let mut any = false;
+        let values = fields
+            .clone()
             .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .collect();
-        (trusted && !values.is_empty()).then(|| values.join(", "))
+            .filter(|(_, v)| std::str::from_utf8(v).is_ok())
+            .map(|(_, v)| v.trim_ascii())
+            .filter(|v| !v.is_empty());
+        for v in values {
+            if any {
+                out.extend_from_slice(b", ");
+            }
+            out.extend_from_slice(v);
+            any = true;
+        }
+        any
     };
     let addr = client.addr.to_canonical();
     let proto = if client.tls { "https" } else { "http" };
+    // Writing to a Vec cannot fail.
     match route.forwarded {
         ForwardedStyle::XForwarded => {
-            let xff = match sent("x-forwarded-for") {
-                Some(list) => format!("{list}, {addr}"),
-                None => addr.to_string(),
-            };
-            push_field(&mut out, "X-Forwarded-For", xff.as_bytes());
-            let proto = sent("x-forwarded-proto").unwrap_or_else(|| proto.to_string());
-            push_field(&mut out, "X-Forwarded-Proto", proto.as_bytes());
-            if let Some(h) = sent("x-forwarded-host").or(client.host.map(str::to_string)) {
-                push_field(&mut out, "X-Forwarded-Host", h.as_bytes());
+            out.extend_from_slice(b"X-Forwarded-For: ");
+            if sent(out, "x-forwarded-for") {
+                out.extend_from_slice(b", ");
+            }
+            let _ = write!(out, "{addr}\r\n");
+            out.extend_from_slice(b"X-Forwarded-Proto: ");
+            if !sent(out, "x-forwarded-proto") {
+                out.extend_from_slice(proto.as_bytes());
+            }
+            out.extend_from_slice(b"\r\n");
+            let mark = out.len();
+            out.extend_from_slice(b"X-Forwarded-Host: ");
+            if sent(out, "x-forwarded-host") {
+                out.extend_from_slice(b"\r\n");
+            } else if let Some(h) = client.host {
+                push_line(out, &[h.as_bytes()]);
+            } else {
+                out.truncate(mark);
             }
         }
         ForwardedStyle::Forwarded => {
-            let node = match addr {
-                IpAddr::V4(a) => a.to_string(),
-                IpAddr::V6(a) => format!("\"[{a}]\""),
-            };
-            let mut element = format!("for={node};proto={proto}");
-            if let Some(h) = client.host {
-                element.push_str(";host=");
-                element.push_str(&quoted(h));
+            out.extend_from_slice(b"Forwarded: ");
+            if sent(out, "forwarded") {
+                out.extend_from_slice(b", ");
             }
-            let value = match sent("forwarded") {
-                Some(list) => format!("{list}, {element}"),
-                None => element,
+            let _ = match addr {
+                IpAddr::V4(a) => write!(out, "for={a}"),
+                IpAddr::V6(a) => write!(out, "for=\"[{a}]\""),
             };
-            push_field(&mut out, "Forwarded", value.as_bytes());
+            out.extend_from_slice(b";proto=");
+            out.extend_from_slice(proto.as_bytes());
+            if let Some(h) = client.host {
+                out.extend_from_slice(b";host=");
+                quoted_into(out, h);
+            }
+            out.extend_from_slice(b"\r\n");
         }
         ForwardedStyle::Off => {}
     }
     match framing {
         Framing::None => {}
-        Framing::Length(n) => push_field(&mut out, "Content-Length", n.to_string().as_bytes()),
-        Framing::Chunked => push_field(&mut out, "Transfer-Encoding", b"chunked"),
+        Framing::Length(n) => {
+            let _ = write!(out, "Content-Length: {n}\r\n");
+        }
+        Framing::Chunked => push_field(out, "Transfer-Encoding", b"chunked"),
     }
     push_field(
-        &mut out,
+        out,
         "Connection",
         if tunnel { b"upgrade" } else { b"keep-alive" },
     );
     out.extend_from_slice(b"\r\n");
-    out
 }
 
 /// A `Forwarded` parameter value: a token as it is, anything else quoted.
-fn quoted(v: &str) -> String {
+fn quoted_into(out: &mut Vec<u8>, v: &str) {
     if crate::config::is_token(v) {
-        v.to_string()
+        out.extend_from_slice(v.as_bytes());
     } else {
-        let escaped = v.replace('\\', "\\\\").replace('"', "\\\"");
-        format!("\"{escaped}\"")
+        out.push(b'"');
+        for b in v.bytes() {
+            if b == b'\\' || b == b'"' {
+                out.push(b'\\');
+            }
+            out.push(b);
+        }
+        out.push(b'"');
     }
 }
 
@@ -223,12 +283,10 @@ fn push_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     push_line(out, &[name.as_bytes(), b": ", value]);
 }
 
-/// The upstream's response head, sorted for the client: hop-by-hop and
-/// `X-Accel-*` fields out, the rest in order, `Date` and `Server` included.
+/// What the proxy reads for itself in an upstream's response head. Which
+/// fields pass to the client is [`passes`]'s to say.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResponseFields<'a> {
-    /// The fields to pass, in the upstream's order.
-    pub fields: Vec<(&'a str, &'a [u8])>,
+pub struct ResponseFields {
     /// The upstream's `Content-Length`, if it sent one: the body's length
     /// (and, for `HEAD` and `304`, the length the client is told).
     pub content_length: Option<u64>,
@@ -239,23 +297,17 @@ pub struct ResponseFields<'a> {
     pub event_stream: bool,
 }
 
-/// Sort an upstream's response fields: what passes (see
-/// [`ResponseFields`]), and what the proxy reads for itself. `upgrade` (a `101` to a tunnelled request) lets
-/// `Upgrade` through.
+/// Read what the proxy needs of an upstream's response fields.
 pub fn response_fields<'a>(
     fields: impl IntoIterator<Item = (&'a str, &'a [u8])>,
-    upgrade: bool,
-) -> ResponseFields<'a> {
-    let all: Vec<(&str, &[u8])> = fields.into_iter().collect();
-    let named = connection_names(&all);
+) -> ResponseFields {
     let text = |v: &'a [u8]| std::str::from_utf8(v).ok().map(str::trim);
     let mut out = ResponseFields {
-        fields: Vec::with_capacity(all.len()),
         content_length: None,
         accel_buffering: None,
         event_stream: false,
     };
-    for &(name, value) in &all {
+    for (name, value) in fields {
         if name.eq_ignore_ascii_case("content-length") {
             out.content_length = text(value).and_then(|v| v.parse().ok());
         } else if name.eq_ignore_ascii_case("x-accel-buffering") {
@@ -270,18 +322,27 @@ pub fn response_fields<'a>(
                 media.eq_ignore_ascii_case("text/event-stream")
             });
         }
-        if is_hop(name, &named, upgrade) || starts_with_ignore_case(name, "x-accel-") {
-            continue;
-        }
-        out.fields.push((name, value));
     }
     out
+}
+
+/// Does the upstream's response field `name` pass to the client? Not a
+/// hop-by-hop one (those `connection`, the values of the response's
+/// `Connection` fields, name among them) nor an `X-Accel-*`; every other,
+/// `Date` and `Server` included. `upgrade` (a `101` to a tunnelled
+/// request) lets `Upgrade` through.
+pub fn passes<'a>(
+    name: &str,
+    connection: impl IntoIterator<Item = &'a [u8]>,
+    upgrade: bool,
+) -> bool {
+    !is_hop(name, connection, upgrade) && !starts_with_ignore_case(name, "x-accel-")
 }
 
 /// Is this answer streamed to the client as it arrives (rather than read
 /// whole first)? `text/event-stream` always is; else the upstream's
 /// `X-Accel-Buffering` decides, else the route's [`Buffering`].
-pub fn streams(route: Buffering, response: &ResponseFields<'_>) -> bool {
+pub fn streams(route: Buffering, response: &ResponseFields) -> bool {
     if response.event_stream {
         return true;
     }
@@ -595,56 +656,65 @@ mod tests {
         );
     }
 
-    fn response(fields: &[(&'static str, &'static str)], upgrade: bool) -> ResponseFields<'static> {
-        response_fields(fields.iter().map(|(n, v)| (*n, v.as_bytes())), upgrade)
+    fn response(fields: &[(&'static str, &'static str)]) -> ResponseFields {
+        response_fields(fields.iter().map(|(n, v)| (*n, v.as_bytes())))
+    }
+
+    /// The names of `fields` that pass to the client, in order.
+    fn passed(fields: &[(&'static str, &'static str)], upgrade: bool) -> Vec<&'static str> {
+        let connection = || {
+            fields
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+                .map(|(_, v)| v.as_bytes())
+        };
+        fields
+            .iter()
+            .filter(|(n, _)| passes(n, connection(), upgrade))
+            .map(|(n, _)| *n)
+            .collect()
     }
 
     #[test]
     fn response_fields_pass_in_order_without_hop_by_hop_or_accel() {
-        let r = response(
-            &[
-                ("Date", "Tue, 01 Dec 2026 00:00:00 GMT"),
-                ("Server", "origin/1"),
-                ("Connection", "keep-alive, X-Internal"),
-                ("X-Internal", "1"),
-                ("Keep-Alive", "timeout=5"),
-                ("Content-Length", "42"),
-                ("Transfer-Encoding", "chunked"),
-                ("X-Accel-Redirect", "/secret"),
-                ("X-Accel-Buffering", "no"),
-                ("Proxy-Authenticate", "Basic"),
-                ("Upgrade", "h2c"),
-                ("ETag", "\"v1\""),
-                ("Set-Cookie", "a=1"),
-                ("Set-Cookie", "b=2"),
-            ],
-            false,
-        );
-        let names: Vec<&str> = r.fields.iter().map(|(n, _)| *n).collect();
+        let fields = [
+            ("Date", "Tue, 01 Dec 2026 00:00:00 GMT"),
+            ("Server", "origin/1"),
+            ("Connection", "keep-alive, X-Internal"),
+            ("X-Internal", "1"),
+            ("Keep-Alive", "timeout=5"),
+            ("Content-Length", "42"),
+            ("Transfer-Encoding", "chunked"),
+            ("X-Accel-Redirect", "/secret"),
+            ("X-Accel-Buffering", "no"),
+            ("Proxy-Authenticate", "Basic"),
+            ("Upgrade", "h2c"),
+            ("ETag", "\"v1\""),
+            ("Set-Cookie", "a=1"),
+            ("Set-Cookie", "b=2"),
+        ];
+        let r = response(&fields);
         assert_eq!(
-            names,
+            passed(&fields, false),
             ["Date", "Server", "ETag", "Set-Cookie", "Set-Cookie"]
         );
         assert_eq!(
             (r.content_length, r.accel_buffering, r.event_stream),
             (Some(42), Some(false), false)
         );
-        let up = response(&[("Upgrade", "websocket"), ("Connection", "Upgrade")], true);
-        assert_eq!(up.fields, [("Upgrade", &b"websocket"[..])]);
+        let up = [("Upgrade", "websocket"), ("Connection", "Upgrade")];
+        assert_eq!(passed(&up, true), ["Upgrade"]);
     }
 
     #[test]
     fn event_streams_and_accel_buffering_decide_streaming() {
-        let sse = response(
-            &[("Content-Type", "text/event-stream; charset=utf-8")],
-            false,
-        );
+        let sse = response(&[("Content-Type", "text/event-stream; charset=utf-8")]);
         assert!(sse.event_stream && streams(Buffering::On, &sse));
-        let no = response(&[("X-Accel-Buffering", "no")], false);
+        let no = response(&[("X-Accel-Buffering", "no")]);
         assert!(streams(Buffering::On, &no));
-        let yes = response(&[("X-Accel-Buffering", "yes")], false);
+        let yes = response(&[("X-Accel-Buffering", "yes")]);
         assert!(!streams(Buffering::Off, &yes));
-        let plain = response(&[("Content-Type", "text/html")], false);
+        let plain = response(&[("Content-Type", "text/html")]);
         assert!(streams(Buffering::Off, &plain) && !streams(Buffering::On, &plain));
     }
 }

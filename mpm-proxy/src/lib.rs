@@ -12,7 +12,7 @@
 //!   [`Buffering`], [`ActiveHealth`], [`ForwardedStyle`], [`HostMode`];
 //!   the flag form ([`ProxyRoute::from_flag`]) and every bound
 //!   ([`check_routes`]). [`Cidr`] (`cidr.rs`): the trusted proxies.
-//! * [`RouteTable`] and [`map_target`] (`path.rs`): which route a path
+//! * [`RouteTable`] and [`map_target`] ([`map_target_into`]) (`path.rs`): which route a path
 //!   belongs to (longest prefix, at segment boundaries, after resolving dot
 //!   segments) and the path the upstream is sent, as nginx's `proxy_pass`.
 //! * [`Balancer`] (`balance.rs`): smooth weighted round-robin, least
@@ -24,9 +24,10 @@
 //!   active checks run once per interval across all processes
 //!   ([`Checker`], [`Probe`]).
 //! * Heads (`headers.rs`): [`request_head`] builds the upstream's request
-//!   (hop-by-hop fields removed, `X-Forwarded-*` or `Forwarded`, `Host`);
-//!   [`response_fields`] sorts the upstream's answer; [`streams`] says
-//!   whether it is buffered.
+//!   (hop-by-hop fields removed, `X-Forwarded-*` or `Forwarded`, `Host`),
+//!   [`request_fields_into`] its fields into a buffer; [`response_fields`]
+//!   reads the upstream's answer, [`passes`] says which of its fields go
+//!   on; [`streams`] says whether it is buffered.
 //! * Counters (`stats.rs`): [`UpstreamSnapshot`] for the status page.
 //! * [`ReverseProxy`] (`reverse_proxy.rs`): all of the above as the server
 //!   holds it, built once before the processes fork, and [`Proxy`], one
@@ -65,9 +66,12 @@ pub use config::{
     MAX_ROUTES, MAX_TEXT, MAX_TRUSTED, MAX_UPSTREAMS_PER_ROUTE, MAX_WEIGHT, MIN_HEALTH_INTERVAL,
 };
 pub use error::{Error, Result};
-pub use headers::{request_head, response_fields, streams, ClientInfo, Framing, ResponseFields};
+pub use headers::{
+    passes, request_fields_into, request_head, response_fields, streams, ClientInfo, Framing,
+    ResponseFields,
+};
 pub use health::{http_probe, Checker, Probe, Transition};
-pub use path::{map_target, normalize, RouteTable};
+pub use path::{map_target, map_target_into, normalize, RouteTable};
 pub use plan::{
     is_idempotent, streams_upload, wants_upgrade, Attempt, Forward, Picker, Plan,
     STREAMED_BODY_ABOVE,

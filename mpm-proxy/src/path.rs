@@ -108,28 +108,40 @@ pub fn map_target(
     path: &str,
     query: Option<&str>,
 ) -> String {
-    let mapped: Cow<'_, str> = match upstream.path() {
+    let mut out = Vec::new();
+    map_target_into(&mut out, route, upstream, path, query);
+    // Made of the path, the URL's path and the query: all UTF-8.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// [`map_target`], appended to `out` (a request head being written): no
+/// allocation of its own unless the path has dot segments to resolve.
+pub fn map_target_into(
+    out: &mut Vec<u8>,
+    route: &ProxyRoute,
+    upstream: &UpstreamUrl,
+    path: &str,
+    query: Option<&str>,
+) {
+    let start = out.len();
+    match upstream.path() {
         // No path: the target as the client sent it.
-        None => Cow::Borrowed(path),
+        None => out.extend_from_slice(path.as_bytes()),
         Some(base) => {
             let normal = normalize(path);
             // The route matched the normalized path; the rest follows its prefix.
             let rest = normal.strip_prefix(route.prefix.as_str()).unwrap_or("");
-            let mut out = String::with_capacity(base.len() + rest.len());
-            out.push_str(base);
-            out.push_str(rest);
-            Cow::Owned(out)
+            out.extend_from_slice(base.as_bytes());
+            out.extend_from_slice(rest.as_bytes());
         }
-    };
-    let mut target = mapped.into_owned();
-    if target.is_empty() {
-        target.push('/');
+    }
+    if out.len() == start {
+        out.push(b'/');
     }
     if let Some(q) = query {
-        target.push('?');
-        target.push_str(q);
+        out.push(b'?');
+        out.extend_from_slice(q.as_bytes());
     }
-    target
 }
 
 /// `path` with runs of `/` merged and its dot segments (`.`, `..`, also

@@ -14,11 +14,12 @@ use std::sync::Arc;
 
 use mpm_http::{Request, Response};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::balance::{Balancer, InFlightGuard};
 use crate::config::{Balance, HashKey, ProxyRoute, UpstreamUrl};
-use crate::headers::{request_head, ClientInfo, Framing};
-use crate::path::{map_target, RouteTable};
+use crate::headers::{request_fields_into, ClientInfo, Framing};
+use crate::path::{map_target_into, RouteTable};
 use crate::reverse_proxy::Proxy;
 use crate::shared_state::{now_ms, ProxyState, UpstreamState};
 
@@ -29,14 +30,16 @@ pub const STREAMED_BODY_ABOVE: u64 = 64 * 1024;
 
 /// What to do with a request.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Plan {
     /// No route takes its path: another handler's (the site's).
     NotMine,
     /// Answer this at once: a redirect to the prefix with its slash
     /// (`/api` → `/api/?q`, as nginx does).
     Answer(Box<Response>),
-    /// Send it on.
-    Forward(Box<Forward>),
+    /// Send it on. Not boxed: it moves once, into the exchange's future,
+    /// and a box would be one more allocation a request.
+    Forward(Forward),
 }
 
 /// What the proxy keeps of a request to send it on: owned, so that it
@@ -47,8 +50,8 @@ pub struct Forward {
     /// The route's index in the table.
     pub route: usize,
     /// The method, path, query and every field's name and value, one
-    /// after the other: two allocations a request ([`Spans`] the other),
-    /// not two a field.
+    /// after the other: one allocation a request (the [`Spans`] of up to
+    /// 16 fields are inline), not two a field.
     bytes: Vec<u8>,
     /// Where each part is in `bytes`.
     spans: Spans,
@@ -71,13 +74,21 @@ struct Spans {
     method: (u32, u32),
     path: (u32, u32),
     query: Option<(u32, u32)>,
-    fields: Vec<[(u32, u32); 2]>,
+    fields: SmallVec<[[(u32, u32); 2]; 16]>,
 }
 
 impl Forward {
     /// Keep what the proxy needs of `request`.
     fn keep(request: &Request<'_>) -> (Vec<u8>, Spans) {
-        let mut bytes = Vec::with_capacity(256);
+        // Sized first, so that it is one allocation, never grown.
+        let size = request.method().len()
+            + request.path().len()
+            + request.query().map_or(0, str::len)
+            + request
+                .headers()
+                .map(|(n, v)| n.len() + v.len())
+                .sum::<usize>();
+        let mut bytes = Vec::with_capacity(size);
         // A request head is at most the HTTP layer's buffer (64 KiB), so
         // its offsets fit a u32; a longer one keeps what fits and is cut
         // (never reached: the layer refuses such a head with 431).
@@ -132,7 +143,7 @@ impl Forward {
     }
 
     /// The request's fields, in order.
-    pub fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> {
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> + Clone {
         self.spans
             .fields
             .iter()
@@ -228,7 +239,7 @@ impl Proxy {
             _ => Vec::new(),
         };
         let (bytes, spans) = Forward::keep(request);
-        Plan::Forward(Box::new(Forward {
+        Plan::Forward(Forward {
             route: index,
             bytes,
             spans,
@@ -237,7 +248,7 @@ impl Proxy {
             framing: framing(request),
             tunnel: wants_upgrade(request),
             hash_key,
-        }))
+        })
     }
 
     /// What chooses each try's upstream, movable into a future.
@@ -260,7 +271,8 @@ impl Proxy {
 #[derive(Debug, Clone)]
 pub struct Picker {
     table: Arc<RouteTable>,
-    state: ProxyState,
+    /// Shared, not copied per request.
+    state: Arc<ProxyState>,
     balancers: Arc<Mutex<Vec<Balancer>>>,
 }
 
@@ -292,7 +304,6 @@ impl Picker {
             (u, b.in_flight().start(u))
         };
         let spec = &route.upstreams[u];
-        let target = map_target(route, &spec.url, forward.path(), forward.query());
         let host = forward
             .field("host")
             .and_then(|h| std::str::from_utf8(h).ok())
@@ -302,11 +313,23 @@ impl Picker {
             tls: forward.tls,
             host,
         };
-        let head = request_head(
+        // Written in one buffer sized for it: the client's parts, their
+        // separators, the fields the proxy adds and the URL's path.
+        let mut head = Vec::with_capacity(
+            forward.bytes.len()
+                + 4 * forward.spans.fields.len()
+                + spec.url.as_str().len()
+                + host.map_or(0, str::len)
+                + 320,
+        );
+        head.extend_from_slice(forward.method().as_bytes());
+        head.push(b' ');
+        map_target_into(&mut head, route, &spec.url, forward.path(), forward.query());
+        head.extend_from_slice(b" HTTP/1.1\r\n");
+        request_fields_into(
+            &mut head,
             route,
             &spec.url,
-            forward.method(),
-            &target,
             forward.fields(),
             &client,
             forward.framing,
@@ -382,7 +405,7 @@ mod tests {
 
     fn forward(p: &Proxy, req: &Request<'_>) -> Forward {
         match p.plan(req, false) {
-            Plan::Forward(f) => *f,
+            Plan::Forward(f) => f,
             other => panic!("not forwarded: {other:?}"),
         }
     }

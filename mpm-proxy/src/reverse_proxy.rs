@@ -65,7 +65,8 @@ impl Default for PoolSettings {
 #[derive(Clone)]
 pub struct ReverseProxy {
     pub(crate) table: Arc<RouteTable>,
-    pub(crate) state: ProxyState,
+    /// Shared by every worker and every request's future, not copied.
+    pub(crate) state: Arc<ProxyState>,
     /// Per route, this process's requests in flight per upstream. Made
     /// before fork: each process then counts in its own copy.
     pub(crate) in_flight: Arc<Vec<InFlight>>,
@@ -141,7 +142,7 @@ impl ReverseProxy {
         Ok(ReverseProxy {
             idle_seen: Arc::new(idle_seen),
             table: Arc::new(table),
-            state,
+            state: Arc::new(state),
             in_flight: Arc::new(in_flight),
             pools,
             targets: Arc::new(targets),

@@ -377,8 +377,8 @@ impl ClientResponse {
     }
 
     /// Every field, in order, names as sent.
-    pub fn headers(&self) -> &[(String, Vec<u8>)] {
-        &self.head.headers
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.head.headers()
     }
 
     /// The whole head.
@@ -463,7 +463,7 @@ impl fmt::Debug for ClientResponse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientResponse")
             .field("status", &self.head.status)
-            .field("headers", &self.head.headers.len())
+            .field("headers", &self.head.len())
             .finish_non_exhaustive()
     }
 }

@@ -9,10 +9,14 @@
 //! until close), so the caller sees the body's bytes only and re-frames
 //! them for its own client.
 
+use std::cell::RefCell;
 use std::io;
+use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use mpm_core::waiting::ready;
+use smallvec::SmallVec;
 
 use crate::connection::Connection;
 use crate::error::{Error, Phase, Result};
@@ -35,37 +39,144 @@ impl Default for HeadLimits {
     }
 }
 
-/// A response's status line and fields.
+/// Where a part of a [`ResponseHead`] lies in its bytes.
+type Span = (u32, u32);
+
+/// A response's status line and fields, kept as the bytes received: the
+/// reason and each field are ranges of them, so that reading a head costs
+/// one allocation (the bytes), not two a field. A head of up to 16 fields
+/// keeps their ranges inline.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResponseHead {
     /// 1 for HTTP/1.1, 0 for HTTP/1.0.
     pub version_minor: u8,
     /// The status code.
     pub status: u16,
-    /// The reason phrase, as sent.
-    pub reason: String,
-    /// The fields in the order sent, names as sent, values as bytes.
-    pub headers: Vec<(String, Vec<u8>)>,
+    /// The head as received, status line to the blank line.
+    bytes: HeadBytes,
+    reason: Span,
+    /// Each field's name and value, in the order sent.
+    fields: SmallVec<[[Span; 2]; 16]>,
     /// What was read past the head: the start of the body (give it to
     /// [`BodyReader::new`], or [`BodyReader::for_response`] takes it).
     pub bytes_after_head: Vec<u8>,
 }
 
+/// A head's bytes: as text when they are UTF-8 (nearly always: field
+/// values past ASCII are rare and obsolete), checked once for the whole
+/// head, so that each part is a slice of a `str` with no check of its own
+/// (a head's names are read many times: framing, keep-alive, what
+/// passes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum HeadBytes {
+    Text(Arc<str>),
+    Raw(Arc<[u8]>),
+}
+
+impl HeadBytes {
+    fn of(bytes: &[u8]) -> HeadBytes {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => HeadBytes::Text(Arc::from(text)),
+            Err(_) => HeadBytes::Raw(Arc::from(bytes)),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            HeadBytes::Text(t) => t.as_bytes(),
+            HeadBytes::Raw(b) => b,
+        }
+    }
+
+    /// The text at `span`; empty if it is not UTF-8.
+    fn text(&self, span: Span) -> &str {
+        match self {
+            HeadBytes::Text(t) => t.get(range(span)).unwrap_or_default(),
+            HeadBytes::Raw(b) => b
+                .get(range(span))
+                .and_then(|p| std::str::from_utf8(p).ok())
+                .unwrap_or_default(),
+        }
+    }
+}
+
 impl ResponseHead {
+    /// A complete head at the start of `buf` and its length, or `None` for
+    /// more to read; an error for a head that is not HTTP/1.x or over
+    /// `limits`.
+    pub fn parse(buf: &[u8], limits: HeadLimits) -> Result<Option<(ResponseHead, usize)>> {
+        parse_head(buf, limits)
+    }
+
+    fn part(&self, span: Span) -> &[u8] {
+        self.bytes.as_bytes().get(range(span)).unwrap_or_default()
+    }
+
+    /// The reason phrase, as sent (empty if it was not UTF-8).
+    pub fn reason(&self) -> &str {
+        self.bytes.text(self.reason)
+    }
+
+    /// The fields in the order sent: names as sent, values as bytes.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + Clone + '_ {
+        // httparse took each name as a token: ASCII, never the empty
+        // fallback.
+        self.fields
+            .iter()
+            .map(|&[n, v]| (self.bytes.text(n), self.part(v)))
+    }
+
+    /// How many fields it has.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Has it no field?
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// The head's bytes as received, status line to the blank line.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.as_bytes()
+    }
+
+    /// The head as text, shared, when it is UTF-8 (nearly always): a
+    /// caller that keeps parts of it (a proxy passing fields on) takes
+    /// them as ranges of it with [`reason_range`](Self::reason_range) and
+    /// [`header_ranges`](Self::header_ranges), without a copy. `None` for
+    /// a head with bytes past ASCII that are not UTF-8 (obsolete text in a
+    /// value).
+    pub fn text(&self) -> Option<&Arc<str>> {
+        match &self.bytes {
+            HeadBytes::Text(t) => Some(t),
+            HeadBytes::Raw(_) => None,
+        }
+    }
+
+    /// Where the reason phrase is in [`bytes`](Self::bytes).
+    pub fn reason_range(&self) -> Range<usize> {
+        range(self.reason)
+    }
+
+    /// Where each field's name and value are in [`bytes`](Self::bytes), in
+    /// the order sent.
+    pub fn header_ranges(&self) -> impl Iterator<Item = (Range<usize>, Range<usize>)> + '_ {
+        self.fields.iter().map(|&[n, v]| (range(n), range(v)))
+    }
+
     /// The first field named `name` (any case).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
+        self.headers()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
+            .map(|(_, v)| v)
     }
 
     /// Every field named `name` (any case), in order.
     pub fn headers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers
-            .iter()
+        self.headers()
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
+            .map(|(_, v)| v)
     }
 
     /// Whether the upstream keeps the connection open after this response:
@@ -83,6 +194,10 @@ impl ResponseHead {
             !has("close")
         }
     }
+}
+
+fn range((start, len): Span) -> Range<usize> {
+    start as usize..start as usize + len as usize
 }
 
 /// Append a request head to `out`: `METHOD TARGET HTTP/1.1`, then the
@@ -165,11 +280,72 @@ pub async fn write_request(conn: &mut Connection, bytes: &[u8], until: Instant) 
 /// How much a head read asks the socket for at a time.
 const HEAD_READ: usize = 16 * 1024;
 
+thread_local! {
+    /// Where this thread reads response heads: made once per thread that
+    /// reads one, so that a head that arrives whole (nearly all) costs no
+    /// read buffer of its own, only its bytes kept
+    /// ([`ResponseHead::bytes`]) and those read past it.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What one read of a head's bytes came to. Returned once, up one call:
+/// a box for the head would be an allocation a response.
+#[allow(clippy::large_enum_variant)]
+enum HeadRead {
+    /// A whole head (`1xx` interim ones skipped), what followed it in
+    /// [`ResponseHead::bytes_after_head`].
+    Head(ResponseHead),
+    /// This many bytes read (0: the end of the stream), what is left of
+    /// them now at the end of the caller's buffer.
+    More(usize),
+}
+
+/// Read once into this thread's scratch buffer; a head complete in what
+/// came is returned with the bytes after it, copied out; anything else
+/// goes to the end of `buf` (empty on entry), which the caller reads on
+/// into.
+fn read_head_into_scratch(
+    conn: &mut Connection,
+    buf: &mut Vec<u8>,
+    limits: HeadLimits,
+) -> Result<io::Result<HeadRead>> {
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        if scratch.len() < HEAD_READ {
+            scratch.resize(HEAD_READ, 0);
+        }
+        let n = match conn.try_read(&mut scratch[..]) {
+            Ok(n) => n,
+            Err(e) => return Ok(Err(e)),
+        };
+        let got = &scratch[..n];
+        if n > 0 {
+            if let Some((mut head, len)) = parse_head(got, limits)? {
+                if !(100..200).contains(&head.status) || head.status == 101 {
+                    head.bytes_after_head = got[len..].to_vec();
+                    return Ok(Ok(HeadRead::Head(head)));
+                }
+                // An interim answer: the rest is parsed from `buf` (and
+                // `n` bytes came: not the end of the stream).
+                buf.extend_from_slice(&got[len..]);
+                return Ok(Ok(HeadRead::More(n)));
+            }
+        }
+        buf.extend_from_slice(got);
+        Ok(Ok(HeadRead::More(n)))
+    })
+}
+
 /// Read a response head from `conn` into `buf` (which may already hold
 /// bytes), waiting until `until`. Interim `1xx` responses other than
 /// `101 Switching Protocols` are read and skipped. On return `buf` is
 /// empty: the bytes past the head are in
 /// [`ResponseHead::bytes_after_head`].
+///
+/// A head that arrives in one read (nearly all) is read into a buffer the
+/// thread keeps, so that `buf` stays empty and a request waiting for its
+/// answer holds no read buffer; one that arrives in pieces is gathered in
+/// `buf`.
 ///
 /// Errors: [`Error::Closed`] when the upstream closed or reset the
 /// connection before a byte came; [`Error::BadResponse`] for a garbage
@@ -205,29 +381,32 @@ pub async fn read_response_head(
                 return Err(too_large(limits));
             }
         }
-        let start = buf.len();
-        buf.resize(start + HEAD_READ, 0);
         let got = loop {
-            match conn.try_read(&mut buf[start..]) {
+            let got = if buf.is_empty() {
+                match read_head_into_scratch(conn, buf, limits)? {
+                    Ok(HeadRead::Head(head)) => return Ok(head),
+                    Ok(HeadRead::More(n)) => Ok(n),
+                    Err(e) => Err(e),
+                }
+            } else {
+                let start = buf.len();
+                buf.resize(start + HEAD_READ, 0);
+                let got = conn.try_read(&mut buf[start..]);
+                buf.truncate(start + *got.as_ref().unwrap_or(&0));
+                got
+            };
+            match got {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // A request waiting for its answer holds no read
-                    // buffer meanwhile: what a waiting request costs is
-                    // its state, not 16 KiB of zeros (a thousand parked
-                    // requests would hold 16 MiB of them).
-                    buf.truncate(start);
-                    if start == 0 {
-                        *buf = Vec::new();
-                    }
+                    // buffer meanwhile (unless a head came in pieces).
                     if let Err(e) = ready(conn.wait_readable(until)).await {
                         break Err(e);
                     }
-                    buf.resize(start + HEAD_READ, 0);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 other => break other,
             }
         };
-        buf.truncate(start + *got.as_ref().unwrap_or(&0));
         match got {
             Ok(0) if any_byte => {
                 return Err(Error::BadResponse(
@@ -295,15 +474,27 @@ fn parse_head(buf: &[u8], limits: HeadLimits) -> Result<Option<(ResponseHead, us
     if len > limits.max_bytes {
         return Err(too_large(limits));
     }
+    // Each part as a range of the head: where httparse's slice of `buf`
+    // begins. A head is at most `buf`, so the offsets fit what they are
+    // checked against; one that did not would be empty, never another's.
+    let head_bytes = &buf[..len];
+    let span = |part: &[u8]| -> Span {
+        let start = (part.as_ptr() as usize).wrapping_sub(head_bytes.as_ptr() as usize);
+        match (u32::try_from(start), u32::try_from(part.len())) {
+            (Ok(s), Ok(l)) if start + part.len() <= len => (s, l),
+            _ => (0, 0),
+        }
+    };
     let head = ResponseHead {
         version_minor: response.version.unwrap_or(1),
         status: response.code.unwrap_or(0),
-        reason: response.reason.unwrap_or("").to_string(),
-        headers: response
+        reason: span(response.reason.unwrap_or("").as_bytes()),
+        fields: response
             .headers
             .iter()
-            .map(|h| (h.name.to_string(), h.value.to_vec()))
+            .map(|h| [span(h.name.as_bytes()), span(h.value)])
             .collect(),
+        bytes: HeadBytes::of(head_bytes),
         bytes_after_head: Vec::new(),
     };
     Ok(Some((head, len)))
@@ -339,31 +530,35 @@ impl BodyFraming {
         {
             return Ok(BodyFraming::None);
         }
-        let te: Vec<&[u8]> = head.headers_named("transfer-encoding").collect();
-        let cl: Vec<&[u8]> = head.headers_named("content-length").collect();
-        if !te.is_empty() && !cl.is_empty() {
+        // Read in place, field by field: no list of them made per response.
+        let has_te = head.header("transfer-encoding").is_some();
+        let has_cl = head.header("content-length").is_some();
+        if has_te && has_cl {
             return Err(Error::BadResponse(
                 "it has both Transfer-Encoding and Content-Length (RFC 9112 §6.3: a smuggling attempt, or a broken upstream)"
                     .to_string(),
             ));
         }
-        if !te.is_empty() {
-            let last = te
-                .iter()
-                .rev()
-                .flat_map(|v| v.rsplit(|b| *b == b','))
+        if has_te {
+            let last = head
+                .headers_named("transfer-encoding")
+                .flat_map(|v| v.split(|b| *b == b','))
                 .map(|t| t.trim_ascii())
-                .find(|t| !t.is_empty());
+                .filter(|t| !t.is_empty())
+                .last();
             return Ok(match last {
                 Some(t) if t.eq_ignore_ascii_case(b"chunked") => BodyFraming::Chunked,
                 _ => BodyFraming::UntilClose,
             });
         }
-        if cl.is_empty() {
+        if !has_cl {
             return Ok(BodyFraming::UntilClose);
         }
         let mut length = None;
-        for value in cl.iter().flat_map(|v| v.split(|b| *b == b',')) {
+        for value in head
+            .headers_named("content-length")
+            .flat_map(|v| v.split(|b| *b == b','))
+        {
             let v = value.trim_ascii();
             let n = std::str::from_utf8(v)
                 .ok()
@@ -373,10 +568,11 @@ impl BodyFraming {
                 (Some(n), None) => length = Some(n),
                 (Some(n), Some(l)) if n == l => {}
                 _ => {
+                    let cl: Vec<&[u8]> = head.headers_named("content-length").collect();
                     return Err(Error::BadResponse(format!(
                         "its Content-Length {:?} is not one number",
                         String::from_utf8_lossy(&cl.join(&b", "[..]))
-                    )))
+                    )));
                 }
             }
         }
@@ -458,6 +654,19 @@ impl BodyReader {
     /// Whether the body was read to its end.
     pub fn is_done(&self) -> bool {
         self.state == State::Done
+    }
+
+    /// The whole body, when all of it was read with the head (a short
+    /// `Content-Length` answer, nearly always): taken out as it is, no
+    /// copy, the reader then at its end. `None` otherwise (nothing taken).
+    pub fn take_whole(&mut self) -> Option<Vec<u8>> {
+        match self.state {
+            State::Length { left } if self.pos == 0 && self.buf.len() as u64 == left => {
+                self.state = State::Done;
+                Some(std::mem::take(&mut self.buf))
+            }
+            _ => None,
+        }
     }
 
     /// Whether the connection may go back to the pool: the body read to its
@@ -816,16 +1025,20 @@ mod tests {
     use super::*;
 
     fn head(status: u16, fields: &[(&str, &str)]) -> ResponseHead {
-        ResponseHead {
-            version_minor: 1,
-            status,
-            reason: String::new(),
-            headers: fields
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
-                .collect(),
-            bytes_after_head: Vec::new(),
+        head_of(1, status, fields)
+    }
+
+    fn head_of(minor: u8, status: u16, fields: &[(&str, &str)]) -> ResponseHead {
+        let mut text = format!("HTTP/1.{minor} {status} X\r\n");
+        for (n, v) in fields {
+            text.push_str(&format!("{n}: {v}\r\n"));
         }
+        text.push_str("\r\n");
+        let (head, len) = ResponseHead::parse(text.as_bytes(), HeadLimits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(len, text.len());
+        head
     }
 
     #[test]
@@ -884,12 +1097,55 @@ mod tests {
     fn keep_alive_follows_the_version_and_the_connection_field() {
         assert!(head(200, &[]).keep_alive());
         assert!(!head(200, &[("Connection", "foo, Close")]).keep_alive());
-        let mut h10 = head(200, &[]);
-        h10.version_minor = 0;
-        assert!(!h10.keep_alive());
-        h10.headers
-            .push(("connection".into(), b"keep-alive".to_vec()));
-        assert!(h10.keep_alive());
+        assert!(!head_of(0, 200, &[]).keep_alive());
+        assert!(head_of(0, 200, &[("connection", "keep-alive")]).keep_alive());
+    }
+
+    #[test]
+    fn a_head_keeps_its_bytes_and_each_field_is_a_range_of_them() {
+        let text =
+            b"HTTP/1.1 404 Not Here\r\nServer: up\r\nX-Empty:\r\nSet-Cookie: a=1\r\n\r\nbody";
+        let (h, len) = ResponseHead::parse(text, HeadLimits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(len, text.len() - 4);
+        assert_eq!(h.bytes().len(), len, "the head's bytes, not the body's");
+        assert_eq!((h.status, h.reason()), (404, "Not Here"));
+        assert_eq!(&h.bytes()[h.reason_range()], b"Not Here");
+        let fields: Vec<(&str, &[u8])> = h.headers().collect();
+        assert_eq!(
+            fields,
+            [
+                ("Server", &b"up"[..]),
+                ("X-Empty", b""),
+                ("Set-Cookie", b"a=1")
+            ]
+        );
+        for ((n, v), (name, value)) in h.header_ranges().zip(h.headers()) {
+            assert_eq!(&h.bytes()[n], name.as_bytes());
+            assert_eq!(&h.bytes()[v], value);
+        }
+        assert_eq!(
+            h.text().map(|t| t.len()),
+            Some(len),
+            "UTF-8: shared as text"
+        );
+        // A value past ASCII that is not UTF-8: the head is kept as bytes.
+        let raw = b"HTTP/1.1 200 OK\r\nX-Old: caf\xe9\r\nServer: up\r\n\r\n";
+        let (h, _) = ResponseHead::parse(raw, HeadLimits::default())
+            .unwrap()
+            .unwrap();
+        assert!(h.text().is_none());
+        assert_eq!(h.header("x-old"), Some(&b"caf\xe9"[..]));
+        assert_eq!((h.reason(), h.header("server")), ("OK", Some(&b"up"[..])));
+        // More fields than are kept inline.
+        let many: Vec<(String, String)> = (0..40)
+            .map(|i| (format!("X-{i}"), format!("{i}")))
+            .collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        let h = head(200, &many);
+        assert_eq!(h.len(), 40);
+        assert_eq!(h.header("x-39"), Some(&b"39"[..]));
     }
 
     #[test]

@@ -18,26 +18,39 @@ use crate::tls::{TlsConfig, TlsStream};
 #[derive(Clone, Debug)]
 pub struct Target {
     addr: SocketAddr,
+    /// `addr` written out once, for the log lines of every request to it.
+    shown: Arc<str>,
     tls: Option<(String, TlsConfig)>,
 }
 
 impl Target {
     /// Plain TCP to `addr`.
     pub fn plain(addr: SocketAddr) -> Target {
-        Target { addr, tls: None }
+        Target {
+            addr,
+            shown: Arc::from(addr.to_string()),
+            tls: None,
+        }
     }
 
     /// TLS to `addr`, verifying (and sending in SNI) `server_name`.
     pub fn tls(addr: SocketAddr, server_name: &str, config: TlsConfig) -> Target {
         Target {
-            addr,
             tls: Some((server_name.to_string(), config)),
+            ..Target::plain(addr)
         }
     }
 
     /// The address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address written out (`127.0.0.1:8080`, `[::1]:443`), made once
+    /// with the target and shared: what an access-log line of each request
+    /// to it shows, without formatting it each time.
+    pub fn addr_text(&self) -> &Arc<str> {
+        &self.shown
     }
 
     /// What the pool files its connections under.

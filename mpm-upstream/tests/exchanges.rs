@@ -252,6 +252,59 @@ fn interim_1xx_answers_are_skipped() {
     assert_eq!(got.unwrap(), b"ok");
 }
 
+/// Bytes written one piece at a time, a pause between, so that the client
+/// reads them apart.
+fn in_pieces(
+    pieces: &'static [&'static [u8]],
+) -> impl Fn(std::net::TcpStream) + Send + Sync + 'static {
+    move |mut conn| {
+        while read_request(&mut conn).is_some() {
+            for piece in pieces {
+                if conn.write_all(piece).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        }
+    }
+}
+
+#[test]
+fn an_interim_answer_read_alone_is_skipped_and_the_final_one_waited_for() {
+    let up = Upstream::start(in_pieces(&[
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    ]));
+    let got = block_on(async { client().get(&up.url("/")).send().await?.bytes().await });
+    assert_eq!(got.unwrap(), b"ok");
+}
+
+#[test]
+fn a_head_that_arrives_in_pieces_is_gathered_whole() {
+    let up = Upstream::start(in_pieces(&[
+        b"HTTP/1.1 201 Made\r\nX-A",
+        b": 1\r\nContent-Len",
+        b"gth: 5\r\n\r",
+        b"\nhel",
+        b"lo",
+    ]));
+    let (status, reason, field, body) = block_on(async {
+        let r = client().get(&up.url("/")).send().await?;
+        let head = (
+            r.status(),
+            r.head().reason().to_string(),
+            r.header("x-a").map(str::to_string),
+        );
+        Ok::<_, Error>((head.0, head.1, head.2, r.bytes().await?))
+    })
+    .unwrap();
+    assert_eq!(
+        (status, reason.as_str(), field.as_deref()),
+        (201, "Made", Some("1"))
+    );
+    assert_eq!(body, b"hello");
+}
+
 #[test]
 fn an_upstream_closing_before_answering_is_closed_and_retryable() {
     let up = Upstream::start(|mut conn| {

@@ -1174,6 +1174,78 @@ fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(m
     }
 }
 
+/// A figure of the status page's JSON (`"name":value`).
+fn status_figure(server: &Server, name: &str) -> f64 {
+    let json = server.get("/server-status?json").text();
+    let at = json
+        .find(&format!("\"{name}\":"))
+        .unwrap_or_else(|| panic!("no {name} in {json}"))
+        + name.len()
+        + 3;
+    json[at..]
+        .split([',', '}'])
+        .next()
+        .and_then(|v| v.trim_matches('"').parse().ok())
+        .unwrap_or_else(|| panic!("{name} is not a number in {json}"))
+}
+
+/// The most allocations a proxied request may cost (a GET answered 200
+/// with a 1,456-byte body, keep-alive to the client and to the origin), as
+/// the status page counts them, client over plain HTTP: what the diet of
+/// issue 26 left is 6 under every model (6.10 to 6.15 measured with this
+/// test, the status page's own allocations counted in: the same counters
+/// see its request, spread over the N proxied ones); before it, 46. The
+/// bound leaves room for that share and no more: one allocation more per
+/// request fails it.
+const PROXIED_REQUEST_ALLOCATIONS: f64 = 7.0;
+
+/// The same over TLS to the client, which adds rustls's own per request:
+/// 8.8 measured under prefork and worker, 9.8 under event and uring (one
+/// more there, on the TLS layer's side: not looked into yet).
+const PROXIED_REQUEST_ALLOCATIONS_TLS: f64 = 10.5;
+
+fn a_proxied_request_costs_a_bounded_number_of_allocations(mpm: &str) {
+    const N: usize = 200;
+    let origin = Origin::start();
+    origin.on("/a", Script::ok(&[b'a'; 1456]));
+    // One process and one thread, whose counters the status page reads
+    // alone once the client has gone.
+    let server = serve_all_to(mpm, &origin, &one_worker(mpm));
+    // `n` requests on one client connection; it closes after them, so
+    // that the one worker is free for the status page.
+    let requests = |n: usize, what: &str| {
+        let mut c = server.connect();
+        for i in 0..n {
+            c.send(&request("GET", "/a", &[])).unwrap();
+            let r = c.read_response().unwrap();
+            assert!(
+                r.status == 200 && r.body.len() == 1456,
+                "{what} {i}: {} {:?}",
+                r.status,
+                r.text()
+            );
+        }
+    };
+    // Warm first: the upstream connection pooled, the thread's head
+    // buffer made, the status page's own first-time allocations done.
+    requests(10, "warming request");
+    status_figure(&server, "allocations");
+    let before = status_figure(&server, "allocations");
+    requests(N, "request");
+    let after = status_figure(&server, "allocations");
+    let per_request = (after - before) / N as f64;
+    let (bound, transport) = if server.is_tls() {
+        (PROXIED_REQUEST_ALLOCATIONS_TLS, "TLS")
+    } else {
+        (PROXIED_REQUEST_ALLOCATIONS, "plain")
+    };
+    assert!(
+        per_request <= bound,
+        "a proxied request costs {per_request:.2} allocations under {mpm} ({transport}), at most {bound} allowed"
+    );
+    assert_eq!(origin.accepted(), 1, "the origin connection was not kept");
+}
+
 mpm_suite!(
     over transports:
     a_proxied_answer_is_the_origins_byte_for_byte,
@@ -1197,6 +1269,7 @@ mpm_suite!(
     each_upstreams_counters_are_on_the_status_page_and_in_prometheus,
     a_graceful_stop_waits_for_a_request_waiting_on_its_upstream,
     a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits,
+    a_proxied_request_costs_a_bounded_number_of_allocations,
 );
 
 // ---------------------------------------------------------------------------
