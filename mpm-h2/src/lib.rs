@@ -92,7 +92,7 @@ pub(crate) mod huffman;
 pub mod settings;
 pub mod stats;
 
-pub use connection::{Connection, Event};
+pub use connection::{Connection, Event, HeaderBlock};
 pub use error::{Error, Reason};
 pub use frame::PREFACE;
 pub use head::RequestHead;
