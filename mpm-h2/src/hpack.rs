@@ -3,7 +3,8 @@
 //! encoder of response header blocks.
 //!
 //! The encoder uses the static table and literals "without indexing" and
-//! sends strings raw: it keeps no dynamic table, so it holds no memory per
+//! sends strings raw (names lowercased as they are written, RFC 9113
+//! §8.2.1, so that a handler's `Content-Type` costs no lowercased copy): it keeps no dynamic table, so it holds no memory per
 //! connection and never has to follow the peer's table size (§4.2 lets an
 //! encoder use less than the decoder allows). A response head is a
 //! handful of fields whose values change per response (date, length,
