@@ -10,7 +10,7 @@ use std::ops::Range;
 use crate::error::{Error, Reason};
 use crate::frame::{self, Head, HEADER_LEN, PREFACE};
 use crate::head::{self, RequestHead};
-use crate::hpack::{self, Decoder, Fields};
+use crate::hpack::{self, Block, Decoder, Fields};
 use crate::settings::{
     PeerSettings, Settings, DEFAULT_WINDOW, MAX_FRAME_SIZE, MAX_WINDOW, MIN_FRAME_SIZE,
 };
@@ -138,6 +138,20 @@ const STOP_PING: [u8; 8] = *b"mpm-stop";
 /// small responses' frames, or a 16 KiB DATA frame, without growing.
 const OUTPUT_START: usize = 16 * 1024 + 64;
 
+/// The stream table's and the event queue's first allocation when a
+/// connection that was idle gets a stream: room for a client's usual
+/// burst (browsers and h2load open 6 to 10 streams at once) in one
+/// allocation, not four doublings from one.
+const STREAMS_START: usize = 16;
+
+/// An event queued, the queue made with room for a burst the first time.
+fn queue(events: &mut VecDeque<Event>, event: Event) {
+    if events.capacity() == 0 {
+        events.reserve(STREAMS_START);
+    }
+    events.push_back(event);
+}
+
 /// A sans-IO HTTP/2 server connection.
 #[derive(Debug)]
 pub struct Connection {
@@ -148,6 +162,9 @@ pub struct Connection {
     /// holds from then on).
     acked: bool,
     decoder: Decoder,
+    /// Where header blocks are decoded, reused while streams are open: a
+    /// request head is copied out of it in one allocation.
+    scratch: Block,
     streams: Vec<Stream>,
     /// The highest stream id the peer opened (GOAWAY's last stream id).
     last_stream: u32,
@@ -211,6 +228,7 @@ impl Connection {
         }
         Connection {
             decoder: Decoder::new(s.header_table_size as usize),
+            scratch: Block::default(),
             recv_window: i64::from(s.connection_window_size),
             settings: s,
             peer: PeerSettings::default(),
@@ -293,9 +311,7 @@ impl Connection {
     pub fn poll_event(&mut self) -> Option<Event> {
         let e = self.events.pop_front();
         if e.is_none() && self.streams.is_empty() {
-            // Idle: hold no queue and no stream table.
-            self.events = VecDeque::new();
-            self.streams = Vec::new();
+            self.drop_buffers();
         }
         e
     }
@@ -317,10 +333,43 @@ impl Connection {
             self.out.clear();
         }
         if self.streams.is_empty() {
-            // Idle: hold no buffer and no stream table.
             self.out = Vec::new();
-            self.streams = Vec::new();
+            self.drop_buffers();
         }
+    }
+
+    /// Idle: hold no queue, no stream table, no scratch (and, once written,
+    /// no output buffer).
+    fn drop_buffers(&mut self) {
+        if self.events.is_empty() {
+            self.events = VecDeque::new();
+        }
+        self.streams = Vec::new();
+        self.scratch = Block::default();
+    }
+
+    /// The codec holds no buffer with room for a response's frames: one
+    /// given with [`Connection::lend_buffer`] now spares it an allocation.
+    pub fn needs_buffer(&self) -> bool {
+        self.out.capacity() < OUTPUT_START
+    }
+
+    /// Give the codec an empty buffer for the frames it will write (a
+    /// pool's, so that a busy connection allocates none of its own). It is
+    /// kept when it is larger than the codec's own, whose frames move into
+    /// it; the one not kept comes back, empty, for the pool. An idle
+    /// connection drops what it holds once [`Connection::write_to`] took its
+    /// frames: take the buffer back then (`write_to` into an empty vector
+    /// swaps it out) rather than lend it.
+    pub fn lend_buffer(&mut self, mut buf: Vec<u8>) -> Vec<u8> {
+        buf.clear();
+        if buf.capacity() <= self.out.capacity() {
+            return buf;
+        }
+        buf.extend_from_slice(&self.out);
+        let mut old = std::mem::replace(&mut self.out, buf);
+        old.clear();
+        old
     }
 
     /// Room for a step's frames in one allocation: the output buffer was
@@ -366,6 +415,7 @@ impl Connection {
                 })
                 .sum::<usize>()
             + self.out.capacity()
+            + self.scratch.heap_bytes()
             + self.gathering.as_ref().map_or(0, |g| g.block.capacity())
             + self.decoder.heap_bytes()
     }
@@ -381,9 +431,10 @@ impl Connection {
     // Sending
     // -----------------------------------------------------------------
 
-    /// Send a response head on `stream`: `status`, then `fields` (names in
-    /// lowercase, no connection-specific ones: the caller's to keep). A
-    /// 1xx status may come before the final one.
+    /// Send a response head on `stream`: `status`, then `fields` (names
+    /// in any case: they go out in lowercase; no connection-specific ones:
+    /// the caller's to keep). A 1xx status may come before the final one.
+    /// [`Connection::start_headers`] writes one field at a time instead.
     pub fn send_headers(
         &mut self,
         stream: u32,
@@ -391,6 +442,23 @@ impl Connection {
         fields: &[(&[u8], &[u8])],
         end_stream: bool,
     ) -> Result<(), Error> {
+        let mut block = self.start_headers(stream, status, end_stream)?;
+        for (name, value) in fields {
+            block.field(name, value);
+        }
+        block.finish()
+    }
+
+    /// Start a response head on `stream`, written straight into the
+    /// output as HPACK as each field is added: no list of fields, no copy
+    /// of a name to lowercase it. The checks of [`Connection::send_headers`]
+    /// are made here; [`HeaderBlock::finish`] sends it.
+    pub fn start_headers(
+        &mut self,
+        stream: u32,
+        status: u16,
+        end_stream: bool,
+    ) -> Result<HeaderBlock<'_>, Error> {
         self.output_room();
         let informational = (100..200).contains(&status);
         let s = self.sendable(stream)?;
@@ -403,22 +471,18 @@ impl Connection {
                 "a 1xx response cannot end the stream",
             ));
         }
-        if !informational {
-            s.headers_sent = true;
-        }
-        let max_frame = self.peer.max_frame_size as usize;
         let at = self.out.len();
         frame::write_head(&mut self.out, 0, frame::HEADERS, 0, stream);
         hpack::encode_status(status, &mut self.out);
-        for (name, value) in fields {
-            let sensitive = matches!(*name, b"authorization" | b"set-cookie" | b"cookie");
-            hpack::encode_field(name, value, sensitive, &mut self.out);
-        }
-        self.finish_block(at, stream, end_stream, max_frame);
-        if end_stream {
-            self.end_sending(stream);
-        }
-        Ok(())
+        Ok(HeaderBlock {
+            conn: self,
+            stream,
+            at,
+            end_stream,
+            informational,
+            done: false,
+            broken: false,
+        })
     }
 
     /// Send trailers on `stream`, ending it (§8.1).
@@ -431,7 +495,7 @@ impl Connection {
         let at = self.out.len();
         frame::write_head(&mut self.out, 0, frame::HEADERS, 0, stream);
         for (name, value) in fields {
-            hpack::encode_field(name, value, false, &mut self.out);
+            hpack::encode_field(name, value, &mut self.out);
         }
         self.finish_block(at, stream, true, max_frame);
         self.end_sending(stream);
@@ -698,11 +762,14 @@ impl Connection {
             }
         } else {
             let start = offset + pad_start;
-            self.events.push_back(Event::Data {
-                stream: head.stream,
-                data: start..start + body.len(),
-                end_stream,
-            });
+            queue(
+                &mut self.events,
+                Event::Data {
+                    stream: head.stream,
+                    data: start..start + body.len(),
+                    end_stream,
+                },
+            );
         }
         if end_stream {
             self.maybe_close(head.stream);
@@ -802,10 +869,10 @@ impl Connection {
     ) -> Result<(), Error> {
         // Decoded whatever becomes of the stream: the table must follow
         // the peer's (RFC 7541 §2.2).
-        let mut fields = Fields::default();
+        self.scratch.clear();
         let fits = match self.decoder.decode(
             block,
-            &mut fields,
+            &mut self.scratch,
             self.settings.max_header_list_size as usize,
         ) {
             Ok(fits) => fits,
@@ -827,7 +894,7 @@ impl Connection {
             if !self.streams[i].recv_open {
                 return self.stream_error(i, Reason::STREAM_CLOSED);
             }
-            if !end_stream || bad_priority || !fits || head::trailers(&fields).is_err() {
+            if !end_stream || bad_priority || !fits || head::trailers(&self.scratch).is_err() {
                 return self.stream_error(i, Reason::PROTOCOL_ERROR);
             }
             let s = &mut self.streams[i];
@@ -836,8 +903,8 @@ impl Connection {
                 return self.stream_error(i, Reason::PROTOCOL_ERROR);
             }
             if !s.discard {
-                self.events
-                    .push_back(Event::Trailers { stream: id, fields });
+                let fields = self.scratch.freeze(0);
+                queue(&mut self.events, Event::Trailers { stream: id, fields });
             }
             self.maybe_close(id);
             return Ok(());
@@ -865,7 +932,7 @@ impl Connection {
             return Ok(());
         }
         let (head, discard) = if fits {
-            match head::request(fields) {
+            match head::request(&self.scratch) {
                 Ok(h) => (Some(h), false),
                 Err(_) => {
                     self.local_reset(id, Reason::PROTOCOL_ERROR)?;
@@ -876,6 +943,9 @@ impl Connection {
             (None, true)
         };
         let recv_initial = self.recv_initial();
+        if self.streams.capacity() == 0 {
+            self.streams.reserve(STREAMS_START);
+        }
         self.streams.push(Stream {
             id,
             recv_open: !end_stream,
@@ -896,13 +966,16 @@ impl Connection {
                     self.streams.swap_remove(i);
                     return self.local_reset(id, Reason::PROTOCOL_ERROR);
                 }
-                self.events.push_back(Event::Request {
-                    stream: id,
-                    head,
-                    end_stream,
-                });
+                queue(
+                    &mut self.events,
+                    Event::Request {
+                        stream: id,
+                        head,
+                        end_stream,
+                    },
+                );
             }
-            None => self.events.push_back(Event::HeadersTooLarge { stream: id }),
+            None => queue(&mut self.events, Event::HeadersTooLarge { stream: id }),
         }
         Ok(())
     }
@@ -952,10 +1025,13 @@ impl Connection {
         {
             let s = self.streams.swap_remove(i);
             self.stats.streams_reset_by_peer += 1;
-            self.events.push_back(Event::Reset {
-                stream: s.id,
-                reason,
-            });
+            queue(
+                &mut self.events,
+                Event::Reset {
+                    stream: s.id,
+                    reason,
+                },
+            );
             if !s.headers_sent {
                 self.early_resets += 1;
                 if self.early_resets > self.settings.rapid_reset_limit {
@@ -1098,9 +1174,12 @@ impl Connection {
             ));
         }
         self.peer_gone = true;
-        self.events.push_back(Event::GoAway {
-            reason: Reason(frame::u32_at(&payload[4..])),
-        });
+        queue(
+            &mut self.events,
+            Event::GoAway {
+                reason: Reason(frame::u32_at(&payload[4..])),
+            },
+        );
         Ok(())
     }
 
@@ -1242,7 +1321,7 @@ impl Connection {
                 && only.is_none_or(|id| id == s.id)
             {
                 s.blocked = false;
-                self.events.push_back(Event::SendCapacity { stream: s.id });
+                queue(&mut self.events, Event::SendCapacity { stream: s.id });
             }
         }
     }
@@ -1288,10 +1367,13 @@ impl Connection {
     fn stream_error(&mut self, i: usize, reason: Reason) -> Result<(), Error> {
         let s = self.streams.swap_remove(i);
         self.write_reset(s.id, reason);
-        self.events.push_back(Event::Reset {
-            stream: s.id,
-            reason,
-        });
+        queue(
+            &mut self.events,
+            Event::Reset {
+                stream: s.id,
+                reason,
+            },
+        );
         self.local_resets += 1;
         if self.local_resets > self.settings.local_reset_limit {
             self.stats.local_reset_floods += 1;
@@ -1319,6 +1401,93 @@ impl Connection {
         self.gathering = None;
         self.state = State::Closed(e.clone());
         e
+    }
+}
+
+/// A response head being written into the connection's output (RFC 9113
+/// §8.3.2), from [`Connection::start_headers`]: `:status`, then each field
+/// in HPACK as it is added (a literal without indexing, its name indexed
+/// when the static table has it, lowercased as it is written).
+/// [`HeaderBlock::finish`] frames it (HEADERS, and CONTINUATION past the
+/// peer's frame size) and sends it; dropped unfinished, none of it is sent.
+#[derive(Debug)]
+pub struct HeaderBlock<'c> {
+    conn: &'c mut Connection,
+    stream: u32,
+    /// Where the HEADERS frame's header is in the output.
+    at: usize,
+    end_stream: bool,
+    informational: bool,
+    done: bool,
+    /// A [`HeaderBlock::field_with`] writer took octets away.
+    broken: bool,
+}
+
+impl HeaderBlock<'_> {
+    /// A field: `name` in any case (it goes out in lowercase; no
+    /// connection-specific one, RFC 9113 §8.2.2: the caller's to keep).
+    pub fn field(&mut self, name: &[u8], value: &[u8]) -> &mut Self {
+        hpack::encode_field(name, value, &mut self.conn.out);
+        self
+    }
+
+    /// A field whose value `write` appends to the vector it is given (and
+    /// does nothing else to it): a date or a number formatted straight
+    /// into the output, with no buffer of its own.
+    pub fn field_with(&mut self, name: &[u8], write: impl FnOnce(&mut Vec<u8>)) -> &mut Self {
+        let out = &mut self.conn.out;
+        hpack::encode_name(name, out);
+        // The length comes first (§5.2): one octet held for it, made more
+        // after the fact for a value of 127 octets or more.
+        let len_at = out.len();
+        out.push(0);
+        let start = out.len();
+        write(out);
+        if out.len() < start {
+            self.broken = true;
+            return self;
+        }
+        let (octets, len) = hpack::integer_octets(out.len() - start, 7, 0);
+        if len == 1 {
+            out[len_at] = octets[0];
+        } else {
+            drop(out.splice(len_at..start, octets[..len].iter().copied()));
+        }
+        self
+    }
+
+    /// Frame the head and send it (ending the stream if it was started
+    /// so).
+    pub fn finish(mut self) -> Result<(), Error> {
+        self.done = true;
+        let stream = self.stream;
+        let conn = &mut *self.conn;
+        if self.broken {
+            conn.out.truncate(self.at);
+            return Err(Error::Misuse(
+                stream,
+                "a field's writer took octets out of the output",
+            ));
+        }
+        if !self.informational {
+            if let Some(s) = conn.streams.iter_mut().find(|s| s.id == stream) {
+                s.headers_sent = true;
+            }
+        }
+        let max_frame = conn.peer.max_frame_size as usize;
+        conn.finish_block(self.at, stream, self.end_stream, max_frame);
+        if self.end_stream {
+            conn.end_sending(stream);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for HeaderBlock<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.conn.out.truncate(self.at);
+        }
     }
 }
 

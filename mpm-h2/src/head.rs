@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use crate::hpack::Fields;
+use crate::hpack::{Block, Fields};
 
 /// A request's head: its pseudo-header fields and the regular fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl RequestHead {
     /// as a HEADERS frame's are: for a caller's tests, and for a head that
     /// came another way. The error says which rule of §8 was broken.
     pub fn parse(fields: Fields) -> Result<RequestHead, &'static str> {
-        request(fields)
+        request(&fields.to_block())
     }
 }
 
@@ -104,8 +104,11 @@ fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
     }
 }
 
-/// Build a request head from a decoded block (§8.3.1).
-pub(crate) fn request(mut fields: Fields) -> Result<RequestHead, Malformed> {
+/// Build a request head from a decoded block (§8.3.1): checked in the
+/// connection's scratch, then copied out in one allocation, its
+/// pseudo-header fields left out of the fields (their values stay, for
+/// [`RequestHead::method`] and the others).
+pub(crate) fn request(fields: &Block) -> Result<RequestHead, Malformed> {
     let mut method = None;
     let mut scheme = None;
     let mut authority = None;
@@ -168,11 +171,8 @@ pub(crate) fn request(mut fields: Fields) -> Result<RequestHead, Malformed> {
             return Err("no :scheme (RFC 9113 §8.3.1)");
         }
     }
-    for _ in 0..pseudo_count {
-        fields.remove(0);
-    }
     Ok(RequestHead {
-        fields,
+        fields: fields.freeze(pseudo_count),
         method,
         scheme,
         authority,
@@ -183,7 +183,7 @@ pub(crate) fn request(mut fields: Fields) -> Result<RequestHead, Malformed> {
 }
 
 /// Check a trailer block (§8.1): no pseudo-header fields.
-pub(crate) fn trailers(fields: &Fields) -> Result<(), Malformed> {
+pub(crate) fn trailers(fields: &Block) -> Result<(), Malformed> {
     for (name, value) in fields.iter() {
         if name.starts_with(b":") {
             return Err("a pseudo-header field in trailers (RFC 9113 §8.1)");
@@ -207,14 +207,14 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::{request, trailers};
-    use crate::hpack::Fields;
+    use crate::hpack::{Block, Fields};
 
-    fn block(f: &[(&str, &str)]) -> Fields {
+    fn block(f: &[(&str, &str)]) -> Block {
         let mut out = Fields::default();
         for (n, v) in f {
             out.push(n.as_bytes(), v.as_bytes());
         }
-        out
+        out.to_block()
     }
 
     const GET: [(&str, &str); 4] = [
@@ -229,7 +229,7 @@ mod tests {
         let mut f = GET.to_vec();
         f.push(("accept", "*/*"));
         f.push(("content-length", "5"));
-        let head = request(block(&f)).unwrap();
+        let head = request(&block(&f)).unwrap();
         assert_eq!(head.method(), b"GET");
         assert_eq!(head.scheme(), Some(&b"https"[..]));
         assert_eq!(head.authority(), Some(&b"a.example"[..]));
@@ -240,7 +240,7 @@ mod tests {
     }
 
     fn rejects(f: &[(&str, &str)]) {
-        assert!(request(block(f)).is_err(), "{f:?} accepted");
+        assert!(request(&block(f)).is_err(), "{f:?} accepted");
     }
 
     #[test]
@@ -275,12 +275,12 @@ mod tests {
         }
         let mut f = GET.to_vec();
         f.push(("te", "trailers"));
-        assert!(request(block(&f)).is_ok());
+        assert!(request(&block(&f)).is_ok());
     }
 
     #[test]
     fn section_8_5_connect_takes_authority_only() {
-        assert!(request(block(&[(":method", "CONNECT"), (":authority", "a:443")])).is_ok());
+        assert!(request(&block(&[(":method", "CONNECT"), (":authority", "a:443")])).is_ok());
         rejects(&[
             (":method", "CONNECT"),
             (":authority", "a:443"),

@@ -3,7 +3,8 @@
 //! encoder of response header blocks.
 //!
 //! The encoder uses the static table and literals "without indexing" and
-//! sends strings raw: it keeps no dynamic table, so it holds no memory per
+//! sends strings raw (names lowercased as they are written, RFC 9113
+//! §8.2.1, so that a handler's `Content-Type` costs no lowercased copy): it keeps no dynamic table, so it holds no memory per
 //! connection and never has to follow the peer's table size (§4.2 lets an
 //! encoder use less than the decoder allows). A response head is a
 //! handful of fields whose values change per response (date, length,
@@ -101,35 +102,140 @@ pub(crate) const STATIC: [(&str, &str); 61] = [
 /// The overhead RFC 7541 §4.1 counts per entry beside its octets.
 pub(crate) const ENTRY_OVERHEAD: usize = 32;
 
-/// A decoded header block: every field's name and value, one after the
-/// other in one buffer (two allocations per block, however many fields).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Fields {
+/// The octets a field's span takes in a [`Fields`] buffer: where its name
+/// starts, where its value starts (its name's end), where its value ends.
+const SPAN: usize = 12;
+
+/// A header block as the decoder writes it: the connection's scratch,
+/// cleared and reused block after block while streams are open (no
+/// allocation per block once it has grown to a block's size), from which
+/// a [`Fields`] is made with one allocation.
+#[derive(Debug, Default)]
+pub(crate) struct Block {
     bytes: Vec<u8>,
     /// Per field: where its name starts, where its value starts (its
-    /// name's end), where its value ends.
+    /// name's end), where its value ends, in `bytes`.
     spans: Vec<[u32; 3]>,
+}
+
+/// What a block's scratch reserves the first time: a request head a
+/// browser sends (a few hundred octets, a dozen or two fields) without
+/// growing.
+const BLOCK_OCTETS: usize = 512;
+const BLOCK_FIELDS: usize = 24;
+
+impl Block {
+    /// Empty, its capacity kept (and made, the first time).
+    pub(crate) fn clear(&mut self) {
+        if self.bytes.capacity() == 0 {
+            self.bytes.reserve(BLOCK_OCTETS);
+            self.spans.reserve(BLOCK_FIELDS);
+        }
+        self.bytes.clear();
+        self.spans.clear();
+    }
+
+    /// How many fields.
+    pub(crate) fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// The name and value of field `i`.
+    pub(crate) fn field(&self, i: usize) -> (&[u8], &[u8]) {
+        let [a, b, c] = self.spans[i];
+        (
+            &self.bytes[a as usize..b as usize],
+            &self.bytes[b as usize..c as usize],
+        )
+    }
+
+    /// The fields in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        (0..self.len()).map(|i| self.field(i))
+    }
+
+    /// The span of field `i`'s value in the octets (the same in the
+    /// [`Fields`] that [`Block::freeze`] makes).
+    pub(crate) fn value_range(&self, i: usize) -> Range<u32> {
+        let [_, b, c] = self.spans[i];
+        b..c
+    }
+
+    /// The octets in `range`.
+    pub(crate) fn slice(&self, range: &Range<u32>) -> &[u8] {
+        &self.bytes[range.start as usize..range.end as usize]
+    }
+
+    /// The heap the scratch holds.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.bytes.capacity() + self.spans.capacity() * std::mem::size_of::<[u32; 3]>()
+    }
+
+    /// A field appended.
+    fn push(&mut self, name: &[u8], value: &[u8]) {
+        let a = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        let b = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.spans
+            .push([a as u32, b as u32, self.bytes.len() as u32]);
+    }
+
+    /// The fields from the `skip`th on (a head leaves its pseudo-header
+    /// fields out: it keeps their values' ranges), with all the octets: one
+    /// allocation of exactly their size.
+    pub(crate) fn freeze(&self, skip: usize) -> Fields {
+        let spans = self.spans.get(skip..).unwrap_or(&[]);
+        let mut buf = Vec::with_capacity(self.bytes.len() + spans.len() * SPAN);
+        buf.extend_from_slice(&self.bytes);
+        for span in spans {
+            for at in span {
+                buf.extend_from_slice(&at.to_ne_bytes());
+            }
+        }
+        Fields {
+            buf: buf.into_boxed_slice(),
+            octets: self.bytes.len() as u32,
+        }
+    }
+}
+
+/// A decoded header block: every field's name and value, one after the
+/// other, then where each lies, in one buffer: one allocation per block,
+/// however many fields.
+#[derive(Default, Clone, PartialEq, Eq)]
+pub struct Fields {
+    /// The names' and values' octets (`..octets`), then a span per field
+    /// (`SPAN` octets: three `u32`s, native-endian).
+    buf: Box<[u8]>,
+    octets: u32,
+}
+
+impl std::fmt::Debug for Fields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(
+                self.iter()
+                    .map(|(n, v)| (String::from_utf8_lossy(n), String::from_utf8_lossy(v))),
+            )
+            .finish()
+    }
 }
 
 impl Fields {
     /// The fields in the order they came: (name, value).
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u8])> + '_ {
-        self.spans.iter().map(|&[a, b, c]| {
-            (
-                &self.bytes[a as usize..b as usize],
-                &self.bytes[b as usize..c as usize],
-            )
-        })
+        (0..self.len()).map(|i| self.field(i))
     }
 
     /// How many fields.
     pub fn len(&self) -> usize {
-        self.spans.len()
+        (self.buf.len() - self.octets as usize) / SPAN
     }
 
     /// No field at all.
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.len() == 0
     }
 
     /// The value of the first field named `name` (lowercase).
@@ -139,48 +245,39 @@ impl Fields {
 
     /// The heap these fields hold.
     pub fn heap_bytes(&self) -> usize {
-        self.bytes.capacity() + self.spans.capacity() * std::mem::size_of::<[u32; 3]>()
-    }
-
-    fn name(&self, i: usize) -> &[u8] {
-        let [a, b, _] = self.spans[i];
-        &self.bytes[a as usize..b as usize]
-    }
-
-    fn value(&self, i: usize) -> &[u8] {
-        let [_, b, c] = self.spans[i];
-        &self.bytes[b as usize..c as usize]
-    }
-
-    /// Remove field `i` (a pseudo-header moved out by the caller).
-    pub(crate) fn remove(&mut self, i: usize) {
-        self.spans.remove(i);
-    }
-
-    /// The span of field `i`'s value in the buffer.
-    pub(crate) fn value_range(&self, i: usize) -> Range<u32> {
-        let [_, b, c] = self.spans[i];
-        b..c
-    }
-
-    /// The octets in `range` of the buffer.
-    pub(crate) fn slice(&self, range: &Range<u32>) -> &[u8] {
-        &self.bytes[range.start as usize..range.end as usize]
+        self.buf.len()
     }
 
     /// The name and value of field `i`.
     pub(crate) fn field(&self, i: usize) -> (&[u8], &[u8]) {
-        (self.name(i), self.value(i))
+        let at = self.octets as usize + i * SPAN;
+        let s = &self.buf[at..at + SPAN];
+        let word = |k: usize| u32::from_ne_bytes([s[k], s[k + 1], s[k + 2], s[k + 3]]) as usize;
+        let (a, b, c) = (word(0), word(4), word(8));
+        (&self.buf[a..b], &self.buf[b..c])
     }
 
-    /// For tests and builders: a field appended.
+    /// The octets in `range` (a [`Block::value_range`] of the block this
+    /// was made from).
+    pub(crate) fn slice(&self, range: &Range<u32>) -> &[u8] {
+        &self.buf[range.start as usize..range.end as usize]
+    }
+
+    /// The fields as a decoder's scratch holds them.
+    pub(crate) fn to_block(&self) -> Block {
+        let mut block = Block::default();
+        for (name, value) in self.iter() {
+            block.push(name, value);
+        }
+        block
+    }
+
+    /// For tests and builders: a field appended (the buffer is made again:
+    /// a decoded block never takes this way).
     pub fn push(&mut self, name: &[u8], value: &[u8]) {
-        let a = self.bytes.len();
-        self.bytes.extend_from_slice(name);
-        let b = self.bytes.len();
-        self.bytes.extend_from_slice(value);
-        self.spans
-            .push([a as u32, b as u32, self.bytes.len() as u32]);
+        let mut block = self.to_block();
+        block.push(name, value);
+        *self = block.freeze(0);
     }
 }
 
@@ -246,14 +343,14 @@ impl Decoder {
             .collect()
     }
 
-    /// Decode `block` into `out`. Fields past `list_limit` (RFC 9113
-    /// §6.5.2's measure: octets plus 32 per field) are decoded, so that
-    /// the table stays in step with the peer's, but not kept; the answer
-    /// says whether the list fit.
+    /// Decode `block` into `out` (appended). Fields past `list_limit`
+    /// (RFC 9113 §6.5.2's measure: octets plus 32 per field) are decoded,
+    /// so that the table stays in step with the peer's, but not kept; the
+    /// answer says whether the list fit.
     pub(crate) fn decode(
         &mut self,
         mut block: &[u8],
-        out: &mut Fields,
+        out: &mut Block,
         list_limit: usize,
     ) -> Result<bool, HpackError> {
         let mut list_size = 0usize;
@@ -318,7 +415,7 @@ impl Decoder {
 
     /// Append entry `index`'s name (and value, with `whole`) to `out`; a
     /// whole one becomes a field.
-    fn copy_indexed(&self, index: usize, out: &mut Fields, whole: bool) -> Result<(), HpackError> {
+    fn copy_indexed(&self, index: usize, out: &mut Block, whole: bool) -> Result<(), HpackError> {
         let (name, value): (&[u8], &[u8]) = match index {
             0 => return Err(HpackError::BadIndex),
             1..=61 => {
@@ -412,18 +509,32 @@ fn string(block: &mut &[u8], out: &mut Vec<u8>) -> Result<(), HpackError> {
 /// Encode an integer with an `n`-bit prefix (§5.1); `flags` go in the
 /// first octet's bits above the prefix.
 pub(crate) fn encode_integer(value: usize, n: u32, flags: u8, out: &mut Vec<u8>) {
+    let (octets, len) = integer_octets(value, n, flags);
+    out.extend_from_slice(&octets[..len]);
+}
+
+/// The most octets an integer takes (§5.1): the prefix, then 7 bits an
+/// octet of a 64-bit value.
+const INTEGER_OCTETS: usize = 11;
+
+/// An integer's octets (§5.1), and how many of them there are.
+pub(crate) fn integer_octets(value: usize, n: u32, flags: u8) -> ([u8; INTEGER_OCTETS], usize) {
+    let mut octets = [0u8; INTEGER_OCTETS];
     let max_prefix = (1usize << n) - 1;
     if value < max_prefix {
-        out.push(flags | value as u8);
-        return;
+        octets[0] = flags | value as u8;
+        return (octets, 1);
     }
-    out.push(flags | max_prefix as u8);
+    octets[0] = flags | max_prefix as u8;
+    let mut len = 1;
     let mut rest = value - max_prefix;
     while rest >= 0x80 {
-        out.push((rest as u8 & 0x7f) | 0x80);
+        octets[len] = (rest as u8 & 0x7f) | 0x80;
+        len += 1;
         rest >>= 7;
     }
-    out.push(rest as u8);
+    octets[len] = rest as u8;
+    (octets, len + 1)
 }
 
 /// Encode a string literal (§5.2), Huffman-coded if `huffman` and shorter.
@@ -440,21 +551,85 @@ pub(crate) fn encode_string(s: &[u8], huffman: bool, out: &mut Vec<u8>) {
     out.extend_from_slice(s);
 }
 
-/// The static index of `name`, the first entry with it.
+/// The static index of `name` (in lowercase), the first entry with it
+/// (RFC 7541 Appendix A).
 fn static_name(name: &[u8]) -> Option<usize> {
-    match name {
-        b"content-length" => Some(28),
-        b"content-type" => Some(31),
-        b"date" => Some(33),
-        b"server" => Some(54),
-        b"etag" => Some(34),
-        b"last-modified" => Some(44),
-        b"cache-control" => Some(24),
-        _ => STATIC
-            .iter()
-            .position(|(n, _)| n.as_bytes() == name)
-            .map(|i| i + 1),
+    Some(match name {
+        b":authority" => 1,
+        b":method" => 2,
+        b":path" => 4,
+        b":scheme" => 6,
+        b":status" => 8,
+        b"accept-charset" => 15,
+        b"accept-encoding" => 16,
+        b"accept-language" => 17,
+        b"accept-ranges" => 18,
+        b"accept" => 19,
+        b"access-control-allow-origin" => 20,
+        b"age" => 21,
+        b"allow" => 22,
+        b"authorization" => 23,
+        b"cache-control" => 24,
+        b"content-disposition" => 25,
+        b"content-encoding" => 26,
+        b"content-language" => 27,
+        b"content-length" => 28,
+        b"content-location" => 29,
+        b"content-range" => 30,
+        b"content-type" => 31,
+        b"cookie" => 32,
+        b"date" => 33,
+        b"etag" => 34,
+        b"expect" => 35,
+        b"expires" => 36,
+        b"from" => 37,
+        b"host" => 38,
+        b"if-match" => 39,
+        b"if-modified-since" => 40,
+        b"if-none-match" => 41,
+        b"if-range" => 42,
+        b"if-unmodified-since" => 43,
+        b"last-modified" => 44,
+        b"link" => 45,
+        b"location" => 46,
+        b"max-forwards" => 47,
+        b"proxy-authenticate" => 48,
+        b"proxy-authorization" => 49,
+        b"range" => 50,
+        b"referer" => 51,
+        b"refresh" => 52,
+        b"retry-after" => 53,
+        b"server" => 54,
+        b"set-cookie" => 55,
+        b"strict-transport-security" => 56,
+        b"transfer-encoding" => 57,
+        b"user-agent" => 58,
+        b"vary" => 59,
+        b"via" => 60,
+        b"www-authenticate" => 61,
+        _ => return None,
+    })
+}
+
+/// The longest name in the static table (`access-control-allow-origin`).
+const LONGEST_STATIC_NAME: usize = 27;
+
+/// The static index of a field name written in any case: a response's
+/// fields come from handlers as `Content-Type` as often as
+/// `content-type`, and go out in lowercase (RFC 9113 §8.2.1).
+fn static_name_any_case(name: &[u8]) -> Option<usize> {
+    if !name.iter().any(u8::is_ascii_uppercase) {
+        return static_name(name);
     }
+    if name.len() > LONGEST_STATIC_NAME {
+        return None;
+    }
+    let mut low = [0u8; LONGEST_STATIC_NAME];
+    let low = &mut low[..name.len()];
+    for (d, s) in low.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    static_name(low)
 }
 
 /// `:status` as the first field of a response block (§8.3.2): indexed
@@ -485,10 +660,42 @@ pub(crate) fn encode_status(status: u16, out: &mut Vec<u8>) {
     out.extend_from_slice(&digits);
 }
 
-/// A field as a literal without indexing (§6.2.2), its name indexed when
-/// the static table has it; `sensitive` ones never indexed (§6.2.3).
-pub(crate) fn encode_field(name: &[u8], value: &[u8], sensitive: bool, out: &mut Vec<u8>) {
-    let flags = if sensitive { 0x10 } else { 0x00 };
+/// A field's name as a literal without indexing starts it (§6.2.2): its
+/// static index when the table has it, else the name, lowercased as it is
+/// written (a name in any case is taken: RFC 9113 §8.2.1 sends them in
+/// lowercase). `authorization`, `cookie` and `set-cookie` go as never
+/// indexed (§6.2.3), so that no intermediary puts them in a table. The
+/// value follows ([`encode_string`]).
+pub(crate) fn encode_name(name: &[u8], out: &mut Vec<u8>) {
+    match static_name_any_case(name) {
+        Some(i) => {
+            let flags = if matches!(i, 23 | 32 | 55) {
+                0x10
+            } else {
+                0x00
+            };
+            encode_integer(i, 4, flags, out);
+        }
+        None => {
+            out.push(0x00);
+            encode_integer(name.len(), 7, 0, out);
+            out.extend(name.iter().map(u8::to_ascii_lowercase));
+        }
+    }
+}
+
+/// A field as a literal without indexing (§6.2.2): [`encode_name`], then
+/// the value raw.
+pub(crate) fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    encode_name(name, out);
+    encode_string(value, false, out);
+}
+
+/// A literal without indexing (0x00) or never indexed (0x10), its name
+/// as given (case kept), for the decoder's tests.
+#[cfg(test)]
+pub(crate) fn encode_literal(name: &[u8], value: &[u8], never: bool, out: &mut Vec<u8>) {
+    let flags = if never { 0x10 } else { 0x00 };
     match static_name(name) {
         Some(i) => encode_integer(i, 4, flags, out),
         None => {
@@ -517,9 +724,7 @@ pub(crate) fn encode_indexed_literal(name: &[u8], value: &[u8], huffman: bool, o
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use super::{
-        encode_field, encode_integer, encode_status, integer, Decoder, Fields, HpackError,
-    };
+    use super::{encode_field, encode_integer, encode_status, integer, Block, Decoder, HpackError};
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
@@ -529,7 +734,7 @@ mod tests {
             .collect()
     }
 
-    fn fields(f: &Fields) -> Vec<(String, String)> {
+    fn fields(f: &Block) -> Vec<(String, String)> {
         f.iter()
             .map(|(n, v)| {
                 (
@@ -554,7 +759,7 @@ mod tests {
     }
 
     fn decode(d: &mut Decoder, block: &[u8]) -> Vec<(String, String)> {
-        let mut f = Fields::default();
+        let mut f = Block::default();
         assert!(d.decode(block, &mut f, usize::MAX).unwrap());
         fields(&f)
     }
@@ -765,7 +970,7 @@ mod tests {
     #[test]
     fn section_2_3_3_index_zero_and_past_the_tables_are_errors() {
         let mut d = Decoder::new(4096);
-        let mut f = Fields::default();
+        let mut f = Block::default();
         assert_eq!(
             d.decode(&[0x80], &mut f, usize::MAX),
             Err(HpackError::BadIndex)
@@ -779,7 +984,7 @@ mod tests {
     #[test]
     fn section_4_2_a_size_update_after_a_field_is_an_error() {
         let mut d = Decoder::new(4096);
-        let mut f = Fields::default();
+        let mut f = Block::default();
         assert_eq!(
             d.decode(&[0x82, 0x20], &mut f, usize::MAX),
             Err(HpackError::BadSizeUpdate)
@@ -789,7 +994,7 @@ mod tests {
     #[test]
     fn section_6_3_a_size_update_over_our_setting_is_an_error() {
         let mut d = Decoder::new(4096);
-        let mut f = Fields::default();
+        let mut f = Block::default();
         // 4097 with a 5-bit prefix.
         let mut block = Vec::new();
         encode_integer(4097, 5, 0x20, &mut block);
@@ -805,7 +1010,7 @@ mod tests {
     #[test]
     fn section_5_2_a_string_cut_off_by_the_block_is_an_error() {
         let mut d = Decoder::new(4096);
-        let mut f = Fields::default();
+        let mut f = Block::default();
         assert_eq!(
             d.decode(&[0x40, 0x05, b'a'], &mut f, usize::MAX),
             Err(HpackError::Truncated)
@@ -815,7 +1020,7 @@ mod tests {
     #[test]
     fn section_5_1_an_integer_too_large_is_an_error() {
         let mut d = Decoder::new(4096);
-        let mut f = Fields::default();
+        let mut f = Block::default();
         let block = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
         assert_eq!(
             d.decode(&block, &mut f, usize::MAX),
@@ -828,11 +1033,27 @@ mod tests {
         let mut d = Decoder::new(4096);
         let mut block = Vec::new();
         super::encode_indexed_literal(b"x-big", &[b'a'; 100], false, &mut block);
-        let mut f = Fields::default();
+        let mut f = Block::default();
         assert_eq!(d.decode(&block, &mut f, 64), Ok(false));
-        assert!(f.is_empty());
+        assert_eq!(f.len(), 0);
         // The table still took the entry, as the peer's did.
         assert_eq!(d.table_size(), 5 + 100 + 32);
+    }
+
+    #[test]
+    fn the_static_names_match_appendix_a_first_entries_in_any_case() {
+        for (i, (name, _)) in super::STATIC.iter().enumerate() {
+            let first = super::STATIC.iter().position(|(n, _)| n == name).unwrap() + 1;
+            assert_eq!(super::static_name(name.as_bytes()), Some(first), "{name}");
+            let upper = name.to_ascii_uppercase();
+            assert_eq!(
+                super::static_name_any_case(upper.as_bytes()),
+                Some(first),
+                "{upper} ({i})"
+            );
+        }
+        assert_eq!(super::static_name(b"x-custom"), None);
+        assert_eq!(super::static_name_any_case(b"X-Custom"), None);
     }
 
     #[test]
@@ -840,8 +1061,9 @@ mod tests {
         let mut block = Vec::new();
         encode_status(200, &mut block);
         encode_status(302, &mut block);
-        encode_field(b"content-length", b"12", false, &mut block);
-        encode_field(b"x-custom", b"v", true, &mut block);
+        encode_field(b"content-length", b"12", &mut block);
+        encode_field(b"X-Custom", b"v", &mut block);
+        encode_field(b"Set-Cookie", b"a=b", &mut block);
         let mut d = Decoder::new(4096);
         assert_eq!(
             decode(&mut d, &block),
@@ -849,10 +1071,13 @@ mod tests {
                 (":status", "200"),
                 (":status", "302"),
                 ("content-length", "12"),
-                ("x-custom", "v")
+                ("x-custom", "v"),
+                ("set-cookie", "a=b")
             ])
         );
         assert_eq!(d.table_size(), 0);
+        // `set-cookie` never indexed (§6.2.3): 0001, name index 55.
+        assert!(block.windows(2).any(|w| w == [0x1f, 55 - 15]), "{block:?}");
     }
 }
 
@@ -863,7 +1088,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::{
-        encode_field, encode_indexed_literal, encode_integer, Decoder, Fields, ENTRY_OVERHEAD,
+        encode_indexed_literal, encode_integer, encode_literal, Block, Decoder, ENTRY_OVERHEAD,
     };
     use crate::huffman;
 
@@ -924,11 +1149,11 @@ mod properties {
                 for (n, v, r) in &block {
                     match r {
                         Rep::Indexing { huffman } => encode_indexed_literal(n, v, *huffman, &mut bytes),
-                        Rep::Without => encode_field(n, v, false, &mut bytes),
-                        Rep::Never => encode_field(n, v, true, &mut bytes),
+                        Rep::Without => encode_literal(n, v, false, &mut bytes),
+                        Rep::Never => encode_literal(n, v, true, &mut bytes),
                     }
                 }
-                let mut f = Fields::default();
+                let mut f = Block::default();
                 prop_assert!(d.decode(&bytes, &mut f, usize::MAX).unwrap());
                 let got: Vec<(Vec<u8>, Vec<u8>)> = f.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
                 let want: Vec<(Vec<u8>, Vec<u8>)> = block.iter().map(|(n, v, _)| (n.clone(), v.clone())).collect();
@@ -945,19 +1170,20 @@ mod properties {
             let mut d = Decoder::new(4096);
             let mut first = Vec::new();
             encode_indexed_literal(b"x-k", &v, true, &mut first);
-            d.decode(&first, &mut Fields::default(), usize::MAX).unwrap();
+            d.decode(&first, &mut Block::default(), usize::MAX).unwrap();
             let mut second = Vec::new();
             encode_integer(62, 7, 0x80, &mut second);
-            let mut f = Fields::default();
+            let mut f = Block::default();
             d.decode(&second, &mut f, usize::MAX).unwrap();
-            prop_assert_eq!(f.get(b"x-k"), Some(&v[..]));
+            let frozen = f.freeze(0);
+            prop_assert_eq!(frozen.get(b"x-k"), Some(&v[..]));
         }
 
         /// Any octets: an answer, never a panic.
         #[test]
         fn any_block_is_decoded_or_refused(block in proptest::collection::vec(any::<u8>(), 0..200)) {
             let mut d = Decoder::new(4096);
-            let _ = d.decode(&block, &mut Fields::default(), 16_384);
+            let _ = d.decode(&block, &mut Block::default(), 16_384);
             prop_assert!(d.table_size() <= 4096);
         }
     }

@@ -27,6 +27,26 @@ fn a_get_is_answered() {
     assert_eq!(body, b"GET /hello");
 }
 
+/// A head written a field at a time (`start_headers`): names in any case
+/// arrive lowercase, values written in place arrive whole (one of 300
+/// octets, whose length prefix takes two octets), and a head dropped
+/// unfinished sent nothing (`h2` would have failed the stream on a second
+/// final head).
+#[test]
+fn a_head_written_a_field_at_a_time_reads_back_in_lowercase() {
+    let mut d = Driver::new(Settings::default(), None);
+    let resp = d.start("GET", "/fields", None);
+    let (status, headers, body) = d.finish_with_headers(resp);
+    assert_eq!((status, body.as_slice()), (200, &b"ok"[..]));
+    assert_eq!(headers["content-type"], "text/plain");
+    assert_eq!(headers["x-mixed-case"], "yes");
+    assert_eq!(headers["x-long"].len(), 300);
+    assert_eq!(headers["date"], "Sun, 06 Nov 1994 08:49:37 GMT");
+    assert_eq!(headers["content-length"], "2");
+    assert!(headers.get("x-dropped").is_none(), "{headers:?}");
+    assert_eq!(get(&mut d, "/after").0, 200, "the connection goes on");
+}
+
 #[test]
 fn a_hundred_gets_in_a_row_reuse_the_dynamic_table() {
     let mut d = Driver::new(Settings::default(), None);

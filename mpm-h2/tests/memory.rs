@@ -65,3 +65,44 @@ fn a_busy_connection_gives_its_memory_back() {
     let c = &d.server.conn;
     assert_eq!(c.heap_bytes() - c.hpack_table_bytes(), 0);
 }
+
+/// A buffer lent by the caller (its pool's) carries a busy connection's
+/// frames, the ones already queued moved into it, so that the codec
+/// allocates no output buffer of its own; one no larger than the codec's
+/// comes straight back; once its frames are taken, an idle connection
+/// holds none.
+#[test]
+fn a_lent_buffer_carries_the_frames_and_an_idle_connection_keeps_none() {
+    let mut conn = Connection::new(Settings::default());
+    let mut input = mpm_h2::PREFACE.to_vec();
+    input.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    input.extend_from_slice(&[0, 0, 6, 1, 5, 0, 0, 0, 1, 0x82, 0x86, 0x84, 0x41, 1, b'a']);
+    assert_eq!(conn.recv(&input).unwrap(), input.len());
+    assert!(
+        conn.needs_buffer(),
+        "only our SETTINGS so far, in a small buffer"
+    );
+    let lent = Vec::with_capacity(32 * 1024);
+    let at = lent.as_ptr();
+    let back = conn.lend_buffer(lent);
+    assert!(
+        back.is_empty() && back.capacity() < 32 * 1024,
+        "its own came back"
+    );
+    assert!(!conn.needs_buffer());
+    let small = conn.lend_buffer(Vec::with_capacity(100));
+    assert_eq!(small.capacity(), 100, "a smaller one is not taken");
+    while let Some(event) = conn.poll_event() {
+        if let mpm_h2::Event::Request { stream, .. } = event {
+            conn.send_headers(stream, 200, &[(b"content-type", b"text/plain")], false)
+                .unwrap();
+            conn.send_data(stream, b"hello", true).unwrap();
+        }
+    }
+    let mut out = Vec::new();
+    conn.write_to(&mut out);
+    assert_eq!(out.as_ptr(), at, "the frames went out in the lent buffer");
+    assert_eq!(&out[3..5], &[4, 0], "our SETTINGS first, moved into it");
+    assert!(out.ends_with(b"hello"));
+    assert_eq!(conn.heap_bytes() - conn.hpack_table_bytes(), 0);
+}

@@ -142,9 +142,12 @@
 //! not taken yet (bounded by its window, which opens again as the handler
 //! takes it), resets and windows opened bring the step round again. The
 //! read buffer goes back to the pool as soon as it holds no partial
-//! frame. Every stream then moves as far as it can, and the codec's
-//! frames are written straight to the socket; what it does not take stays
-//! in one output buffer for `Interest::Write`, dropped once sent. The
+//! frame. Every stream then moves as far as it can, the codec writing
+//! its frames (response heads as HPACK, field by field, with no list of
+//! them) into a buffer from the same pool, lent while streams are open;
+//! they are written straight to the socket, what it does not take waits
+//! for `Interest::Write`, and the buffer goes back to the pool once sent
+//! with no stream open. The
 //! socket's I/O, TLS included, stays where every model and the
 //! scoreboard see it, and the connection's state is `Send`: it moves
 //! between the loop and the workers as an HTTP/1.1 one does. An idle
@@ -195,7 +198,9 @@
 //!
 //! **At 64 cores.** Everything of a connection is its own: the codec
 //! holds no lock and shares nothing. What cores share is the buffer
-//! pool's lock, taken once per read that finds the connection without a
-//! buffer (as the HTTP/1.1 side takes it per request), and the status
+//! pool's lock (one pool per process), taken once per read that finds the
+//! connection without a buffer (as the HTTP/1.1 side takes it per
+//! request) and twice per burst of streams for the output buffer, not per
+//! stream; and the status
 //! page's counters (`stats.rs`), added to once per step that the codec
 //! counted something in, a line every process writes.

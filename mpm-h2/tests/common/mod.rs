@@ -134,6 +134,8 @@ impl Server {
                         if end_stream {
                             self.answer_post(stream);
                         }
+                    } else if path == "/fields" {
+                        self.answer_fields(stream);
                     } else if let Some(n) = path.strip_prefix("/size/") {
                         self.answer(stream, vec![b'x'; n.parse().unwrap()]);
                     } else {
@@ -183,6 +185,32 @@ impl Server {
         if let Some((len, sum, trailers)) = self.posts.remove(&stream) {
             self.answer(stream, format!("POST {len} {sum}{trailers}").into_bytes());
         }
+    }
+
+    /// A head written a field at a time: names in any case, values
+    /// written in place (one past 127 octets, whose length takes two);
+    /// a first attempt dropped unfinished, which sends nothing.
+    fn answer_fields(&mut self, stream: u32) {
+        {
+            let mut dropped = self.conn.start_headers(stream, 500, true).unwrap();
+            dropped.field(b"x-dropped", b"1");
+        }
+        let mut head = self.conn.start_headers(stream, 200, false).unwrap();
+        head.field(b"Content-Type", b"text/plain")
+            .field(b"X-Mixed-Case", b"yes")
+            .field_with(b"x-long", |out| out.extend_from_slice(&[b'l'; 300]))
+            .field_with(b"Date", |out| {
+                out.extend_from_slice(b"Sun, 06 Nov 1994 08:49:37 GMT");
+            })
+            .field_with(b"content-length", |out| out.extend_from_slice(b"2"));
+        head.finish().unwrap();
+        self.pending.insert(
+            stream,
+            Pending {
+                body: b"ok".to_vec(),
+                sent: 0,
+            },
+        );
     }
 
     fn answer(&mut self, stream: u32, body: Vec<u8>) {
@@ -315,10 +343,19 @@ impl Driver {
 
     /// The response's status and whole body.
     pub fn finish(&mut self, resp: h2::client::ResponseFuture) -> (u16, Vec<u8>) {
+        let (status, _, body) = self.finish_with_headers(resp);
+        (status, body)
+    }
+
+    /// Status, header fields and body of a response.
+    pub fn finish_with_headers(
+        &mut self,
+        resp: h2::client::ResponseFuture,
+    ) -> (u16, http::HeaderMap, Vec<u8>) {
         let mut resp = pin!(resp);
         let r = self.run(|cx| resp.as_mut().poll(cx)).unwrap();
         let status = r.status().as_u16();
-        let mut body = r.into_body();
+        let (head, mut body) = r.into_parts();
         let mut out = Vec::new();
         loop {
             let next = self.run(|cx| body.poll_data(cx));
@@ -331,6 +368,6 @@ impl Driver {
                 None => break,
             }
         }
-        (status, out)
+        (status, head.headers, out)
     }
 }

@@ -39,6 +39,15 @@ const ROUNDS: usize = 32;
 /// back this soon to poll the other.
 const SECOND_WAIT: Duration = Duration::from_millis(10);
 
+/// The smallest output buffer given back to the pool: the codec's small
+/// ones (a SETTINGS ACK's) are not worth keeping, and would hand an
+/// HTTP/1.1 response a buffer it must grow.
+const POOLED_OUTPUT: usize = 4 * 1024;
+
+/// Room in the table of what arrived per stream, made at once when a
+/// connection that was idle opens streams: a burst without regrowing.
+const INBOUND_START: usize = 16;
+
 /// The longest a step waits on an upstream before it looks again at
 /// whether the server is stopping: one spurious resume a second for a
 /// connection whose streams wait (each stream's future expects them).
@@ -245,6 +254,9 @@ impl Link {
                         self.codec.reset(stream, Reason::PROTOCOL_ERROR);
                         continue;
                     }
+                    if self.inbound.capacity() == 0 {
+                        self.inbound.reserve(INBOUND_START);
+                    }
                     self.inbound.push(Inbound {
                         id: stream,
                         body: Vec::new(),
@@ -337,14 +349,43 @@ impl Link {
         );
     }
 
+    /// Streams are about to answer: the codec writes their frames into a
+    /// buffer from the pool (given back once written, or kept while
+    /// streams stay open), not one of its own made per burst.
+    fn lend_output(&mut self) {
+        if self.codec.needs_buffer() {
+            let back = self.codec.lend_buffer(self.pool.write_buffer());
+            self.recycle(back);
+        }
+    }
+
+    /// An output buffer all sent: back to the codec while streams are open
+    /// (no allocation per step), else to the pool (an idle connection holds
+    /// none).
+    fn recycle(&mut self, buf: Vec<u8>) {
+        let back = if self.codec.open_streams() > 0 && buf.capacity() > 0 {
+            self.codec.lend_buffer(buf)
+        } else {
+            buf
+        };
+        if back.capacity() >= POOLED_OUTPUT {
+            self.pool.put_write(back);
+        }
+    }
+
     /// The codec's frames to the socket, as much as it takes now.
     fn flush(&mut self, s: &mut Stream) -> io::Result<()> {
         self.count();
         if self.out_pos >= self.output.len() {
-            self.output = Vec::new();
+            // All of ours went: the codec's buffer is taken whole (a swap,
+            // into a vector that holds none), ours goes back.
+            let spent = std::mem::take(&mut self.output);
             self.out_pos = 0;
+            self.codec.write_to(&mut self.output);
+            self.recycle(spent);
+        } else {
+            self.codec.write_to(&mut self.output);
         }
-        self.codec.write_to(&mut self.output);
         while self.out_pos < self.output.len() {
             match s.send(&self.output[self.out_pos..], false) {
                 Ok(0) => return Err(io::Error::from(ErrorKind::WriteZero)),
@@ -353,13 +394,9 @@ impl Link {
                 Err(e) => return Err(e),
             }
         }
-        // All sent: the buffer goes back to the codec for its next frames
-        // (no allocation per step while streams are open); an idle codec
-        // drops it, so an idle connection holds none.
-        self.output.clear();
         self.out_pos = 0;
-        self.codec.write_to(&mut self.output);
-        self.output = Vec::new();
+        let spent = std::mem::take(&mut self.output);
+        self.recycle(spent);
         Ok(())
     }
 
@@ -371,8 +408,9 @@ impl Link {
         if self.out_pos < self.output.len() {
             s.write_all_within(&self.output[self.out_pos..], left)?;
         }
-        self.output = Vec::new();
         self.out_pos = 0;
+        let spent = std::mem::take(&mut self.output);
+        self.recycle(spent);
         Ok(())
     }
 }
@@ -577,6 +615,9 @@ pub(crate) fn step<H: HttpHandler>(
         }
         h.link.moved = false;
         h.streams.append(&mut h.link.accepted);
+        if !h.streams.is_empty() && h.link.failed.is_none() {
+            h.link.lend_output();
+        }
         let mut turn = Turn {
             reader,
             sender,

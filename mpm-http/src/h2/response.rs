@@ -6,13 +6,13 @@
 //! loop only from the page cache), a reader (on a worker only), a polled
 //! source (never blocks).
 
-use std::collections::VecDeque;
+use std::borrow::Cow;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use mpm_core::waiting::{Await, Polled};
+use mpm_h2::HeaderBlock;
 use smallvec::SmallVec;
 
 use crate::page_cache;
@@ -31,63 +31,88 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
 ];
 
 /// A response head as HEADERS carry it: the status, `date`, `server`,
-/// the handler's fields (names lowercased as they are sent, RFC 9113
-/// §8.2.1) and `content-length`. It borrows what it can: building one
-/// allocates the date and, for a name not in lowercase, its lowercase.
+/// the handler's fields and `content-length`. It borrows or owns what the
+/// response held and allocates nothing: the codec writes each field
+/// straight into its output ([`ResponseHead::write`]), lowercasing names as
+/// it goes (RFC 9113 §8.2.1), the date and the length formatted in place.
 #[derive(Debug)]
 pub(crate) struct ResponseHead<'s> {
     pub(crate) status: u16,
-    date: Vec<u8>,
     server: Option<&'s str>,
     headers: crate::response::Fields,
     length: Option<u64>,
 }
 
+/// A field's value as [`ResponseHead::each`] gives it.
+pub(crate) enum Value<'v> {
+    Text(&'v [u8]),
+    /// Now, as an IMF-fixdate.
+    Date,
+    /// A length, in decimal.
+    Length(u64),
+}
+
 impl ResponseHead<'_> {
-    /// Call `f` with the fields as `mpm-h2` takes them.
-    pub(crate) fn with_pairs<R>(&self, f: impl FnOnce(&[(&[u8], &[u8])]) -> R) -> R {
-        let lowered: SmallVec<[Option<Vec<u8>>; 8]> = self
-            .headers
-            .iter()
-            .map(|(n, _)| {
-                n.bytes()
-                    .any(|b| b.is_ascii_uppercase())
-                    .then(|| n.to_ascii_lowercase().into_bytes())
-            })
-            .collect();
-        let mut digits = itoa::Buffer::new();
-        let mut pairs: SmallVec<[(&[u8], &[u8]); 12]> = SmallVec::new();
+    /// Each field in the order it goes out: `date` (unless the handler
+    /// set its own), `server`, the handler's fields (its `content-length`
+    /// left out when the body's length is known), `content-length`.
+    pub(crate) fn each(&self, mut f: impl FnMut(&[u8], Value<'_>)) {
         let own_date = self
             .headers
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case("date"));
         if !own_date {
-            pairs.push((b"date", &self.date));
+            f(b"date", Value::Date);
         }
         if let Some(server) = self.server {
-            pairs.push((b"server", server.as_bytes()));
+            f(b"server", Value::Text(server.as_bytes()));
         }
-        for ((name, value), low) in self.headers.iter().zip(&lowered) {
+        for (name, value) in &self.headers {
             if self.length.is_some() && name.eq_ignore_ascii_case("content-length") {
                 continue;
             }
-            pairs.push((low.as_deref().unwrap_or(name.as_bytes()), value.as_bytes()));
+            f(name.as_bytes(), Value::Text(value.as_bytes()));
         }
         if let Some(len) = self.length {
-            pairs.push((b"content-length", digits.format(len).as_bytes()));
+            f(b"content-length", Value::Length(len));
         }
-        f(&pairs)
     }
 
-    /// The value of `name` (lowercase), if present.
+    /// The fields into a head the codec is writing.
+    pub(crate) fn write(&self, block: &mut HeaderBlock<'_>) {
+        self.each(|name, value| match value {
+            Value::Text(v) => {
+                block.field(name, v);
+            }
+            Value::Date => {
+                block.field_with(name, crate::date::append_now);
+            }
+            Value::Length(n) => {
+                block.field_with(name, |out| {
+                    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                });
+            }
+        });
+    }
+
+    /// The value of `name` (any case), if present.
     #[cfg(test)]
     pub(crate) fn get(&self, name: &str) -> Option<Vec<u8>> {
-        self.with_pairs(|pairs| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == name.as_bytes())
-                .map(|(_, v)| v.to_vec())
-        })
+        let mut found = None;
+        self.each(|n, v| {
+            if found.is_none() && n.eq_ignore_ascii_case(name.as_bytes()) {
+                found = Some(match v {
+                    Value::Text(v) => v.to_vec(),
+                    Value::Date => {
+                        let mut out = Vec::new();
+                        crate::date::append_now(&mut out);
+                        out
+                    }
+                    Value::Length(n) => n.to_string().into_bytes(),
+                });
+            }
+        });
+        found
     }
 }
 
@@ -112,8 +137,6 @@ pub(crate) fn head(
         500
     };
     let no_body = status < 200 || status == 204 || status == 304;
-    let mut date = Vec::with_capacity(29);
-    crate::date::append_now(&mut date);
     let server = (!parts.has_server && !settings.server.is_empty()).then_some(&*settings.server);
     let mut headers = std::mem::take(&mut parts.headers);
     headers.retain(|(name, _)| {
@@ -129,7 +152,6 @@ pub(crate) fn head(
     };
     let head = ResponseHead {
         status,
-        date,
         server,
         headers,
         length,
@@ -139,7 +161,16 @@ pub(crate) fn head(
 
 /// One piece of a body still to send.
 enum Source {
-    Bytes(Bytes),
+    /// Bytes in memory, sent from `at` on (no copy but into the frame).
+    Bytes {
+        data: Cow<'static, [u8]>,
+        at: usize,
+    },
+    /// Bytes shared with a cache, sent from `at` on.
+    Shared {
+        data: Arc<[u8]>,
+        at: usize,
+    },
     File {
         file: Arc<std::fs::File>,
         offset: u64,
@@ -147,12 +178,27 @@ enum Source {
     },
     Read(Box<dyn Read + Send>),
     Polled(Box<dyn PollRead>),
+    /// A reader or polled source that ended.
+    Spent,
+}
+
+impl Source {
+    /// Nothing more comes from it.
+    fn is_spent(&self) -> bool {
+        match self {
+            Source::Bytes { data, at } => *at >= data.len(),
+            Source::Shared { data, at } => *at >= data.len(),
+            Source::File { offset, end, .. } => offset >= end,
+            Source::Spent => true,
+            Source::Read(_) | Source::Polled(_) => false,
+        }
+    }
 }
 
 /// What the next piece of a body is.
-pub(crate) enum Chunk {
+pub(crate) enum Chunk<'o> {
     /// Bytes to send, and whether they are the last.
-    Data(Bytes, bool),
+    Data(&'o [u8], bool),
     /// Nothing more.
     End,
     /// A polled source has nothing yet.
@@ -166,9 +212,15 @@ pub(crate) enum Chunk {
     Failed(String),
 }
 
-/// A body being sent, source by source.
+/// A body being sent, source by source. A body in memory (one source, the
+/// common case) is held inline and sent from where it lies; what is read
+/// (a file region, a reader's or a polled source's bytes) goes through
+/// one buffer, made at the first read and reused for the stream's life.
 pub(crate) struct Outgoing {
-    sources: VecDeque<Source>,
+    /// The sources, the first one being sent (a spent one is dropped at
+    /// the next call: the last piece borrows it).
+    sources: SmallVec<[Source; 1]>,
+    buf: Vec<u8>,
     /// Body bytes handed to the codec so far.
     pub(crate) sent: u64,
 }
@@ -176,10 +228,10 @@ pub(crate) struct Outgoing {
 impl Outgoing {
     /// The sources of `body`.
     pub(crate) fn new(body: Body) -> Outgoing {
-        let mut sources = VecDeque::new();
-        let file = |f: crate::FileBody, sources: &mut VecDeque<Source>| {
+        let mut sources = SmallVec::new();
+        let file = |f: crate::FileBody, sources: &mut SmallVec<[Source; 1]>| {
             if f.len > 0 {
-                sources.push_back(Source::File {
+                sources.push(Source::File {
                     file: f.file,
                     offset: f.offset,
                     end: f.offset.saturating_add(f.len),
@@ -188,24 +240,26 @@ impl Outgoing {
         };
         match body {
             Body::Empty => {}
-            Body::Bytes(b) => sources.push_back(Source::Bytes(Bytes::from(b.into_owned()))),
-            Body::Shared(b) => sources.push_back(Source::Bytes(Bytes::from_owner(b))),
+            Body::Bytes(data) => sources.push(Source::Bytes { data, at: 0 }),
+            Body::Shared(data) => sources.push(Source::Shared { data, at: 0 }),
             Body::File(f) => file(f, &mut sources),
-            Body::Stream(r) => sources.push_back(Source::Read(r)),
-            Body::Polled(p) => sources.push_back(Source::Polled(p)),
+            Body::Stream(r) => sources.push(Source::Read(r)),
+            Body::Polled(p) => sources.push(Source::Polled(p)),
             Body::Parts(parts) => {
                 for part in parts {
                     match part {
-                        Part::Bytes(b) => {
-                            sources.push_back(Source::Bytes(Bytes::from(b.into_owned())))
-                        }
+                        Part::Bytes(data) => sources.push(Source::Bytes { data, at: 0 }),
                         Part::File(f) => file(f, &mut sources),
                     }
                 }
             }
         }
-        sources.retain(|s| !matches!(s, Source::Bytes(b) if b.is_empty()));
-        Outgoing { sources, sent: 0 }
+        sources.retain(|s| !s.is_spent());
+        Outgoing {
+            sources,
+            buf: Vec::new(),
+            sent: 0,
+        }
     }
 
     /// Is nothing to be sent at all?
@@ -213,76 +267,90 @@ impl Outgoing {
         self.sources.is_empty()
     }
 
-    /// Up to `max` (> 0) bytes of what comes next.
-    pub(crate) fn next(&mut self, max: usize, on_loop: bool) -> Chunk {
-        let more_after = self.sources.len() > 1;
-        let Some(source) = self.sources.front_mut() else {
-            return Chunk::End;
-        };
-        let chunk = match source {
-            Source::Bytes(b) => {
-                let piece = b.split_to(max.min(b.len()));
-                let done = b.is_empty();
-                (piece, done)
+    /// Up to `max` (> 0) bytes of what comes next: all of it is taken
+    /// (sent) before the next call.
+    pub(crate) fn next(&mut self, max: usize, on_loop: bool) -> Chunk<'_> {
+        loop {
+            while self.sources.first().is_some_and(Source::is_spent) {
+                self.sources.remove(0);
             }
-            Source::File { file, offset, end } => {
-                let want = (*end - *offset).min(max as u64);
-                if on_loop && !page_cache::resident(file, *offset, want) {
-                    return Chunk::NeedsWorker;
+            let more_after = self.sources.len() > 1;
+            let Some(source) = self.sources.first_mut() else {
+                return Chunk::End;
+            };
+            let (n, done) = match source {
+                Source::Bytes { .. } | Source::Shared { .. } => {
+                    // Sent from where it lies: borrowed afresh below, out
+                    // of the loop (a borrow kept across its turns would
+                    // hold the sources for good).
+                    return self.next_in_memory(max, more_after);
                 }
-                let mut buf = vec![0u8; want as usize];
-                let n = loop {
-                    match file.read_at(&mut buf, *offset) {
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => return Chunk::Failed(format!("reading the file body: {e}")),
-                        Ok(0) => return Chunk::Failed("the file body ended early".into()),
-                        Ok(n) => break n,
+                Source::File { file, offset, end } => {
+                    let want = (*end - *offset).min(max as u64);
+                    if on_loop && !page_cache::resident(file, *offset, want) {
+                        return Chunk::NeedsWorker;
                     }
-                };
-                buf.truncate(n);
-                *offset += n as u64;
-                (Bytes::from(buf), *offset >= *end)
+                    self.buf.resize(want as usize, 0);
+                    let n = loop {
+                        match file.read_at(&mut self.buf, *offset) {
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => return Chunk::Failed(format!("reading the file body: {e}")),
+                            Ok(0) => return Chunk::Failed("the file body ended early".into()),
+                            Ok(n) => break n,
+                        }
+                    };
+                    *offset += n as u64;
+                    (n, *offset >= *end)
+                }
+                Source::Read(r) => {
+                    if on_loop {
+                        return Chunk::NeedsWorker;
+                    }
+                    self.buf.resize(max.min(16 * 1024), 0);
+                    match r.read(&mut self.buf) {
+                        Ok(0) => (0, true),
+                        Ok(n) => (n, false),
+                        Err(e) => return Chunk::Failed(format!("reading the body: {e}")),
+                    }
+                }
+                Source::Polled(p) => {
+                    self.buf.resize(max.min(64 * 1024), 0);
+                    match p.poll_read(&mut self.buf) {
+                        Polled::Ready(Ok(0)) => (0, true),
+                        Polled::Ready(Ok(n)) => (n, false),
+                        Polled::Ready(Err(e)) => {
+                            return Chunk::Failed(format!("reading the upstream's body: {e}"));
+                        }
+                        Polled::Wait(w) => return Chunk::Wait(w),
+                        Polled::Again => return Chunk::Again,
+                    }
+                }
+                Source::Spent => (0, true),
+            };
+            if done && matches!(source, Source::Read(_) | Source::Polled(_)) {
+                *source = Source::Spent;
             }
-            Source::Read(r) => {
-                if on_loop {
-                    return Chunk::NeedsWorker;
-                }
-                let mut buf = vec![0u8; max.min(16 * 1024)];
-                match r.read(&mut buf) {
-                    Ok(0) => (Bytes::new(), true),
-                    Ok(n) => {
-                        buf.truncate(n);
-                        (Bytes::from(buf), false)
-                    }
-                    Err(e) => return Chunk::Failed(format!("reading the body: {e}")),
-                }
+            let last = done && !more_after;
+            if n == 0 && !last {
+                continue;
             }
-            Source::Polled(p) => {
-                let mut buf = vec![0u8; max.min(64 * 1024)];
-                match p.poll_read(&mut buf) {
-                    Polled::Ready(Ok(0)) => (Bytes::new(), true),
-                    Polled::Ready(Ok(n)) => {
-                        buf.truncate(n);
-                        (Bytes::from(buf), false)
-                    }
-                    Polled::Ready(Err(e)) => {
-                        return Chunk::Failed(format!("reading the upstream's body: {e}"));
-                    }
-                    Polled::Wait(w) => return Chunk::Wait(w),
-                    Polled::Again => return Chunk::Again,
-                }
-            }
-        };
-        let (bytes, source_done) = chunk;
-        if source_done {
-            self.sources.pop_front();
+            self.sent += n as u64;
+            return Chunk::Data(&self.buf[..n], last);
         }
-        let last = source_done && !more_after;
-        if bytes.is_empty() && !last {
-            return self.next(max, on_loop);
-        }
-        self.sent += bytes.len() as u64;
-        Chunk::Data(bytes, last)
+    }
+
+    /// Up to `max` bytes of the first source, one in memory.
+    fn next_in_memory(&mut self, max: usize, more_after: bool) -> Chunk<'_> {
+        let (data, at): (&[u8], &mut usize) = match self.sources.first_mut() {
+            Some(Source::Bytes { data, at }) => (data, at),
+            Some(Source::Shared { data, at }) => (data, at),
+            _ => return Chunk::End,
+        };
+        let start = *at;
+        let n = max.min(data.len() - start);
+        *at += n;
+        self.sent += n as u64;
+        Chunk::Data(&data[start..start + n], *at >= data.len() && !more_after)
     }
 }
 

@@ -14,6 +14,7 @@ use mpm_core::scoreboard::Slot;
 use mpm_core::waiting::{poll_once, Await, Polled};
 use mpm_core::Stream;
 use mpm_h2::{Reason, RequestHead};
+use smallvec::SmallVec;
 
 use super::connection::Link;
 use super::request;
@@ -83,21 +84,15 @@ pub(crate) struct Inbound {
 enum Phase {
     /// The body is arriving; not yet asked whether the handler reads it as
     /// it comes.
-    Arriving {
-        head: RequestHead,
-    },
+    Arriving,
     /// The body is arriving, and is gathered for the handler.
     Receiving {
-        head: RequestHead,
         got: Vec<u8>,
     },
     /// The handler reads the body as it comes: it runs now (off a loop).
-    Streaming {
-        head: RequestHead,
-    },
+    Streaming,
     /// Whole: for the handler.
     Ready {
-        head: RequestHead,
         body: Vec<u8>,
     },
     /// The handler's answer is a future.
@@ -109,38 +104,57 @@ enum Phase {
     Done,
 }
 
-/// A stream in progress.
+/// A stream in progress. Its head (one allocation, made by the codec) is
+/// kept for its life: the access log's and the scoreboard's request line
+/// and the error log's lines are made from it when they are written, not
+/// kept in a string of their own.
 pub(crate) struct StreamTask {
     id: u32,
+    head: RequestHead,
     phase: Phase,
     record: Record,
-    /// `METHOD target HTTP/2.0`: the access log's and the scoreboard's line.
-    line: String,
     is_head: bool,
+}
+
+/// `METHOD target HTTP/2.0`, for the error log.
+struct Line<'h>(&'h RequestHead);
+
+impl std::fmt::Display for Line<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} HTTP/2.0",
+            request::method(self.0),
+            request::target(self.0)
+        )
+    }
+}
+
+/// `METHOD target HTTP/2.0`, for the access log and the scoreboard: on
+/// the stack unless the target is long.
+fn request_line(head: &RequestHead) -> SmallVec<[u8; 256]> {
+    let mut line = SmallVec::new();
+    line.extend_from_slice(request::method(head).as_bytes());
+    line.push(b' ');
+    line.extend_from_slice(request::target(head).as_bytes());
+    line.extend_from_slice(b" HTTP/2.0");
+    line
 }
 
 impl StreamTask {
     /// A stream the codec accepted, its head checked (`request::malformed`).
     pub(crate) fn new(id: u32, head: RequestHead, end_stream: bool) -> Self {
-        let line = format!(
-            "{} {} HTTP/2.0",
-            request::method(&head),
-            request::target(&head)
-        );
         let is_head = head.method() == b"HEAD";
         let phase = if end_stream {
-            Phase::Ready {
-                head,
-                body: Vec::new(),
-            }
+            Phase::Ready { body: Vec::new() }
         } else {
-            Phase::Arriving { head }
+            Phase::Arriving
         };
         StreamTask {
             id,
+            head,
             phase,
             record: Record::default(),
-            line,
             is_head,
         }
     }
@@ -159,17 +173,17 @@ impl StreamTask {
         loop {
             let phase = std::mem::replace(&mut self.phase, Phase::Done);
             let (next, outcome) = match phase {
-                Phase::Arriving { head } => {
-                    if self.streams_body(turn, &head) {
-                        (Phase::Streaming { head }, None)
+                Phase::Arriving => {
+                    if self.streams_body(turn) {
+                        (Phase::Streaming, None)
                     } else {
                         let got = Vec::new();
-                        (Phase::Receiving { head, got }, None)
+                        (Phase::Receiving { got }, None)
                     }
                 }
-                Phase::Receiving { head, got } => self.receive(turn, wire.link, head, got),
-                Phase::Streaming { head } => self.stream_body(turn, wire, head),
-                Phase::Ready { head, body } => self.answer(turn, wire.link, head, body, None),
+                Phase::Receiving { got } => self.receive(turn, wire.link, got),
+                Phase::Streaming => self.stream_body(turn, wire),
+                Phase::Ready { body } => self.answer(turn, wire.link, body, None),
                 Phase::Later(answer) => self.poll_later(turn, wire.link, answer),
                 Phase::Sending { out } => self.send(turn, wire.link, out),
                 Phase::Done => (Phase::Done, Some(Advance::Done)),
@@ -190,7 +204,6 @@ impl StreamTask {
         &mut self,
         turn: &mut Turn<'_, H>,
         link: &mut Link,
-        head: RequestHead,
         mut got: Vec<u8>,
     ) -> (Phase, Option<Advance>) {
         let limit = turn.sender.settings.limits.body;
@@ -205,8 +218,8 @@ impl StreamTask {
         if got.len() as u64 + n as u64 > limit {
             inbound.body = Vec::new();
             link.codec.release_capacity(self.id, n);
-            mpm_core::log_info!("mpm: {}: request body refused with 413", self.line);
-            self.start_log(turn, &head, 413);
+            mpm_core::log_info!("mpm: {}: request body refused with 413", Line(&self.head));
+            self.start_log(turn, 413);
             return (self.respond_with(turn, link, Response::error(413)), None);
         }
         if got.is_empty() {
@@ -220,14 +233,15 @@ impl StreamTask {
             link.codec.release_capacity(self.id, n);
         }
         if ended {
-            (Phase::Ready { head, body: got }, None)
+            (Phase::Ready { body: got }, None)
         } else {
-            (Phase::Receiving { head, got }, Some(Advance::Idle))
+            (Phase::Receiving { got }, Some(Advance::Idle))
         }
     }
 
     /// Does the handler read this request's body as it arrives?
-    fn streams_body<H: HttpHandler>(&self, turn: &mut Turn<'_, H>, head: &RequestHead) -> bool {
+    fn streams_body<H: HttpHandler>(&self, turn: &mut Turn<'_, H>) -> bool {
+        let head = &self.head;
         let fields = request::fields(head);
         let req = Request {
             method: request::method(head),
@@ -250,10 +264,9 @@ impl StreamTask {
         &mut self,
         turn: &mut Turn<'_, H>,
         wire: &mut Wire<'_>,
-        head: RequestHead,
     ) -> (Phase, Option<Advance>) {
         if turn.on_loop {
-            return (Phase::Streaming { head }, Some(Advance::NeedsWorker));
+            return (Phase::Streaming, Some(Advance::NeedsWorker));
         }
         let settings = &turn.sender.settings;
         let pump = RefCell::new(Pump {
@@ -267,13 +280,16 @@ impl StreamTask {
             failed: None,
             ended: false,
         });
-        let (phase, outcome) = self.answer_pumped(turn, head, &pump);
+        let (phase, outcome) = self.answer_pumped(turn, &pump);
         let pump = pump.into_inner();
         let failed = pump.failed;
         let link = &mut *pump.wire.link;
         match failed {
             Some(status) => {
-                mpm_core::log_info!("mpm: {}: request body refused with {status}", self.line);
+                mpm_core::log_info!(
+                    "mpm: {}: request body refused with {status}",
+                    Line(&self.head)
+                );
                 // What the handler answered is dropped for the refusal.
                 if let Phase::Sending { .. } = phase {
                     link.codec.reset(self.id, Reason::CANCEL);
@@ -290,11 +306,10 @@ impl StreamTask {
     fn answer_pumped<H: HttpHandler>(
         &mut self,
         turn: &mut Turn<'_, H>,
-        head: RequestHead,
         pump: &RefCell<Pump<'_, '_>>,
     ) -> (Phase, Option<Advance>) {
         // Off a loop (`stream_body`): the handler runs.
-        let Some(mut answer) = self.run(turn, &head, &[], Some(pump)) else {
+        let Some(mut answer) = self.run(turn, &[], Some(pump)) else {
             return (Phase::Done, Some(Advance::Done));
         };
         match answer.take_later() {
@@ -316,10 +331,10 @@ impl StreamTask {
     fn run<H: HttpHandler>(
         &mut self,
         turn: &mut Turn<'_, H>,
-        head: &RequestHead,
         body: &[u8],
         stream: Option<&dyn BodySource>,
     ) -> Option<Response> {
+        let head = &self.head;
         let fields = request::fields(head);
         let req = Request {
             method: request::method(head),
@@ -343,13 +358,14 @@ impl StreamTask {
         // The response owns all it holds: the request's scratch can go.
         turn.reader.arena.reset();
         let answer = answer.unwrap_or_else(|p| {
-            mpm_core::log_error!("mpm: handler panicked on {}: {p}; answered 500", self.line);
+            mpm_core::log_error!("mpm: handler panicked on {}: {p}; answered 500", Line(head));
             Response::error(500)
         });
+        let line = request_line(head);
         turn.sender
-            .log_start(&mut self.record, self.line.as_bytes(), Some(&fields), 0);
+            .log_start(&mut self.record, &line, Some(&fields), 0);
         if let Some(slot) = turn.slot {
-            slot.record_request(self.line.as_bytes(), answer.body_ref().len().unwrap_or(0));
+            slot.record_request(&line, answer.body_ref().len().unwrap_or(0));
         }
         Some(answer)
     }
@@ -359,12 +375,11 @@ impl StreamTask {
         &mut self,
         turn: &mut Turn<'_, H>,
         link: &mut Link,
-        head: RequestHead,
         body: Vec<u8>,
         stream: Option<&dyn BodySource>,
     ) -> (Phase, Option<Advance>) {
-        let Some(mut answer) = self.run(turn, &head, &body, stream) else {
-            return (Phase::Ready { head, body }, Some(Advance::NeedsWorker));
+        let Some(mut answer) = self.run(turn, &body, stream) else {
+            return (Phase::Ready { body }, Some(Advance::NeedsWorker));
         };
         match answer.take_later() {
             Some(later) => (Phase::Later(later), None),
@@ -372,14 +387,11 @@ impl StreamTask {
         }
     }
 
-    fn start_log<H>(&mut self, turn: &mut Turn<'_, H>, head: &RequestHead, status: u16) {
-        let fields = request::fields(head);
-        turn.sender.log_start(
-            &mut self.record,
-            self.line.as_bytes(),
-            Some(&fields),
-            status,
-        );
+    fn start_log<H>(&mut self, turn: &mut Turn<'_, H>, status: u16) {
+        let fields = request::fields(&self.head);
+        let line = request_line(&self.head);
+        turn.sender
+            .log_start(&mut self.record, &line, Some(&fields), status);
     }
 
     /// An answer still to come: polled once a resume. A client that reset
@@ -403,14 +415,15 @@ impl StreamTask {
             Err(p) => {
                 mpm_core::log_error!(
                     "mpm: the later answer to {} panicked: {p}; answered 500",
-                    self.line
+                    Line(&self.head)
                 );
                 (self.respond_with(turn, link, Response::error(500)), None)
             }
         }
     }
 
-    /// Send the head; the body follows in `send`.
+    /// Send the head (written straight into the codec's output); the body
+    /// follows in `send`.
     fn respond_with<H>(
         &mut self,
         turn: &mut Turn<'_, H>,
@@ -427,8 +440,13 @@ impl StreamTask {
         let (head, body) = response::head(&turn.sender.settings, parts, self.is_head);
         let out = Outgoing::new(body);
         let end = out.is_empty();
-        let sent =
-            head.with_pairs(|pairs| link.codec.send_headers(self.id, head.status, pairs, end));
+        let sent = link
+            .codec
+            .start_headers(self.id, head.status, end)
+            .and_then(|mut block| {
+                head.write(&mut block);
+                block.finish()
+            });
         match sent {
             Ok(()) if !end => Phase::Sending { out },
             _ => Phase::Done,
@@ -465,7 +483,7 @@ impl StreamTask {
             let outcome = match out.next(max, turn.on_loop) {
                 Chunk::Data(bytes, last) => {
                     turn.budget = turn.budget.saturating_sub(bytes.len() as u64);
-                    match link.codec.send_data(self.id, &bytes, last) {
+                    match link.codec.send_data(self.id, bytes, last) {
                         Ok(_) if !last => None,
                         _ => Some(Advance::Done),
                     }
@@ -478,7 +496,7 @@ impl StreamTask {
                 Chunk::Again => Some(Advance::Again),
                 Chunk::NeedsWorker => Some(Advance::NeedsWorker),
                 Chunk::Failed(why) => {
-                    mpm_core::log_error!("mpm: {}: {why}; stream reset", self.line);
+                    mpm_core::log_error!("mpm: {}: {why}; stream reset", Line(&self.head));
                     link.codec.reset(self.id, Reason::INTERNAL_ERROR);
                     Some(Advance::Done)
                 }
