@@ -390,6 +390,63 @@ fn nghttp_and_h2load_are_answered(mpm: &str) {
     );
 }
 
+/// The Python interpreter here that has python-hyper's `h2` (Debian's
+/// python3-h2 installs it for the system's /usr/bin/python3, which may not
+/// be the `python3` first on the PATH).
+fn python_with_h2() -> Option<&'static str> {
+    ["python3", "/usr/bin/python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import h2"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// python-hyper's `h2`, the sans-IO library Python's HTTP/2 clients are
+/// built on, driven as its documentation shows (tests/clients/): three
+/// streams at once on one connection, a small file, the 8 MiB one (its
+/// client acknowledging the data as it reads, so the windows must move)
+/// and a missing one, each answered whole and byte for byte.
+fn python_h2_client_is_answered(mpm: &str) {
+    let Some(python) = python_with_h2() else {
+        tests::skip("python-hyper's h2 missing (Debian package python3-h2, or pip install h2)");
+        return;
+    };
+    let root = site::docroot_with_big_files();
+    let Some(server) = h2_server(mpm, Some(root.path()), &[]) else {
+        return;
+    };
+    let out = TempDir::new("python-h2");
+    let base = server.url("");
+    let ca = tests::tls::material().ca.to_string_lossy().into_owned();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/python_h2_client.py");
+    let run = Command::new(python)
+        .arg(script)
+        .arg(base.trim_end_matches('/'))
+        .arg(if server.is_tls() { ca.as_str() } else { "-" })
+        .arg(out.path())
+        .args(["/hello.txt", "/big.bin", "/missing.txt"])
+        .output()
+        .expect("python runs");
+    assert!(
+        run.status.success(),
+        "{mpm}: the Python client failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout),
+        "200\n200\n404\n",
+        "{mpm}"
+    );
+    let body = |n: usize| std::fs::read(out.path().join(n.to_string())).unwrap();
+    assert_eq!(body(0), site::HELLO_TXT.as_bytes(), "{mpm}");
+    assert!(
+        body(1) == site::big(),
+        "{mpm}: /big.bin differs ({} bytes)",
+        body(1).len()
+    );
+}
+
 fn streams_of_one_connection_wait_on_an_upstream_together(mpm: &str) {
     const STREAMS: usize = 8;
     let origin = Origin::start();
@@ -952,6 +1009,7 @@ fn threads_of(server: &Server) -> usize {
 tests::mpm_suite!(over transports:
     the_site_answers_a_get_over_http2,
     nghttp_and_h2load_are_answered,
+    python_h2_client_is_answered,
     streams_of_one_connection_wait_on_an_upstream_together,
     a_post_body_reaches_the_upstream,
     a_large_file_keeps_to_a_small_client_window,
