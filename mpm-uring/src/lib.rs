@@ -63,6 +63,12 @@
 //! [`ConnectionLedger`](mpm_core::ConnectionLedger), as event does. With
 //! `--reuseport` each process has a socket of its own instead.
 //!
+//! The kernel wakes one waiting accept per connection (the waits are
+//! exclusive), and an accept being cancelled still takes its wake-up; so
+//! when a cancelled accept ends, the loop takes what is queued on that
+//! listener itself (the connections it was woken for), else they would
+//! wait, with a sibling listening idle, for the next connection to arrive.
+//!
 //! ## On 16 to 64 cores
 //!
 //! Nothing is shared between processes on a request's path: each has its

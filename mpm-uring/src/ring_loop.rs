@@ -159,6 +159,9 @@ pub struct LoopStats {
     pub listener_pauses: u64,
     /// Times accepting was paused for balance with siblings.
     pub balance_pauses: u64,
+    /// Connections accepted after an accept was cancelled: the kernel had
+    /// woken the cancelled accept for them (see the crate documentation).
+    pub taken_after_cancel: u64,
     /// Steps that yielded the loop with more to do.
     pub yields: u64,
     /// Panics caught in steps run on the loop.
@@ -771,7 +774,92 @@ impl<H: ConnectionHandler> RingLoop<H> {
 
 #[cfg(test)]
 mod tests {
+    use mpm_core::loop_parts::worker_pool::Returns;
+    use mpm_core::{Interest, Stream};
+
     use super::*;
+
+    struct Nothing;
+
+    impl ConnectionHandler for Nothing {
+        type Conn = ();
+        fn connected(&mut self, _stream: &Stream) {}
+        fn readable(&mut self, _conn: &mut (), _stream: &mut Stream) -> Interest {
+            Interest::Close
+        }
+        fn writable(&mut self, _conn: &mut (), _stream: &mut Stream) -> Interest {
+            Interest::Close
+        }
+    }
+
+    fn a_loop(
+        listener: Listener,
+        lifecycle: &Lifecycle,
+        features: RingFeatures,
+    ) -> RingLoop<Nothing> {
+        let (jobs, _) = crossbeam_channel::unbounded();
+        let pool = PoolHandle {
+            jobs,
+            returns: Arc::new(Returns::new().unwrap()),
+            threads: 1,
+        };
+        RingLoop::new(
+            &MpmSettings::default(),
+            vec![listener],
+            Nothing,
+            pool,
+            lifecycle,
+            None,
+            features,
+        )
+        .unwrap()
+    }
+
+    /// One turn of a loop without sleeping: submit, reap, act.
+    fn turn(l: &mut RingLoop<Nothing>) {
+        l.ring.wait(Duration::ZERO).unwrap();
+        l.now = Instant::now();
+        l.handle_completions();
+    }
+
+    #[test]
+    fn a_connection_that_woke_a_cancelled_accept_is_taken_not_left_in_the_queue() {
+        let Ok(features) = mpm_sys::ring::probe() else {
+            return; // io_uring refused here: the refusal has tests of its own
+        };
+        let lifecycle = Lifecycle::new().unwrap();
+        let shared = Listener::bind_all(&["127.0.0.1:0".parse().unwrap()], 8)
+            .unwrap()
+            .remove(0);
+        let addr = shared.local_addr();
+        // Two processes' loops on one listener, as siblings share it: `a`
+        // armed its accept first, so the kernel's one wake-up a connection
+        // goes to `a`'s.
+        let mut a = a_loop(shared.try_clone().unwrap(), &lifecycle, features);
+        a.ring.submit().unwrap();
+        let mut b = a_loop(shared, &lifecycle, features);
+        b.ring.submit().unwrap();
+        // `a` stops accepting (its share reached, say): the cancel goes in
+        // at its next enter. A connection arrives meanwhile.
+        a.set_listening(false);
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        for _ in 0..20 {
+            turn(&mut a);
+            turn(&mut b);
+            if a.slots.len() + b.slots.len() > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Before, `a`'s accept ended cancelled without taking it, `b` was
+        // never woken, and it waited for the next connection to arrive.
+        assert_eq!(
+            a.slots.len() + b.slots.len(),
+            1,
+            "the connection was left in the accept queue while a sibling listened"
+        );
+        assert!(!a.armed[0], "the cancelled accept ended");
+    }
 
     #[test]
     fn user_data_carries_the_operation_the_key_and_the_slot_back() {

@@ -65,7 +65,8 @@ impl Mpm for Uring {
         let (stats, drain) = ring_loop.run(settings.graceful_timeout);
         mpm_core::log_notice!(
             "mpm: uring process {} accepted {}; {} answered on the loop, {} handed to \
-             workers; accepting paused {} (and {} for balance); {}; {} caught on the loop; \
+             workers; accepting paused {} (and {} for balance; {} taken after a cancelled \
+             accept woken for them); {}; {} caught on the loop; \
              {} parked on an upstream, {} resumed on the loop; the ring took {} in {} \
              io_uring_enter calls and gave {}",
             std::process::id(),
@@ -74,6 +75,7 @@ impl Mpm for Uring {
             stats.handoffs,
             mpm_core::plural(stats.listener_pauses, "time", "times"),
             stats.balance_pauses,
+            stats.taken_after_cancel,
             mpm_core::plural(stats.yields, "yield", "yields"),
             mpm_core::plural(stats.panics, "panic", "panics"),
             mpm_core::plural(stats.awaits, "wait", "waits"),
