@@ -73,6 +73,28 @@ pub struct Selection {
     pub workloads: Vec<crate::workload::Workload>,
 }
 
+impl Selection {
+    /// The scenarios of the given workloads, when there are any: each
+    /// workload as `load` makes it, then for each `--idle` count the idle
+    /// connections that each sent the first workload's first request, as
+    /// `idle` makes them (over the experiment's protocol). `None` without
+    /// workloads: the experiment's own scenarios then.
+    pub(crate) fn given(
+        &self,
+        load: impl Fn(crate::workload::Workload) -> Scenario,
+        idle: impl Fn(Scenario, usize) -> Scenario,
+    ) -> Option<Vec<Scenario>> {
+        let first = self.workloads.first()?;
+        let mut s: Vec<Scenario> = self.workloads.iter().cloned().map(load).collect();
+        s.extend(
+            self.idle
+                .iter()
+                .map(|&n| idle(Scenario::idle_after(first, n), n)),
+        );
+        Some(s)
+    }
+}
+
 #[cfg(test)]
 impl Selection {
     /// A small selection for the experiments' unit tests: these models,

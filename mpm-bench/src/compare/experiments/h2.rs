@@ -96,21 +96,11 @@ fn scenarios(sel: &Selection) -> Vec<Scenario> {
     // replace the docroot's loads, over h2c (10 streams a connection
     // unless a workload says `h2-streams`), with idle h2c connections that
     // each sent the first one's first request.
-    if let Some(first) = sel.workloads.first() {
-        let mut s: Vec<Scenario> = sel
-            .workloads
-            .iter()
-            .cloned()
-            .map(|mut w| {
-                w.h2_streams.get_or_insert(STREAMS);
-                Scenario::workload(w)
-            })
-            .collect();
-        s.extend(
-            sel.idle
-                .iter()
-                .map(|&n| idle_h2c(Scenario::idle_after(first, n), n)),
-        );
+    let over_h2c = |mut w: crate::workload::Workload| {
+        w.h2_streams.get_or_insert(STREAMS);
+        Scenario::workload(w)
+    };
+    if let Some(s) = sel.given(over_h2c, idle_h2c) {
         return s;
     }
     let in_flight = CONNECTIONS * STREAMS;

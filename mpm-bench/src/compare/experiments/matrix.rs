@@ -84,14 +84,7 @@ fn scenarios(sel: &Selection) -> Vec<Scenario> {
             .map(|w| Scenario::workload(w).through(up))
             .collect();
     }
-    if let Some(first) = sel.workloads.first() {
-        let mut s: Vec<Scenario> = sel
-            .workloads
-            .iter()
-            .cloned()
-            .map(Scenario::workload)
-            .collect();
-        s.extend(sel.idle.iter().map(|&n| Scenario::idle_after(first, n)));
+    if let Some(s) = sel.given(Scenario::workload, |idle, _| idle) {
         return s;
     }
     let mut s = vec![

@@ -107,18 +107,7 @@ fn scenarios(sel: &Selection) -> Vec<Scenario> {
     // Given workloads (an application's own, `--workload`, `METHOD:/path`)
     // replace the docroot's loads, over TLS too, with idle TLS connections
     // that each sent the first one's first request.
-    if let Some(first) = sel.workloads.first() {
-        let mut s: Vec<Scenario> = sel
-            .workloads
-            .iter()
-            .cloned()
-            .map(|w| Scenario::workload(w).over_tls(Tls::Full))
-            .collect();
-        s.extend(
-            sel.idle
-                .iter()
-                .map(|&n| idle_over_tls(Scenario::idle_after(first, n), n)),
-        );
+    if let Some(s) = sel.given(|w| Scenario::workload(w).over_tls(Tls::Full), idle_over_tls) {
         return s;
     }
     let mut s = vec![
