@@ -935,6 +935,17 @@ mod tests {
         ]
     }
 
+    /// C.5's and C.6's three blocks, decoded in turn by one decoder with a
+    /// 256-octet table: each block's fields, the table after it, its size.
+    fn decodes_as_c5_c6(blocks: &[Vec<u8>]) {
+        let mut d = Decoder::new(256);
+        for (block, (list, tab, size)) in blocks.iter().zip(c5_c6_expectations()) {
+            assert_eq!(decode(&mut d, block), list);
+            assert_eq!(table(&d), tab);
+            assert_eq!(d.table_size(), size);
+        }
+    }
+
     /// C.5: responses without Huffman coding, a 256-octet table (evictions).
     #[test]
     fn rfc7541_c5_responses_without_huffman_and_evictions() {
@@ -943,12 +954,7 @@ mod tests {
             hex("4803 3330 37c1 c0bf"),
             hex("88c1 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3220 474d 54c0 5a04 677a 6970 7738 666f 6f3d 4153 444a 4b48 514b 425a 584f 5157 454f 5049 5541 5851 5745 4f49 553b 206d 6178 2d61 6765 3d33 3630 303b 2076 6572 7369 6f6e 3d31"),
         ];
-        let mut d = Decoder::new(256);
-        for (block, (list, tab, size)) in blocks.iter().zip(c5_c6_expectations()) {
-            assert_eq!(decode(&mut d, block), list);
-            assert_eq!(table(&d), tab);
-            assert_eq!(d.table_size(), size);
-        }
+        decodes_as_c5_c6(&blocks);
     }
 
     /// C.6: the same responses, Huffman-coded.
@@ -959,12 +965,7 @@ mod tests {
             hex("4883 640e ffc1 c0bf"),
             hex("88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07"),
         ];
-        let mut d = Decoder::new(256);
-        for (block, (list, tab, size)) in blocks.iter().zip(c5_c6_expectations()) {
-            assert_eq!(decode(&mut d, block), list);
-            assert_eq!(table(&d), tab);
-            assert_eq!(d.table_size(), size);
-        }
+        decodes_as_c5_c6(&blocks);
     }
 
     #[test]
