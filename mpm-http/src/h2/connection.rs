@@ -787,6 +787,16 @@ mod tests {
 
     /// The preface, an empty SETTINGS, and one GET of `block` (a header
     /// block, HPACK) that ends its stream.
+    /// Write `bytes` from the client and wait until the server's side can
+    /// read them.
+    fn send(client: &mut TcpStream, stream: &Stream, bytes: &[u8]) {
+        client.write_all(bytes).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            stream,
+            Duration::from_secs(10)
+        ));
+    }
+
     fn request(block: &[u8]) -> Vec<u8> {
         let mut bytes = PREFACE.to_vec();
         bytes.extend(frame(4, 0, 0, &[]));
@@ -844,11 +854,7 @@ mod tests {
         let mut svc = HttpService::new(Hello, &h2c());
         let (mut client, mut stream) = pair();
         let mut conn = svc.connected(&stream);
-        client.write_all(&request(GET_SLASH)).unwrap();
-        assert!(mpm_core::blocking::input_arrives_within(
-            &stream,
-            Duration::from_secs(10)
-        ));
+        send(&mut client, &stream, &request(GET_SLASH));
         assert_eq!(
             svc.readable(&mut conn, &mut stream),
             Interest::Read(Wait::KeepAlive),
@@ -879,11 +885,7 @@ mod tests {
         let mut svc = HttpService::new(Hello, &h2c());
         let (mut client, mut stream) = pair();
         let mut conn = svc.connected(&stream);
-        client.write_all(&request(GET_SLASH)).unwrap();
-        assert!(mpm_core::blocking::input_arrives_within(
-            &stream,
-            Duration::from_secs(10)
-        ));
+        send(&mut client, &stream, &request(GET_SLASH));
         stream.set_on_event_loop(true);
         assert_eq!(
             svc.prefetch(&mut conn, &mut stream),
@@ -978,11 +980,7 @@ mod tests {
         first.extend(frame(4, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]));
         first.extend(frame(8, 0, 0, &0x7fff_0000u32.to_be_bytes()));
         first.extend(frame(1, 0x5, 1, GET_SLASH));
-        client.write_all(&first).unwrap();
-        assert!(mpm_core::blocking::input_arrives_within(
-            &stream,
-            Duration::from_secs(10)
-        ));
+        send(&mut client, &stream, &first);
         let mut next = svc.readable(&mut conn, &mut stream);
         let (mut got, mut writes) = (Vec::new(), 0);
         let mut buf = vec![0u8; 1 << 20];
@@ -1031,11 +1029,7 @@ mod tests {
         let mut conn = svc.connected(&stream);
         // `:path x`: a literal of the static table's `:path` (index 4).
         let block = [0x82, 0x86, 0x04, 0x01, b'x', 0x41, 0x01, b'a'];
-        client.write_all(&request(&block)).unwrap();
-        assert!(mpm_core::blocking::input_arrives_within(
-            &stream,
-            Duration::from_secs(10)
-        ));
+        send(&mut client, &stream, &request(&block));
         let _ = svc.readable(&mut conn, &mut stream);
         let frames = frames(&mut client);
         assert!(
@@ -1067,11 +1061,7 @@ mod tests {
         let mut bytes = request(&big);
         // Then stream 3, a plain GET.
         bytes.extend(frame(1, 0x5, 3, GET_SLASH));
-        client.write_all(&bytes).unwrap();
-        assert!(mpm_core::blocking::input_arrives_within(
-            &stream,
-            Duration::from_secs(10)
-        ));
+        send(&mut client, &stream, &bytes);
         let _ = svc.readable(&mut conn, &mut stream);
         let frames = frames(&mut client);
         // `:status 431`: a literal of the static table's `:status` (index 8).
@@ -1098,11 +1088,7 @@ mod tests {
         let mut svc = HttpService::new(Hello, &h2c());
         let (mut client, mut stream) = pair();
         let mut conn = svc.connected(&stream);
-        client.write_all(&request(GET_SLASH)).unwrap();
-        assert!(mpm_core::blocking::input_arrives_within(
-            &stream,
-            Duration::from_secs(10)
-        ));
+        send(&mut client, &stream, &request(GET_SLASH));
         assert_eq!(
             svc.readable(&mut conn, &mut stream),
             Interest::Read(Wait::KeepAlive)
@@ -1188,11 +1174,7 @@ mod tests {
         let mut svc = HttpService::new(Hello, &HttpSettings::default());
         let (mut client, mut stream) = pair();
         let mut conn = svc.connected(&stream);
-        client.write_all(&request(GET_SLASH)).unwrap();
-        assert!(mpm_core::blocking::input_arrives_within(
-            &stream,
-            Duration::from_secs(10)
-        ));
+        send(&mut client, &stream, &request(GET_SLASH));
         let _ = svc.readable(&mut conn, &mut stream);
         let mut got = [0u8; 64];
         let n = client.read(&mut got).unwrap();
