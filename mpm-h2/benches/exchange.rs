@@ -11,28 +11,22 @@
 //! neither decoder's dynamic table grows; the client's windows are opened
 //! to 2^31-1 at the start, so that flow control never stalls.
 
+// The tests' pipe and frame writer (`tests/common`), shared.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::cell::RefCell;
 use std::future::Future;
-use std::io;
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
+use common::{frame, ServerIo, Wire};
 use criterion::{criterion_group, criterion_main, Criterion};
 use mpm_h2::{Connection, Event, Settings, PREFACE};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 const BODY: &[u8] = b"Hello, world!";
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    f.push(kind);
-    f.push(flags);
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
 
 /// A literal without indexing, its name from the static table (an index
 /// below 15, which fits the 4-bit prefix).
@@ -111,49 +105,10 @@ fn ours(c: &mut Criterion) {
     });
 }
 
-/// Octets in flight for `h2`'s server.
-#[derive(Default)]
-struct Wire {
-    input: Vec<u8>,
-    output: Vec<u8>,
-}
-
-struct ServerIo(Rc<RefCell<Wire>>);
-
-impl AsyncRead for ServerIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let mut w = self.0.borrow_mut();
-        if w.input.is_empty() {
-            return Poll::Pending;
-        }
-        let n = buf.remaining().min(w.input.len());
-        buf.put_slice(&w.input[..n]);
-        w.input.drain(..n);
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl AsyncWrite for ServerIo {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
-        self.0.borrow_mut().output.extend_from_slice(b);
-        Poll::Ready(Ok(b.len()))
-    }
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
 fn theirs(c: &mut Criterion) {
     let block = request_block();
     let wire = Rc::new(RefCell::new(Wire::default()));
-    wire.borrow_mut().input = client_setup();
+    wire.borrow_mut().to_server = client_setup();
     let mut cx = Context::from_waker(Waker::noop());
     let mut hs = pin!(h2::server::handshake::<ServerIo>(ServerIo(wire.clone())));
     let mut conn = loop {
@@ -169,7 +124,7 @@ fn theirs(c: &mut Criterion) {
         b.iter(|| {
             input[5..9].copy_from_slice(&id.to_be_bytes());
             id += 2;
-            wire.borrow_mut().input.extend_from_slice(&input);
+            wire.borrow_mut().to_server.extend_from_slice(&input);
             let Poll::Ready(Some(Ok((_req, mut respond)))) = conn.poll_accept(&mut cx) else {
                 panic!("no request")
             };
@@ -184,8 +139,8 @@ fn theirs(c: &mut Criterion) {
             // Drive the connection: it writes the frames.
             assert!(conn.poll_accept(&mut cx).is_pending());
             let mut w = wire.borrow_mut();
-            std::hint::black_box(&w.output);
-            w.output.clear();
+            std::hint::black_box(&w.to_client);
+            w.to_client.clear();
         })
     });
 }

@@ -6,17 +6,11 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+
+use common::frame;
 use mpm_h2::{Connection, Event, Settings, PREFACE};
 use proptest::prelude::*;
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    f.push(kind);
-    f.push(flags);
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
 
 const POST: &[u8] = &[0x83, 0x86, 0x84, 0x41, 0x01, b'a'];
 

@@ -6,6 +6,9 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+
+use common::frame;
 use mpm_h2::{Connection, Error, Event, Reason, Settings, PREFACE};
 
 const DATA: u8 = 0x0;
@@ -24,15 +27,6 @@ const ACK: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY_FLAG: u8 = 0x20;
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    f.push(kind);
-    f.push(flags);
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
 
 /// `GET /` on authority `a`, scheme http (RFC 7541 C.3.1's shape; the
 /// authority literal is indexed).

@@ -63,6 +63,51 @@ impl AsyncWrite for ClientIo {
     }
 }
 
+/// The server's end of the pipe (for `h2`'s own server, which the bench
+/// measures ours against).
+pub struct ServerIo(pub Rc<RefCell<Wire>>);
+
+impl AsyncRead for ServerIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let mut w = self.0.borrow_mut();
+        if w.to_server.is_empty() {
+            return Poll::Pending;
+        }
+        let n = buf.remaining().min(w.to_server.len());
+        buf.put_slice(&w.to_server[..n]);
+        w.to_server.drain(..n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for ServerIo {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
+        self.0.borrow_mut().to_client.extend_from_slice(b);
+        Poll::Ready(Ok(b.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A frame: its 9-octet header (length, `kind`, `flags`, `stream`) and
+/// `payload`.
+pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    f.push(kind);
+    f.push(flags);
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
 /// A response being sent: what is left of its body.
 struct Pending {
     body: Vec<u8>,
