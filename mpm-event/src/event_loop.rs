@@ -264,6 +264,14 @@ impl<H: ConnectionHandler> EventLoop<H> {
     /// closed on return.
     pub fn run(mut self, graceful: Duration) -> (LoopStats, Option<Drain>) {
         let mut events = vec![EpollEvent::empty(); EVENTS];
+        // Whether it accepts is in the ledger before the slot reads idle
+        // (run.rs claimed it "starting"): a process shown idle takes its
+        // share of a burst.
+        self.now = Instant::now();
+        self.update_listening();
+        if let Some(s) = self.slot {
+            s.set_state(WorkerState::Idle);
+        }
         loop {
             self.now = Instant::now();
             // A buffer kept across turns: a hand-off costs no allocation.
@@ -309,9 +317,6 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 }
             }
             self.update_listening();
-            if let Some(s) = self.slot.filter(|s| s.state() == WorkerState::Starting) {
-                s.set_state(WorkerState::Idle);
-            }
 
             // Connections with more to do now: poll without sleeping, serve
             // whatever else is ready, then give them their next turn.

@@ -319,6 +319,14 @@ impl<H: ConnectionHandler> RingLoop<H> {
 
     /// Serve until stopped and drained; returns the counters and the drain.
     pub(crate) fn run(mut self, graceful: Duration) -> (LoopStats, Option<Drain>) {
+        // Whether it accepts is in the ledger before the slot reads idle
+        // (run.rs claimed it "starting"): a process shown idle takes its
+        // share of a burst.
+        self.now = Instant::now();
+        self.update_listening();
+        if let Some(s) = self.slot {
+            s.set_state(WorkerState::Idle);
+        }
         loop {
             self.now = Instant::now();
             let mut returned = std::mem::take(&mut self.returned);
@@ -367,9 +375,6 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 }
             }
             self.update_listening();
-            if let Some(s) = self.slot.filter(|s| s.state() == WorkerState::Starting) {
-                s.set_state(WorkerState::Idle);
-            }
             self.flush_dirty();
             if let Err(e) = self.arm_wakeups() {
                 self.ring_failed("arming a wake-up", e);
