@@ -42,7 +42,9 @@
 //! * [`buffered_output`] — what a layer buffers per worker (a buffered access
 //!   log), flushed by a model with no thread to spare for it.
 //! * [`coarse_clock`] — the wall clock to the kernel tick, for what every
-//!   request reads but needs only to the second (`Date`, the scoreboard).
+//!   request reads but needs only to the second (`Date`, the scoreboard);
+//!   [`turn_clock`] — the time of an event loop's turn, which a step on the
+//!   loop reads for its deadlines instead of the clock.
 //! * [`error_log`] — leveled error-log lines (`log_warn!` and friends), and
 //!   [`local_time`], the time stamps it and the access log write.
 //! * [`Seconds`] — durations as flags and files write them, bounded; and
@@ -87,6 +89,7 @@ mod settings;
 pub mod shared;
 mod stream;
 pub mod take_turns;
+pub mod turn_clock;
 pub mod waiting;
 mod worker_threads;
 

@@ -219,16 +219,21 @@ pub fn poll_once<F: Future + ?Sized>(future: Pin<&mut F>) -> Polled<F::Output> {
 /// line tool. A step on an event loop never calls this; it returns the
 /// wait instead.
 pub fn block_on<F: Future>(future: F) -> F::Output {
+    // A thread that blocks is in no loop's turn: its deadlines read the
+    // clock (see turn_clock), and the turn it was in, if any, is back after.
+    let turn = crate::turn_clock::leave_turn();
     let mut future = std::pin::pin!(future);
-    loop {
+    let out = loop {
         match poll_once(future.as_mut()) {
-            Polled::Ready(v) => return v,
+            Polled::Ready(v) => break v,
             Polled::Wait(wait) => {
                 block_until(&wait, None);
             }
             Polled::Again => std::thread::yield_now(),
         }
-    }
+    };
+    crate::turn_clock::restore(turn);
+    out
 }
 
 /// Block in `poll(2)` until `wait` is over: its descriptor (and, given
@@ -331,7 +336,7 @@ impl Future for Ready {
 
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.polled {
-            if self.wait.fd.is_none() || Instant::now() >= self.wait.until {
+            if self.wait.fd.is_none() || crate::turn_clock::now() >= self.wait.until {
                 if self.wait.fd.is_none() {
                     return Poll::Ready(Ok(()));
                 }
@@ -351,7 +356,7 @@ impl Future for Ready {
 /// A future that completes after `duration`, parking the step meanwhile.
 pub fn sleep(duration: Duration) -> Sleep {
     Sleep {
-        until: crate::deadline(Instant::now(), duration),
+        until: crate::deadline(crate::turn_clock::now(), duration),
     }
 }
 
@@ -365,7 +370,7 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.until {
+        if crate::turn_clock::now() >= self.until {
             return Poll::Ready(());
         }
         wait_on(Await::timer(self.until));

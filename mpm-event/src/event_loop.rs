@@ -173,6 +173,14 @@ const ACCEPT_BATCH: usize = 64;
 const SHARED_ACCEPT_BATCH: usize = 1;
 
 impl<H: ConnectionHandler> EventLoop<H> {
+    /// A turn begins: the loop's time, read once, for its timeouts and
+    /// for the steps it runs (`turn_clock::now`).
+    #[inline]
+    fn tick(&mut self) {
+        self.now = Instant::now();
+        mpm_core::turn_clock::begin_turn(self.now);
+    }
+
     /// A loop over these listeners, handing work to the pool's workers and
     /// keeping its own state in `slot`.
     pub fn new(
@@ -267,13 +275,13 @@ impl<H: ConnectionHandler> EventLoop<H> {
         // Whether it accepts is in the ledger before the slot reads idle
         // (run.rs claimed it "starting"): a process shown idle takes its
         // share of a burst.
-        self.now = Instant::now();
+        self.tick();
         self.update_listening();
         if let Some(s) = self.slot {
             s.set_state(WorkerState::Idle);
         }
         loop {
-            self.now = Instant::now();
+            self.tick();
             // A buffer kept across turns: a hand-off costs no allocation.
             let mut returned = std::mem::take(&mut self.returned);
             returned.extend(self.returns.drain());
@@ -339,7 +347,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 }
             };
             self.returns.woke();
-            self.now = Instant::now();
+            self.tick();
             let mut listener_ready = false;
             for ev in &events[..n] {
                 listener_ready |= (LISTENER..RETURNS).contains(&ev.data());
@@ -398,7 +406,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         if n == 0 {
             return;
         }
-        self.now = Instant::now();
+        self.tick();
         for ev in &events[..n] {
             if !(LISTENER..RETURNS).contains(&ev.data()) {
                 self.on_event(ev.data(), ev.events());

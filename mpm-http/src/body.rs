@@ -205,7 +205,7 @@ impl<'s> BodyStream<'s> {
                 .body_timeout
                 .saturating_add(earned(self.received, t.min_rate));
             let deadline = mpm_core::deadline(t.started, allowance);
-            let now = Instant::now();
+            let now = mpm_core::turn_clock::now();
             if now >= deadline {
                 return Err(self.fail(408));
             }

@@ -8,7 +8,7 @@
 use std::io::{ErrorKind, Read};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpm_core::panics::catch;
 use mpm_core::waiting::{poll_once, Polled};
@@ -67,7 +67,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         // The header timeout runs from the accept, as in mod_reqtimeout: a
         // client that connects and sends nothing is cut off as soon as one
         // that sends a head too slowly.
-        let now = Instant::now();
+        let now = mpm_core::turn_clock::now();
         HttpConn {
             buf: Vec::new(),
             start: 0,
@@ -199,7 +199,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 return Interest::Read(c.wait());
             }
             if let Some(deadline) = c.deadline {
-                let now = Instant::now();
+                let now = mpm_core::turn_clock::now();
                 if now >= deadline {
                     return self.sender.reject(c, s, 408);
                 }
@@ -336,7 +336,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             Parsed::Partial if closed => return Prefetch::Wait(Interest::Close),
             Parsed::Partial if full => return Prefetch::Ready,
             Parsed::Partial => {
-                if Instant::now()
+                if mpm_core::turn_clock::now()
                     >= deadline(
                         &self.sender.settings,
                         &mut c.started,
@@ -386,7 +386,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
                 return Prefetch::Ready; // readable() grows the buffer, or sends 100 Continue
             }
             let received = (data.len() - head.len) as u64;
-            if Instant::now()
+            if mpm_core::turn_clock::now()
                 >= deadline(
                     &self.sender.settings,
                     &mut c.started,

@@ -342,7 +342,7 @@ pub(crate) fn after(keep: bool, c: &HttpConn, unfinished: bool) -> After {
 /// allowance.
 #[inline]
 pub(crate) fn deadline(settings: &ServiceSettings, c: &mut Started, received: Received) -> Instant {
-    let now = Instant::now();
+    let now = mpm_core::turn_clock::now();
     // A timeout configured beyond what an Instant holds means "never".
     let after = mpm_core::deadline;
     match received {

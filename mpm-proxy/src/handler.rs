@@ -51,6 +51,7 @@ use mpm_upstream::{
 };
 use smallvec::SmallVec;
 
+use crate::config::ProxyRoute;
 use crate::headers::{passes, response_fields, streams, Framing};
 use crate::health::Transition;
 use crate::plan::{is_idempotent, streams_upload, Attempt, Forward, Picker, Plan};
@@ -192,80 +193,95 @@ struct Failed {
 
 impl Call {
     /// Every try of `forward` until one is answered, or the 502 or 504.
-    async fn exchange<U: Upload>(self, forward: Forward, mut body: U) -> Response {
-        let started = Instant::now();
-        // Inline: nearly every request is one try, and costs no list.
-        let mut tried: SmallVec<[usize; 4]> = SmallVec::new();
-        let mut addrs: SmallVec<[Arc<str>; 4]> = SmallVec::new();
-        let mut stale_retries = 0;
-        loop {
-            let Some(attempt) = self.picker.next(&forward, &tried) else {
-                if tried.is_empty() {
-                    mpm_core::log_error!(
-                        "proxy: no live upstreams for {} {} (route {})",
-                        forward.method(),
-                        forward.path(),
-                        self.picker.route(&forward).prefix
-                    );
-                }
-                return Response::error(502).upstream(shown(&addrs), None, started.elapsed());
-            };
-            let Some(target) = self
-                .targets
-                .get(forward.route)
-                .and_then(|t| t.get(attempt.upstream))
-            else {
-                return Response::error(502);
-            };
-            tried.push(attempt.upstream);
-            addrs.push(Arc::clone(target.addr_text()));
-            attempt.state.count_request();
-            match self.try_once(&forward, &attempt, target, &mut body).await {
-                Ok(response) => {
-                    let status = response.status();
-                    return response.upstream(shown(&addrs), Some(status), started.elapsed());
-                }
-                Err(f)
-                    if f.stale
-                        && !f.body_spent
-                        && (f.unsent || is_idempotent(forward.method()))
-                        && stale_retries < MAX_STALE =>
-                {
-                    // A pooled connection the upstream had closed while
-                    // idle: again on a fresh one, without counting against
-                    // the upstream. Any method if the request never went
-                    // out; an idempotent one if it may have.
-                    stale_retries += 1;
-                    tried.pop();
-                    addrs.pop();
-                }
-                Err(f) if f.stale => {
-                    // A POST on a connection closed under it: it may have
-                    // been processed, so it is not sent again (nginx's rule).
-                    mpm_core::log_error!(
+    ///
+    /// An `async` block rather than an `async fn`: an `async fn` keeps its
+    /// arguments twice in its future (as given and as bound), and the
+    /// 400-byte [`Forward`] is in every waiting request's future.
+    #[allow(clippy::manual_async_fn)] // see above: its future's size
+    fn exchange<U: Upload>(
+        self,
+        forward: Forward,
+        mut body: U,
+    ) -> impl std::future::Future<Output = Response> {
+        async move {
+            let started = mpm_core::turn_clock::now();
+            // Inline: nearly every request is one try, and costs no list.
+            let mut tried: SmallVec<[usize; 4]> = SmallVec::new();
+            let mut addrs: SmallVec<[Arc<str>; 4]> = SmallVec::new();
+            let mut stale_retries = 0;
+            loop {
+                let Some(attempt) = self.picker.next(&forward, &tried) else {
+                    if tried.is_empty() {
+                        mpm_core::log_error!(
+                            "proxy: no live upstreams for {} {} (route {})",
+                            forward.method(),
+                            forward.path(),
+                            self.picker.route(&forward).prefix
+                        );
+                    }
+                    return Response::error(502).upstream(shown(&addrs), None, started.elapsed());
+                };
+                let Some(target) = self
+                    .targets
+                    .get(forward.route)
+                    .and_then(|t| t.get(attempt.upstream))
+                else {
+                    return Response::error(502);
+                };
+                tried.push(attempt.upstream);
+                addrs.push(Arc::clone(target.addr_text()));
+                attempt.state.count_request();
+                match self.try_once(&forward, &attempt, target, &mut body).await {
+                    Ok(response) => {
+                        let status = response.status();
+                        return response.upstream(shown(&addrs), Some(status), started.elapsed());
+                    }
+                    Err(f)
+                        if f.stale
+                            && !f.body_spent
+                            && (f.unsent || is_idempotent(forward.method()))
+                            && stale_retries < MAX_STALE =>
+                    {
+                        // A pooled connection the upstream had closed while
+                        // idle: again on a fresh one, without counting against
+                        // the upstream. Any method if the request never went
+                        // out; an idempotent one if it may have.
+                        stale_retries += 1;
+                        tried.pop();
+                        addrs.pop();
+                    }
+                    Err(f) if f.stale => {
+                        // A POST on a connection closed under it: it may have
+                        // been processed, so it is not sent again (nginx's rule).
+                        mpm_core::log_error!(
                         "proxy: {} {}: upstream {}: {} (on a kept-alive connection; not sent again)",
                         forward.method(),
                         forward.path(),
                         self.picker.url(&forward, &attempt),
                         f.error
                     );
-                    return Response::error(502).upstream(shown(&addrs), None, started.elapsed());
-                }
-                Err(f) => {
-                    self.failed(&forward, &attempt, &f.error);
-                    let again = f.error.is_retryable()
-                        && !f.body_spent
-                        && self.picker.may_retry(&forward, &tried);
-                    if !again {
-                        let status = match f.error {
-                            mpm_upstream::Error::Timeout { .. } => 504,
-                            _ => 502,
-                        };
-                        return Response::error(status).upstream(
+                        return Response::error(502).upstream(
                             shown(&addrs),
                             None,
                             started.elapsed(),
                         );
+                    }
+                    Err(f) => {
+                        self.failed(&forward, &attempt, &f.error);
+                        let again = f.error.is_retryable()
+                            && !f.body_spent
+                            && self.picker.may_retry(&forward, &tried);
+                        if !again {
+                            let status = match f.error {
+                                mpm_upstream::Error::Timeout { .. } => 504,
+                                _ => 502,
+                            };
+                            return Response::error(status).upstream(
+                                shown(&addrs),
+                                None,
+                                started.elapsed(),
+                            );
+                        }
                     }
                 }
             }
@@ -309,7 +325,7 @@ impl Call {
             unsent: false,
             body_spent,
         };
-        let until = Instant::now() + route.connect_timeout;
+        let until = mpm_core::turn_clock::now() + route.connect_timeout;
         // A request that can go again on a fresh connection (idempotent,
         // its body held) skips the liveness check of a connection given
         // back just now: a close it would have seen is retried instead.
@@ -336,7 +352,7 @@ impl Call {
         } else {
             attempt.state.count_opened();
         }
-        let send_until = || Instant::now() + route.send_timeout;
+        let send_until = || mpm_core::turn_clock::now() + route.send_timeout;
         let is_stale = |e: &mpm_upstream::Error| reused && matches!(e, mpm_upstream::Error::Closed);
         let stale = |e: mpm_upstream::Error| Failed {
             stale: is_stale(&e),
@@ -396,79 +412,129 @@ impl Call {
         // Stays empty unless the head arrives in pieces (see
         // `read_response_head`): no read buffer of the request's own.
         let mut buf = Vec::new();
-        let mut head = read_response_head(
-            &mut conn,
-            &mut buf,
-            HeadLimits::default(),
-            Instant::now() + route.read_timeout,
-        )
-        .await
-        .map_err(|e| {
-            let stale = is_stale(&e);
-            fail(e, stale, body_spent)
-        })?;
-        if !(100..=599).contains(&head.status) {
-            let e = mpm_upstream::Error::BadResponse(format!("status {}", head.status));
-            return Err(fail(e, false, body_spent));
-        }
-        if head.status == 101 {
-            if !forward.tunnel {
-                let e = mpm_upstream::Error::BadResponse(
-                    "101 Switching Protocols to a request that asked for no upgrade".into(),
-                );
-                return Err(fail(e, false, body_spent));
+        // The head in a block of its own: what is made of it is in the
+        // future's state only if the answer waits on (buffering).
+        let rest = {
+            let head = read_response_head(
+                &mut conn,
+                &mut buf,
+                HeadLimits::default(),
+                mpm_core::turn_clock::now() + route.read_timeout,
+            )
+            .await
+            .map_err(|e| {
+                let stale = is_stale(&e);
+                fail(e, stale, body_spent)
+            })?;
+            match answer(forward, route, attempt, head, conn, gauge)
+                .map_err(|e| fail(e, false, body_spent))?
+            {
+                Answer::Now(response) => return Ok(response),
+                Answer::Buffer(rest) => rest,
             }
-            let early = std::mem::take(&mut head.bytes_after_head);
-            let response = copy_head(&head, true);
-            return Ok(response.tunnel(Box::new(UpstreamTunnel {
-                conn,
-                early,
-                idle: route.read_timeout,
-            })));
-        }
-        let fields = response_fields(head.headers());
-        let mut response = copy_head(&head, false);
-        let stream = streams(route.buffering, &fields);
-        let reader = BodyReader::for_response(forward.method(), &mut head)
-            .map_err(|e| fail(e, false, body_spent))?;
-        // The head's bytes are the response's now (its fields share them):
-        // nothing of it stays in the future's state across the awaits below.
-        drop(head);
-        let mut source = UpstreamBody {
-            conn: Some(conn),
-            reader,
-            gauge,
-            state: attempt.state,
-            read_timeout: route.read_timeout,
-            deadline: Instant::now() + route.read_timeout,
-            len: fields.content_length,
-            early: Vec::new(),
-            pos: 0,
         };
-        if source.reader.is_done() {
-            source.finish();
-            // HEAD and 304: the upstream's length, no bytes.
-            if let Some(n) = fields.content_length {
-                return Ok(response.body(Body::Polled(Box::new(Announced(n)))));
-            }
-            return Ok(response);
+        rest.await.map_err(|e| fail(e, false, body_spent))
+    }
+}
+
+/// What the upstream's head makes: the answer, or (buffering on, the body
+/// longer than what came with the head) the rest of its making, boxed with
+/// the response and the body's state, which the common answers do not keep
+/// in their futures.
+#[allow(clippy::large_enum_variant)] // returned, never held across an await
+enum Answer {
+    Now(Response),
+    Buffer(
+        std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Response, mpm_upstream::Error>> + Send>,
+        >,
+    ),
+}
+
+/// The client's answer from the upstream's response head (not `async`:
+/// the head, the response and the body's state stay out of the request's
+/// future but for a buffered answer, which is boxed).
+fn answer(
+    forward: &Forward,
+    route: &ProxyRoute,
+    attempt: &Attempt,
+    mut head: ResponseHead,
+    conn: Connection,
+    gauge: IdleGauge,
+) -> Result<Answer, mpm_upstream::Error> {
+    if !(100..=599).contains(&head.status) {
+        return Err(mpm_upstream::Error::BadResponse(format!(
+            "status {}",
+            head.status
+        )));
+    }
+    if head.status == 101 {
+        if !forward.tunnel {
+            return Err(mpm_upstream::Error::BadResponse(
+                "101 Switching Protocols to a request that asked for no upgrade".into(),
+            ));
         }
-        if let Some(whole) = source.reader.take_whole() {
-            // The whole body came with the head (a short answer): sent as
-            // bytes, streamed or not, and the connection back in the pool
-            // now rather than once the client has it all.
-            source.finish();
-            return Ok(response.body(whole));
+        let early = std::mem::take(&mut head.bytes_after_head);
+        let response = copy_head(&head, true);
+        return Ok(Answer::Now(response.tunnel(Box::new(UpstreamTunnel {
+            conn,
+            early,
+            idle: route.read_timeout,
+        }))));
+    }
+    let fields = response_fields(head.headers());
+    let response = copy_head(&head, false);
+    let stream = streams(route.buffering, &fields);
+    let reader = BodyReader::for_response(forward.method(), &mut head)?;
+    // The head's bytes are the response's now (its fields share them).
+    drop(head);
+    let mut source = UpstreamBody {
+        conn: Some(conn),
+        reader,
+        gauge,
+        state: attempt.state,
+        read_timeout: route.read_timeout,
+        deadline: mpm_core::turn_clock::now() + route.read_timeout,
+        len: fields.content_length,
+        early: Vec::new(),
+        pos: 0,
+    };
+    if source.reader.is_done() {
+        source.finish();
+        // HEAD and 304: the upstream's length, no bytes.
+        if let Some(n) = fields.content_length {
+            return Ok(Answer::Now(
+                response.body(Body::Polled(Box::new(Announced(n)))),
+            ));
         }
-        if !stream {
-            Box::pin(source.buffer(BUFFERED_MAX))
-                .await
-                .map_err(|e| fail(e, false, body_spent))?;
-            if source.conn.is_none() {
-                let bytes = std::mem::take(&mut source.early);
-                response = response.body(bytes);
-                return Ok(response);
-            }
+        return Ok(Answer::Now(response));
+    }
+    if let Some(whole) = source.reader.take_whole() {
+        // The whole body came with the head (a short answer): sent as
+        // bytes, streamed or not, and the connection back in the pool
+        // now rather than once the client has it all.
+        source.finish();
+        return Ok(Answer::Now(response.body(whole)));
+    }
+    if !stream {
+        return Ok(Answer::Buffer(Box::pin(buffered(response, source))));
+    }
+    Ok(Answer::Now(response.body(Body::Polled(Box::new(source)))))
+}
+
+/// A buffered answer: up to [`BUFFERED_MAX`] of the body read first, sent
+/// as bytes when that was all of it (the connection back in the pool),
+/// else streamed from what was read on.
+#[allow(clippy::manual_async_fn)] // not `async fn`: its arguments once in its future
+fn buffered(
+    response: Response,
+    mut source: UpstreamBody,
+) -> impl std::future::Future<Output = Result<Response, mpm_upstream::Error>> {
+    async move {
+        source.buffer(BUFFERED_MAX).await?;
+        if source.conn.is_none() {
+            let bytes = std::mem::take(&mut source.early);
+            return Ok(response.body(bytes));
         }
         Ok(response.body(Body::Polled(Box::new(source))))
     }
@@ -577,7 +643,7 @@ impl UpstreamBody {
                 .read(
                     conn,
                     &mut self.early[start..],
-                    Instant::now() + self.read_timeout,
+                    mpm_core::turn_clock::now() + self.read_timeout,
                 )
                 .await;
             self.early.truncate(start + *got.as_ref().unwrap_or(&0));
@@ -607,7 +673,7 @@ impl PollRead for UpstreamBody {
                 Polled::Ready(Ok(0))
             }
             Ok(n) => {
-                self.deadline = Instant::now() + self.read_timeout;
+                self.deadline = mpm_core::turn_clock::now() + self.read_timeout;
                 // The writer stops asking at the announced length: the
                 // connection goes back as soon as the body is whole.
                 if self.reader.is_done() {
@@ -616,7 +682,7 @@ impl PollRead for UpstreamBody {
                 Polled::Ready(Ok(n))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if Instant::now() >= self.deadline {
+                if mpm_core::turn_clock::now() >= self.deadline {
                     self.conn = None;
                     self.state.record_failure(now_ms());
                     return Polled::Ready(Err(io::Error::new(
@@ -679,5 +745,33 @@ impl Tunnel for UpstreamTunnel {
 
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.conn.shutdown_write()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mpm_http::{HttpHandler, Request, Version};
+
+    use crate::{PoolSettings, ProxyRoute, ProxyState, ReverseProxy, RouteTable, Slots};
+
+    /// Every request waiting on an upstream holds its exchange's future:
+    /// under event that is most of what a waiting request costs. An
+    /// `async fn` would hold its arguments twice, and a buffered answer's
+    /// state (a kilobyte) would be in every request's (2,784 bytes before).
+    #[test]
+    fn a_waiting_requests_future_is_under_1500_bytes() {
+        let table = RouteTable::new(vec![ProxyRoute::from_flag("/=http://127.0.0.1:9").unwrap()]);
+        let state = ProxyState::with_slots(&table, &Slots::new(16).unwrap()).unwrap();
+        let mut proxy = ReverseProxy::with_state(table, state, PoolSettings::default())
+            .unwrap()
+            .worker();
+        let fields = [("Host", "example.com")];
+        let request = Request::for_test("GET", "/x", Version::Http11, &fields, b"");
+        let later = proxy
+            .handle(&request)
+            .into_later()
+            .expect("a proxied request is answered later");
+        let size = std::mem::size_of_val(&*later);
+        assert!(size < 1500, "the future is {size} bytes");
     }
 }

@@ -49,7 +49,7 @@ impl Connection {
         Connection {
             io,
             key,
-            opened_at: Instant::now(),
+            opened_at: mpm_core::turn_clock::now(),
             requests_served: 0,
             stamp: mpm_core::waiting::new_stamp(),
         }

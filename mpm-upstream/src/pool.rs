@@ -250,7 +250,7 @@ impl Pool {
     /// holds now (what a gauge of them reads, without a lock of its own).
     pub fn give_back(&self, mut conn: Connection) -> u64 {
         conn.served_one();
-        let now = Instant::now();
+        let now = mpm_core::turn_clock::now();
         let mut closing = Vec::new();
         let idle = {
             let mut slots = self.slots.lock();
@@ -309,7 +309,7 @@ impl Pool {
         let Some(slot) = slots.get_mut(key) else {
             return (None, expired);
         };
-        self.expire(slot, Instant::now(), &mut expired);
+        self.expire(slot, mpm_core::turn_clock::now(), &mut expired);
         let taken = slot.idle.pop_back();
         if taken.is_some() {
             slot.stats.reused += 1;

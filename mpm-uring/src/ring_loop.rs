@@ -222,6 +222,14 @@ pub(crate) struct RingLoop<H: ConnectionHandler> {
 }
 
 impl<H: ConnectionHandler> RingLoop<H> {
+    /// A turn begins: the loop's time, read once, for its timeouts and
+    /// for the steps it runs (`turn_clock::now`).
+    #[inline]
+    fn tick(&mut self) {
+        self.now = Instant::now();
+        mpm_core::turn_clock::begin_turn(self.now);
+    }
+
     /// A loop over these listeners, with a ring set up on this thread.
     pub(crate) fn new(
         settings: &MpmSettings,
@@ -322,13 +330,13 @@ impl<H: ConnectionHandler> RingLoop<H> {
         // Whether it accepts is in the ledger before the slot reads idle
         // (run.rs claimed it "starting"): a process shown idle takes its
         // share of a burst.
-        self.now = Instant::now();
+        self.tick();
         self.update_listening();
         if let Some(s) = self.slot {
             s.set_state(WorkerState::Idle);
         }
         loop {
-            self.now = Instant::now();
+            self.tick();
             let mut returned = std::mem::take(&mut self.returned);
             returned.extend(self.returns.drain());
             for done in returned.drain(..) {
@@ -393,7 +401,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 self.ring_failed("io_uring_enter", e);
             }
             self.returns.woke();
-            self.now = Instant::now();
+            self.tick();
             self.handle_completions();
             std::mem::swap(&mut self.resume, &mut self.resuming);
             let mut resuming = std::mem::take(&mut self.resuming);
