@@ -40,14 +40,14 @@ connections; prefork, httpd's and ours, is capped at 256 processes):
                   --max-request-workers W [--start-servers W --max-spare W: prefork, in slow]
                   [--ours-flag ...], for MPM in prefork, worker, event, and uring when
                   `OURS serve --mpm uring --help` exits 0; no access log (its default)
-  floor           floor/floor.c (built with cc on first use): a byte relay, one process per CPU, each
-                  client connection with its own origin connection, no parsing. Not a proxy: the least
+  floor           floor/ (built with cargo on first use): a byte relay, a thread per CPU, each client
+                  connection with its own origin connection, no parsing. Not a proxy: the least
                   an epoll proxy can pay per request (2 recv, 2 send, a share of epoll_wait), so that
                   the other rows' CPU and req/s can be read against that floor measured in the same run
 A server that exits while starting gets a row saying why ("not supported (exit 2: error: ...)")
 instead of figures, and is not started again.
 
-Needs: apt-get install -y wrk nginx-light apache2 apache2-utils (--install does it), cargo and cc.
+Needs: apt-get install -y wrk nginx-light apache2 apache2-utils (--install does it) and cargo.
 Writes a Markdown table per scenario to stdout, progress to stderr and every figure to --json.
 """
 import argparse
@@ -71,7 +71,7 @@ import peers  # noqa: E402  (bench/peers.py: Server, get, wrk, sh, apache_conf)
 
 UPSTREAM_DIR = os.path.join(HERE, "upstream")
 UPSTREAM_BIN = os.path.join(UPSTREAM_DIR, "target", "release", "upstream")
-FLOOR_SRC = os.path.join(HERE, "floor", "floor.c")
+FLOOR_DIR = os.path.join(HERE, "floor")
 SMALL, BIG = peers.SMALL, peers.BIG
 PREFORK_CAP = 256
 # scenario: (origin delay ms, body bytes)
@@ -290,16 +290,15 @@ def ours_cmd(binary, mpm, port, up, workers, flags, prespawn):
 
 
 def floor_cmd(base, port, up):
-    """The byte relay, compiled into the run's work directory the first time it is asked for."""
-    binary = os.path.join(base, "floor")
+    """The byte relay, built with cargo into the run's work directory the first time it is asked for."""
+    target = os.path.join(base, "floor-target")
+    binary = os.path.join(target, "release", "floor")
     if not os.path.exists(binary):
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if not cc:
-            raise StartFailed(None, "no C compiler (cc or gcc) to build floor/floor.c")
-        r = peers.sh([cc, "-O2", "-o", binary, FLOOR_SRC])
+        r = peers.sh(["cargo", "build", "--release", "-q", "--manifest-path", os.path.join(FLOOR_DIR, "Cargo.toml"),
+                      "--target-dir", target])
         if r.returncode != 0:
-            raise StartFailed(r.returncode, "could not build floor/floor.c: " + r.stderr.strip()[-200:])
-    return [binary, str(port), str(up)], f"{os.cpu_count()} processes"
+            raise StartFailed(r.returncode, "could not build floor/: " + r.stderr.strip()[-200:])
+    return [binary, str(port), str(up), str(os.cpu_count())], f"{os.cpu_count()} threads"
 
 
 def parse_wrk(out):
