@@ -542,8 +542,17 @@ static SERVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::
 
 fn serve(args: &[String], error_log: Option<&Path>) -> Result<(), TestCaseError> {
     // A log an earlier case wrote holds its `listening on` line, with a
-    // port long closed: start each case without it.
-    if let Some(log) = error_log.filter(|l| l.is_file() && l.starts_with(std::env::temp_dir())) {
+    // port long closed: start each case without it. Only a file of this
+    // test's scratch directory (under /dev/shm or the temp directory, its
+    // name `mpm-tests-…`), never a device such as /dev/full.
+    let ours = |l: &&Path| {
+        l.is_file()
+            && l.ancestors().any(|a| {
+                a.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("mpm-tests-"))
+            })
+    };
+    if let Some(log) = error_log.filter(ours) {
         let _ = std::fs::remove_file(log);
     }
     let mut child = Command::new(mpm_bin())
