@@ -61,7 +61,12 @@
 //! (and arms it again later) while every worker is busy, the connection cap
 //! is reached, or it holds more than its share of connections by the
 //! [`ConnectionLedger`](mpm_core::ConnectionLedger), as event does. With
-//! `--reuseport` each process has a socket of its own instead.
+//! `--reuseport` each process has a socket of its own instead. The share is
+//! weighed as the loop reads its completions, and a multishot accept, once
+//! woken, goes on taking what is queued: a burst arriving while the loop is
+//! busy can go mostly to one process before it sees its share passed
+//! (event weighs it before each `accept`); the split evens out as
+//! connections end.
 //!
 //! The kernel wakes one waiting accept per connection (the waits are
 //! exclusive), and an accept being cancelled still takes its wake-up; so
