@@ -543,12 +543,32 @@ impl Response {
         status: Option<u16>,
         time: Duration,
     ) -> Response {
+        self.set_upstream(addr, status, time);
+        self
+    }
+
+    /// [`upstream`](Self::upstream) in place: a response is over 400
+    /// bytes, and a builder that takes and gives it back by value may
+    /// copy it twice (a proxied answer is recorded so on every request).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mpm_http::Response;
+    /// let mut r = Response::new(200);
+    /// r.set_upstream("10.0.0.2:80", Some(200), Duration::from_millis(3));
+    /// assert_eq!(r.upstream_info(), Some(("10.0.0.2:80", Some(200), Duration::from_millis(3))));
+    /// ```
+    pub fn set_upstream(
+        &mut self,
+        addr: impl Into<HeaderText>,
+        status: Option<u16>,
+        time: Duration,
+    ) {
         self.upstream = UpstreamInfo(Some(Upstream {
             addr: addr.into(),
             status,
             time,
         }));
-        self
     }
 
     /// The upstream recorded with [`upstream`](Self::upstream): address,

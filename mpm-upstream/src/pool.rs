@@ -210,7 +210,8 @@ impl Pool {
             let Some((mut conn, since)) = candidate else {
                 break;
             };
-            if since.elapsed() < unchecked {
+            // To the turn, as `since` is: no read of the clock a request.
+            if mpm_core::turn_clock::now().saturating_duration_since(since) < unchecked {
                 return Ok(conn);
             }
             // Counted reused as it was taken (one lock a request, not
