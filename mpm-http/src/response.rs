@@ -25,15 +25,22 @@ pub(crate) type Fields = SmallVec<[(HeaderText, HeaderText); 6]>;
 #[derive(Debug, Clone)]
 pub struct HeaderText(Text);
 
+///
+/// Three words, no more: a response keeps six fields inline and is moved
+/// whole several times on its way out (the future's poll, the layer's
+/// hands), so a word saved here is twelve saved in every move. Hence a
+/// `Box<str>` for owned text rather than a `String` (no capacity), and a
+/// slice's length in 16 bits (a longer one is copied).
 #[derive(Debug, Clone)]
 enum Text {
     Static(&'static str),
-    Owned(String),
+    Owned(Box<str>),
     Shared(Arc<str>),
-    /// A range of a text shared with others, checked to fall on character
-    /// boundaries when made ([`HeaderText::slice_of`]): an upstream's head,
-    /// whose fields a proxy passes on without a copy each.
-    Slice(Arc<str>, u32, u32),
+    /// A range of a text shared with others (start, length), checked to
+    /// fall on character boundaries when made ([`HeaderText::slice_of`]):
+    /// an upstream's head, whose fields a proxy passes on without a copy
+    /// each.
+    Slice(Arc<str>, u32, u16),
 }
 
 impl Deref for HeaderText {
@@ -44,16 +51,19 @@ impl Deref for HeaderText {
             Text::Owned(s) => s,
             Text::Shared(s) => s,
             // Checked when made, so never the empty fallback.
-            Text::Slice(text, start, end) => {
-                text.get(*start as usize..*end as usize).unwrap_or_default()
+            Text::Slice(text, start, len) => {
+                let start = *start as usize;
+                text.get(start..start + usize::from(*len))
+                    .unwrap_or_default()
             }
         }
     }
 }
 
 impl HeaderText {
-    /// The part at `range` of `text`, sharing it (no copy): `None` if the
-    /// range is outside it or not on character boundaries.
+    /// The part at `range` of `text`, sharing it (no copy; a part over
+    /// 64 KiB is copied): `None` if the range is outside it or not on
+    /// character boundaries.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -63,10 +73,11 @@ impl HeaderText {
     /// assert!(HeaderText::slice_of(&head, 8..99).is_none());
     /// ```
     pub fn slice_of(text: &Arc<str>, range: std::ops::Range<usize>) -> Option<HeaderText> {
-        text.get(range.clone())?;
-        let start = u32::try_from(range.start).ok()?;
-        let end = u32::try_from(range.end).ok()?;
-        Some(HeaderText(Text::Slice(Arc::clone(text), start, end)))
+        let part = text.get(range.clone())?;
+        match (u32::try_from(range.start), u16::try_from(part.len())) {
+            (Ok(start), Ok(len)) => Some(HeaderText(Text::Slice(Arc::clone(text), start, len))),
+            _ => Some(HeaderText(Text::Owned(part.into()))),
+        }
     }
 }
 
@@ -78,7 +89,7 @@ impl From<&'static str> for HeaderText {
 
 impl From<String> for HeaderText {
     fn from(s: String) -> Self {
-        HeaderText(Text::Owned(s))
+        HeaderText(Text::Owned(s.into_boxed_str()))
     }
 }
 
@@ -543,12 +554,32 @@ impl Response {
         status: Option<u16>,
         time: Duration,
     ) -> Response {
+        self.set_upstream(addr, status, time);
+        self
+    }
+
+    /// [`upstream`](Self::upstream) in place: a response is over 400
+    /// bytes, and a builder that takes and gives it back by value may
+    /// copy it twice (a proxied answer is recorded so on every request).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mpm_http::Response;
+    /// let mut r = Response::new(200);
+    /// r.set_upstream("10.0.0.2:80", Some(200), Duration::from_millis(3));
+    /// assert_eq!(r.upstream_info(), Some(("10.0.0.2:80", Some(200), Duration::from_millis(3))));
+    /// ```
+    pub fn set_upstream(
+        &mut self,
+        addr: impl Into<HeaderText>,
+        status: Option<u16>,
+        time: Duration,
+    ) {
         self.upstream = UpstreamInfo(Some(Upstream {
             addr: addr.into(),
             status,
             time,
         }));
-        self
     }
 
     /// The upstream recorded with [`upstream`](Self::upstream): address,
@@ -892,6 +923,23 @@ pub fn reason_phrase(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_header_text_is_three_words_so_that_moving_a_response_copies_less() {
+        assert_eq!(std::mem::size_of::<HeaderText>(), 3 * 8);
+        assert_eq!(std::mem::size_of::<Option<HeaderText>>(), 3 * 8);
+    }
+
+    #[test]
+    fn a_slice_past_64_kib_is_a_copy_of_the_same_text() {
+        let long: Arc<str> = Arc::from(format!("X: {}\r\n", "v".repeat(70_000)));
+        let value = HeaderText::slice_of(&long, 3..70_003).unwrap();
+        assert_eq!(value.len(), 70_000);
+        assert!(value.bytes().all(|b| b == b'v'));
+        let short = HeaderText::slice_of(&long, 0..1).unwrap();
+        assert_eq!(&*short, "X");
+        assert!(HeaderText::slice_of(&long, 3..70_100).is_none());
+    }
 
     #[test]
     fn layer_fields_and_split_values_are_refused_where_they_are_set() {

@@ -206,7 +206,8 @@ pub fn request_fields_into<'a, I>(
             if sent(out, "x-forwarded-for") {
                 out.extend_from_slice(b", ");
             }
-            let _ = write!(out, "{addr}\r\n");
+            push_addr(out, addr);
+            out.extend_from_slice(b"\r\n");
             out.extend_from_slice(b"X-Forwarded-Proto: ");
             if !sent(out, "x-forwarded-proto") {
                 out.extend_from_slice(proto.as_bytes());
@@ -227,10 +228,15 @@ pub fn request_fields_into<'a, I>(
             if sent(out, "forwarded") {
                 out.extend_from_slice(b", ");
             }
-            let _ = match addr {
-                IpAddr::V4(a) => write!(out, "for={a}"),
-                IpAddr::V6(a) => write!(out, "for=\"[{a}]\""),
-            };
+            match addr {
+                IpAddr::V4(_) => {
+                    out.extend_from_slice(b"for=");
+                    push_addr(out, addr);
+                }
+                IpAddr::V6(a) => {
+                    let _ = write!(out, "for=\"[{a}]\"");
+                }
+            }
             out.extend_from_slice(b";proto=");
             out.extend_from_slice(proto.as_bytes());
             if let Some(h) = client.host {
@@ -254,6 +260,32 @@ pub fn request_fields_into<'a, I>(
         if tunnel { b"upgrade" } else { b"keep-alive" },
     );
     out.extend_from_slice(b"\r\n");
+}
+
+/// `addr` written out as its `Display` does: an IPv4 address digit by
+/// digit, without the formatting machinery (a tenth of a microsecond, in
+/// every proxied request's head); IPv6, rarer, through `Display`.
+fn push_addr(out: &mut Vec<u8>, addr: IpAddr) {
+    match addr {
+        IpAddr::V4(a) => {
+            for (i, octet) in a.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                if octet >= 100 {
+                    out.push(b'0' + octet / 100);
+                }
+                if octet >= 10 {
+                    out.push(b'0' + octet / 10 % 10);
+                }
+                out.push(b'0' + octet % 10);
+            }
+        }
+        IpAddr::V6(a) => {
+            // Writing to a Vec cannot fail.
+            let _ = write!(out, "{a}");
+        }
+    }
 }
 
 /// A `Forwarded` parameter value: a token as it is, anything else quoted.
@@ -355,6 +387,24 @@ pub fn streams(route: Buffering, response: &ResponseFields) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_is_written_as_its_display_writes_it() {
+        for a in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "127.0.0.1",
+            "255.255.255.255",
+            "10.200.3.45",
+            "::1",
+            "2001:db8::7",
+        ] {
+            let addr: IpAddr = a.parse().unwrap();
+            let mut out = Vec::new();
+            push_addr(&mut out, addr);
+            assert_eq!(String::from_utf8(out).unwrap(), addr.to_string());
+        }
+    }
 
     fn route(setup: impl FnOnce(&mut ProxyRoute)) -> ProxyRoute {
         let mut r = ProxyRoute::from_flag("/api/=http://10.0.0.2:8080/v1/").unwrap();

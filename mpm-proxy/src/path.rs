@@ -148,11 +148,16 @@ pub fn map_target_into(
 /// percent-encoded) resolved, as RFC 3986's remove_dot_segments; a `..`
 /// above the root stays at the root. Borrowed when there is nothing to do.
 pub fn normalize(path: &str) -> Cow<'_, str> {
-    let clean = !path.contains("//")
-        && path
-            .split('/')
-            .skip(1)
-            .all(|seg| !is_dot(seg) && !is_dot_dot(seg));
+    // One pass over the bytes for the usual path, which has no `//` and
+    // no `.` or `%` (so no dot segment, plain or encoded): route matching
+    // normalizes a request's path several times.
+    let bytes = path.as_bytes();
+    let clean = !bytes.windows(2).any(|w| w == b"//")
+        && (!bytes.iter().any(|&b| b == b'.' || b == b'%')
+            || path
+                .split('/')
+                .skip(1)
+                .all(|seg| !is_dot(seg) && !is_dot_dot(seg)));
     if clean {
         return Cow::Borrowed(path);
     }
