@@ -137,9 +137,9 @@ def main():
     os.chmod(base, 0o755)
     plan = {"nginx": lambda p, u, d, pre: pp.nginx_conf(p, u, d, 64),
             "floor": lambda p, u, d, pre: pp.floor_cmd(base, p, u)}
-    for mpm in ("prefork", "worker", "event", "uring"):
-        if args.ours:
-            binary = os.path.abspath(args.ours)
+    if args.ours:
+        binary = os.path.abspath(args.ours)
+        for mpm in ("prefork", "worker", "event", "uring"):
             plan[f"ours-{mpm}"] = lambda p, u, d, pre, m=mpm: pp.ours_cmd(binary, m, p, u, 1064, [], pre)
     wanted = args.only.split(",")
     unknown = [w for w in wanted if w not in plan]

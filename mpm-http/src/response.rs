@@ -25,7 +25,6 @@ pub(crate) type Fields = SmallVec<[(HeaderText, HeaderText); 6]>;
 #[derive(Debug, Clone)]
 pub struct HeaderText(Text);
 
-///
 /// Three words, no more: a response keeps six fields inline and is moved
 /// whole several times on its way out (the future's poll, the layer's
 /// hands), so a word saved here is twelve saved in every move. Hence a
@@ -928,6 +927,13 @@ mod tests {
     fn a_header_text_is_three_words_so_that_moving_a_response_copies_less() {
         assert_eq!(std::mem::size_of::<HeaderText>(), 3 * 8);
         assert_eq!(std::mem::size_of::<Option<HeaderText>>(), 3 * 8);
+        // Six inline header pairs of them, and the rest: 560 bytes with
+        // four-word texts.
+        assert!(
+            std::mem::size_of::<Response>() <= 448,
+            "{}",
+            std::mem::size_of::<Response>()
+        );
     }
 
     #[test]

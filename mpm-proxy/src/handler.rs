@@ -207,7 +207,7 @@ impl Call {
             let started = mpm_core::turn_clock::now();
             // The exchange's time for the access log, to the turn as
             // `started` is (at most a turn long): a precise read of the
-            // clock is a system call's worth on a VM, every request.
+            // clock is twenty nanoseconds or more on a VM, every request.
             let elapsed = || mpm_core::turn_clock::now().saturating_duration_since(started);
             // Inline: nearly every request is one try, and costs no list.
             let mut tried: SmallVec<[usize; 4]> = SmallVec::new();

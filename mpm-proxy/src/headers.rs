@@ -262,23 +262,19 @@ pub fn request_fields_into<'a, I>(
     out.extend_from_slice(b"\r\n");
 }
 
-/// `addr` written out as its `Display` does: an IPv4 address digit by
-/// digit, without the formatting machinery (a tenth of a microsecond, in
-/// every proxied request's head); IPv6, rarer, through `Display`.
+/// `addr` written out as its `Display` does: an IPv4 address octet by
+/// octet with `itoa`, without the formatting machinery (a tenth of a
+/// microsecond, in every proxied request's head); IPv6, rarer, through
+/// `Display`.
 fn push_addr(out: &mut Vec<u8>, addr: IpAddr) {
     match addr {
         IpAddr::V4(a) => {
+            let mut digits = itoa::Buffer::new();
             for (i, octet) in a.octets().into_iter().enumerate() {
                 if i > 0 {
                     out.push(b'.');
                 }
-                if octet >= 100 {
-                    out.push(b'0' + octet / 100);
-                }
-                if octet >= 10 {
-                    out.push(b'0' + octet / 10 % 10);
-                }
-                out.push(b'0' + octet % 10);
+                out.extend_from_slice(digits.format(octet).as_bytes());
             }
         }
         IpAddr::V6(a) => {
