@@ -29,43 +29,36 @@ pub struct Wire {
 /// The client's end of the pipe.
 pub struct ClientIo(pub Rc<RefCell<Wire>>);
 
+/// The server's end of the pipe (for `h2`'s own server, which the bench
+/// measures ours against).
+pub struct ServerIo(pub Rc<RefCell<Wire>>);
+
+/// A read from one direction of the wire: what is there, else the end
+/// once `closed` (only the client sees the server close), else pending.
+fn read_from(queue: &mut Vec<u8>, closed: bool, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    if queue.is_empty() {
+        return if closed {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        };
+    }
+    let n = buf.remaining().min(queue.len());
+    buf.put_slice(&queue[..n]);
+    queue.drain(..n);
+    Poll::Ready(Ok(()))
+}
+
 impl AsyncRead for ClientIo {
     fn poll_read(
         self: Pin<&mut Self>,
         _: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let mut w = self.0.borrow_mut();
-        if w.to_client.is_empty() {
-            return if w.closed {
-                Poll::Ready(Ok(()))
-            } else {
-                Poll::Pending
-            };
-        }
-        let n = buf.remaining().min(w.to_client.len());
-        buf.put_slice(&w.to_client[..n]);
-        w.to_client.drain(..n);
-        Poll::Ready(Ok(()))
+        let w = &mut *self.0.borrow_mut();
+        read_from(&mut w.to_client, w.closed, buf)
     }
 }
-
-impl AsyncWrite for ClientIo {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
-        self.0.borrow_mut().to_server.extend_from_slice(b);
-        Poll::Ready(Ok(b.len()))
-    }
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
-/// The server's end of the pipe (for `h2`'s own server, which the bench
-/// measures ours against).
-pub struct ServerIo(pub Rc<RefCell<Wire>>);
 
 impl AsyncRead for ServerIo {
     fn poll_read(
@@ -73,29 +66,33 @@ impl AsyncRead for ServerIo {
         _: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let mut w = self.0.borrow_mut();
-        if w.to_server.is_empty() {
-            return Poll::Pending;
-        }
-        let n = buf.remaining().min(w.to_server.len());
-        buf.put_slice(&w.to_server[..n]);
-        w.to_server.drain(..n);
-        Poll::Ready(Ok(()))
+        read_from(&mut self.0.borrow_mut().to_server, false, buf)
     }
 }
 
-impl AsyncWrite for ServerIo {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
-        self.0.borrow_mut().to_client.extend_from_slice(b);
-        Poll::Ready(Ok(b.len()))
-    }
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
+/// Writes append to one direction of the wire and never wait.
+macro_rules! writes_to {
+    ($end:ty, $queue:ident) => {
+        impl AsyncWrite for $end {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                _: &mut Context<'_>,
+                b: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                self.0.borrow_mut().$queue.extend_from_slice(b);
+                Poll::Ready(Ok(b.len()))
+            }
+            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+            fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+        }
+    };
 }
+writes_to!(ClientIo, to_server);
+writes_to!(ServerIo, to_client);
 
 /// A frame: its 9-octet header (length, `kind`, `flags`, `stream`) and
 /// `payload`.
