@@ -555,15 +555,14 @@ fn parse_head(buf: &[u8], limits: HeadLimits) -> Result<Option<(ResponseHead, us
             _ => (0, 0),
         }
     };
+    // A plain loop: collected through an iterator adapter, each field
+    // was a call of its own.
     let mut known = 0;
-    let fields = response
-        .headers
-        .iter()
-        .map(|h| {
-            known |= Known::of(h.name.as_bytes());
-            [span(h.name.as_bytes()), span(h.value)]
-        })
-        .collect();
+    let mut fields = SmallVec::new();
+    for h in response.headers.iter() {
+        known |= Known::of(h.name.as_bytes());
+        fields.push([span(h.name.as_bytes()), span(h.value)]);
+    }
     let head = ResponseHead {
         version_minor: response.version.unwrap_or(1),
         status: response.code.unwrap_or(0),
