@@ -484,12 +484,8 @@ fn answer(
             idle: route.read_timeout,
         }))));
     }
-    let fields = response_fields(head.headers());
     let response = copy_head(&head, false);
-    let stream = streams(route.buffering, &fields);
     let reader = BodyReader::for_response(forward.method(), &mut head)?;
-    // The head's bytes are the response's now (its fields share them).
-    drop(head);
     let mut source = UpstreamBody {
         conn: Some(conn),
         reader,
@@ -497,14 +493,14 @@ fn answer(
         state: attempt.state,
         read_timeout: route.read_timeout,
         deadline: mpm_core::turn_clock::now() + route.read_timeout,
-        len: fields.content_length,
+        len: None,
         early: Vec::new(),
         pos: 0,
     };
     if source.reader.is_done() {
         source.finish();
         // HEAD and 304: the upstream's length, no bytes.
-        if let Some(n) = fields.content_length {
+        if let Some(n) = response_fields(head.headers()).content_length {
             return Ok(Answer::Now(
                 response.body(Body::Polled(Box::new(Announced(n)))),
             ));
@@ -518,7 +514,13 @@ fn answer(
         source.finish();
         return Ok(Answer::Now(response.body(whole)));
     }
-    if !stream {
+    // What the proxy reads for itself in the fields, only for an answer
+    // still to come: a whole one (nearly all) needs none of it.
+    let fields = response_fields(head.headers());
+    // The head's bytes are the response's now (its fields share them).
+    drop(head);
+    source.len = fields.content_length;
+    if !streams(route.buffering, &fields) {
         return Ok(Answer::Buffer(Box::pin(buffered(response, source))));
     }
     Ok(Answer::Now(response.body(Body::Polled(Box::new(source)))))
@@ -578,8 +580,11 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
             response = response.reason(r);
         }
     }
+    // The fields `Connection` names (none, nearly always), found once
+    // rather than for each field.
+    let connection: SmallVec<[&[u8]; 2]> = head.connection().collect();
     for ((name, value), (n, v)) in head.headers().zip(head.header_ranges()) {
-        if !passes(name, head.headers_named("connection"), upgrade) {
+        if !passes(name, connection.iter().copied(), upgrade) {
             continue;
         }
         // A value that is not UTF-8 (obs-text) is not passed on.

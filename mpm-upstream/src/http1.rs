@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::io;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -57,6 +58,12 @@ pub struct ResponseHead {
     reason: Span,
     /// Each field's name and value, in the order sent.
     fields: SmallVec<[[Span; 2]; 16]>,
+    /// Which of the fields framing and keep-alive depend on the head has
+    /// ([`Known`] bits), noted as it is parsed: the questions asked of
+    /// every response ([`BodyFraming::for_response`],
+    /// [`keep_alive`](Self::keep_alive), [`connection`](Self::connection))
+    /// scan its fields only for a field it has, not once each.
+    known: u8,
     /// What was read past the head: the start of the body (give it to
     /// [`BodyReader::new`], or [`BodyReader::for_response`] takes it).
     pub bytes_after_head: Vec<u8>,
@@ -96,6 +103,26 @@ impl HeadBytes {
                 .get(range(span))
                 .and_then(|p| std::str::from_utf8(p).ok())
                 .unwrap_or_default(),
+        }
+    }
+}
+
+/// The bits of [`ResponseHead::known`].
+struct Known;
+
+impl Known {
+    const CONTENT_LENGTH: u8 = 1;
+    const TRANSFER_ENCODING: u8 = 2;
+    const CONNECTION: u8 = 4;
+
+    /// The bit of a field named `name`, 0 for any other.
+    fn of(name: &[u8]) -> u8 {
+        // By length first: most names match none of them at that.
+        match name.len() {
+            14 if name.eq_ignore_ascii_case(b"content-length") => Known::CONTENT_LENGTH,
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => Known::TRANSFER_ENCODING,
+            10 if name.eq_ignore_ascii_case(b"connection") => Known::CONNECTION,
+            _ => 0,
         }
     }
 }
@@ -167,16 +194,53 @@ impl ResponseHead {
 
     /// The first field named `name` (any case).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+        self.fields
+            .iter()
+            .find(|&&[n, _]| self.part(n).eq_ignore_ascii_case(name.as_bytes()))
+            .map(|&[_, v]| self.part(v))
     }
 
     /// Every field named `name` (any case), in order.
-    pub fn headers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+    pub fn headers_named<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a [u8]> + Clone + 'a {
+        self.values_named(&self.fields, name)
+    }
+
+    /// The values of the fields among `fields` named `name`: the names
+    /// compared as bytes (a name is ASCII), each value sliced only for a
+    /// match.
+    fn values_named<'a>(
+        &'a self,
+        fields: &'a [[Span; 2]],
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a [u8]> + Clone + 'a {
+        fields
+            .iter()
+            .filter(move |&&[n, _]| self.part(n).eq_ignore_ascii_case(name.as_bytes()))
+            .map(|&[_, v]| self.part(v))
+    }
+
+    /// The fields among the [`Known`] ones named `name`: none, without a
+    /// scan, when the head has no such field.
+    fn known_named<'a>(
+        &'a self,
+        bit: u8,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a [u8]> + Clone + 'a {
+        let fields: &[[Span; 2]] = if self.known & bit != 0 {
+            &self.fields
+        } else {
+            &[]
+        };
+        self.values_named(fields, name)
+    }
+
+    /// The values of its `Connection` fields, in order (none, nearly
+    /// always, found without a scan).
+    pub fn connection(&self) -> impl Iterator<Item = &[u8]> + Clone + '_ {
+        self.known_named(Known::CONNECTION, "connection")
     }
 
     /// Whether the upstream keeps the connection open after this response:
@@ -184,7 +248,7 @@ impl ResponseHead {
     /// `Connection: keep-alive`.
     pub fn keep_alive(&self) -> bool {
         let has = |token: &str| {
-            self.headers_named("connection")
+            self.connection()
                 .flat_map(|v| v.split(|b| *b == b','))
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
         };
@@ -441,18 +505,24 @@ fn too_large(limits: HeadLimits) -> Error {
 /// A complete head at the start of `buf` and its length, or `None` for
 /// more to read.
 fn parse_head(buf: &[u8], limits: HeadLimits) -> Result<Option<(ResponseHead, usize)>> {
-    // The default limit's fields on the stack (3.2 KiB, a parse's life):
-    // no allocation a response; a larger limit allocates.
-    let mut on_stack = [httparse::EMPTY_HEADER; 100];
+    // The default limit's fields on the stack (3.2 KiB, a parse's life),
+    // left uninitialised (httparse writes those it fills): no allocation
+    // and no 3.2 KiB written a response; a larger limit allocates.
+    let mut on_stack = [MaybeUninit::<httparse::Header<'_>>::uninit(); 100];
     let mut on_heap = Vec::new();
-    let fields: &mut [httparse::Header<'_>] = if limits.max_fields <= on_stack.len() {
+    let fields: &mut [MaybeUninit<httparse::Header<'_>>] = if limits.max_fields <= on_stack.len() {
         &mut on_stack[..limits.max_fields]
     } else {
-        on_heap.resize(limits.max_fields, httparse::EMPTY_HEADER);
+        on_heap.resize(limits.max_fields, MaybeUninit::uninit());
         &mut on_heap
     };
-    let mut response = httparse::Response::new(fields);
-    let len = match response.parse(buf) {
+    let mut response = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut response,
+        buf,
+        fields,
+    );
+    let len = match parsed {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => {
@@ -485,15 +555,20 @@ fn parse_head(buf: &[u8], limits: HeadLimits) -> Result<Option<(ResponseHead, us
             _ => (0, 0),
         }
     };
+    // A plain loop: collected through an iterator adapter, each field
+    // was a call of its own.
+    let mut known = 0;
+    let mut fields = SmallVec::new();
+    for h in response.headers.iter() {
+        known |= Known::of(h.name.as_bytes());
+        fields.push([span(h.name.as_bytes()), span(h.value)]);
+    }
     let head = ResponseHead {
         version_minor: response.version.unwrap_or(1),
         status: response.code.unwrap_or(0),
         reason: span(response.reason.unwrap_or("").as_bytes()),
-        fields: response
-            .headers
-            .iter()
-            .map(|h| [span(h.name.as_bytes()), span(h.value)])
-            .collect(),
+        fields,
+        known,
         bytes: HeadBytes::of(head_bytes),
         bytes_after_head: Vec::new(),
     };
@@ -530,9 +605,10 @@ impl BodyFraming {
         {
             return Ok(BodyFraming::None);
         }
-        // Read in place, field by field: no list of them made per response.
-        let has_te = head.header("transfer-encoding").is_some();
-        let has_cl = head.header("content-length").is_some();
+        // Read in place, field by field: no list of them made per response,
+        // and no scan for a field the head was seen without.
+        let has_te = head.known & Known::TRANSFER_ENCODING != 0;
+        let has_cl = head.known & Known::CONTENT_LENGTH != 0;
         if has_te && has_cl {
             return Err(Error::BadResponse(
                 "it has both Transfer-Encoding and Content-Length (RFC 9112 §6.3: a smuggling attempt, or a broken upstream)"
@@ -559,11 +635,7 @@ impl BodyFraming {
             .headers_named("content-length")
             .flat_map(|v| v.split(|b| *b == b','))
         {
-            let v = value.trim_ascii();
-            let n = std::str::from_utf8(v)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok());
+            let n = decimal(value.trim_ascii());
             match (n, length) {
                 (Some(n), None) => length = Some(n),
                 (Some(n), Some(l)) if n == l => {}
@@ -578,6 +650,19 @@ impl BodyFraming {
         }
         Ok(length.map_or(BodyFraming::UntilClose, BodyFraming::Length))
     }
+}
+
+/// The number `digits` (ASCII digits only, at least one) says, `None` for
+/// anything else or one past `u64`: read from the bytes, with no UTF-8
+/// check of its own.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &b| {
+        let digit = b.checked_sub(b'0').filter(|d| *d <= 9)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 /// Longest chunk-size line (with its extensions) accepted.
@@ -1090,6 +1175,43 @@ mod tests {
                 matches!(get(&[("Content-Length", cl)]), Err(Error::BadResponse(_))),
                 "{cl:?}"
             );
+        }
+    }
+
+    #[test]
+    fn the_fields_noted_as_a_head_is_parsed_are_found_in_any_case_and_place() {
+        let get = |f: &[(&str, &str)]| BodyFraming::for_response("GET", &head(200, f));
+        let many = [("X-A", "1"), ("cOnTeNt-LeNgTh", "7"), ("X-B", "2")];
+        assert_eq!(get(&many).unwrap(), BodyFraming::Length(7));
+        let both = [
+            ("Server", "up"),
+            ("TRANSFER-ENCODING", "chunked"),
+            ("content-length", "5"),
+        ];
+        assert!(get(&both).is_err());
+        let h = head(200, &[("X-A", "1"), ("CONNECTION", "close, x-a")]);
+        assert!(!h.keep_alive());
+        assert_eq!(h.connection().collect::<Vec<_>>(), [&b"close, x-a"[..]]);
+        assert_eq!(
+            head(200, &[("X-Connection", "close")]).connection().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_content_length_is_digits_that_fit_64_bits() {
+        assert_eq!(decimal(b"0"), Some(0));
+        assert_eq!(decimal(b"0012"), Some(12));
+        assert_eq!(decimal(b"18446744073709551615"), Some(u64::MAX));
+        for bad in [
+            &b""[..],
+            b"18446744073709551616",
+            b"1 2",
+            b"+1",
+            b"1a",
+            b"\xd9\xa1",
+        ] {
+            assert_eq!(decimal(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }
 

@@ -22,6 +22,10 @@ pub struct Target {
     /// `addr` written out once, for the log lines of every request to it.
     shown: Arc<str>,
     tls: Option<(String, TlsConfig)>,
+    /// What the pool files its connections under, made once: looked up
+    /// on every request to the target, a TLS one's name not copied each
+    /// time.
+    key: PoolKey,
 }
 
 impl Target {
@@ -31,13 +35,24 @@ impl Target {
             addr,
             shown: Arc::from(addr.to_string()),
             tls: None,
+            key: PoolKey {
+                addr,
+                server_name: None,
+                config: None,
+            },
         }
     }
 
     /// TLS to `addr`, verifying (and sending in SNI) `server_name`.
     pub fn tls(addr: SocketAddr, server_name: &str, config: TlsConfig) -> Target {
+        let key = PoolKey {
+            addr,
+            server_name: Some(server_name.to_string()),
+            config: Some(config.id()),
+        };
         Target {
             tls: Some((server_name.to_string(), config)),
+            key,
             ..Target::plain(addr)
         }
     }
@@ -56,11 +71,7 @@ impl Target {
 
     /// What the pool files its connections under.
     pub fn key(&self) -> PoolKey {
-        PoolKey {
-            addr: self.addr,
-            server_name: self.tls.as_ref().map(|(n, _)| n.clone()),
-            config: self.tls.as_ref().map(|(_, c)| c.id()),
-        }
+        self.key.clone()
     }
 }
 
@@ -208,9 +219,9 @@ impl Pool {
         until: Instant,
         unchecked: Duration,
     ) -> Result<Connection> {
-        let key = target.key();
+        let key = &target.key;
         loop {
-            let (candidate, expired) = self.pop_idle(&key);
+            let (candidate, expired) = self.pop_idle(key);
             drop(expired);
             let Some((mut conn, since)) = candidate else {
                 break;
@@ -224,7 +235,7 @@ impl Pool {
             if conn.is_fresh() {
                 return Ok(conn);
             }
-            self.count(&key, |s| {
+            self.count(key, |s| {
                 s.reused -= 1;
                 s.dropped_stale += 1;
             });
@@ -233,7 +244,7 @@ impl Pool {
         // over 2 KiB, and inline it would be in every request's future for
         // as long as the request waits, a pooled connection or not.
         let conn = Box::pin(Self::open(target, key.clone(), until)).await?;
-        self.count(&key, |s| s.opened += 1);
+        self.count(key, |s| s.opened += 1);
         Ok(conn)
     }
 
