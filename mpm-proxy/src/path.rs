@@ -57,6 +57,11 @@ impl RouteTable {
         self.routes.is_empty()
     }
 
+    /// Is there a route of `/` (the last, the shortest), taking every path?
+    pub fn has_root(&self) -> bool {
+        self.routes.last().is_some_and(|r| r.prefix == "/")
+    }
+
     /// The route the (still percent-encoded) `path` belongs to, if any:
     /// the longest prefix that matches it once [normalized](normalize):
     /// a prefix ending in `/` takes every path starting with it; one
@@ -375,5 +380,6 @@ mod tests {
         }
         let api = RouteTable::new(vec![route("/api/=http://api")]);
         assert!(api.takes("/api") && api.takes("/api/x") && !api.takes("/"));
+        assert!(t.has_root() && !api.has_root());
     }
 }

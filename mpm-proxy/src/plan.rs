@@ -103,10 +103,12 @@ fn put(buf: &mut Vec<u8>, part: &[u8]) -> Span {
 impl Forward {
     /// Keep what the proxy needs of `request`.
     fn keep(request: &Request<'_>) -> (String, Vec<u8>, Spans) {
+        // Each cut from the target once.
+        let (path, query) = (request.path(), request.query());
         // Sized first, so that it is one allocation, never grown.
         let size = request.method().len()
-            + request.path().len()
-            + request.query().map_or(0, str::len)
+            + path.len()
+            + query.map_or(0, str::len)
             + request
                 .headers()
                 .map(|(n, v)| n.len() + v.len())
@@ -114,8 +116,8 @@ impl Forward {
         let mut text = Vec::with_capacity(size);
         let mut raw = Vec::new();
         let method = put(&mut text, request.method().as_bytes());
-        let path = put(&mut text, request.path().as_bytes());
-        let query = request.query().map(|q| put(&mut text, q.as_bytes()));
+        let path = put(&mut text, path.as_bytes());
+        let query = query.map(|q| put(&mut text, q.as_bytes()));
         let fields = request
             .headers()
             .map(|(n, v)| {
@@ -248,7 +250,10 @@ pub fn streams_upload(request: &Request<'_>) -> bool {
 impl Proxy {
     /// Does a route take this request's path?
     pub fn takes(&self, request: &Request<'_>) -> bool {
-        self.shared.table.takes(request.path())
+        let table = &self.shared.table;
+        // The root route takes every origin-form target (`/…`): its path
+        // need not be cut from the query, let alone normalized.
+        (table.has_root() && request.target().starts_with('/')) || table.takes(request.path())
     }
 
     /// The plan for `request` from a peer over TLS (`tls`) or not.
@@ -659,5 +664,21 @@ mod tests {
             head.contains("Upgrade: websocket\r\n")
                 && head.ends_with("Connection: upgrade\r\n\r\n")
         );
+    }
+
+    #[test]
+    fn the_root_route_takes_every_path_and_no_asterisk() {
+        let p = proxy(&["/api/=http://10.0.0.20", "/=http://10.0.0.21"]);
+        for (target, taken) in [
+            ("/", true),
+            ("/x?y=1", true),
+            ("/api", true),
+            ("http://h/a?b", true),
+            ("http://h", true),
+            ("*", false),
+        ] {
+            let req = Request::for_test("GET", target, Version::Http11, &[("Host", "h")], b"");
+            assert_eq!(p.takes(&req), taken, "{target}");
+        }
     }
 }
