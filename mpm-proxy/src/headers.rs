@@ -55,39 +55,73 @@ pub enum Framing {
     Chunked,
 }
 
-/// Request fields never passed on (besides those `Connection` names).
-const HOP_BY_HOP: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "content-length",
-    "upgrade",
-];
-
-/// Is `name` hop-by-hop for this message: one of [`HOP_BY_HOP`], a
-/// `Proxy-*`, or one a `Connection` field names (`connection`: their
-/// values, read in place)? `keep_upgrade` lets `Upgrade` through (a
-/// tunnel).
-fn is_hop<'a>(
-    name: &str,
-    connection: impl IntoIterator<Item = &'a [u8]>,
-    keep_upgrade: bool,
-) -> bool {
-    if keep_upgrade && name.eq_ignore_ascii_case("upgrade") {
-        return false;
-    }
-    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
-        || starts_with_ignore_case(name, "proxy-")
-        || connection
-            .into_iter()
-            .flat_map(|v| v.split(|b| *b == b','))
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(name.as_bytes()))
+/// What a field's name is to the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Hop-by-hop, never passed on: `Connection`, `Keep-Alive`, `TE`,
+    /// `Trailer`, `Transfer-Encoding`, `Content-Length` (the body is framed
+    /// anew), every `Proxy-*`.
+    Hop,
+    /// `Upgrade`: hop-by-hop too, but for a tunnel.
+    Upgrade,
+    Host,
+    Expect,
+    /// `X-Forwarded-For`, `-Proto` or `-Host`.
+    XForwarded,
+    Forwarded,
+    /// `X-Accel-*`: nginx's instructions to the proxy, in an answer.
+    Accel,
+    /// Any other: passed on unless a `Connection` field names it.
+    Other,
 }
 
+/// The kind of `name`, told by its length first: a name is compared with
+/// the few known names of its length, not with each of them (every field
+/// of every request and every answer is asked).
+fn kind(name: &str) -> Kind {
+    let is = |known: &str| is_lowercase_of(name.as_bytes(), known.as_bytes());
+    match name.len() {
+        2 if is("te") => Kind::Hop,
+        4 if is("host") => Kind::Host,
+        6 if is("expect") => Kind::Expect,
+        7 if is("trailer") => Kind::Hop,
+        7 if is("upgrade") => Kind::Upgrade,
+        9 if is("forwarded") => Kind::Forwarded,
+        10 if is("connection") || is("keep-alive") => Kind::Hop,
+        14 if is("content-length") => Kind::Hop,
+        15 if is("x-forwarded-for") => Kind::XForwarded,
+        16 if is("x-forwarded-host") => Kind::XForwarded,
+        17 if is("transfer-encoding") => Kind::Hop,
+        17 if is("x-forwarded-proto") => Kind::XForwarded,
+        _ if starts_with_ignore_case(name, "proxy-") => Kind::Hop,
+        _ if starts_with_ignore_case(name, "x-accel-") => Kind::Accel,
+        _ => Kind::Other,
+    }
+}
+
+/// Does a `Connection` field (`connection`: their values, read in place)
+/// name `name`, making it hop-by-hop for this message?
+fn named_by<'a>(name: &str, connection: impl IntoIterator<Item = &'a [u8]>) -> bool {
+    connection
+        .into_iter()
+        .flat_map(|v| v.split(|b| *b == b','))
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(name.as_bytes()))
+}
+
+/// Does `name`, with its ASCII capitals made small, read `lower` (small
+/// already: only `name`'s bytes need lowering, half the work of
+/// `eq_ignore_ascii_case`)?
+fn is_lowercase_of(name: &[u8], lower: &[u8]) -> bool {
+    name.len() == lower.len()
+        && name
+            .iter()
+            .zip(lower)
+            .all(|(a, b)| a.to_ascii_lowercase() == *b)
+}
+
+/// Does `s` start with `prefix` (small), whatever its case?
 fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
-    s.len() >= prefix.len() && s.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+    s.len() >= prefix.len() && is_lowercase_of(&s.as_bytes()[..prefix.len()], prefix.as_bytes())
 }
 
 /// The values of the `Connection` fields among `fields`.
@@ -155,24 +189,22 @@ pub fn request_fields_into<'a, I>(
         HostMode::Set(h) => h,
     };
     push_field(out, "Host", host.as_bytes());
-    let is_x = |n: &str| {
-        ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"]
-            .iter()
-            .any(|x| n.eq_ignore_ascii_case(x))
-    };
-    let is_fwd = |n: &str| n.eq_ignore_ascii_case("forwarded");
+    // Looked for once: most requests have no `Connection` field to read
+    // for each of their fields.
+    let connection = connection_values(fields.clone()).next().is_some();
+    let rewrites = route.forwarded != ForwardedStyle::Off;
     for (name, value) in fields.clone() {
-        if is_hop(name, connection_values(fields.clone()), tunnel)
-            || name.eq_ignore_ascii_case("host")
-            || name.eq_ignore_ascii_case("expect")
-        {
-            continue;
+        let passed = match kind(name) {
+            Kind::Hop | Kind::Host | Kind::Expect => false,
+            // Kept for a tunnel, whatever `Connection` says.
+            Kind::Upgrade => tunnel,
+            // Who-is-the-client fields: rewritten below, or dropped if untrusted.
+            Kind::XForwarded | Kind::Forwarded if rewrites => false,
+            _ => !(connection && named_by(name, connection_values(fields.clone()))),
+        };
+        if passed {
+            push_field(out, name, value);
         }
-        // Who-is-the-client fields: rewritten below, or dropped if untrusted.
-        if route.forwarded != ForwardedStyle::Off && (is_x(name) || is_fwd(name)) {
-            continue;
-        }
-        push_field(out, name, value);
     }
     // The values a trusted proxy sent in the fields `name`, trimmed, the
     // empty ones left out: written joined with ", " (and `then` after
@@ -207,8 +239,7 @@ pub fn request_fields_into<'a, I>(
                 out.extend_from_slice(b", ");
             }
             push_addr(out, addr);
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(b"X-Forwarded-Proto: ");
+            out.extend_from_slice(b"\r\nX-Forwarded-Proto: ");
             if !sent(out, "x-forwarded-proto") {
                 out.extend_from_slice(proto.as_bytes());
             }
@@ -254,12 +285,13 @@ pub fn request_fields_into<'a, I>(
         }
         Framing::Chunked => push_field(out, "Transfer-Encoding", b"chunked"),
     }
-    push_field(
-        out,
-        "Connection",
-        if tunnel { b"upgrade" } else { b"keep-alive" },
-    );
-    out.extend_from_slice(b"\r\n");
+    // The last field and the head's end, in one piece.
+    let end: &[u8] = if tunnel {
+        b"Connection: upgrade\r\n\r\n"
+    } else {
+        b"Connection: keep-alive\r\n\r\n"
+    };
+    out.extend_from_slice(end);
 }
 
 /// `addr` written out as its `Display` does: an IPv4 address octet by
@@ -274,7 +306,9 @@ fn push_addr(out: &mut Vec<u8>, addr: IpAddr) {
                 if i > 0 {
                     out.push(b'.');
                 }
-                out.extend_from_slice(digits.format(octet).as_bytes());
+                // Pushed, not copied: a copy of one to three bytes would
+                // be a call to memcpy each.
+                out.extend(digits.format(octet).bytes());
             }
         }
         IpAddr::V6(a) => {
@@ -364,7 +398,11 @@ pub fn passes<'a>(
     connection: impl IntoIterator<Item = &'a [u8]>,
     upgrade: bool,
 ) -> bool {
-    !is_hop(name, connection, upgrade) && !starts_with_ignore_case(name, "x-accel-")
+    match kind(name) {
+        Kind::Hop | Kind::Accel => false,
+        Kind::Upgrade => upgrade,
+        _ => !named_by(name, connection),
+    }
 }
 
 /// Is this answer streamed to the client as it arrives (rather than read
@@ -762,5 +800,36 @@ mod tests {
         assert!(!streams(Buffering::Off, &yes));
         let plain = response(&[("Content-Type", "text/html")]);
         assert!(streams(Buffering::Off, &plain) && !streams(Buffering::On, &plain));
+    }
+
+    #[test]
+    fn names_are_known_whatever_their_case() {
+        for (name, want) in [
+            ("TE", Kind::Hop),
+            ("tE", Kind::Hop),
+            ("ta", Kind::Other),
+            ("hOsT", Kind::Host),
+            ("Hosts", Kind::Other),
+            ("EXPECT", Kind::Expect),
+            ("Trailer", Kind::Hop),
+            ("UPGRADE", Kind::Upgrade),
+            ("Forwarded", Kind::Forwarded),
+            ("CONNECTION", Kind::Hop),
+            ("Keep-Alive", Kind::Hop),
+            ("Content-LENGTH", Kind::Hop),
+            ("Content-Type", Kind::Other),
+            ("x-Forwarded-For", Kind::XForwarded),
+            ("X-Forwarded-Fox", Kind::Other),
+            ("X-FORWARDED-HOST", Kind::XForwarded),
+            ("X-Forwarded-Proto", Kind::XForwarded),
+            ("Transfer-Encoding", Kind::Hop),
+            ("Proxy-Authorization", Kind::Hop),
+            ("PROXY-", Kind::Hop),
+            ("Proxy", Kind::Other),
+            ("X-Accel-Redirect", Kind::Accel),
+            ("x-accel", Kind::Other),
+        ] {
+            assert_eq!(kind(name), want, "{name}");
+        }
     }
 }

@@ -55,6 +55,19 @@ impl UpstreamState {
         self.get(word::DOWN_UNTIL) <= now && self.get(word::ACTIVE_DOWN) == 0
     }
 
+    /// [`is_up`](Self::is_up), with the clock (`now`) read only for an
+    /// upstream once marked down: one never marked down is up at any time,
+    /// and most never are, so most requests read no clock.
+    pub fn is_up_with(&self, now: impl FnOnce() -> u64) -> bool {
+        if self.get(word::ACTIVE_DOWN) != 0 {
+            return false;
+        }
+        match self.get(word::DOWN_UNTIL) {
+            0 => true,
+            until => until <= now(),
+        }
+    }
+
     /// A request to it failed at `now`: count the failure (and the request
     /// failed, for the status page); `Some(Down)` if this one marked it
     /// down.
@@ -515,5 +528,18 @@ mod tests {
         origin.join().unwrap();
         // Nothing listens there now.
         assert!(!probe(&url, &health));
+    }
+
+    #[test]
+    fn an_upstream_never_marked_down_is_up_without_reading_the_clock() {
+        let (_, s) = state("/=http://a,http://b", 1, Duration::from_secs(10));
+        let u = s.route(0)[0];
+        assert!(u.is_up_with(|| unreachable!("the clock is not read")));
+        let t0 = 1_000_000;
+        u.record_failure(t0);
+        for t in [t0 + 1, t0 + 9_999, t0 + 10_000, t0 + 20_000] {
+            assert_eq!(u.is_up_with(|| t), u.is_up(t), "at {t}");
+        }
+        assert!(!u.is_up_with(|| t0 + 1) && u.is_up_with(|| t0 + 10_000));
     }
 }

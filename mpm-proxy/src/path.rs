@@ -57,27 +57,57 @@ impl RouteTable {
         self.routes.is_empty()
     }
 
+    /// Is there a route of `/` (the last, the shortest), taking every path?
+    pub fn has_root(&self) -> bool {
+        self.routes.last().is_some_and(|r| r.prefix == "/")
+    }
+
     /// The route the (still percent-encoded) `path` belongs to, if any:
     /// the longest prefix that matches it once [normalized](normalize):
     /// a prefix ending in `/` takes every path starting with it; one
     /// without takes itself and the paths below it (`/api` takes `/api`
     /// and `/api/x`, not `/apix`); `/` takes every path.
     pub fn find(&self, path: &str) -> Option<&ProxyRoute> {
-        let path = normalize(path);
-        self.routes.iter().find(|r| matches(&r.prefix, &path))
+        self.find_index(path).map(|i| &self.routes[i])
+    }
+
+    /// [`find`](Self::find)'s route as its index in [`routes`](Self::routes).
+    pub fn find_index(&self, path: &str) -> Option<usize> {
+        // Normalized only for a route that needs it: `/`, the last (the
+        // shortest), takes every path that starts with a slash, which the
+        // proxy of a whole site (`/=http://…`) is asked of every request.
+        let mut normal: Option<Cow<'_, str>> = None;
+        self.routes.iter().position(|r| {
+            if r.prefix == "/" && path.starts_with('/') {
+                return true;
+            }
+            matches(&r.prefix, normal.get_or_insert_with(|| normalize(path)))
+        })
+    }
+
+    /// Does a route take `path`, or would one with a `/` added (what
+    /// [`needs_slash`](Self::needs_slash) finds)? The proxy's answer to
+    /// whether a request is its own.
+    pub fn takes(&self, path: &str) -> bool {
+        self.find_index(path).is_some() || self.lacks_slash(&normalize(path)).is_some()
     }
 
     /// The route that would take `path` with a `/` added: `/api` for the
     /// route `/api/`, when no route takes `/api` itself. nginx answers such
     /// a request with `301` to the path with the slash.
     pub fn needs_slash(&self, path: &str) -> Option<&ProxyRoute> {
-        if self.find(path).is_some() {
+        if self.find_index(path).is_some() {
             return None;
         }
-        let path = normalize(path);
+        self.lacks_slash(&normalize(path))
+    }
+
+    /// The route whose prefix is the normalized `path` with a `/` added,
+    /// for a path no route takes.
+    fn lacks_slash(&self, path: &str) -> Option<&ProxyRoute> {
         self.routes
             .iter()
-            .find(|r| r.prefix.len() > 1 && r.prefix.strip_suffix('/') == Some(&*path))
+            .find(|r| r.prefix.len() > 1 && r.prefix.strip_suffix('/') == Some(path))
     }
 }
 
@@ -329,5 +359,27 @@ mod tests {
         ] {
             assert_eq!(normalize(raw), want, "{raw}");
         }
+    }
+
+    #[test]
+    fn the_root_route_takes_what_its_normalized_path_starts_with_a_slash() {
+        let t = RouteTable::new(vec![route("/=http://root"), route("/api/=http://api")]);
+        let host = |p: &str| t.find(p).map(|r| r.upstreams[0].url.host().to_string());
+        for (path, want) in [
+            ("/", Some("root")),
+            ("/x", Some("root")),
+            ("/api/x", Some("api")),
+            ("/api/../x", Some("root")),
+            ("/x/../api/y", Some("api")),
+            ("a/../b", Some("root")),
+            ("a//b", Some("root")),
+            ("*", None),
+        ] {
+            assert_eq!(host(path).as_deref(), want, "{path}");
+            assert_eq!(t.takes(path), want.is_some(), "{path}");
+        }
+        let api = RouteTable::new(vec![route("/api/=http://api")]);
+        assert!(api.takes("/api") && api.takes("/api/x") && !api.takes("/"));
+        assert!(t.has_root() && !api.has_root());
     }
 }

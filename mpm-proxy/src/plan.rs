@@ -9,6 +9,7 @@
 //! says, by nginx's rules, whether a failed try may go on to another:
 //! `next_upstream` on, an idempotent method, tries left.
 
+use std::cell::OnceCell;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -16,11 +17,11 @@ use mpm_http::{Request, Response};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-use crate::balance::{Balancer, InFlightGuard};
+use crate::balance::{Balancer, InFlight, InFlightGuard};
 use crate::config::{Balance, HashKey, ProxyRoute, UpstreamUrl};
 use crate::headers::{request_fields_into, ClientInfo, Framing};
 use crate::path::{map_target_into, RouteTable};
-use crate::reverse_proxy::Proxy;
+use crate::reverse_proxy::{Proxy, ReverseProxy};
 use crate::shared_state::{now_ms, ProxyState, UpstreamState};
 
 /// The request bodies larger than this are streamed to the upstream as they
@@ -51,9 +52,14 @@ pub struct Forward {
     pub route: usize,
     /// The method, path, query and every field's name and value, one
     /// after the other: one allocation a request (the [`Spans`] of up to
-    /// 16 fields are inline), not two a field.
-    bytes: Vec<u8>,
-    /// Where each part is in `bytes`.
+    /// 16 fields are inline), not two a field. Text, checked once as it
+    /// is kept, not each time a part is read (a head is read again for
+    /// each try).
+    text: String,
+    /// The values that are not UTF-8 (obs-text), passed on as sent: none,
+    /// and no allocation, for nearly every request.
+    raw: Vec<u8>,
+    /// Where each part is in `text` (or `raw`).
     spans: Spans,
     /// The peer's address.
     pub peer: IpAddr,
@@ -67,45 +73,72 @@ pub struct Forward {
     pub hash_key: Vec<u8>,
 }
 
-/// Where the parts of a [`Forward`] are in its bytes: method, path,
-/// query (empty: none), then a name and a value per field.
+/// Where a part is: its start and length.
+type Span = (u32, u32);
+
+/// Set in a value's start when the value is in [`Forward`]'s `raw`, not
+/// its `text`: starts are below 64 KiB (a head's most), far from it.
+const IN_RAW: u32 = 1 << 31;
+
+/// Where the parts of a [`Forward`] are in its text: method, path, query
+/// (empty: none), then a name and a value per field.
 #[derive(Debug, Clone, Default)]
 struct Spans {
-    method: (u32, u32),
-    path: (u32, u32),
-    query: Option<(u32, u32)>,
-    fields: SmallVec<[[(u32, u32); 2]; 16]>,
+    method: Span,
+    path: Span,
+    query: Option<Span>,
+    fields: SmallVec<[[Span; 2]; 16]>,
+}
+
+/// The span of `part`, appended to `buf`. A request head is at most the
+/// HTTP layer's buffer (64 KiB), so its offsets fit a u32; a longer one
+/// keeps what fits and is cut (never reached: the layer refuses such a
+/// head with 431).
+fn put(buf: &mut Vec<u8>, part: &[u8]) -> Span {
+    let start = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+    buf.extend_from_slice(part);
+    (start, u32::try_from(part.len()).unwrap_or(0))
 }
 
 impl Forward {
     /// Keep what the proxy needs of `request`.
-    fn keep(request: &Request<'_>) -> (Vec<u8>, Spans) {
+    fn keep(request: &Request<'_>) -> (String, Vec<u8>, Spans) {
+        // Each cut from the target once.
+        let (path, query) = (request.path(), request.query());
         // Sized first, so that it is one allocation, never grown.
         let size = request.method().len()
-            + request.path().len()
-            + request.query().map_or(0, str::len)
+            + path.len()
+            + query.map_or(0, str::len)
             + request
                 .headers()
                 .map(|(n, v)| n.len() + v.len())
                 .sum::<usize>();
-        let mut bytes = Vec::with_capacity(size);
-        // A request head is at most the HTTP layer's buffer (64 KiB), so
-        // its offsets fit a u32; a longer one keeps what fits and is cut
-        // (never reached: the layer refuses such a head with 431).
-        let mut put = |b: &[u8]| {
-            let start = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-            bytes.extend_from_slice(b);
-            (start, u32::try_from(b.len()).unwrap_or(0))
-        };
-        let method = put(request.method().as_bytes());
-        let path = put(request.path().as_bytes());
-        let query = request.query().map(|q| put(q.as_bytes()));
+        let mut text = Vec::with_capacity(size);
+        let mut raw = Vec::new();
+        let method = put(&mut text, request.method().as_bytes());
+        let path = put(&mut text, path.as_bytes());
+        let query = query.map(|q| put(&mut text, q.as_bytes()));
         let fields = request
             .headers()
-            .map(|(n, v)| [put(n.as_bytes()), put(v)])
+            .map(|(n, v)| {
+                let name = put(&mut text, n.as_bytes());
+                // A value is nearly always ASCII, told without a call.
+                let value = if v.is_ascii() || std::str::from_utf8(v).is_ok() {
+                    put(&mut text, v)
+                } else {
+                    let (start, len) = put(&mut raw, v);
+                    (start | IN_RAW, len)
+                };
+                [name, value]
+            })
             .collect();
+        // Every part is UTF-8, so their whole is: checked once, as a
+        // whole, rather than a call for each short part. (Were it not,
+        // the parts would read as empty, never as other text.)
+        let text = String::from_utf8(text).unwrap_or_default();
         (
-            bytes,
+            text,
+            raw,
             Spans {
                 method,
                 path,
@@ -115,16 +148,21 @@ impl Forward {
         )
     }
 
-    fn slice(&self, (start, len): (u32, u32)) -> &[u8] {
+    fn text(&self, (start, len): Span) -> &str {
         let start = start as usize;
-        self.bytes
+        self.text
             .get(start..start + len as usize)
             .unwrap_or_default()
     }
 
-    /// Text of a span: the layer took it from a `&str`, so it is UTF-8.
-    fn text(&self, span: (u32, u32)) -> &str {
-        std::str::from_utf8(self.slice(span)).unwrap_or_default()
+    fn value(&self, (start, len): Span) -> &[u8] {
+        if start & IN_RAW == 0 {
+            return self.text((start, len)).as_bytes();
+        }
+        let start = (start & !IN_RAW) as usize;
+        self.raw
+            .get(start..start + len as usize)
+            .unwrap_or_default()
     }
 
     /// The method.
@@ -147,7 +185,7 @@ impl Forward {
         self.spans
             .fields
             .iter()
-            .map(|[n, v]| (self.text(*n), self.slice(*v)))
+            .map(|[n, v]| (self.text(*n), self.value(*v)))
     }
 
     /// A field's first value (case-insensitive name).
@@ -155,6 +193,16 @@ impl Forward {
         self.fields()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v)
+    }
+
+    /// The first `Host` field's value, trimmed, if it is text.
+    fn host(&self) -> Option<&str> {
+        let [_, value] = self
+            .spans
+            .fields
+            .iter()
+            .find(|[n, _]| self.text(*n).eq_ignore_ascii_case("host"))?;
+        (value.0 & IN_RAW == 0).then(|| self.text(*value).trim())
     }
 }
 
@@ -203,15 +251,16 @@ impl Proxy {
     /// Does a route take this request's path?
     pub fn takes(&self, request: &Request<'_>) -> bool {
         let table = &self.shared.table;
-        let path = request.path();
-        table.find(path).is_some() || table.needs_slash(path).is_some()
+        // The root route takes every origin-form target (`/…`): its path
+        // need not be cut from the query, let alone normalized.
+        (table.has_root() && request.target().starts_with('/')) || table.takes(request.path())
     }
 
     /// The plan for `request` from a peer over TLS (`tls`) or not.
     pub fn plan(&self, request: &Request<'_>, tls: bool) -> Plan {
         let table = &self.shared.table;
         let path = request.path();
-        let Some(route) = table.find(path) else {
+        let Some(index) = table.find_index(path) else {
             if let Some(route) = table.needs_slash(path) {
                 let mut location = route.prefix.clone();
                 if let Some(q) = request.query() {
@@ -222,11 +271,7 @@ impl Proxy {
             }
             return Plan::NotMine;
         };
-        let index = table
-            .routes()
-            .iter()
-            .position(|r| std::ptr::eq(r, route))
-            .unwrap_or(0);
+        let route = &table.routes()[index];
         let peer = request.peer_addr().ip().to_canonical();
         let hash_key = match &route.balance {
             Balance::Hash(HashKey::ClientAddr) => match peer {
@@ -238,10 +283,11 @@ impl Proxy {
             }
             _ => Vec::new(),
         };
-        let (bytes, spans) = Forward::keep(request);
+        let (text, raw, spans) = Forward::keep(request);
         Plan::Forward(Forward {
             route: index,
-            bytes,
+            text,
+            raw,
             spans,
             peer,
             tls,
@@ -253,33 +299,58 @@ impl Proxy {
 
     /// What chooses each try's upstream, movable into a future.
     pub fn picker(&self) -> Picker {
-        Picker {
-            table: self.shared.table.clone(),
-            state: self.shared.state.clone(),
-            balancers: self.balancers.clone(),
-        }
+        self.chooser.clone()
     }
 }
 
 /// Chooses the upstream of each try of a [`Forward`]: the worker's
-/// balancers, shared with the futures its requests became.
-///
-/// The balancers are behind a `parking_lot::Mutex` of the worker's own,
-/// taken for a pick (a few comparisons): the worker's `handle` and the
-/// futures it made (which an event loop may resume on another thread) are
-/// all that take it, never every core.
+/// balancers, shared with the futures its requests became. One `Arc`,
+/// cloned once a request.
 #[derive(Debug, Clone)]
 pub struct Picker {
+    choices: Arc<Choices>,
+}
+
+#[derive(Debug)]
+struct Choices {
     table: Arc<RouteTable>,
     /// Shared, not copied per request.
     state: Arc<ProxyState>,
-    balancers: Arc<Mutex<Vec<Balancer>>>,
+    /// Per route, this process's requests in flight per upstream (the
+    /// balancers read them too).
+    in_flight: Arc<Vec<InFlight>>,
+    /// Behind a `parking_lot::Mutex` of the worker's own, taken for a pick
+    /// (a few comparisons): the worker's `handle` and the futures it made
+    /// (which an event loop may resume on another thread) are all that
+    /// take it, never every core; and a route of one upstream, having no
+    /// choice to make, does not take it.
+    balancers: Mutex<Vec<Balancer>>,
 }
 
 impl Picker {
+    /// One worker's picker of `shared`'s upstreams, with balancers of its
+    /// own.
+    pub(crate) fn new(shared: &ReverseProxy) -> Picker {
+        let balancers = shared
+            .table
+            .routes()
+            .iter()
+            .zip(shared.in_flight.iter())
+            .map(|(r, f)| Balancer::new(r, f.clone()))
+            .collect();
+        Picker {
+            choices: Arc::new(Choices {
+                table: shared.table.clone(),
+                state: shared.state.clone(),
+                in_flight: shared.in_flight.clone(),
+                balancers: Mutex::new(balancers),
+            }),
+        }
+    }
+
     /// The route of a request.
     pub fn route(&self, forward: &Forward) -> &ProxyRoute {
-        &self.table.routes()[forward.route]
+        &self.choices.table.routes()[forward.route]
     }
 
     /// The URL of the upstream an attempt of `forward` went to.
@@ -292,22 +363,27 @@ impl Picker {
     /// "no live upstreams": answer 502).
     pub fn next(&self, forward: &Forward, tried: &[usize]) -> Option<Attempt> {
         let r = forward.route;
-        let route = self.table.routes().get(r)?;
-        let states = self.state.route(r);
-        let now = now_ms();
-        let eligible =
-            |i: usize| !tried.contains(&i) && states.get(i).is_some_and(|s| s.is_up(now));
-        let (u, in_flight) = {
-            let mut balancers = self.balancers.lock();
-            let b = balancers.get_mut(r)?;
-            let u = b.pick(&forward.hash_key, eligible)?;
-            (u, b.in_flight().start(u))
+        let choices = &*self.choices;
+        let route = choices.table.routes().get(r)?;
+        let states = choices.state.route(r);
+        // Read once, and only if an upstream was ever marked down.
+        let now = OnceCell::new();
+        let eligible = |i: usize| {
+            !tried.contains(&i)
+                && states
+                    .get(i)
+                    .is_some_and(|s| s.is_up_with(|| *now.get_or_init(now_ms)))
         };
+        let u = if route.upstreams.len() == 1 && !matches!(route.balance, Balance::Hash(_)) {
+            // One upstream: round-robin and least-conn can only pick it.
+            eligible(0).then_some(0)?
+        } else {
+            let mut balancers = choices.balancers.lock();
+            balancers.get_mut(r)?.pick(&forward.hash_key, eligible)?
+        };
+        let in_flight = choices.in_flight.get(r)?.start(u);
         let spec = &route.upstreams[u];
-        let host = forward
-            .field("host")
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .map(str::trim);
+        let host = forward.host();
         let client = ClientInfo {
             addr: forward.peer,
             tls: forward.tls,
@@ -316,7 +392,8 @@ impl Picker {
         // Written in one buffer sized for it: the client's parts, their
         // separators, the fields the proxy adds and the URL's path.
         let mut head = Vec::with_capacity(
-            forward.bytes.len()
+            forward.text.len()
+                + forward.raw.len()
                 + 4 * forward.spans.fields.len()
                 + spec.url.as_str().len()
                 + host.map_or(0, str::len)
@@ -349,7 +426,7 @@ impl Picker {
     /// and fewer tries than `next_upstream_tries` (0: as many as there are
     /// upstreams).
     pub fn may_retry(&self, forward: &Forward, tried: &[usize]) -> bool {
-        let Some(r) = self.table.routes().get(forward.route) else {
+        let Some(r) = self.choices.table.routes().get(forward.route) else {
             return false;
         };
         let limit = match r.next_upstream_tries {
@@ -429,13 +506,9 @@ mod tests {
         );
         assert!(head.contains("X-Forwarded-For: 192.0.2.7\r\n"), "{head}");
         assert!(head.contains("X-Forwarded-Proto: https\r\n"), "{head}");
-        assert_eq!(
-            p.balancers.lock()[0].in_flight().get(0),
-            1,
-            "counted while in flight"
-        );
+        assert_eq!(p.shared.in_flight[0].get(0), 1, "counted while in flight");
         drop(a);
-        assert_eq!(p.balancers.lock()[0].in_flight().get(0), 0);
+        assert_eq!(p.shared.in_flight[0].get(0), 0);
         f.tls = false;
         let head = String::from_utf8(picker.next(&f, &[]).unwrap().head).unwrap();
         assert!(head.contains("X-Forwarded-Proto: http\r\n"), "{head}");
@@ -591,5 +664,21 @@ mod tests {
             head.contains("Upgrade: websocket\r\n")
                 && head.ends_with("Connection: upgrade\r\n\r\n")
         );
+    }
+
+    #[test]
+    fn the_root_route_takes_every_path_and_no_asterisk() {
+        let p = proxy(&["/api/=http://10.0.0.20", "/=http://10.0.0.21"]);
+        for (target, taken) in [
+            ("/", true),
+            ("/x?y=1", true),
+            ("/api", true),
+            ("http://h/a?b", true),
+            ("http://h", true),
+            ("*", false),
+        ] {
+            let req = Request::for_test("GET", target, Version::Http11, &[("Host", "h")], b"");
+            assert_eq!(p.takes(&req), taken, "{target}");
+        }
     }
 }

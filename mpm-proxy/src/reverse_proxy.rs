@@ -11,11 +11,12 @@ use parking_lot::Mutex;
 
 use mpm_upstream::{Pool, Target};
 
-use crate::balance::{Balancer, InFlight};
+use crate::balance::InFlight;
 use crate::config::{check_routes, ProxyRoute, UpstreamUrl};
 use crate::error::{Error, Result};
 use crate::health::{http_probe, Checker, Probe};
 use crate::path::RouteTable;
+use crate::plan::Picker;
 use crate::shared_state::ProxyState;
 use crate::stats::UpstreamSnapshot;
 use crate::{DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_TIMEOUT};
@@ -205,16 +206,9 @@ impl ReverseProxy {
         let pool = self.pool();
         self.checker
             .ensure_running(&self.table, &self.state, self.probe.clone());
-        let balancers = self
-            .table
-            .routes()
-            .iter()
-            .zip(self.in_flight.iter())
-            .map(|(r, f)| Balancer::new(r, f.clone()))
-            .collect();
         Proxy {
+            chooser: Picker::new(self),
             shared: self.clone(),
-            balancers: Arc::new(Mutex::new(balancers)),
             pool,
         }
     }
@@ -245,9 +239,9 @@ fn resolve(url: &UpstreamUrl, ca_file: Option<&std::path::Path>) -> Result<Targe
 #[derive(Debug)]
 pub struct Proxy {
     pub(crate) shared: ReverseProxy,
-    /// Shared with the futures this worker's requests become (see
-    /// [`Picker`](crate::Picker)).
-    pub(crate) balancers: Arc<Mutex<Vec<Balancer>>>,
+    /// The worker's balancers, shared with the futures its requests
+    /// become.
+    pub(crate) chooser: Picker,
     /// This process's upstream connection pool.
     pub(crate) pool: Arc<Pool>,
 }
