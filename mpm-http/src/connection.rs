@@ -17,9 +17,9 @@ use mpm_core::{ConnectionHandler, Interest, Prefetch, Stream, Wait};
 use crate::access_log::Record;
 use crate::chunked;
 use crate::h2::{self, H2Conn, Preface};
-use crate::head::{self, Framing, Parsed, SLOTS};
+use crate::head::{self, Framing, Parsed, Spans, SLOTS};
 use crate::page_cache;
-use crate::reading::{deadline, Gate, Reader, Received, Step};
+use crate::reading::{deadline, BufferedKey, Gate, Prefetched, Reader, Received, Step};
 use crate::request::{Headers, Request};
 use crate::request_pool::PoolArena;
 use crate::settings::{HttpSettings, ServiceSettings};
@@ -51,7 +51,11 @@ impl<H: HttpHandler> HttpService<H> {
         let arena = PoolArena::new(settings.request_pool);
         let log = settings.access_log.as_ref().map(|l| l.writer());
         HttpService {
-            reader: Reader { handler, arena },
+            reader: Reader {
+                handler,
+                arena,
+                prefetched: None,
+            },
             sender: Sender { settings, log },
         }
     }
@@ -267,6 +271,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
 
     fn prefetch(&mut self, c: &mut HttpConn, s: &mut Stream) -> Prefetch {
         c.approved = false;
+        self.reader.prefetched = None;
         if std::mem::take(&mut c.for_a_worker) {
             return Prefetch::Ready;
         }
@@ -399,6 +404,11 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         }
         if self.reader.handler.answers_without_blocking(&req) {
             c.approved = true;
+            // The step that runs it next need not parse the head again.
+            self.reader.prefetched = Spans::of(&head, data).map(|spans| Prefetched {
+                key: BufferedKey::of(c),
+                spans,
+            });
             Prefetch::ReadyInline
         } else {
             Prefetch::Ready

@@ -205,6 +205,86 @@ pub(crate) fn parse<'h, 'b>(
     })
 }
 
+/// The most fields a [`Spans`] keeps; a head with more is parsed again.
+pub(crate) const KEPT_FIELDS: usize = 16;
+
+/// A complete head as offsets into the bytes it was parsed from, with what
+/// its checks found: the event loop's prefetch parses a head to ask the
+/// handler whether it blocks, and the step that follows on the same bytes
+/// makes the head again from these instead of parsing it twice.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spans {
+    method: (u32, u32),
+    target: (u32, u32),
+    version: Version,
+    /// Each field's name and value, as `(start, end)` pairs (a head is
+    /// far shorter than 4 GiB; a longer one is parsed again).
+    fields: [[(u32, u32); 2]; KEPT_FIELDS],
+    count: usize,
+    len: usize,
+    framing: Framing,
+    connection: Option<bool>,
+    expect_continue: bool,
+}
+
+impl Spans {
+    /// Where `head`'s parts lie in `data`, the bytes it was parsed from;
+    /// `None` for a head with more than [`KEPT_FIELDS`] fields.
+    pub(crate) fn of(head: &Head<'_, '_>, data: &[u8]) -> Option<Spans> {
+        if head.headers.len() > KEPT_FIELDS {
+            return None;
+        }
+        let span = |part: &[u8]| {
+            let start = (part.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+            let end = start.checked_add(part.len())?;
+            if end > data.len() {
+                return None;
+            }
+            Some((u32::try_from(start).ok()?, u32::try_from(end).ok()?))
+        };
+        let mut fields = [[(0, 0); 2]; KEPT_FIELDS];
+        for (kept, h) in fields.iter_mut().zip(head.headers) {
+            *kept = [span(h.name.as_bytes())?, span(h.value)?];
+        }
+        Some(Spans {
+            method: span(head.method.as_bytes())?,
+            target: span(head.target.as_bytes())?,
+            version: head.version,
+            fields,
+            count: head.headers.len(),
+            len: head.len,
+            framing: head.framing,
+            connection: head.connection,
+            expect_continue: head.expect_continue,
+        })
+    }
+
+    /// The head again, its fields written into `into`: `data` must be the
+    /// bytes it was parsed from, unchanged. `None` if they do not fit.
+    pub(crate) fn head<'h, 'b>(
+        &self,
+        data: &'b [u8],
+        into: &'h mut [httparse::Header<'b>; KEPT_FIELDS],
+    ) -> Option<Head<'h, 'b>> {
+        let bytes = |(start, end): (u32, u32)| data.get(start as usize..end as usize);
+        let text = |span| std::str::from_utf8(bytes(span)?).ok();
+        for (h, &[name, value]) in into.iter_mut().zip(self.fields.get(..self.count)?) {
+            h.name = text(name)?;
+            h.value = bytes(value)?;
+        }
+        Some(Head {
+            method: text(self.method)?,
+            target: text(self.target)?,
+            version: self.version,
+            headers: &into[..self.count],
+            len: self.len,
+            framing: self.framing,
+            connection: self.connection,
+            expect_continue: self.expect_continue,
+        })
+    }
+}
+
 /// Check the limits on a head that has not fully arrived, so that an
 /// endless request line or header is refused without waiting for its end.
 fn check_partial(buf: &[u8], limits: &Limits) -> Parsed<'static, 'static> {
@@ -490,6 +570,33 @@ mod tests {
             Parsed::Partial => Err(None),
             Parsed::Reject(s) => Err(Some(s)),
             Parsed::NewerMinor(at) => panic!("newer minor at {at}"),
+        }
+    }
+
+    #[test]
+    fn a_head_made_again_from_its_spans_is_the_head_parsed() {
+        let many: String = (0..KEPT_FIELDS)
+            .map(|i| format!("X-{i}: {i}\r\n"))
+            .collect();
+        let heads = [
+            "GET /a?b HTTP/1.1\r\nHost: t\r\n\r\n".to_string(),
+            "\r\nPOST /p HTTP/1.0\r\nHost: t\r\nContent-Length: 3\r\nConnection: keep-alive\r\nExpect: 100-continue\r\n\r\nabc".to_string(),
+            "PUT /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n".to_string(),
+            format!("GET / HTTP/1.1\r\nHost: t\r\n{many}\r\n"),
+        ];
+        for text in &heads {
+            let data = text.as_bytes();
+            let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+            let Parsed::Complete(parsed) = parse(data, &mut slots, &LIMITS) else {
+                panic!("{text:?} is a complete head");
+            };
+            let Some(spans) = Spans::of(&parsed, data) else {
+                assert!(parsed.headers.len() > KEPT_FIELDS, "{text:?}");
+                continue;
+            };
+            let mut kept = [httparse::EMPTY_HEADER; KEPT_FIELDS];
+            let made = spans.head(data, &mut kept).expect("the same bytes");
+            assert_eq!(format!("{made:?}"), format!("{parsed:?}"), "{text:?}");
         }
     }
 

@@ -13,7 +13,7 @@ use mpm_core::Stream;
 
 use crate::body::{self, BodySource, BodyStream, Timing};
 use crate::chunked::{self, ChunkError};
-use crate::head::{self, Framing, Head, Parsed, SLOTS};
+use crate::head::{self, Framing, Head, Parsed, Spans, KEPT_FIELDS, SLOTS};
 use crate::request::{Headers, Request, Version};
 use crate::request_pool::PoolArena;
 use crate::response::Response;
@@ -28,6 +28,41 @@ use crate::HttpHandler;
 pub(crate) struct Reader<H> {
     pub(crate) handler: H,
     pub(crate) arena: PoolArena,
+    /// The head the last prefetch parsed and approved, for the step that
+    /// follows on the same connection's same bytes: see [`Prefetched`].
+    pub(crate) prefetched: Option<Prefetched>,
+}
+
+/// A head parsed and approved by prefetch, and which bytes it was:
+/// the step that runs next on them makes the head from its spans
+/// rather than parsing it again. Any change (a read, a request consumed,
+/// another connection) makes the key differ, and the step parses.
+#[derive(Debug)]
+pub(crate) struct Prefetched {
+    pub(crate) key: BufferedKey,
+    pub(crate) spans: Spans,
+}
+
+/// Which buffered bytes of which connection: its buffer (two live
+/// connections never share one), the unconsumed range, and its count of
+/// requests served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BufferedKey {
+    buf: usize,
+    start: usize,
+    filled: usize,
+    served: u64,
+}
+
+impl BufferedKey {
+    pub(crate) fn of(c: &HttpConn) -> BufferedKey {
+        BufferedKey {
+            buf: c.buf.as_ptr() as usize,
+            start: c.start,
+            filled: c.filled,
+            served: c.served,
+        }
+    }
 }
 
 /// What the parser made of the buffered bytes.
@@ -94,9 +129,10 @@ fn request_line(data: &[u8], method: &str, target: &str) -> std::ops::Range<usiz
 }
 
 impl<H: HttpHandler> Reader<H> {
-    /// Parse one request from the buffer; if it is complete and `gate`
-    /// allows, run the handler and queue the response with `out` (behind
-    /// any already queued).
+    /// Parse one request from the buffer (or make it from what prefetch
+    /// found in the same bytes); if it is complete and `gate` allows, run
+    /// the handler and queue the response with `out` (behind any already
+    /// queued).
     pub(crate) fn step(
         &mut self,
         out: &mut Sender,
@@ -107,8 +143,22 @@ impl<H: HttpHandler> Reader<H> {
         out.begin_response(c);
         let limits = out.settings.limits;
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+        let mut kept;
         let data = &c.buf[c.start..c.filled];
-        let head = match head::parse(data, &mut slots, &limits) {
+        let made = match &self.prefetched {
+            Some(p) if p.key == BufferedKey::of(c) => {
+                kept = [httparse::EMPTY_HEADER; KEPT_FIELDS];
+                p.spans.head(data, &mut kept)
+            }
+            _ => None,
+        };
+        // Good for this step only: whatever it does changes the bytes.
+        self.prefetched = None;
+        let parsed = match made {
+            Some(head) => Parsed::Complete(head),
+            None => head::parse(data, &mut slots, &limits),
+        };
+        let head = match parsed {
             Parsed::NewerMinor(at) => {
                 // Served as HTTP/1.1 (RFC 9110 §2.5): parse it as one.
                 c.buf[c.start + at] = b'1';

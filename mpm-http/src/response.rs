@@ -232,12 +232,40 @@ fn is_layer_field(name: &str) -> bool {
         .any(|f| name.eq_ignore_ascii_case(f))
 }
 
+/// RFC 9110 `tchar`: the bytes a token is made of. A table, as every
+/// field a response sets is checked (a scan of the punctuation per byte
+/// was most of the check).
+const TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    t
+};
+
 /// RFC 9110 `token`: what a field name is made of.
 fn is_token(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !name.is_empty() && name.bytes().all(|b| TCHAR[usize::from(b)])
 }
 
 /// RFC 9110 `field-value`: visible characters, spaces, tabs and obs-text;
@@ -922,6 +950,14 @@ pub fn reason_phrase(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_name_is_made_of_rfc_9110_tchars_only() {
+        for b in 0..=255u8 {
+            let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            assert_eq!(TCHAR[usize::from(b)], tchar, "{b:#04x}");
+        }
+    }
 
     #[test]
     fn a_header_text_is_three_words_so_that_moving_a_response_copies_less() {
