@@ -19,7 +19,7 @@ use crate::chunked;
 use crate::h2::{self, H2Conn, Preface};
 use crate::head::{self, Framing, Parsed, Spans, SLOTS};
 use crate::page_cache;
-use crate::reading::{deadline, BufferedKey, Gate, Prefetched, Reader, Received, Step};
+use crate::reading::{deadline, BufferedKey, Gate, Reader, Received, Step};
 use crate::request::{Headers, Request};
 use crate::request_pool::PoolArena;
 use crate::settings::{HttpSettings, ServiceSettings};
@@ -55,6 +55,7 @@ impl<H: HttpHandler> HttpService<H> {
                 handler,
                 arena,
                 prefetched: None,
+                spans: Spans::new(),
             },
             sender: Sender { settings, log },
         }
@@ -405,10 +406,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         if self.reader.handler.answers_without_blocking(&req) {
             c.approved = true;
             // The step that runs it next need not parse the head again.
-            self.reader.prefetched = Spans::of(&head, data).map(|spans| Prefetched {
-                key: BufferedKey::of(c),
-                spans,
-            });
+            if self.reader.spans.keep(&head, data) {
+                self.reader.prefetched = Some(BufferedKey::of(c));
+            }
             Prefetch::ReadyInline
         } else {
             Prefetch::Ready

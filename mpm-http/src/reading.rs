@@ -28,18 +28,11 @@ use crate::HttpHandler;
 pub(crate) struct Reader<H> {
     pub(crate) handler: H,
     pub(crate) arena: PoolArena,
-    /// The head the last prefetch parsed and approved, for the step that
-    /// follows on the same connection's same bytes: see [`Prefetched`].
-    pub(crate) prefetched: Option<Prefetched>,
-}
-
-/// A head parsed and approved by prefetch, and which bytes it was:
-/// the step that runs next on them makes the head from its spans
-/// rather than parsing it again. Any change (a read, a request consumed,
-/// another connection) makes the key differ, and the step parses.
-#[derive(Debug)]
-pub(crate) struct Prefetched {
-    pub(crate) key: BufferedKey,
+    /// Which bytes `spans` describe: a head the last prefetch parsed and
+    /// approved. The step that runs next on them makes the head from the
+    /// spans rather than parsing it again; any change (a read, a request
+    /// consumed, another connection) makes the key differ, and it parses.
+    pub(crate) prefetched: Option<BufferedKey>,
     pub(crate) spans: Spans,
 }
 
@@ -145,15 +138,14 @@ impl<H: HttpHandler> Reader<H> {
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
         let mut kept;
         let data = &c.buf[c.start..c.filled];
-        let made = match &self.prefetched {
-            Some(p) if p.key == BufferedKey::of(c) => {
+        // Good for this step only: whatever it does changes the bytes.
+        let made = match self.prefetched.take() {
+            Some(key) if key == BufferedKey::of(c) => {
                 kept = [httparse::EMPTY_HEADER; KEPT_FIELDS];
-                p.spans.head(data, &mut kept)
+                self.spans.head(data, &mut kept)
             }
             _ => None,
         };
-        // Good for this step only: whatever it does changes the bytes.
-        self.prefetched = None;
         let parsed = match made {
             Some(head) => Parsed::Complete(head),
             None => head::parse(data, &mut slots, &limits),
