@@ -482,9 +482,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             c.out_pos = 0;
             c.resp_start = 0;
             // The built-in page (or the configured one), as every 408.
-            let page = crate::Response::error(408).into_parts();
+            let mut page = crate::Response::error(408);
             self.sender
-                .queue(c, page, false, false, crate::Version::Http11);
+                .queue(c, &mut page, false, false, crate::Version::Http11);
             if let Ok(n) = s.send(&c.out, false) {
                 c.log.add_sent(n);
             }
@@ -557,7 +557,7 @@ impl<H: HttpHandler> HttpService<H> {
                 }
                 Waiting::Answer(later) => later,
             };
-            let answer = match catch(|| poll_once(later.answer.as_mut())) {
+            let mut answer = match catch(|| poll_once(later.answer.as_mut())) {
                 Ok(Polled::Wait(wait)) => {
                     // Waiting costs the connection's state, not its
                     // buffers (unless a pipelined request is in them).
@@ -577,7 +577,7 @@ impl<H: HttpHandler> HttpService<H> {
             let Some(Waiting::Answer(later)) = c.take_waiting().map(|w| *w) else {
                 return Interest::Close;
             };
-            self.answer_later(c, s, later, answer);
+            self.answer_later(c, s, later, &mut answer);
             if !c.is_waiting() {
                 // Sent as any answer, then keep-alive (a pipelined request
                 // read from the buffer) or the close.
@@ -594,7 +594,7 @@ impl<H: HttpHandler> HttpService<H> {
         c: &mut HttpConn,
         s: &mut Stream,
         mut later: LaterState,
-        mut answer: Response,
+        answer: &mut Response,
     ) {
         if let Some(again) = answer.take_later() {
             later.answer = again;
@@ -602,7 +602,6 @@ impl<H: HttpHandler> HttpService<H> {
             return;
         }
         self.sender.begin_response(c);
-        let answer = answer.into_parts();
         c.log = later.record;
         c.log.set_status(answer.status);
         self.sender

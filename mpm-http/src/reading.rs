@@ -322,14 +322,13 @@ impl<H: HttpHandler> Reader<H> {
                 keep
             }
             None => {
-                let response = response.into_parts();
                 out.log_start(&mut c.log, data, Some(head.headers), response.status);
                 out.log_upstream(&mut c.log, response.upstream.as_deref());
                 if let Some(slot) = s.score_slot() {
                     slot.record_request(&data[line], response.body.len().unwrap_or(0));
                     slot.record_status(response.status);
                 }
-                out.queue(c, response, is_head, keep, version)
+                out.queue(c, &mut response, is_head, keep, version)
             }
         };
         c.served += 1;

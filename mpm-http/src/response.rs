@@ -138,24 +138,27 @@ impl From<Cow<'static, str>> for HeaderText {
 /// ```
 #[derive(Debug)]
 pub struct Response {
-    status: u16,
-    reason: Option<HeaderText>,
-    headers: Fields,
-    body: Body,
-    close: bool,
-    has_server: bool,
+    // The layer reads these in place (crate-visible), where the response
+    // was built or received: its 448 bytes are not moved into another
+    // struct to be written.
+    pub(crate) status: u16,
+    pub(crate) reason: Option<HeaderText>,
+    pub(crate) headers: Fields,
+    pub(crate) body: Body,
+    pub(crate) close: bool,
+    pub(crate) has_server: bool,
     /// The body is the built-in error page (`Response::error`), which a
     /// configured error page replaces.
-    stock: bool,
+    pub(crate) stock: bool,
     /// A field or reason phrase was refused: this is the 500 that replaced
     /// the response, and the builder calls after it leave it alone.
     refused: bool,
     /// The answer is still to come (`Response::later`).
     later: Option<Later>,
     /// After this `101`, the connection carries bytes both ways.
-    tunnel: Option<Box<dyn Tunnel>>,
+    pub(crate) tunnel: Option<Box<dyn Tunnel>>,
     /// What the answer came from, for the access log.
-    upstream: UpstreamInfo,
+    pub(crate) upstream: UpstreamInfo,
 }
 
 /// The future of a [`Response::later`].
@@ -818,20 +821,6 @@ impl Response {
     pub(crate) fn take_later(&mut self) -> Option<LaterAnswer> {
         self.later.take().map(|l| l.0)
     }
-
-    pub(crate) fn into_parts(self) -> Parts {
-        Parts {
-            status: self.status,
-            reason: self.reason,
-            headers: self.headers,
-            body: self.body,
-            close: self.close,
-            has_server: self.has_server,
-            stock: self.stock,
-            tunnel: self.tunnel,
-            upstream: self.upstream,
-        }
-    }
 }
 
 /// Is `method` one this server knows of, though a resource may not allow
@@ -857,21 +846,6 @@ pub fn is_known_method(method: &str) -> bool {
             | "LOCK"
             | "UNLOCK"
     )
-}
-
-/// A response taken apart for writing.
-#[derive(Debug)]
-pub(crate) struct Parts {
-    pub(crate) status: u16,
-    pub(crate) reason: Option<HeaderText>,
-    pub(crate) headers: Fields,
-    pub(crate) body: Body,
-    pub(crate) close: bool,
-    pub(crate) has_server: bool,
-    /// The built-in error page's body (see `ErrorPages`).
-    pub(crate) stock: bool,
-    pub(crate) tunnel: Option<Box<dyn Tunnel>>,
-    pub(crate) upstream: UpstreamInfo,
 }
 
 /// The reason phrase registered for a status code ("Not Found" for 404),
