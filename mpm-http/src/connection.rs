@@ -56,6 +56,7 @@ impl<H: HttpHandler> HttpService<H> {
                 arena,
                 prefetched: None,
                 spans: Spans::new(),
+                spare: None,
             },
             sender: Sender { settings, log },
         }
@@ -556,6 +557,7 @@ impl<H: HttpHandler> HttpService<H> {
                     return tunnel::pump(c, s, self.sender.settings.sendfile_max_chunk);
                 }
                 Waiting::Answer(later) => later,
+                Waiting::Vacant => return Interest::Close,
             };
             let mut answer = match catch(|| poll_once(later.answer.as_mut())) {
                 Ok(Polled::Wait(wait)) => {
@@ -574,9 +576,14 @@ impl<H: HttpHandler> HttpService<H> {
                     Response::error(500)
                 }
             };
-            let Some(Waiting::Answer(later)) = c.take_waiting().map(|w| *w) else {
+            let Some(mut boxed) = c.take_waiting() else {
                 return Interest::Close;
             };
+            // The box is kept for the next answer to come.
+            let Waiting::Answer(later) = std::mem::replace(&mut *boxed, Waiting::Vacant) else {
+                return Interest::Close;
+            };
+            self.reader.spare = Some(boxed);
             self.answer_later(c, s, later, &mut answer);
             if !c.is_waiting() {
                 // Sent as any answer, then keep-alive (a pipelined request
@@ -598,7 +605,7 @@ impl<H: HttpHandler> HttpService<H> {
     ) {
         if let Some(again) = answer.take_later() {
             later.answer = again;
-            c.set_waiting(Box::new(Waiting::Answer(later)));
+            c.set_waiting(self.reader.boxed(Waiting::Answer(later)));
             return;
         }
         self.sender.begin_response(c);

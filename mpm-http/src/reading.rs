@@ -34,6 +34,9 @@ pub(crate) struct Reader<H> {
     /// consumed, another connection) makes the key differ, and it parses.
     pub(crate) prefetched: Option<BufferedKey>,
     pub(crate) spans: Spans,
+    /// A box for what a connection waits on, vacated by the last answer
+    /// that came: see [`Waiting::Vacant`].
+    pub(crate) spare: Option<Box<Waiting>>,
 }
 
 /// Which buffered bytes of which connection: its buffer (two live
@@ -351,7 +354,7 @@ impl<H: HttpHandler> Reader<H> {
         }
         if let Some(mut later) = later {
             later.unfinished = unfinished;
-            c.set_waiting(Box::new(Waiting::Answer(later)));
+            c.set_waiting(self.boxed(Waiting::Answer(later)));
             return Step::Later;
         }
         c.after = after(keep, c, unfinished);
@@ -404,6 +407,19 @@ pub(crate) fn deadline(settings: &ServiceSettings, c: &mut Started, received: Re
                 .request_body_timeout
                 .saturating_add(body::earned(bytes, settings.request_body_min_rate));
             after(started, allowed)
+        }
+    }
+}
+
+impl<H> Reader<H> {
+    /// `waiting` in a box: the spare one if there is one.
+    pub(crate) fn boxed(&mut self, waiting: Waiting) -> Box<Waiting> {
+        match self.spare.take() {
+            Some(mut spare) => {
+                *spare = waiting;
+                spare
+            }
+            None => Box::new(waiting),
         }
     }
 }
