@@ -17,9 +17,9 @@ use mpm_core::{ConnectionHandler, Interest, Prefetch, Stream, Wait};
 use crate::access_log::Record;
 use crate::chunked;
 use crate::h2::{self, H2Conn, Preface};
-use crate::head::{self, Framing, Parsed, SLOTS};
+use crate::head::{self, Framing, Parsed, Spans, SLOTS};
 use crate::page_cache;
-use crate::reading::{deadline, Gate, Reader, Received, Step};
+use crate::reading::{deadline, BufferedKey, Gate, Reader, Received, Step};
 use crate::request::{Headers, Request};
 use crate::request_pool::PoolArena;
 use crate::settings::{HttpSettings, ServiceSettings};
@@ -51,7 +51,13 @@ impl<H: HttpHandler> HttpService<H> {
         let arena = PoolArena::new(settings.request_pool);
         let log = settings.access_log.as_ref().map(|l| l.writer());
         HttpService {
-            reader: Reader { handler, arena },
+            reader: Reader {
+                handler,
+                arena,
+                prefetched: None,
+                spans: Spans::new(),
+                spare: None,
+            },
             sender: Sender { settings, log },
         }
     }
@@ -267,6 +273,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
 
     fn prefetch(&mut self, c: &mut HttpConn, s: &mut Stream) -> Prefetch {
         c.approved = false;
+        self.reader.prefetched = None;
         if std::mem::take(&mut c.for_a_worker) {
             return Prefetch::Ready;
         }
@@ -399,6 +406,10 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         }
         if self.reader.handler.answers_without_blocking(&req) {
             c.approved = true;
+            // The step that runs it next need not parse the head again.
+            if self.reader.spans.keep(&head, data) {
+                self.reader.prefetched = Some(BufferedKey::of(c));
+            }
             Prefetch::ReadyInline
         } else {
             Prefetch::Ready
@@ -472,9 +483,9 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             c.out_pos = 0;
             c.resp_start = 0;
             // The built-in page (or the configured one), as every 408.
-            let page = crate::Response::error(408).into_parts();
+            let mut page = crate::Response::error(408);
             self.sender
-                .queue(c, page, false, false, crate::Version::Http11);
+                .queue(c, &mut page, false, false, crate::Version::Http11);
             if let Ok(n) = s.send(&c.out, false) {
                 c.log.add_sent(n);
             }
@@ -546,8 +557,9 @@ impl<H: HttpHandler> HttpService<H> {
                     return tunnel::pump(c, s, self.sender.settings.sendfile_max_chunk);
                 }
                 Waiting::Answer(later) => later,
+                Waiting::Vacant => return Interest::Close,
             };
-            let answer = match catch(|| poll_once(later.answer.as_mut())) {
+            let mut answer = match catch(|| poll_once(later.answer.as_mut())) {
                 Ok(Polled::Wait(wait)) => {
                     // Waiting costs the connection's state, not its
                     // buffers (unless a pipelined request is in them).
@@ -564,10 +576,15 @@ impl<H: HttpHandler> HttpService<H> {
                     Response::error(500)
                 }
             };
-            let Some(Waiting::Answer(later)) = c.take_waiting().map(|w| *w) else {
+            let Some(mut boxed) = c.take_waiting() else {
                 return Interest::Close;
             };
-            self.answer_later(c, s, later, answer);
+            // The box is kept for the next answer to come.
+            let Waiting::Answer(later) = std::mem::replace(&mut *boxed, Waiting::Vacant) else {
+                return Interest::Close;
+            };
+            self.reader.spare = Some(boxed);
+            self.answer_later(c, s, later, &mut answer);
             if !c.is_waiting() {
                 // Sent as any answer, then keep-alive (a pipelined request
                 // read from the buffer) or the close.
@@ -584,15 +601,14 @@ impl<H: HttpHandler> HttpService<H> {
         c: &mut HttpConn,
         s: &mut Stream,
         mut later: LaterState,
-        mut answer: Response,
+        answer: &mut Response,
     ) {
         if let Some(again) = answer.take_later() {
             later.answer = again;
-            c.set_waiting(Box::new(Waiting::Answer(later)));
+            c.set_waiting(self.reader.boxed(Waiting::Answer(later)));
             return;
         }
         self.sender.begin_response(c);
-        let answer = answer.into_parts();
         c.log = later.record;
         c.log.set_status(answer.status);
         self.sender

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::response::{HeaderText, Parts};
+use crate::response::{HeaderText, Response};
 use crate::Body;
 
 /// One page: its bytes, kept in memory, and their type.
@@ -58,7 +58,7 @@ impl ErrorPages {
     }
 
     /// Put the page for its status into a built-in error response.
-    pub(crate) fn apply(&self, parts: &mut Parts) {
+    pub(crate) fn apply(&self, parts: &mut Response) {
         if !parts.stock || self.0.is_empty() {
             return;
         }

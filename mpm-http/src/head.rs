@@ -205,6 +205,116 @@ pub(crate) fn parse<'h, 'b>(
     })
 }
 
+/// The most fields a [`Spans`] keeps; a head with more is parsed again.
+pub(crate) const KEPT_FIELDS: usize = 16;
+
+/// A complete head as offsets into the bytes it was parsed from, with what
+/// its checks found: the event loop's prefetch parses a head to ask the
+/// handler whether it blocks, and the step that follows on the same bytes
+/// makes the head again from these instead of parsing it twice.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spans {
+    method: (u32, u32),
+    target: (u32, u32),
+    version: Version,
+    /// Each field's name and value, as `(start, end)` pairs (a head is
+    /// far shorter than 4 GiB; a longer one is parsed again).
+    fields: [[(u32, u32); 2]; KEPT_FIELDS],
+    count: usize,
+    len: usize,
+    framing: Framing,
+    connection: Option<bool>,
+    expect_continue: bool,
+}
+
+impl Spans {
+    /// Spans of no head, to be filled by [`keep`](Self::keep).
+    pub(crate) const fn new() -> Spans {
+        Spans {
+            method: (0, 0),
+            target: (0, 0),
+            version: Version::Http11,
+            fields: [[(0, 0); 2]; KEPT_FIELDS],
+            count: 0,
+            len: 0,
+            framing: Framing::None,
+            connection: None,
+            expect_continue: false,
+        }
+    }
+
+    /// Keep where `head`'s parts lie in `data`, the bytes it was parsed
+    /// from (written in place: these are a few hundred bytes). False, and
+    /// nothing to rely on, for a head with more than [`KEPT_FIELDS`] fields.
+    pub(crate) fn keep(&mut self, head: &Head<'_, '_>, data: &[u8]) -> bool {
+        if head.headers.len() > KEPT_FIELDS {
+            return false;
+        }
+        let span = |part: &[u8]| {
+            let start = (part.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+            let end = start.checked_add(part.len())?;
+            if end > data.len() {
+                return None;
+            }
+            Some((u32::try_from(start).ok()?, u32::try_from(end).ok()?))
+        };
+        for (kept, h) in self.fields.iter_mut().zip(head.headers) {
+            let (Some(name), Some(value)) = (span(h.name.as_bytes()), span(h.value)) else {
+                return false;
+            };
+            *kept = [name, value];
+        }
+        let (Some(method), Some(target)) =
+            (span(head.method.as_bytes()), span(head.target.as_bytes()))
+        else {
+            return false;
+        };
+        self.method = method;
+        self.target = target;
+        self.version = head.version;
+        self.count = head.headers.len();
+        self.len = head.len;
+        self.framing = head.framing;
+        self.connection = head.connection;
+        self.expect_continue = head.expect_continue;
+        true
+    }
+
+    /// The head again, its fields written into `into`: `data` must be the
+    /// bytes it was kept from, unchanged. `None` if they do not fit.
+    pub(crate) fn head<'h, 'b>(
+        &self,
+        data: &'b [u8],
+        into: &'h mut [httparse::Header<'b>; KEPT_FIELDS],
+    ) -> Option<Head<'h, 'b>> {
+        let bytes = |(start, end): (u32, u32)| data.get(start as usize..end as usize);
+        // One check of the whole head rather than one per part: a head is
+        // ASCII but for the rare obs-text in a value, which makes each
+        // part checked alone.
+        let whole = data
+            .get(..self.len)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        let text = |span: (u32, u32)| match whole {
+            Some(whole) => whole.get(span.0 as usize..span.1 as usize),
+            None => std::str::from_utf8(bytes(span)?).ok(),
+        };
+        for (h, &[name, value]) in into.iter_mut().zip(self.fields.get(..self.count)?) {
+            h.name = text(name)?;
+            h.value = bytes(value)?;
+        }
+        Some(Head {
+            method: text(self.method)?,
+            target: text(self.target)?,
+            version: self.version,
+            headers: &into[..self.count],
+            len: self.len,
+            framing: self.framing,
+            connection: self.connection,
+            expect_continue: self.expect_continue,
+        })
+    }
+}
+
 /// Check the limits on a head that has not fully arrived, so that an
 /// endless request line or header is refused without waiting for its end.
 fn check_partial(buf: &[u8], limits: &Limits) -> Parsed<'static, 'static> {
@@ -490,6 +600,36 @@ mod tests {
             Parsed::Partial => Err(None),
             Parsed::Reject(s) => Err(Some(s)),
             Parsed::NewerMinor(at) => panic!("newer minor at {at}"),
+        }
+    }
+
+    #[test]
+    fn a_head_made_again_from_its_spans_is_the_head_parsed() {
+        let many: String = (0..KEPT_FIELDS)
+            .map(|i| format!("X-{i}: {i}\r\n"))
+            .collect();
+        let heads: [Vec<u8>; 5] = [
+            b"GET /a?b HTTP/1.1\r\nHost: t\r\n\r\n".to_vec(),
+            b"\r\nPOST /p HTTP/1.0\r\nHost: t\r\nContent-Length: 3\r\nConnection: keep-alive\r\nExpect: 100-continue\r\n\r\nabc".to_vec(),
+            // Not UTF-8 as a whole (obs-text in a value): parts checked alone.
+            b"GET /\xc3\xa9 HTTP/1.1\r\nHost: t\r\nX-Obs: \xff\r\n\r\n".to_vec(),
+            b"PUT /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n".to_vec(),
+            format!("GET / HTTP/1.1\r\nHost: t\r\n{many}\r\n").into_bytes(),
+        ];
+        for data in &heads {
+            let text = String::from_utf8_lossy(data);
+            let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+            let Parsed::Complete(parsed) = parse(data, &mut slots, &LIMITS) else {
+                panic!("{text:?} is a complete head");
+            };
+            let mut spans = Spans::new();
+            if !spans.keep(&parsed, data) {
+                assert!(parsed.headers.len() > KEPT_FIELDS, "{text:?}");
+                continue;
+            }
+            let mut kept = [httparse::EMPTY_HEADER; KEPT_FIELDS];
+            let made = spans.head(data, &mut kept).expect("the same bytes");
+            assert_eq!(format!("{made:?}"), format!("{parsed:?}"), "{text:?}");
         }
     }
 

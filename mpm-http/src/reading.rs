@@ -13,7 +13,7 @@ use mpm_core::Stream;
 
 use crate::body::{self, BodySource, BodyStream, Timing};
 use crate::chunked::{self, ChunkError};
-use crate::head::{self, Framing, Head, Parsed, SLOTS};
+use crate::head::{self, Framing, Head, Parsed, Spans, KEPT_FIELDS, SLOTS};
 use crate::request::{Headers, Request, Version};
 use crate::request_pool::PoolArena;
 use crate::response::Response;
@@ -28,6 +28,37 @@ use crate::HttpHandler;
 pub(crate) struct Reader<H> {
     pub(crate) handler: H,
     pub(crate) arena: PoolArena,
+    /// Which bytes `spans` describe: a head the last prefetch parsed and
+    /// approved. The step that runs next on them makes the head from the
+    /// spans rather than parsing it again; any change (a read, a request
+    /// consumed, another connection) makes the key differ, and it parses.
+    pub(crate) prefetched: Option<BufferedKey>,
+    pub(crate) spans: Spans,
+    /// A box for what a connection waits on, vacated by the last answer
+    /// that came: see [`Waiting::Vacant`].
+    pub(crate) spare: Option<Box<Waiting>>,
+}
+
+/// Which buffered bytes of which connection: its buffer (two live
+/// connections never share one), the unconsumed range, and its count of
+/// requests served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BufferedKey {
+    buf: usize,
+    start: usize,
+    filled: usize,
+    served: u64,
+}
+
+impl BufferedKey {
+    pub(crate) fn of(c: &HttpConn) -> BufferedKey {
+        BufferedKey {
+            buf: c.buf.as_ptr() as usize,
+            start: c.start,
+            filled: c.filled,
+            served: c.served,
+        }
+    }
 }
 
 /// What the parser made of the buffered bytes.
@@ -94,9 +125,10 @@ fn request_line(data: &[u8], method: &str, target: &str) -> std::ops::Range<usiz
 }
 
 impl<H: HttpHandler> Reader<H> {
-    /// Parse one request from the buffer; if it is complete and `gate`
-    /// allows, run the handler and queue the response with `out` (behind
-    /// any already queued).
+    /// Parse one request from the buffer (or make it from what prefetch
+    /// found in the same bytes); if it is complete and `gate` allows, run
+    /// the handler and queue the response with `out` (behind any already
+    /// queued).
     pub(crate) fn step(
         &mut self,
         out: &mut Sender,
@@ -107,8 +139,21 @@ impl<H: HttpHandler> Reader<H> {
         out.begin_response(c);
         let limits = out.settings.limits;
         let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+        let mut kept;
         let data = &c.buf[c.start..c.filled];
-        let head = match head::parse(data, &mut slots, &limits) {
+        // Good for this step only: whatever it does changes the bytes.
+        let made = match self.prefetched.take() {
+            Some(key) if key == BufferedKey::of(c) => {
+                kept = [httparse::EMPTY_HEADER; KEPT_FIELDS];
+                self.spans.head(data, &mut kept)
+            }
+            _ => None,
+        };
+        let parsed = match made {
+            Some(head) => Parsed::Complete(head),
+            None => head::parse(data, &mut slots, &limits),
+        };
+        let head = match parsed {
             Parsed::NewerMinor(at) => {
                 // Served as HTTP/1.1 (RFC 9110 §2.5): parse it as one.
                 c.buf[c.start + at] = b'1';
@@ -280,14 +325,13 @@ impl<H: HttpHandler> Reader<H> {
                 keep
             }
             None => {
-                let response = response.into_parts();
                 out.log_start(&mut c.log, data, Some(head.headers), response.status);
                 out.log_upstream(&mut c.log, response.upstream.as_deref());
                 if let Some(slot) = s.score_slot() {
                     slot.record_request(&data[line], response.body.len().unwrap_or(0));
                     slot.record_status(response.status);
                 }
-                out.queue(c, response, is_head, keep, version)
+                out.queue(c, &mut response, is_head, keep, version)
             }
         };
         c.served += 1;
@@ -310,7 +354,7 @@ impl<H: HttpHandler> Reader<H> {
         }
         if let Some(mut later) = later {
             later.unfinished = unfinished;
-            c.set_waiting(Box::new(Waiting::Answer(later)));
+            c.set_waiting(self.boxed(Waiting::Answer(later)));
             return Step::Later;
         }
         c.after = after(keep, c, unfinished);
@@ -363,6 +407,19 @@ pub(crate) fn deadline(settings: &ServiceSettings, c: &mut Started, received: Re
                 .request_body_timeout
                 .saturating_add(body::earned(bytes, settings.request_body_min_rate));
             after(started, allowed)
+        }
+    }
+}
+
+impl<H> Reader<H> {
+    /// `waiting` in a box: the spare one if there is one.
+    pub(crate) fn boxed(&mut self, waiting: Waiting) -> Box<Waiting> {
+        match self.spare.take() {
+            Some(mut spare) => {
+                *spare = waiting;
+                spare
+            }
+            None => Box::new(waiting),
         }
     }
 }

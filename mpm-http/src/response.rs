@@ -138,24 +138,27 @@ impl From<Cow<'static, str>> for HeaderText {
 /// ```
 #[derive(Debug)]
 pub struct Response {
-    status: u16,
-    reason: Option<HeaderText>,
-    headers: Fields,
-    body: Body,
-    close: bool,
-    has_server: bool,
+    // The layer reads these in place (crate-visible), where the response
+    // was built or received: its 448 bytes are not moved into another
+    // struct to be written.
+    pub(crate) status: u16,
+    pub(crate) reason: Option<HeaderText>,
+    pub(crate) headers: Fields,
+    pub(crate) body: Body,
+    pub(crate) close: bool,
+    pub(crate) has_server: bool,
     /// The body is the built-in error page (`Response::error`), which a
     /// configured error page replaces.
-    stock: bool,
+    pub(crate) stock: bool,
     /// A field or reason phrase was refused: this is the 500 that replaced
     /// the response, and the builder calls after it leave it alone.
     refused: bool,
     /// The answer is still to come (`Response::later`).
     later: Option<Later>,
     /// After this `101`, the connection carries bytes both ways.
-    tunnel: Option<Box<dyn Tunnel>>,
+    pub(crate) tunnel: Option<Box<dyn Tunnel>>,
     /// What the answer came from, for the access log.
-    upstream: UpstreamInfo,
+    pub(crate) upstream: UpstreamInfo,
 }
 
 /// The future of a [`Response::later`].
@@ -232,12 +235,40 @@ fn is_layer_field(name: &str) -> bool {
         .any(|f| name.eq_ignore_ascii_case(f))
 }
 
+/// RFC 9110 `tchar`: the bytes a token is made of. A table, as every
+/// field a response sets is checked (a scan of the punctuation per byte
+/// was most of the check).
+const TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    t
+};
+
 /// RFC 9110 `token`: what a field name is made of.
 fn is_token(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !name.is_empty() && name.bytes().all(|b| TCHAR[usize::from(b)])
 }
 
 /// RFC 9110 `field-value`: visible characters, spaces, tabs and obs-text;
@@ -790,20 +821,6 @@ impl Response {
     pub(crate) fn take_later(&mut self) -> Option<LaterAnswer> {
         self.later.take().map(|l| l.0)
     }
-
-    pub(crate) fn into_parts(self) -> Parts {
-        Parts {
-            status: self.status,
-            reason: self.reason,
-            headers: self.headers,
-            body: self.body,
-            close: self.close,
-            has_server: self.has_server,
-            stock: self.stock,
-            tunnel: self.tunnel,
-            upstream: self.upstream,
-        }
-    }
 }
 
 /// Is `method` one this server knows of, though a resource may not allow
@@ -829,21 +846,6 @@ pub fn is_known_method(method: &str) -> bool {
             | "LOCK"
             | "UNLOCK"
     )
-}
-
-/// A response taken apart for writing.
-#[derive(Debug)]
-pub(crate) struct Parts {
-    pub(crate) status: u16,
-    pub(crate) reason: Option<HeaderText>,
-    pub(crate) headers: Fields,
-    pub(crate) body: Body,
-    pub(crate) close: bool,
-    pub(crate) has_server: bool,
-    /// The built-in error page's body (see `ErrorPages`).
-    pub(crate) stock: bool,
-    pub(crate) tunnel: Option<Box<dyn Tunnel>>,
-    pub(crate) upstream: UpstreamInfo,
 }
 
 /// The reason phrase registered for a status code ("Not Found" for 404),
@@ -922,6 +924,14 @@ pub fn reason_phrase(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_name_is_made_of_rfc_9110_tchars_only() {
+        for b in 0..=255u8 {
+            let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            assert_eq!(TCHAR[usize::from(b)], tchar, "{b:#04x}");
+        }
+    }
 
     #[test]
     fn a_header_text_is_three_words_so_that_moving_a_response_copies_less() {

@@ -58,6 +58,21 @@ pub(crate) enum Waiting {
     Answer(LaterState),
     /// Bytes pumped both ways after a `101`.
     Tunnel(TunnelState),
+    /// Nothing: a box whose answer was taken out, kept by the
+    /// [`Reader`](crate::reading::Reader) for the next one (a proxied
+    /// request would allocate and free one otherwise). Never a
+    /// connection's.
+    Vacant,
+}
+
+impl std::fmt::Debug for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Waiting::Answer(_) => "Answer",
+            Waiting::Tunnel(_) => "Tunnel",
+            Waiting::Vacant => "Vacant",
+        })
+    }
 }
 
 /// A request whose answer is a future: what its response needs once the

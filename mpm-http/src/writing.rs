@@ -15,7 +15,7 @@ use crate::access_log::{Record, Writer};
 use crate::date;
 use crate::page_cache;
 use crate::request::Version;
-use crate::response::{reason_phrase, Body, HeaderText, Part, Parts, Response, Upstream};
+use crate::response::{reason_phrase, Body, HeaderText, Part, Response, Upstream};
 use crate::settings::ServiceSettings;
 use crate::state::{After, Gathered, HttpConn, Pending, PolledBody, Started, TunnelState, Waiting};
 
@@ -66,19 +66,20 @@ impl Flush {
 // so that the step machine, instantiated in the caller's crate, can still
 // inline them without LTO.
 impl Sender {
-    /// Serialize a response into the connection's output. Returns whether
-    /// the connection stays open after it.
+    /// Serialize a response into the connection's output (its body taken
+    /// out of it; lent, not moved: it is 448 bytes). Returns whether the
+    /// connection stays open after it.
     pub(crate) fn queue(
         &self,
         c: &mut HttpConn,
-        mut response: Parts,
+        response: &mut Response,
         is_head: bool,
         keep: bool,
         version: Version,
     ) -> bool {
-        self.settings.error_pages.apply(&mut response);
+        self.settings.error_pages.apply(response);
         let status = response.status;
-        let body = response.body;
+        let body = std::mem::replace(&mut response.body, Body::Empty);
         let mut keep = keep && !response.close;
         let no_body = is_head || status < 200 || status == 204 || status == 304;
         let length = if status < 200 || status == 204 || status == 304 {
@@ -98,7 +99,7 @@ impl Sender {
             has_server: response.has_server,
         };
         self.write_head(c, &head, length, chunked);
-        if let Some(tunnel) = response.tunnel {
+        if let Some(tunnel) = response.tunnel.take() {
             // A 101: the connection becomes the tunnel once this is sent.
             c.out.extend_from_slice(b"Connection: Upgrade\r\n\r\n");
             c.log.set_head_len(c.out.len() - c.resp_start);
@@ -270,8 +271,13 @@ impl Sender {
         if let Some(slot) = s.score_slot() {
             slot.record_status(status);
         }
-        let r = Response::error(status).into_parts();
-        self.queue(c, r, false, false, Version::Http11);
+        self.queue(
+            c,
+            &mut Response::error(status),
+            false,
+            false,
+            Version::Http11,
+        );
         c.start = 0;
         c.filled = 0;
         c.started = Started::default();

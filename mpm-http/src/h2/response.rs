@@ -16,9 +16,10 @@ use mpm_h2::HeaderBlock;
 use smallvec::SmallVec;
 
 use crate::page_cache;
-use crate::response::{Body, Part, Parts};
+use crate::response::{Body, Part};
 use crate::settings::ServiceSettings;
 use crate::waiting::PollRead;
+use crate::Response;
 
 /// Fields of HTTP/1.1's connection management, which an HTTP/2 message
 /// must not carry (RFC 9113 §8.2.2).
@@ -120,7 +121,7 @@ impl ResponseHead<'_> {
 /// or 304, or an empty body).
 pub(crate) fn head(
     settings: &ServiceSettings,
-    mut parts: Parts,
+    mut parts: Response,
     is_head: bool,
 ) -> (ResponseHead<'_>, Body) {
     settings.error_pages.apply(&mut parts);
@@ -128,7 +129,7 @@ pub(crate) fn head(
         // No `101` in HTTP/2 (RFC 9113 §8.6): a handler that upgrades is
         // answered as one that failed.
         mpm_core::log_warn!("mpm: an upgrade (101) answered over HTTP/2; answered 500");
-        parts = crate::Response::error(500).into_parts();
+        parts = Response::error(500);
         settings.error_pages.apply(&mut parts);
     }
     let status = if (100..=999).contains(&parts.status) {
@@ -418,7 +419,7 @@ mod tests {
             .header("X-A", "1")
             .header("Upgrade", "websocket")
             .body("abc");
-        let (h, body) = head(&settings, r.into_parts(), true);
+        let (h, body) = head(&settings, r, true);
         assert_eq!(h.status, 200);
         assert_eq!(h.get("content-length"), Some(b"3".to_vec()));
         assert_eq!(h.get("x-a"), Some(b"1".to_vec()));

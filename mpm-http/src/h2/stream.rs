@@ -430,7 +430,7 @@ impl StreamTask {
         link: &mut Link,
         answer: Response,
     ) -> Phase {
-        let parts = answer.into_parts();
+        let parts = answer;
         self.record.set_status(parts.status);
         turn.sender
             .log_upstream(&mut self.record, parts.upstream.as_deref());
