@@ -583,12 +583,31 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
     // The fields `Connection` names (none, nearly always), found once
     // rather than for each field.
     let connection: SmallVec<[&[u8]; 2]> = head.connection().collect();
-    for ((name, value), (n, v)) in head.headers().zip(head.header_ranges()) {
+    let Some(text) = text else {
+        for ((name, value), (n, v)) in head.headers().zip(head.header_ranges()) {
+            if !passes(name, connection.iter().copied(), upgrade) {
+                continue;
+            }
+            // A value that is not UTF-8 (obs-text) is not passed on.
+            if let (Some(name), Some(value)) = (take(n, name.as_bytes()), take(v, value)) {
+                let _ = response.try_header(name, value);
+            }
+        }
+        return response;
+    };
+    // The head as text (nearly always): each field straight from its
+    // ranges, its value sliced only if it passes, not first as bytes
+    // and then again as text.
+    for (n, v) in head.header_ranges() {
+        let Some(name) = text.get(n.clone()) else {
+            continue;
+        };
         if !passes(name, connection.iter().copied(), upgrade) {
             continue;
         }
-        // A value that is not UTF-8 (obs-text) is not passed on.
-        if let (Some(name), Some(value)) = (take(n, name.as_bytes()), take(v, value)) {
+        if let (Some(name), Some(value)) =
+            (HeaderText::slice_of(text, n), HeaderText::slice_of(text, v))
+        {
             let _ = response.try_header(name, value);
         }
     }
