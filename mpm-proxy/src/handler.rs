@@ -235,7 +235,19 @@ impl Call {
                 tried.push(attempt.upstream);
                 addrs.push(Arc::clone(target.addr_text()));
                 attempt.state.count_request();
-                match self.try_once(&forward, &attempt, target, &mut body).await {
+                // The answer made now (nearly all) is taken from the try's
+                // result as it is, not first moved into a result of its own.
+                // A buffered one is awaited once that result is gone: held
+                // across the await, it would be in every request's future.
+                let answered = 'made: {
+                    let rest = match self.try_once(&forward, &attempt, target, &mut body).await {
+                        Ok(Answer::Now(response)) => break 'made Ok(response),
+                        Ok(Answer::Buffer(rest)) => rest,
+                        Err(f) => break 'made Err(f),
+                    };
+                    rest.await
+                };
+                match answered {
                     Ok(mut response) => {
                         let status = response.status();
                         // In place: the by-value builder copied the response.
@@ -312,14 +324,15 @@ impl Call {
         }
     }
 
-    /// One try: connect (or reuse), send, read the head, make the answer.
+    /// One try: connect (or reuse), send, read the head, make the answer
+    /// (or, buffering, what reads the rest of it: awaited by the caller).
     async fn try_once(
         &self,
         forward: &Forward,
         attempt: &Attempt,
         target: &Target,
         body: &mut impl Upload,
-    ) -> Result<Response, Failed> {
+    ) -> Result<Answer, Failed> {
         let route = self.picker.route(forward);
         let fail = |error, stale, body_spent| Failed {
             error,
@@ -414,28 +427,20 @@ impl Call {
         // Stays empty unless the head arrives in pieces (see
         // `read_response_head`): no read buffer of the request's own.
         let mut buf = Vec::new();
-        // The head in a block of its own: what is made of it is in the
-        // future's state only if the answer waits on (buffering).
-        let rest = {
-            let head = read_response_head(
-                &mut conn,
-                &mut buf,
-                HeadLimits::default(),
-                mpm_core::turn_clock::now() + route.read_timeout,
-            )
-            .await
-            .map_err(|e| {
-                let stale = is_stale(&e);
-                fail(e, stale, body_spent)
-            })?;
-            match answer(forward, route, attempt, head, conn, gauge)
-                .map_err(|e| fail(e, false, body_spent))?
-            {
-                Answer::Now(response) => return Ok(response),
-                Answer::Buffer(rest) => rest,
-            }
-        };
-        rest.await.map_err(|e| fail(e, false, body_spent))
+        let head = read_response_head(
+            &mut conn,
+            &mut buf,
+            HeadLimits::default(),
+            mpm_core::turn_clock::now() + route.read_timeout,
+        )
+        .await
+        .map_err(|e| {
+            let stale = is_stale(&e);
+            fail(e, stale, body_spent)
+        })?;
+        // Not held across an await: what is made of the head is in the
+        // future's state only if the answer waits on (buffering, boxed).
+        answer(forward, route, attempt, head, conn, gauge, body_spent)
     }
 }
 
@@ -446,16 +451,16 @@ impl Call {
 #[allow(clippy::large_enum_variant)] // returned, never held across an await
 enum Answer {
     Now(Response),
-    Buffer(
-        std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<Response, mpm_upstream::Error>> + Send>,
-        >,
-    ),
+    Buffer(std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Failed>> + Send>>),
 }
 
 /// The client's answer from the upstream's response head (not `async`:
 /// the head, the response and the body's state stay out of the request's
 /// future but for a buffered answer, which is boxed).
+///
+/// Its result is the try's (a bad answer a [`Failed`] here, not mapped to
+/// one after): the answer, 448 bytes, is not moved from one result into
+/// another on its way out.
 fn answer(
     forward: &Forward,
     route: &ProxyRoute,
@@ -463,18 +468,25 @@ fn answer(
     mut head: ResponseHead,
     conn: Connection,
     gauge: IdleGauge,
-) -> Result<Answer, mpm_upstream::Error> {
+    body_spent: bool,
+) -> Result<Answer, Failed> {
+    let bad = |error| Failed {
+        error,
+        stale: false,
+        unsent: false,
+        body_spent,
+    };
     if !(100..=599).contains(&head.status) {
-        return Err(mpm_upstream::Error::BadResponse(format!(
+        return Err(bad(mpm_upstream::Error::BadResponse(format!(
             "status {}",
             head.status
-        )));
+        ))));
     }
     if head.status == 101 {
         if !forward.tunnel {
-            return Err(mpm_upstream::Error::BadResponse(
+            return Err(bad(mpm_upstream::Error::BadResponse(
                 "101 Switching Protocols to a request that asked for no upgrade".into(),
-            ));
+            )));
         }
         let early = std::mem::take(&mut head.bytes_after_head);
         let response = copy_head(&head, true);
@@ -485,7 +497,7 @@ fn answer(
         }))));
     }
     let response = copy_head(&head, false);
-    let reader = BodyReader::for_response(forward.method(), &mut head)?;
+    let reader = BodyReader::for_response(forward.method(), &mut head).map_err(bad)?;
     let mut source = UpstreamBody {
         conn: Some(conn),
         reader,
@@ -521,7 +533,9 @@ fn answer(
     drop(head);
     source.len = fields.content_length;
     if !streams(route.buffering, &fields) {
-        return Ok(Answer::Buffer(Box::pin(buffered(response, source))));
+        return Ok(Answer::Buffer(Box::pin(buffered(
+            response, source, body_spent,
+        ))));
     }
     Ok(Answer::Now(response.body(Body::Polled(Box::new(source)))))
 }
@@ -533,9 +547,17 @@ fn answer(
 fn buffered(
     response: Response,
     mut source: UpstreamBody,
-) -> impl std::future::Future<Output = Result<Response, mpm_upstream::Error>> {
+    body_spent: bool,
+) -> impl std::future::Future<Output = Result<Response, Failed>> {
     async move {
-        source.buffer(BUFFERED_MAX).await?;
+        if let Err(error) = source.buffer(BUFFERED_MAX).await {
+            return Err(Failed {
+                error,
+                stale: false,
+                unsent: false,
+                body_spent,
+            });
+        }
         if source.conn.is_none() {
             let bytes = std::mem::take(&mut source.early);
             return Ok(response.body(bytes));
