@@ -71,6 +71,23 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Panic> {
 }
 
 /// Wrap the installed hook: inside [`catch`], record; elsewhere, defer to it.
+/// [`catch`], with `f`'s value put in `slot` rather than returned: a large
+/// value (a 448-byte response) is then not copied through the `Result`s of
+/// `catch_unwind` and of `catch` on its way out. `slot` is left as it was
+/// if `f` panics.
+///
+/// ```
+/// let mut slot = None;
+/// assert!(mpm_core::panics::catch_into(&mut slot, || 7).is_ok());
+/// assert_eq!(slot, Some(7));
+/// let mut slot: Option<u32> = None;
+/// assert!(mpm_core::panics::catch_into(&mut slot, || panic!("no")).is_err());
+/// assert_eq!(slot, None);
+/// ```
+pub fn catch_into<T>(slot: &mut Option<T>, f: impl FnOnce() -> T) -> Result<(), Panic> {
+    catch(|| *slot = Some(f()))
+}
+
 fn install_hook() {
     let previous = panic::take_hook();
     panic::set_hook(Box::new(move |info| {

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
-use mpm_core::panics::catch;
+use mpm_core::panics::{catch, catch_into};
 use mpm_core::scoreboard::WorkerState;
 use mpm_core::Stream;
 
@@ -483,20 +483,20 @@ impl<H: HttpHandler> Reader<H> {
             pool: self.arena.pool(),
         };
         let handler = &mut self.handler;
-        let answer = catch(|| handler.handle(&req));
+        let mut answer = None;
+        let caught = catch_into(&mut answer, || handler.handle(&req));
         // The response owns all it holds: the request's scratch can go.
         self.arena.reset();
-        match answer {
-            Ok(r) => r,
-            Err(p) => {
-                mpm_core::log_error!(
-                    "mpm: handler panicked on {} {}: {p}; answered 500",
-                    head.method,
-                    head.target
-                );
-                Response::error(500)
-            }
+        if let Err(p) = caught {
+            mpm_core::log_error!(
+                "mpm: handler panicked on {} {}: {p}; answered 500",
+                head.method,
+                head.target
+            );
+            return Response::error(500);
         }
+        // Filled, as nothing panicked.
+        answer.unwrap_or_else(|| Response::error(500))
     }
 }
 

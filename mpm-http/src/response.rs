@@ -271,12 +271,22 @@ fn is_token(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| TCHAR[usize::from(b)])
 }
 
-/// RFC 9110 `field-value`: visible characters, spaces, tabs and obs-text;
-/// no CR, LF, NUL or other controls.
+/// The bytes a field value may hold: visible characters, spaces, tabs and
+/// obs-text; no CR, LF, NUL or other controls. A table, as `TCHAR` is: every
+/// value a proxy passes on is checked, byte by byte.
+const FIELD_VALUE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = b == 0x09 || (b >= 0x20 && b != 0x7f);
+        b += 1;
+    }
+    t
+};
+
+/// RFC 9110 `field-value` (see [`FIELD_VALUE`]).
 fn is_field_value(value: &str) -> bool {
-    value
-        .bytes()
-        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+    value.bytes().all(|b| FIELD_VALUE[usize::from(b)])
 }
 
 /// A response body.
@@ -723,16 +733,18 @@ impl Response {
         value: impl Into<HeaderText>,
     ) -> Result<&mut Response, HeaderError> {
         let (name, value) = (name.into(), value.into());
-        if !is_token(&name) {
-            return Err(HeaderError::InvalidName(name.to_string()));
+        // Each text looked at once: a slice's deref checks its bounds.
+        let (n, v): (&str, &str) = (&name, &value);
+        if !is_token(n) {
+            return Err(HeaderError::InvalidName(n.to_string()));
         }
-        if is_layer_field(&name) {
-            return Err(HeaderError::LayerField(name.to_string()));
+        if is_layer_field(n) {
+            return Err(HeaderError::LayerField(n.to_string()));
         }
-        if !is_field_value(&value) {
-            return Err(HeaderError::InvalidValue(name.to_string()));
+        if !is_field_value(v) {
+            return Err(HeaderError::InvalidValue(n.to_string()));
         }
-        if name.eq_ignore_ascii_case("server") {
+        if n.eq_ignore_ascii_case("server") {
             self.has_server = true;
         }
         self.headers.push((name, value));

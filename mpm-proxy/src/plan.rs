@@ -101,10 +101,9 @@ fn put(buf: &mut Vec<u8>, part: &[u8]) -> Span {
 }
 
 impl Forward {
-    /// Keep what the proxy needs of `request`.
-    fn keep(request: &Request<'_>) -> (String, Vec<u8>, Spans) {
-        // Each cut from the target once.
-        let (path, query) = (request.path(), request.query());
+    /// Keep what the proxy needs of `request`, whose target the caller
+    /// cut into `path` and `query`.
+    fn keep(request: &Request<'_>, path: &str, query: Option<&str>) -> (String, Vec<u8>, Spans) {
         // Sized first, so that it is one allocation, never grown.
         let size = request.method().len()
             + path.len()
@@ -259,11 +258,12 @@ impl Proxy {
     /// The plan for `request` from a peer over TLS (`tls`) or not.
     pub fn plan(&self, request: &Request<'_>, tls: bool) -> Plan {
         let table = &self.shared.table;
-        let path = request.path();
+        // Each cut from the target once, for the route and for the head.
+        let (path, query) = request.path_and_query();
         let Some(index) = table.find_index(path) else {
             if let Some(route) = table.needs_slash(path) {
                 let mut location = route.prefix.clone();
-                if let Some(q) = request.query() {
+                if let Some(q) = query {
                     location.push('?');
                     location.push_str(q);
                 }
@@ -283,7 +283,7 @@ impl Proxy {
             }
             _ => Vec::new(),
         };
-        let (text, raw, spans) = Forward::keep(request);
+        let (text, raw, spans) = Forward::keep(request, path, query);
         Plan::Forward(Forward {
             route: index,
             text,
