@@ -70,7 +70,6 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Panic> {
     })
 }
 
-/// Wrap the installed hook: inside [`catch`], record; elsewhere, defer to it.
 /// [`catch`], with `f`'s value put in `slot` rather than returned: a large
 /// value (a 448-byte response) is then not copied through the `Result`s of
 /// `catch_unwind` and of `catch` on its way out. `slot` is left as it was
@@ -88,6 +87,7 @@ pub fn catch_into<T>(slot: &mut Option<T>, f: impl FnOnce() -> T) -> Result<(), 
     catch(|| *slot = Some(f()))
 }
 
+/// Wrap the installed hook: inside [`catch`], record; elsewhere, defer to it.
 fn install_hook() {
     let previous = panic::take_hook();
     panic::set_hook(Box::new(move |info| {
