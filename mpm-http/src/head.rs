@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 
+use crate::byte_classes;
 use crate::request::Version;
 
 /// Header slots on the stack; the configured field limit is at most this.
@@ -506,33 +507,7 @@ fn valid_authority(v: &[u8], port_required: bool) -> bool {
 
 /// The bytes a reg-name holds as themselves: unreserved and sub-delims
 /// (RFC 3986 §3.2.2). A table, as every request's Host is checked.
-const REG_NAME: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-            );
-        b += 1;
-    }
-    t
-};
+const REG_NAME: [bool; 256] = byte_classes::alphanumeric_and(b"-._~!$&'()*+,;=");
 
 /// May byte `b`, at `i` of `host`, stand in a reg-name: unreserved,
 /// sub-delims, or part of a `%XX`?

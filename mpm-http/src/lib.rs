@@ -67,6 +67,7 @@
 pub mod access_log;
 mod body;
 mod buffer_pool;
+mod byte_classes;
 mod chunked;
 mod connection;
 mod date;

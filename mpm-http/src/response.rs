@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
+use crate::byte_classes::is_tchar;
 use crate::waiting::{LaterAnswer, PollRead, Tunnel};
 
 /// Header fields as (name, value) pairs, in the order they are sent; the
@@ -235,44 +236,13 @@ fn is_layer_field(name: &str) -> bool {
         .any(|f| name.eq_ignore_ascii_case(f))
 }
 
-/// RFC 9110 `tchar`: the bytes a token is made of. A table, as every
-/// field a response sets is checked (a scan of the punctuation per byte
-/// was most of the check).
-const TCHAR: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
-        b += 1;
-    }
-    t
-};
-
 /// RFC 9110 `token`: what a field name is made of.
 fn is_token(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| TCHAR[usize::from(b)])
+    !name.is_empty() && name.bytes().all(is_tchar)
 }
 
 /// The bytes a field value may hold: visible characters, spaces, tabs and
-/// obs-text; no CR, LF, NUL or other controls. A table, as `TCHAR` is: every
+/// obs-text; no CR, LF, NUL or other controls. A table, as a name's bytes are: every
 /// value a proxy passes on is checked, byte by byte.
 const FIELD_VALUE: [bool; 256] = {
     let mut t = [false; 256];
@@ -941,7 +911,7 @@ mod tests {
     fn a_field_name_is_made_of_rfc_9110_tchars_only() {
         for b in 0..=255u8 {
             let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-            assert_eq!(TCHAR[usize::from(b)], tchar, "{b:#04x}");
+            assert_eq!(is_tchar(b), tchar, "{b:#04x}");
         }
     }
 

@@ -9,6 +9,8 @@
 use mpm_h2::RequestHead;
 use smallvec::SmallVec;
 
+use crate::byte_classes::is_tchar;
+
 /// What makes a request malformed beyond what `mpm-h2` checks. Each is
 /// answered `RST_STREAM(PROTOCOL_ERROR)`.
 pub(crate) fn malformed(head: &RequestHead) -> Option<&'static str> {
@@ -45,11 +47,6 @@ pub(crate) fn malformed(head: &RequestHead) -> Option<&'static str> {
         return Some("host differs from :authority");
     }
     None
-}
-
-/// A token's character (RFC 9110 §5.6.2).
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// The method, as the handler reads it (checked a token by [`malformed`]).
