@@ -16,6 +16,11 @@ with proxy_cost.py's `user` column, not its total. One request at a time means a
 event: loop overhead that wrk's concurrency would spread over several requests is counted whole
 here.
 
+`hot code KiB` is the code a request runs through: the 64-byte lines holding the instructions run at
+least once every other request. The kernel's work for the request shares the CPU's caches with it;
+a larger one leaves less of the kernel's code and data in them, so it costs kernel time as well
+as user time (proxy_cost.py's `sends` and `receives` columns grow with it).
+
 Ours needs a build with rustix's libc backend (its own vDSO lookup faults under valgrind):
 `--build` makes one in target/callgrind (RUSTFLAGS="--cfg rustix_use_libc", the release profile).
 Needs valgrind (callgrind_annotate with it) and, for the nginx row, nginx (proxy_peers.py --install).
@@ -127,11 +132,46 @@ def totals(path):
     return total, funcs
 
 
+def executed(path):
+    """{instruction address: times executed} of one callgrind output written with --dump-instr=yes
+    (addresses are absolute, relative to the line before (+N, -N) or the same (*); the line after a
+    `calls=` line is the call's inclusive cost, not an instruction's own)."""
+    counts, last, positions, after_call = {}, [], ["instr"], False
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith("positions:"):
+                positions = line.split()[1:]
+                last = [0] * len(positions)
+                continue
+            if not line or not (line[0].isdigit() or line[0] in "+-*"):
+                after_call = after_call or line.startswith("calls=")
+                continue
+            parts = line.split()
+            for i in range(len(positions)):
+                t = parts[i]
+                last[i] = (last[i] if t == "*" else last[i] + int(t[1:], 0) if t[0] == "+"
+                           else last[i] - int(t[1:], 0) if t[0] == "-" else int(t, 0))
+            if after_call:
+                after_call = False
+            elif len(parts) > len(positions):
+                counts[last[0]] = counts.get(last[0], 0) + int(parts[len(positions)])
+    return counts
+
+
+def hot_code_kib(small, large, requests):
+    """KiB of the 64-byte cache lines holding the instructions run at least once every other request
+    between the two counts: the code a request passes through, which it shares with the kernel in
+    the CPU's caches (the larger it is, the more the kernel's own work a request misses in them)."""
+    a, b = executed(small), executed(large)
+    lines = {k >> 6 for k, v in b.items() if v - a.get(k, 0) >= requests / 2}
+    return len(lines) * 64 / 1024
+
+
 def count(name, argv, port, n, work):
     """The callgrind output (path) of the serving process after n requests."""
     out_dir = tempfile.mkdtemp(prefix=f"{name}-{n}-", dir=work)
     log = os.path.join(out_dir, "log")
-    cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes",
+    cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes", "--dump-instr=yes",
            f"--callgrind-out-file={out_dir}/cg.%p"] + argv
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=f, start_new_session=True)
@@ -215,28 +255,31 @@ def main():
                 print(f"# {name}", file=sys.stderr, flush=True)
                 try:
                     argv = plan[name]()
-                    a = totals(count(name, argv, port, args.small, work))
-                    b = totals(count(name, argv, port, args.large, work))
+                    small = count(name, argv, port, args.small, work)
+                    large = count(name, argv, port, args.large, work)
+                    a, b = totals(small), totals(large)
                     per = args.large - args.small
                     funcs = {k: (b[1].get(k, 0) - a[1].get(k, 0)) / per for k in set(a[1]) | set(b[1])}
-                    rows[name] = ((b[0] - a[0]) / per, funcs)
+                    rows[name] = ((b[0] - a[0]) / per, funcs, hot_code_kib(small, large, per))
                 except Exception as e:  # a server that fails is reported, not fatal
                     rows[name] = (None, repr(e)[:300])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = rows.get("nginx", (None,))[0]
+    code = rows.get("nginx", (None, None, None))[2]
     print(f"User-space instructions per proxied request (callgrind; one serving process; "
           f"{args.large} - {args.small} requests, one at a time, keep-alive)")
-    print("| server | instructions/request | to nginx |")
-    print("|---|---|---|")
-    for name, (per, extra) in rows.items():
+    print("| server | instructions/request | to nginx | hot code KiB | to nginx |")
+    print("|---|---|---|---|---|")
+    for name, (per, extra, *kib) in rows.items():
         if per is None:
-            print(f"| {name} | {extra} | |")
+            print(f"| {name} | {extra} | | | |")
             continue
         ratio = f"{per / base:.2f}x" if base else ""
-        print(f"| {name} | {per:,.0f} | {ratio} |")
+        kratio = f"{kib[0] / code:.2f}x" if code else ""
+        print(f"| {name} | {per:,.0f} | {ratio} | {kib[0]:.1f} | {kratio} |")
     if args.top:
-        for name, (per, funcs) in rows.items():
+        for name, (per, funcs, *_) in rows.items():
             if per is None:
                 continue
             print(f"\n{name}: the {args.top} costliest functions, instructions per request (exclusive)")
