@@ -204,6 +204,8 @@ def main():
                     help="servers, comma-separated (nginx, floor, ours-prefork, ours-worker, ours-event, ours-uring)")
     ap.add_argument("--small", type=int, default=1000, help="requests of the first count")
     ap.add_argument("--large", type=int, default=11000, help="requests of the second count")
+    ap.add_argument("--port", type=int, default=18350,
+                    help="the proxy's port; the origin's is PORT + 645 (runs at once need ports of their own)")
     ap.add_argument("--top", type=int, default=0, help="list each server's N costliest functions (exclusive)")
     args = ap.parse_args()
     if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
@@ -223,7 +225,7 @@ def main():
             sys.exit("could not build upstream/: " + r.stderr[-500:])
     work = tempfile.mkdtemp(prefix="proxy-instructions-")
     os.chmod(work, 0o755)
-    port, up_port = 18350, 18995
+    port, up_port = args.port, args.port + 645
 
     def nginx_argv():
         argv, _ = pp.nginx_conf(port, up_port, work, 64)
