@@ -11,10 +11,18 @@
 //! same system calls (no libc, no raw descriptors), as `bench/limit/` is.
 //!
 //!     floor LISTEN_PORT ORIGIN_PORT THREADS
+//!
+//! Built with FLOOR_CODE_STATEMENTS=N (build.rs), it also runs N straight-line statements of code
+//! of its own after each receive: `footprint.py`'s experiment on what a request's code footprint
+//! costs the kernel.
 #![forbid(unsafe_code)]
 use rustix::event::epoll::{self, Event, EventData, EventFlags};
 use rustix::net::{self, sockopt, AddressFamily, Ipv4Addr, RecvFlags, SendFlags, SocketAddrV4, SocketFlags, SocketType};
 use std::os::fd::{AsRawFd, OwnedFd};
+
+mod code {
+    include!(concat!(env!("OUT_DIR"), "/code.rs"));
+}
 
 /// One side of a pair: its socket, and the descriptor number of the other side.
 struct Side {
@@ -49,6 +57,7 @@ fn serve(port: u16, origin: u16) {
     let mut sides: Vec<Option<Side>> = Vec::new();
     let mut evs = vec![Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; 512];
     let mut buf = vec![0u8; 65536];
+    let mut acc = 0u64;
     loop {
         let n = epoll::wait(&ep, &mut evs[..], None).unwrap_or(0);
         for ev in &evs[..n] {
@@ -82,6 +91,10 @@ fn serve(port: u16, origin: u16) {
                 Err(_) => 0,
             };
             let peer = side.peer;
+            if code::STATEMENTS > 0 {
+                let head: &[u8; 1024] = buf[..1024].try_into().expect("the buffer holds 64 KiB");
+                acc = std::hint::black_box(code::code(acc, head));
+            }
             let sent = r > 0 && sides.get(peer).and_then(Option::as_ref).is_some_and(|p| send_all(&p.fd, &buf[..r]));
             if !sent {
                 // The end, an error, or a peer gone: close both (dropping closes and leaves epoll).
