@@ -258,6 +258,11 @@ impl ResponseHead {
     /// HTTP/1.1 unless `Connection: close`, HTTP/1.0 only with
     /// `Connection: keep-alive`.
     pub fn keep_alive(&self) -> bool {
+        // No `Connection` field (nearly always): the version says it, with
+        // no iterator over no fields made.
+        if self.known & Known::CONNECTION == 0 {
+            return self.version_minor != 0;
+        }
         let has = |token: &str| {
             self.connection()
                 .flat_map(|v| v.split(|b| *b == b','))
