@@ -126,16 +126,45 @@ impl Known {
     /// different ones (a refusal, if the framing is asked for).
     const BAD_LENGTH: u8 = 8;
 
-    /// The bit of a field named `name`, 0 for any other.
+    /// The bit of a field named `name` (a token, as httparse checked it),
+    /// 0 for any other.
     fn of(name: &[u8]) -> u8 {
         // By length first: most names match none of them at that.
         match name.len() {
-            14 if name.eq_ignore_ascii_case(b"content-length") => Known::CONTENT_LENGTH,
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => Known::TRANSFER_ENCODING,
-            10 if name.eq_ignore_ascii_case(b"connection") => Known::CONNECTION,
+            14 if token_is(name, b"content-length") => Known::CONTENT_LENGTH,
+            17 if token_is(name, b"transfer-encoding") => Known::TRANSFER_ENCODING,
+            10 if token_is(name, b"connection") => Known::CONNECTION,
             _ => 0,
         }
     }
+}
+
+/// Whether the token `name` is `lower` (lowercase letters and `-`, at
+/// least 8 bytes) in any case, eight bytes at a time: a token's bytes are
+/// letters, digits and `` !#$%&'*+-.^_`|~ ``, and setting their 0x20 bit
+/// lowercases a letter and makes no other of them a letter or `-`. The
+/// comparison a byte of `eq_ignore_ascii_case` was 90 instructions a
+/// response for its `Content-Length` alone.
+fn token_is(name: &[u8], lower: &[u8]) -> bool {
+    const CASE: u64 = 0x2020_2020_2020_2020;
+    let word = |bytes: &[u8], at: usize| {
+        bytes
+            .get(at..at + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+            .map(u64::from_le_bytes)
+    };
+    if name.len() != lower.len() || name.len() < 8 {
+        return name.eq_ignore_ascii_case(lower);
+    }
+    // Whole words, the last one overlapping the one before it.
+    let last = name.len() - 8;
+    (0..last)
+        .step_by(8)
+        .chain([last])
+        .all(|at| match (word(name, at), word(lower, at)) {
+            (Some(n), Some(l)) => n | CASE == l,
+            _ => false,
+        })
 }
 
 impl ResponseHead {
@@ -1213,6 +1242,28 @@ mod tests {
             head(200, &[("X-Connection", "close")]).connection().count(),
             0
         );
+    }
+
+    #[test]
+    fn the_known_names_match_in_any_case_and_nothing_else() {
+        for (name, bit) in [
+            (&b"content-length"[..], Known::CONTENT_LENGTH),
+            (b"Content-Length", Known::CONTENT_LENGTH),
+            (b"CONTENT-LENGTH", Known::CONTENT_LENGTH),
+            (b"Transfer-Encoding", Known::TRANSFER_ENCODING),
+            (b"tRANSFER-eNCODING", Known::TRANSFER_ENCODING),
+            (b"Connection", Known::CONNECTION),
+            (b"CONNECTION", Known::CONNECTION),
+            (b"Content-Lengtx", 0),
+            (b"xontent-length", 0),
+            (b"Content_Length", 0),
+            (b"Transfer-Encodinh", 0),
+            (b"Connectioo", 0),
+            (b"Keep-Alive", 0),
+            (b"Server", 0),
+        ] {
+            assert_eq!(Known::of(name), bit, "{}", String::from_utf8_lossy(name));
+        }
     }
 
     #[test]
