@@ -5,6 +5,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 use std::time::Instant;
 
 use mpm_core::waiting::{ready, Await};
@@ -23,7 +24,8 @@ use crate::tls::TlsStream;
 /// the event MPM, blocked in `poll(2)` under prefork and worker.
 pub struct Connection {
     io: Io,
-    key: PoolKey,
+    /// Its target's, shared ([`Target`](crate::Target)'s field says why).
+    key: Arc<PoolKey>,
     opened_at: Instant,
     requests_served: u64,
     /// Who its socket is, for a loop that keeps it registered
@@ -37,15 +39,15 @@ enum Io {
 }
 
 impl Connection {
-    pub(crate) fn plain(sock: TcpStream, key: PoolKey) -> Connection {
+    pub(crate) fn plain(sock: TcpStream, key: Arc<PoolKey>) -> Connection {
         Connection::new(Io::Plain(sock), key)
     }
 
-    pub(crate) fn tls(stream: TlsStream, key: PoolKey) -> Connection {
+    pub(crate) fn tls(stream: TlsStream, key: Arc<PoolKey>) -> Connection {
         Connection::new(Io::Tls(Box::new(stream)), key)
     }
 
-    fn new(io: Io, key: PoolKey) -> Connection {
+    fn new(io: Io, key: Arc<PoolKey>) -> Connection {
         Connection {
             io,
             key,

@@ -24,8 +24,11 @@ pub struct Target {
     tls: Option<(String, TlsConfig)>,
     /// What the pool files its connections under, made once: looked up
     /// on every request to the target, a TLS one's name not copied each
-    /// time.
-    key: PoolKey,
+    /// time. Shared with each connection opened to it: a connection holds
+    /// a pointer, not the 72-byte key, and it is moved many times a
+    /// request (out of the pool, into the request's future, its body,
+    /// back).
+    key: Arc<PoolKey>,
 }
 
 impl Target {
@@ -35,11 +38,11 @@ impl Target {
             addr,
             shown: Arc::from(addr.to_string()),
             tls: None,
-            key: PoolKey {
+            key: Arc::new(PoolKey {
                 addr,
                 server_name: None,
                 config: None,
-            },
+            }),
         }
     }
 
@@ -52,7 +55,7 @@ impl Target {
         };
         Target {
             tls: Some((server_name.to_string(), config)),
-            key,
+            key: Arc::new(key),
             ..Target::plain(addr)
         }
     }
@@ -71,7 +74,7 @@ impl Target {
 
     /// What the pool files its connections under.
     pub fn key(&self) -> PoolKey {
-        self.key.clone()
+        PoolKey::clone(&self.key)
     }
 }
 
@@ -223,11 +226,10 @@ impl Pool {
         loop {
             let (candidate, expired) = self.pop_idle(key);
             drop(expired);
-            let Some((mut conn, since)) = candidate else {
+            let Some((mut conn, idle_for)) = candidate else {
                 break;
             };
-            // To the turn, as `since` is: no read of the clock a request.
-            if mpm_core::turn_clock::now().saturating_duration_since(since) < unchecked {
+            if idle_for < unchecked {
                 return Ok(conn);
             }
             // Counted reused as it was taken (one lock a request, not
@@ -243,14 +245,15 @@ impl Pool {
         // Boxed: the opening's state (a TCP connect, a TLS handshake) is
         // over 2 KiB, and inline it would be in every request's future for
         // as long as the request waits, a pooled connection or not.
-        let conn = Box::pin(Self::open(target, key.clone(), until)).await?;
+        let conn = Box::pin(Self::open(target, until)).await?;
         self.count(key, |s| s.opened += 1);
         Ok(conn)
     }
 
     /// A new connection to `target`: TCP, then the TLS handshake.
-    async fn open(target: &Target, key: PoolKey, until: Instant) -> Result<Connection> {
+    async fn open(target: &Target, until: Instant) -> Result<Connection> {
         let sock = connect_tcp(target.addr, until).await?;
+        let key = Arc::clone(&target.key);
         Ok(match &target.tls {
             None => Connection::plain(sock, key),
             Some((name, config)) => {
@@ -314,22 +317,40 @@ impl Pool {
             .collect()
     }
 
-    /// The newest idle connection to `key` and when it was given back;
-    /// the expired ones, to close outside the lock.
+    /// The newest idle connection to `key` within the idle timeout and
+    /// how long it was idle (to the turn, as when it was given back: no
+    /// read of the clock a request); the expired ones, to close outside
+    /// the lock.
     #[allow(clippy::type_complexity)]
     fn pop_idle(
         &self,
         key: &PoolKey,
-    ) -> (Option<(Connection, Instant)>, Vec<(Connection, Instant)>) {
+    ) -> (Option<(Connection, Duration)>, Vec<(Connection, Instant)>) {
         let mut expired = Vec::new();
+        let now = mpm_core::turn_clock::now();
         let mut slots = self.slots.lock();
         let Some(slot) = slots.get_mut(key) else {
             return (None, expired);
         };
-        self.expire(slot, mpm_core::turn_clock::now(), &mut expired);
-        let taken = slot.idle.pop_back();
-        if taken.is_some() {
-            slot.stats.reused += 1;
+        // The newest first, its age the one the caller asks about too: a
+        // single idle connection (one request at a time) costs one time
+        // subtraction, not one for the expiry and one for the caller.
+        let mut taken = None;
+        while let Some((conn, since)) = slot.idle.pop_back() {
+            let idle_for = now.saturating_duration_since(since);
+            if idle_for < self.settings.idle_timeout {
+                slot.stats.reused += 1;
+                taken = Some((conn, idle_for));
+                break;
+            }
+            // Past the timeout, and so are those given back before it.
+            expired.push((conn, since));
+            slot.stats.expired += 1;
+        }
+        // The older ones past the timeout (none were looked at if the
+        // newest was past it: they are gone with it).
+        if !slot.idle.is_empty() {
+            self.expire(slot, now, &mut expired);
         }
         (taken, expired)
     }
