@@ -764,12 +764,27 @@ impl Response {
     /// Set the body (unless a refused field made this response a 500: see
     /// [`header`](Self::header)).
     pub fn body(mut self, body: impl Into<Body>) -> Response {
+        self.set_body(body);
+        self
+    }
+
+    /// [`body`](Self::body) in place: a response is over 400 bytes, and a
+    /// builder that takes and gives it back by value may copy it twice (a
+    /// proxied answer's body is set so on every request). Left alone, as
+    /// `body` leaves it, if a refused field made this response a 500.
+    ///
+    /// ```
+    /// use mpm_http::Response;
+    /// let mut r = Response::new(200);
+    /// r.set_body("hello\n");
+    /// assert_eq!(r.body_ref().len(), Some(6));
+    /// ```
+    pub fn set_body(&mut self, body: impl Into<Body>) {
         if self.refused {
-            return self;
+            return;
         }
         self.body = body.into();
         self.stock = false;
-        self
     }
 
     /// The status code.
