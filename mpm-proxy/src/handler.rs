@@ -621,9 +621,12 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
     // The fields `Connection` names (none, nearly always), found once
     // rather than for each field.
     let connection: SmallVec<[&[u8]; 2]> = head.connection().collect();
+    // The layer writes its own `Date`: `try_header` would refuse the
+    // upstream's, making (and dropping) an error for it every response.
+    let skipped = |name: &str| name.eq_ignore_ascii_case("date");
     let Some(text) = text else {
         for ((name, value), (n, v)) in head.headers().zip(head.header_ranges()) {
-            if !passes(name, connection.iter().copied(), upgrade) {
+            if skipped(name) || !passes(name, connection.iter().copied(), upgrade) {
                 continue;
             }
             // A value that is not UTF-8 (obs-text) is not passed on.
@@ -640,7 +643,7 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
         let Some(name) = text.get(n.clone()) else {
             continue;
         };
-        if !passes(name, connection.iter().copied(), upgrade) {
+        if skipped(name) || !passes(name, connection.iter().copied(), upgrade) {
             continue;
         }
         if let (Some(name), Some(value)) =
