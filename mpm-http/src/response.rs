@@ -764,18 +764,37 @@ impl Response {
     /// control character is refused as a header value is (see
     /// [`header`](Self::header)): the response becomes a 500.
     pub fn reason(mut self, phrase: impl Into<HeaderText>) -> Response {
+        self.set_reason(phrase);
+        self
+    }
+
+    /// [`reason`](Self::reason) in place (a refused phrase makes this
+    /// response the 500 as `reason` does): a response is over 400 bytes,
+    /// and a builder that takes and gives it back by value may copy it
+    /// twice; a proxy building its answer in place would copy it whole for
+    /// the one call.
+    ///
+    /// ```
+    /// use mpm_http::Response;
+    /// let mut r = Response::new(299);
+    /// r.set_reason("Fine");
+    /// assert_eq!(r.reason_text(), "Fine");
+    /// r.set_reason("a\nb");
+    /// assert_eq!(r.status(), 500);
+    /// ```
+    pub fn set_reason(&mut self, phrase: impl Into<HeaderText>) {
         if self.refused {
-            return self;
+            return;
         }
         let phrase = phrase.into();
         if !is_field_value(phrase.as_bytes()) {
-            return Response::refusal(&format_args!(
+            *self = Response::refusal(&format_args!(
                 "the reason phrase {:?} holds a control character",
                 &*phrase
             ));
+            return;
         }
         self.reason = Some(phrase);
-        self
     }
 
     /// The reason phrase sent: the handler's, else the registered one

@@ -498,15 +498,19 @@ fn answer(
             )));
         }
         let early = std::mem::take(&mut head.bytes_after_head);
-        let response = copy_head(head, true);
+        let mut response = Response::new(head.status);
+        copy_head(&mut response, head, true);
         return Ok(Answer::Now(response.tunnel(Box::new(UpstreamTunnel {
             conn,
             early,
             idle: route.read_timeout,
         }))));
     }
-    // Its body set in place: the by-value builder copied the response.
-    let mut response = copy_head(head, false);
+    // Made here and filled in place (its head, then its body): a
+    // response returned by a callee, or by a by-value builder, was
+    // copied whole once more.
+    let mut response = Response::new(head.status);
+    copy_head(&mut response, head, false);
     let reader = BodyReader::for_response(forward.method(), head).map_err(bad)?;
     let mut source = UpstreamBody {
         conn: Some(conn),
@@ -594,9 +598,9 @@ fn record(response: &mut Response, addrs: &[Arc<str>], time: Duration) {
 /// The client's response head: the upstream's status, reason and the
 /// fields that pass ([`passes`]; those the layer writes itself, `Date`
 /// among them, are left to it), each sharing the head's text rather than
-/// copied. `upgrade`: the `101` to a tunnelled request.
-fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
-    let mut response = Response::new(head.status);
+/// copied, into `response` (made with the upstream's status).
+/// `upgrade`: the `101` to a tunnelled request.
+fn copy_head(response: &mut Response, head: &ResponseHead, upgrade: bool) {
     // The head as shared text (nearly always); a head that is not UTF-8
     // has its passing fields copied, those that are UTF-8.
     let text = head.text();
@@ -615,7 +619,7 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
         && reason.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
     {
         if let Some(r) = take(head.reason_range(), reason.as_bytes()) {
-            response = response.reason(r);
+            response.set_reason(r);
         }
     }
     // The fields `Connection` names (none, nearly always), found once
@@ -634,7 +638,7 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
                 let _ = response.try_header(name, value);
             }
         }
-        return response;
+        return;
     };
     // The head as text (nearly always): each field straight from its
     // ranges, its value sliced only if it passes, not first as bytes
@@ -652,7 +656,6 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
             let _ = response.try_header(name, value);
         }
     }
-    response
 }
 
 /// A body of a known length and no bytes: the answer to a `HEAD`, a `304`.
