@@ -241,13 +241,18 @@ impl Call {
                 // once that result is gone: held across the await, it would be
                 // in every request's future.
                 let failed = 'failed: {
-                    let rest = match self.try_once(&forward, &attempt, target, &mut body).await {
-                        Ok(Answer::Now(mut response)) => {
-                            record(&mut response, &addrs, elapsed());
-                            return response;
+                    let rest = {
+                        // Recorded where the result holds it, and only then
+                        // moved out: a binding of its own was one more copy.
+                        let mut once = self.try_once(&forward, &attempt, target, &mut body).await;
+                        if let Ok(Answer::Now(response)) = &mut once {
+                            record(response, &addrs, elapsed());
                         }
-                        Ok(Answer::Buffer(rest)) => rest,
-                        Err(f) => break 'failed f,
+                        match once {
+                            Ok(Answer::Now(response)) => return response,
+                            Ok(Answer::Buffer(rest)) => rest,
+                            Err(f) => break 'failed f,
+                        }
                     };
                     match rest.await {
                         Ok(mut response) => {
