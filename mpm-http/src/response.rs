@@ -61,6 +61,24 @@ impl Deref for HeaderText {
 }
 
 impl HeaderText {
+    /// Its bytes, for the layer's checks and for writing it: a slice's
+    /// character boundaries were checked when it was made, and taken as
+    /// bytes it is not checked again (as taken as `str` it is), every
+    /// field of every response.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Text::Static(s) => s.as_bytes(),
+            Text::Owned(s) => s.as_bytes(),
+            Text::Shared(s) => s.as_bytes(),
+            Text::Slice(text, start, len) => {
+                let start = *start as usize;
+                text.as_bytes()
+                    .get(start..start + usize::from(*len))
+                    .unwrap_or_default()
+            }
+        }
+    }
+
     /// The part at `range` of `text`, sharing it (no copy; a part over
     /// 64 KiB is copied): `None` if the range is outside it or not on
     /// character boundaries.
@@ -230,15 +248,22 @@ impl fmt::Display for HeaderError {
 impl std::error::Error for HeaderError {}
 
 /// The fields the layer writes; see [`Response`].
-fn is_layer_field(name: &str) -> bool {
-    ["content-length", "transfer-encoding", "connection", "date"]
-        .iter()
-        .any(|f| name.eq_ignore_ascii_case(f))
+fn is_layer_field(name: &[u8]) -> bool {
+    // Told by the length first: every field of every response is asked,
+    // and most are none of these four.
+    let known = match name.len() {
+        4 => "date",
+        10 => "connection",
+        14 => "content-length",
+        17 => "transfer-encoding",
+        _ => return false,
+    };
+    name.eq_ignore_ascii_case(known.as_bytes())
 }
 
 /// RFC 9110 `token`: what a field name is made of.
-fn is_token(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(is_tchar)
+fn is_token(name: &[u8]) -> bool {
+    !name.is_empty() && name.iter().all(|&b| is_tchar(b))
 }
 
 /// The bytes a field value may hold: visible characters, spaces, tabs and
@@ -255,8 +280,8 @@ const FIELD_VALUE: [bool; 256] = {
 };
 
 /// RFC 9110 `field-value` (see [`FIELD_VALUE`]).
-fn is_field_value(value: &str) -> bool {
-    value.bytes().all(|b| FIELD_VALUE[usize::from(b)])
+fn is_field_value(value: &[u8]) -> bool {
+    value.iter().all(|&b| FIELD_VALUE[usize::from(b)])
 }
 
 /// A response body.
@@ -703,18 +728,18 @@ impl Response {
         value: impl Into<HeaderText>,
     ) -> Result<&mut Response, HeaderError> {
         let (name, value) = (name.into(), value.into());
-        // Each text looked at once: a slice's deref checks its bounds.
-        let (n, v): (&str, &str) = (&name, &value);
+        // Each text looked at once, as bytes: the checks are of bytes.
+        let (n, v) = (name.as_bytes(), value.as_bytes());
         if !is_token(n) {
-            return Err(HeaderError::InvalidName(n.to_string()));
+            return Err(HeaderError::InvalidName(name.to_string()));
         }
         if is_layer_field(n) {
-            return Err(HeaderError::LayerField(n.to_string()));
+            return Err(HeaderError::LayerField(name.to_string()));
         }
         if !is_field_value(v) {
-            return Err(HeaderError::InvalidValue(n.to_string()));
+            return Err(HeaderError::InvalidValue(name.to_string()));
         }
-        if n.eq_ignore_ascii_case("server") {
+        if n.eq_ignore_ascii_case(b"server") {
             self.has_server = true;
         }
         self.headers.push((name, value));
@@ -739,18 +764,37 @@ impl Response {
     /// control character is refused as a header value is (see
     /// [`header`](Self::header)): the response becomes a 500.
     pub fn reason(mut self, phrase: impl Into<HeaderText>) -> Response {
+        self.set_reason(phrase);
+        self
+    }
+
+    /// [`reason`](Self::reason) in place (a refused phrase makes this
+    /// response the 500 as `reason` does): a response is over 400 bytes,
+    /// and a builder that takes and gives it back by value may copy it
+    /// twice; a proxy building its answer in place would copy it whole for
+    /// the one call.
+    ///
+    /// ```
+    /// use mpm_http::Response;
+    /// let mut r = Response::new(299);
+    /// r.set_reason("Fine");
+    /// assert_eq!(r.reason_text(), "Fine");
+    /// r.set_reason("a\nb");
+    /// assert_eq!(r.status(), 500);
+    /// ```
+    pub fn set_reason(&mut self, phrase: impl Into<HeaderText>) {
         if self.refused {
-            return self;
+            return;
         }
         let phrase = phrase.into();
-        if !is_field_value(&phrase) {
-            return Response::refusal(&format_args!(
+        if !is_field_value(phrase.as_bytes()) {
+            *self = Response::refusal(&format_args!(
                 "the reason phrase {:?} holds a control character",
                 &*phrase
             ));
+            return;
         }
         self.reason = Some(phrase);
-        self
     }
 
     /// The reason phrase sent: the handler's, else the registered one
@@ -764,12 +808,27 @@ impl Response {
     /// Set the body (unless a refused field made this response a 500: see
     /// [`header`](Self::header)).
     pub fn body(mut self, body: impl Into<Body>) -> Response {
+        self.set_body(body);
+        self
+    }
+
+    /// [`body`](Self::body) in place: a response is over 400 bytes, and a
+    /// builder that takes and gives it back by value may copy it twice (a
+    /// proxied answer's body is set so on every request). Left alone, as
+    /// `body` leaves it, if a refused field made this response a 500.
+    ///
+    /// ```
+    /// use mpm_http::Response;
+    /// let mut r = Response::new(200);
+    /// r.set_body("hello\n");
+    /// assert_eq!(r.body_ref().len(), Some(6));
+    /// ```
+    pub fn set_body(&mut self, body: impl Into<Body>) {
         if self.refused {
-            return self;
+            return;
         }
         self.body = body.into();
         self.stock = false;
-        self
     }
 
     /// The status code.

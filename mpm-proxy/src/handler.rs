@@ -235,30 +235,38 @@ impl Call {
                 tried.push(attempt.upstream);
                 addrs.push(Arc::clone(target.addr_text()));
                 attempt.state.count_request();
-                // The answer made now (nearly all) is taken from the try's
-                // result as it is, not first moved into a result of its own.
-                // A buffered one is awaited once that result is gone: held
-                // across the await, it would be in every request's future.
-                let answered = 'made: {
-                    let rest = match self.try_once(&forward, &attempt, target, &mut body).await {
-                        Ok(Answer::Now(response)) => break 'made Ok(response),
-                        Ok(Answer::Buffer(rest)) => rest,
-                        Err(f) => break 'made Err(f),
+                // The answer made now (nearly all) is returned from the try's
+                // result as it is: each result it went through on its way out
+                // was another copy of its 448 bytes. A buffered one is awaited
+                // once that result is gone: held across the await, it would be
+                // in every request's future.
+                let failed = 'failed: {
+                    let rest = {
+                        // Recorded where the result holds it, and only then
+                        // moved out: a binding of its own was one more copy.
+                        let mut once = self.try_once(&forward, &attempt, target, &mut body).await;
+                        if let Ok(Answer::Now(response)) = &mut once {
+                            record(response, &addrs, elapsed());
+                        }
+                        match once {
+                            Ok(Answer::Now(response)) => return response,
+                            Ok(Answer::Buffer(rest)) => rest,
+                            Err(f) => break 'failed f,
+                        }
                     };
-                    rest.await
-                };
-                match answered {
-                    Ok(mut response) => {
-                        let status = response.status();
-                        // In place: the by-value builder copied the response.
-                        response.set_upstream(shown(&addrs), Some(status), elapsed());
-                        return response;
+                    match rest.await {
+                        Ok(mut response) => {
+                            record(&mut response, &addrs, elapsed());
+                            return response;
+                        }
+                        Err(f) => f,
                     }
-                    Err(f)
-                        if f.stale
-                            && !f.body_spent
-                            && (f.unsent || is_idempotent(forward.method()))
-                            && stale_retries < MAX_STALE =>
+                };
+                match failed {
+                    f if f.stale
+                        && !f.body_spent
+                        && (f.unsent || is_idempotent(forward.method()))
+                        && stale_retries < MAX_STALE =>
                     {
                         // A pooled connection the upstream had closed while
                         // idle: again on a fresh one, without counting against
@@ -268,7 +276,7 @@ impl Call {
                         tried.pop();
                         addrs.pop();
                     }
-                    Err(f) if f.stale => {
+                    f if f.stale => {
                         // A POST on a connection closed under it: it may have
                         // been processed, so it is not sent again (nginx's rule).
                         mpm_core::log_error!(
@@ -280,7 +288,7 @@ impl Call {
                     );
                         return Response::error(502).upstream(shown(&addrs), None, elapsed());
                     }
-                    Err(f) => {
+                    f => {
                         self.failed(&forward, &attempt, &f.error);
                         let again = f.error.is_retryable()
                             && !f.body_spent
@@ -427,20 +435,26 @@ impl Call {
         // Stays empty unless the head arrives in pieces (see
         // `read_response_head`): no read buffer of the request's own.
         let mut buf = Vec::new();
-        let head = read_response_head(
+        // Matched rather than mapped: `map_err` and `?` each moved the
+        // head's result (288 bytes) once more.
+        let mut head = match read_response_head(
             &mut conn,
             &mut buf,
             HeadLimits::default(),
             mpm_core::turn_clock::now() + route.read_timeout,
         )
         .await
-        .map_err(|e| {
-            let stale = is_stale(&e);
-            fail(e, stale, body_spent)
-        })?;
+        {
+            Ok(head) => head,
+            Err(e) => {
+                let stale = is_stale(&e);
+                return Err(fail(e, stale, body_spent));
+            }
+        };
         // Not held across an await: what is made of the head is in the
         // future's state only if the answer waits on (buffering, boxed).
-        answer(forward, route, attempt, head, conn, gauge, body_spent)
+        // Lent, not moved.
+        answer(forward, route, attempt, &mut head, conn, gauge, body_spent)
     }
 }
 
@@ -465,7 +479,7 @@ fn answer(
     forward: &Forward,
     route: &ProxyRoute,
     attempt: &Attempt,
-    mut head: ResponseHead,
+    head: &mut ResponseHead,
     conn: Connection,
     gauge: IdleGauge,
     body_spent: bool,
@@ -489,15 +503,20 @@ fn answer(
             )));
         }
         let early = std::mem::take(&mut head.bytes_after_head);
-        let response = copy_head(&head, true);
+        let mut response = Response::new(head.status);
+        copy_head(&mut response, head, true);
         return Ok(Answer::Now(response.tunnel(Box::new(UpstreamTunnel {
             conn,
             early,
             idle: route.read_timeout,
         }))));
     }
-    let response = copy_head(&head, false);
-    let reader = BodyReader::for_response(forward.method(), &mut head).map_err(bad)?;
+    // Made here and filled in place (its head, then its body): a
+    // response returned by a callee, or by a by-value builder, was
+    // copied whole once more.
+    let mut response = Response::new(head.status);
+    copy_head(&mut response, head, false);
+    let reader = BodyReader::for_response(forward.method(), head).map_err(bad)?;
     let mut source = UpstreamBody {
         conn: Some(conn),
         reader,
@@ -513,9 +532,7 @@ fn answer(
         source.finish();
         // HEAD and 304: the upstream's length, no bytes.
         if let Some(n) = response_fields(head.headers()).content_length {
-            return Ok(Answer::Now(
-                response.body(Body::Polled(Box::new(Announced(n)))),
-            ));
+            response.set_body(Body::Polled(Box::new(Announced(n))));
         }
         return Ok(Answer::Now(response));
     }
@@ -524,20 +541,20 @@ fn answer(
         // bytes, streamed or not, and the connection back in the pool
         // now rather than once the client has it all.
         source.finish();
-        return Ok(Answer::Now(response.body(whole)));
+        response.set_body(whole);
+        return Ok(Answer::Now(response));
     }
     // What the proxy reads for itself in the fields, only for an answer
     // still to come: a whole one (nearly all) needs none of it.
     let fields = response_fields(head.headers());
-    // The head's bytes are the response's now (its fields share them).
-    drop(head);
     source.len = fields.content_length;
     if !streams(route.buffering, &fields) {
         return Ok(Answer::Buffer(Box::pin(buffered(
             response, source, body_spent,
         ))));
     }
-    Ok(Answer::Now(response.body(Body::Polled(Box::new(source)))))
+    response.set_body(Body::Polled(Box::new(source)));
+    Ok(Answer::Now(response))
 }
 
 /// A buffered answer: up to [`BUFFERED_MAX`] of the body read first, sent
@@ -545,7 +562,7 @@ fn answer(
 /// else streamed from what was read on.
 #[allow(clippy::manual_async_fn)] // not `async fn`: its arguments once in its future
 fn buffered(
-    response: Response,
+    mut response: Response,
     mut source: UpstreamBody,
     body_spent: bool,
 ) -> impl std::future::Future<Output = Result<Response, Failed>> {
@@ -559,10 +576,11 @@ fn buffered(
             });
         }
         if source.conn.is_none() {
-            let bytes = std::mem::take(&mut source.early);
-            return Ok(response.body(bytes));
+            response.set_body(std::mem::take(&mut source.early));
+            return Ok(response);
         }
-        Ok(response.body(Body::Polled(Box::new(source))))
+        response.set_body(Body::Polled(Box::new(source)));
+        Ok(response)
     }
 }
 
@@ -575,12 +593,19 @@ fn shown(addrs: &[Arc<str>]) -> HeaderText {
     }
 }
 
+/// The upstream and the exchange's time, recorded for the access log in
+/// place: a by-value builder would copy the response.
+fn record(response: &mut Response, addrs: &[Arc<str>], time: Duration) {
+    let status = response.status();
+    response.set_upstream(shown(addrs), Some(status), time);
+}
+
 /// The client's response head: the upstream's status, reason and the
 /// fields that pass ([`passes`]; those the layer writes itself, `Date`
 /// among them, are left to it), each sharing the head's text rather than
-/// copied. `upgrade`: the `101` to a tunnelled request.
-fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
-    let mut response = Response::new(head.status);
+/// copied, into `response` (made with the upstream's status).
+/// `upgrade`: the `101` to a tunnelled request.
+fn copy_head(response: &mut Response, head: &ResponseHead, upgrade: bool) {
     // The head as shared text (nearly always); a head that is not UTF-8
     // has its passing fields copied, those that are UTF-8.
     let text = head.text();
@@ -599,15 +624,18 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
         && reason.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
     {
         if let Some(r) = take(head.reason_range(), reason.as_bytes()) {
-            response = response.reason(r);
+            response.set_reason(r);
         }
     }
     // The fields `Connection` names (none, nearly always), found once
     // rather than for each field.
     let connection: SmallVec<[&[u8]; 2]> = head.connection().collect();
+    // The layer writes its own `Date`: `try_header` would refuse the
+    // upstream's, making (and dropping) an error for it every response.
+    let skipped = |name: &str| name.eq_ignore_ascii_case("date");
     let Some(text) = text else {
         for ((name, value), (n, v)) in head.headers().zip(head.header_ranges()) {
-            if !passes(name, connection.iter().copied(), upgrade) {
+            if skipped(name) || !passes(name, connection.iter().copied(), upgrade) {
                 continue;
             }
             // A value that is not UTF-8 (obs-text) is not passed on.
@@ -615,7 +643,7 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
                 let _ = response.try_header(name, value);
             }
         }
-        return response;
+        return;
     };
     // The head as text (nearly always): each field straight from its
     // ranges, its value sliced only if it passes, not first as bytes
@@ -624,7 +652,7 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
         let Some(name) = text.get(n.clone()) else {
             continue;
         };
-        if !passes(name, connection.iter().copied(), upgrade) {
+        if skipped(name) || !passes(name, connection.iter().copied(), upgrade) {
             continue;
         }
         if let (Some(name), Some(value)) =
@@ -633,7 +661,6 @@ fn copy_head(head: &ResponseHead, upgrade: bool) -> Response {
             let _ = response.try_header(name, value);
         }
     }
-    response
 }
 
 /// A body of a known length and no bytes: the answer to a `HEAD`, a `304`.
