@@ -328,13 +328,19 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
             // Connections with more to do now: poll without sleeping, serve
             // whatever else is ready, then give them their next turn.
+            // Only a connection at a worker can come back during the sleep:
+            // with none there, the workers need not be told that it sleeps
+            // (two sequentially consistent stores and a look at the
+            // channel, every turn).
+            let mut told = false;
             let timeout = if !self.resume.is_empty() {
                 PollTimeout::ZERO
             } else {
                 let timeout = self.wait_timeout();
-                if timeout.is_zero() || !self.returns.may_sleep() {
+                if timeout.is_zero() || (self.in_flight > 0 && !self.returns.may_sleep()) {
                     PollTimeout::ZERO
                 } else {
+                    told = self.in_flight > 0;
                     PollTimeout::from(timeout.as_millis().clamp(1, 1000) as u16)
                 }
             };
@@ -346,7 +352,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     0
                 }
             };
-            self.returns.woke();
+            if told {
+                self.returns.woke();
+            }
             self.tick();
             let mut listener_ready = false;
             for ev in &events[..n] {
@@ -867,7 +875,17 @@ impl<H: ConnectionHandler> EventLoop<H> {
         self.slots.try_remove(t);
     }
 
+    /// Step the connections in `again`. Called several times a turn, and
+    /// most turns find it empty: that check is inlined, the loop is not.
+    #[inline]
     fn run_again(&mut self) {
+        if !self.again.is_empty() {
+            self.run_again_now();
+        }
+    }
+
+    #[inline(never)]
+    fn run_again_now(&mut self) {
         while !self.again.is_empty() {
             let batch = std::mem::take(&mut self.again);
             for t in batch {
