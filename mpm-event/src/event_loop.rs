@@ -1,7 +1,6 @@
 //! The listener thread: one epoll set over the listening sockets and every
 //! connection that is waiting, whatever it waits for.
 
-use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read};
 use std::net::Shutdown;
 use std::sync::atomic::AtomicBool;
@@ -23,6 +22,7 @@ use mpm_core::loop_parts::accept_gate::{sleep_for, AcceptGate};
 use mpm_core::panics::catch;
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 
+use crate::await_deadlines::AwaitDeadlines;
 use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
 use crate::upstream_registry::{Registry, Seen, Waited, EDGE};
 use crate::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
@@ -158,7 +158,7 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) slot: Option<&'static ScoreSlot>,
     /// Connections parked on a wait of their own ([`Parked::Await`]), by
     /// the deadline it gave: resumed then, ready or not.
-    awaits: BTreeSet<(Instant, usize)>,
+    awaits: AwaitDeadlines,
     /// Upstream sockets registered for good (stamped waits).
     registry: Registry,
 }
@@ -258,7 +258,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             returned: Vec::new(),
             stats: LoopStats::default(),
             slot,
-            awaits: BTreeSet::new(),
+            awaits: AwaitDeadlines::default(),
             registry: Registry::default(),
         };
         this.set_listening(true)?;
@@ -444,7 +444,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             self.gate.balance_paused,
             &[
                 self.timeouts.next_deadline(),
-                self.awaits.first().map(|&(d, _)| d),
+                self.awaits.first().map(|(d, _)| d),
                 self.accept_paused_until,
                 self.close_idle_at,
             ],
@@ -576,9 +576,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         // A lingering close keeps its one deadline however often it reads.
         match wait {
             Parked::Linger => {}
-            Parked::Await(w) => {
-                self.awaits.remove(&(w.until, t));
-            }
+            Parked::Await(_) => self.awaits.remove(t),
             _ => self.timeouts.remove(t),
         }
         let Some(slot) = self.slots.get_mut(t) else {
@@ -785,7 +783,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                         wait: Parked::Await(wait),
                         queued: false,
                     };
-                    self.awaits.insert((wait.until, t));
+                    self.awaits.insert(wait.until, t);
                 }
                 if ready_now {
                     self.queue_resume(t);
@@ -866,11 +864,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
     pub(crate) fn close(&mut self, t: usize) {
         self.timeouts.remove(t);
         if let Some(Slot::Parked {
-            wait: Parked::Await(w),
+            wait: Parked::Await(_),
             ..
         }) = self.slots.get(t)
         {
-            self.awaits.remove(&(w.until, t));
+            self.awaits.remove(t);
         }
         self.slots.try_remove(t);
     }
@@ -926,11 +924,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
     fn expire(&mut self) {
         // Waits of their own whose deadline came: resumed, ready or not;
         // the step answers its own timeout.
-        while let Some(&(until, t)) = self.awaits.first() {
+        while let Some((until, t)) = self.awaits.first() {
             if until > self.now {
                 break;
             }
-            self.awaits.remove(&(until, t));
+            self.awaits.remove(t);
             if let Some(Slot::Parked {
                 wait: Parked::Await(_),
                 queued: false,
