@@ -282,14 +282,18 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
         loop {
             self.tick();
-            // A buffer kept across turns: a hand-off costs no allocation.
-            let mut returned = std::mem::take(&mut self.returned);
-            returned.extend(self.returns.drain());
-            for done in returned.drain(..) {
-                self.in_flight -= 1;
-                self.apply(done.token, done.conn, done.interest);
+            // Only connections at workers come back: with none there, the
+            // channel is empty, and the turn does not look.
+            if self.in_flight > 0 {
+                // A buffer kept across turns: a hand-off costs no allocation.
+                let mut returned = std::mem::take(&mut self.returned);
+                returned.extend(self.returns.drain());
+                for done in returned.drain(..) {
+                    self.in_flight -= 1;
+                    self.apply(done.token, done.conn, done.interest);
+                }
+                self.returned = returned;
             }
-            self.returned = returned;
             self.run_again();
             if self.lifecycle.is_stopping() && self.drain.is_none() {
                 self.begin_stop(graceful);

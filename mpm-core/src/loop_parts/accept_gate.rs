@@ -44,7 +44,6 @@ impl AcceptGate {
     /// Should the loop accept, holding `open` connections, `able` as the
     /// caller found it? `listening`: whether it does now; a change to
     /// "no" is counted as a pause.
-    #[inline]
     pub fn want(&mut self, now: Instant, able: bool, open: usize, listening: bool) -> bool {
         let mut balanced = true;
         if let Some(seat) = self.ledger {
@@ -75,6 +74,13 @@ impl AcceptGate {
             }
         }
         want
+    }
+
+    /// Does the loop decide alone, with no siblings' ledger? Then it
+    /// wants to accept exactly when it is able to.
+    #[inline]
+    pub fn alone(&self) -> bool {
+        self.ledger.is_none()
     }
 
     /// The loop stops: its seat is free for a successor.
