@@ -408,7 +408,10 @@ impl Slot {
     /// its request line.
     pub fn record_request(&self, line: &[u8], bytes: u64) {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        // A later answer's size is not known yet (0): no locked add for it.
+        if bytes > 0 {
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
         if self.is_mine() {
             self.last_request_ms.store(now_ms(), Ordering::Relaxed);
             let n = line.len().min(REQUEST_LINE);

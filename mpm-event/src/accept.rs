@@ -131,6 +131,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
             && self.accept_paused_until.is_none()
             && self.in_flight < self.threads
             && self.slots.len() < self.max_conns;
+        // Asked every turn: alone, a loop that stays as able as it was
+        // has nothing to change, publish or count.
+        if able == self.listening && self.gate.alone() {
+            return;
+        }
         let open = self.slots.len();
         let want = self.gate.want(self.now, able, open, self.listening);
         if want != self.listening {

@@ -1,7 +1,6 @@
 //! The listener thread: one epoll set over the listening sockets and every
 //! connection that is waiting, whatever it waits for.
 
-use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read};
 use std::net::Shutdown;
 use std::sync::atomic::AtomicBool;
@@ -23,6 +22,7 @@ use mpm_core::loop_parts::accept_gate::{sleep_for, AcceptGate};
 use mpm_core::panics::catch;
 use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 
+use crate::await_deadlines::AwaitDeadlines;
 use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
 use crate::upstream_registry::{Registry, Seen, Waited, EDGE};
 use crate::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
@@ -158,7 +158,7 @@ pub struct EventLoop<H: ConnectionHandler> {
     pub(crate) slot: Option<&'static ScoreSlot>,
     /// Connections parked on a wait of their own ([`Parked::Await`]), by
     /// the deadline it gave: resumed then, ready or not.
-    awaits: BTreeSet<(Instant, usize)>,
+    awaits: AwaitDeadlines,
     /// Upstream sockets registered for good (stamped waits).
     registry: Registry,
 }
@@ -258,7 +258,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             returned: Vec::new(),
             stats: LoopStats::default(),
             slot,
-            awaits: BTreeSet::new(),
+            awaits: AwaitDeadlines::default(),
             registry: Registry::default(),
         };
         this.set_listening(true)?;
@@ -282,14 +282,18 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
         loop {
             self.tick();
-            // A buffer kept across turns: a hand-off costs no allocation.
-            let mut returned = std::mem::take(&mut self.returned);
-            returned.extend(self.returns.drain());
-            for done in returned.drain(..) {
-                self.in_flight -= 1;
-                self.apply(done.token, done.conn, done.interest);
+            // Only connections at workers come back: with none there, the
+            // channel is empty, and the turn does not look.
+            if self.in_flight > 0 {
+                // A buffer kept across turns: a hand-off costs no allocation.
+                let mut returned = std::mem::take(&mut self.returned);
+                returned.extend(self.returns.drain());
+                for done in returned.drain(..) {
+                    self.in_flight -= 1;
+                    self.apply(done.token, done.conn, done.interest);
+                }
+                self.returned = returned;
             }
-            self.returned = returned;
             self.run_again();
             if self.lifecycle.is_stopping() && self.drain.is_none() {
                 self.begin_stop(graceful);
@@ -328,13 +332,19 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
             // Connections with more to do now: poll without sleeping, serve
             // whatever else is ready, then give them their next turn.
+            // Only a connection at a worker can come back during the sleep:
+            // with none there, the workers need not be told that it sleeps
+            // (two sequentially consistent stores and a look at the
+            // channel, every turn).
+            let mut told = false;
             let timeout = if !self.resume.is_empty() {
                 PollTimeout::ZERO
             } else {
                 let timeout = self.wait_timeout();
-                if timeout.is_zero() || !self.returns.may_sleep() {
+                if timeout.is_zero() || (self.in_flight > 0 && !self.returns.may_sleep()) {
                     PollTimeout::ZERO
                 } else {
+                    told = self.in_flight > 0;
                     PollTimeout::from(timeout.as_millis().clamp(1, 1000) as u16)
                 }
             };
@@ -346,7 +356,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     0
                 }
             };
-            self.returns.woke();
+            if told {
+                self.returns.woke();
+            }
             self.tick();
             let mut listener_ready = false;
             for ev in &events[..n] {
@@ -436,7 +448,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             self.gate.balance_paused,
             &[
                 self.timeouts.next_deadline(),
-                self.awaits.first().map(|&(d, _)| d),
+                self.awaits.first().map(|(d, _)| d),
                 self.accept_paused_until,
                 self.close_idle_at,
             ],
@@ -568,9 +580,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         // A lingering close keeps its one deadline however often it reads.
         match wait {
             Parked::Linger => {}
-            Parked::Await(w) => {
-                self.awaits.remove(&(w.until, t));
-            }
+            Parked::Await(_) => self.awaits.remove(t),
             _ => self.timeouts.remove(t),
         }
         let Some(slot) = self.slots.get_mut(t) else {
@@ -777,7 +787,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                         wait: Parked::Await(wait),
                         queued: false,
                     };
-                    self.awaits.insert((wait.until, t));
+                    self.awaits.insert(wait.until, t);
                 }
                 if ready_now {
                     self.queue_resume(t);
@@ -858,16 +868,26 @@ impl<H: ConnectionHandler> EventLoop<H> {
     pub(crate) fn close(&mut self, t: usize) {
         self.timeouts.remove(t);
         if let Some(Slot::Parked {
-            wait: Parked::Await(w),
+            wait: Parked::Await(_),
             ..
         }) = self.slots.get(t)
         {
-            self.awaits.remove(&(w.until, t));
+            self.awaits.remove(t);
         }
         self.slots.try_remove(t);
     }
 
+    /// Step the connections in `again`. Called several times a turn, and
+    /// most turns find it empty: that check is inlined, the loop is not.
+    #[inline]
     fn run_again(&mut self) {
+        if !self.again.is_empty() {
+            self.run_again_now();
+        }
+    }
+
+    #[inline(never)]
+    fn run_again_now(&mut self) {
         while !self.again.is_empty() {
             let batch = std::mem::take(&mut self.again);
             for t in batch {
@@ -908,11 +928,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
     fn expire(&mut self) {
         // Waits of their own whose deadline came: resumed, ready or not;
         // the step answers its own timeout.
-        while let Some(&(until, t)) = self.awaits.first() {
+        while let Some((until, t)) = self.awaits.first() {
             if until > self.now {
                 break;
             }
-            self.awaits.remove(&(until, t));
+            self.awaits.remove(t);
             if let Some(Slot::Parked {
                 wait: Parked::Await(_),
                 queued: false,

@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 mod accept;
+mod await_deadlines;
 pub mod event_loop;
 mod keepalive;
 mod run;

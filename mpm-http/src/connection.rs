@@ -559,7 +559,19 @@ impl<H: HttpHandler> HttpService<H> {
                 Waiting::Answer(later) => later,
                 Waiting::Vacant => return Interest::Close,
             };
-            let mut answer = match catch(|| poll_once(later.answer.as_mut())) {
+            // The answer is put where it stays, not returned through
+            // `poll_once`'s and `catch`'s results: a response is some 450
+            // bytes, and each move of it a copy.
+            let mut ready = None;
+            let polled = catch(|| match poll_once(later.answer.as_mut()) {
+                Polled::Ready(answer) => {
+                    ready = Some(answer);
+                    Polled::Ready(())
+                }
+                Polled::Wait(wait) => Polled::Wait(wait),
+                Polled::Again => Polled::Again,
+            });
+            match polled {
                 Ok(Polled::Wait(wait)) => {
                     // Waiting costs the connection's state, not its
                     // buffers (unless a pipelined request is in them).
@@ -567,24 +579,32 @@ impl<H: HttpHandler> HttpService<H> {
                     return Interest::Await(wait);
                 }
                 Ok(Polled::Again) => return Interest::Yield,
-                Ok(Polled::Ready(answer)) => answer,
-                Err(p) => {
-                    mpm_core::log_error!(
-                        "mpm: the later answer to {} panicked: {p}; answered 500",
-                        later.request
-                    );
-                    Response::error(500)
-                }
-            };
+                Ok(Polled::Ready(())) => {}
+                Err(p) => mpm_core::log_error!(
+                    "mpm: the later answer to {} panicked: {p}; answered 500",
+                    later.request
+                ),
+            }
+            // Set unless it panicked.
+            let answer = ready.get_or_insert_with(|| Response::error(500));
             let Some(mut boxed) = c.take_waiting() else {
                 return Interest::Close;
             };
-            // The box is kept for the next answer to come.
-            let Waiting::Answer(later) = std::mem::replace(&mut *boxed, Waiting::Vacant) else {
+            // Taken in place, not moved out of its box.
+            let Waiting::Answer(later) = &mut *boxed else {
                 return Interest::Close;
             };
+            if let Some(again) = answer.take_later() {
+                // An answer that is itself later: it waits in the same box.
+                later.answer = again;
+                c.set_waiting(boxed);
+                continue;
+            }
+            self.answer_later(c, s, later, answer);
+            // The box is kept for the next answer to come; what it held
+            // (the spent future) goes now, as it went when moved out.
+            *boxed = Waiting::Vacant;
             self.reader.spare = Some(boxed);
-            self.answer_later(c, s, later, &mut answer);
             if !c.is_waiting() {
                 // Sent as any answer, then keep-alive (a pipelined request
                 // read from the buffer) or the close.
@@ -594,22 +614,17 @@ impl<H: HttpHandler> HttpService<H> {
         }
     }
 
-    /// Queue the answer a later future came to, as `step` queues what
-    /// `handle` returns (an answer that is itself later waits again).
+    /// Queue the answer a later future came to (not itself later), as
+    /// `step` queues what `handle` returns.
     fn answer_later(
         &mut self,
         c: &mut HttpConn,
         s: &mut Stream,
-        mut later: LaterState,
+        later: &mut LaterState,
         answer: &mut Response,
     ) {
-        if let Some(again) = answer.take_later() {
-            later.answer = again;
-            c.set_waiting(self.reader.boxed(Waiting::Answer(later)));
-            return;
-        }
         self.sender.begin_response(c);
-        c.log = later.record;
+        c.log = std::mem::take(&mut later.record);
         c.log.set_status(answer.status);
         self.sender
             .log_upstream(&mut c.log, answer.upstream.as_deref());

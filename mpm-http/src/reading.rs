@@ -149,29 +149,30 @@ impl<H: HttpHandler> Reader<H> {
             }
             _ => None,
         };
-        let parsed = match made {
-            Some(head) => Parsed::Complete(head),
-            None => head::parse(data, &mut slots, &limits),
-        };
-        let head = match parsed {
-            Parsed::NewerMinor(at) => {
-                // Served as HTTP/1.1 (RFC 9110 §2.5): parse it as one.
-                c.buf[c.start + at] = b'1';
-                return self.step(out, c, s, gate);
-            }
-            Parsed::Partial => {
-                c.deadline = Some(deadline(
-                    &out.settings,
-                    &mut c.started,
-                    Received::Head(data.len() as u64),
-                ));
-                return Step::Incomplete;
-            }
-            Parsed::Reject(status) => {
-                let _ = out.reject(c, s, status);
-                return Step::Responded;
-            }
-            Parsed::Complete(head) => head,
+        // The head made from the spans goes straight on: not through a
+        // `Parsed` of its own (a copy of it).
+        let head = match made {
+            Some(head) => head,
+            None => match head::parse(data, &mut slots, &limits) {
+                Parsed::NewerMinor(at) => {
+                    // Served as HTTP/1.1 (RFC 9110 §2.5): parse it as one.
+                    c.buf[c.start + at] = b'1';
+                    return self.step(out, c, s, gate);
+                }
+                Parsed::Partial => {
+                    c.deadline = Some(deadline(
+                        &out.settings,
+                        &mut c.started,
+                        Received::Head(data.len() as u64),
+                    ));
+                    return Step::Incomplete;
+                }
+                Parsed::Reject(status) => {
+                    let _ = out.reject(c, s, status);
+                    return Step::Responded;
+                }
+                Parsed::Complete(head) => head,
+            },
         };
         // Bound the body before reading any of it.
         if matches!(head.framing, Framing::Length(n) if n > limits.body) {
@@ -298,11 +299,17 @@ impl<H: HttpHandler> Reader<H> {
             keep &= done.done && done.failed.is_none();
             outcome = Some(done);
         }
-        let mut response = match response {
-            Some(r) => r,
-            None => self.call(&head, body, None, (s.peer_addr(), s.has_transport())),
-        };
+        if response.is_none() {
+            let peer = (s.peer_addr(), s.has_transport());
+            self.call_into(&mut response, &head, body, None, peer);
+        }
+        // Answered in place: a response is some 450 bytes, and each move
+        // of it a copy.
+        let response = response.get_or_insert_with(|| Response::error(500));
         let line = request_line(data, head.method, head.target);
+        let unfinished = outcome
+            .as_ref()
+            .is_some_and(|o| !o.done || o.failed.is_some());
         let mut later = None;
         let keep = match response.take_later() {
             // A later answer: its log line and slot are started now, while
@@ -313,15 +320,17 @@ impl<H: HttpHandler> Reader<H> {
                 if let Some(slot) = s.score_slot() {
                     slot.record_request(&data[line], 0);
                 }
-                later = Some(LaterState {
+                // Made in its box at once: moving it there later is a copy
+                // of some 300 bytes.
+                later = Some(self.boxed(Waiting::Answer(LaterState {
                     answer,
                     record,
                     request: RequestName::new(head.method, head.target),
                     is_head,
                     keep,
                     version,
-                    unfinished: false,
-                });
+                    unfinished,
+                })));
                 keep
             }
             None => {
@@ -331,7 +340,7 @@ impl<H: HttpHandler> Reader<H> {
                     slot.record_request(&data[line], response.body.len().unwrap_or(0));
                     slot.record_status(response.status);
                 }
-                out.queue(c, &mut response, is_head, keep, version)
+                out.queue(c, response, is_head, keep, version)
             }
         };
         c.served += 1;
@@ -339,9 +348,6 @@ impl<H: HttpHandler> Reader<H> {
         c.deadline = None;
         c.continue_sent = false;
         c.consume(consumed);
-        let unfinished = outcome
-            .as_ref()
-            .is_some_and(|o| !o.done || o.failed.is_some());
         if let Some(o) = outcome.filter(|o| !o.leftover.is_empty()) {
             // Read past the body from the socket: every buffered byte was
             // used, and these come first now.
@@ -352,9 +358,8 @@ impl<H: HttpHandler> Reader<H> {
             c.buf[c.filled..c.filled + o.leftover.len()].copy_from_slice(&o.leftover);
             c.filled += o.leftover.len();
         }
-        if let Some(mut later) = later {
-            later.unfinished = unfinished;
-            c.set_waiting(self.boxed(Waiting::Answer(later)));
+        if let Some(later) = later {
+            c.set_waiting(later);
             return Step::Later;
         }
         c.after = after(keep, c, unfinished);
@@ -468,8 +473,24 @@ impl<H: HttpHandler> Reader<H> {
         head: &Head<'_, '_>,
         body: &[u8],
         stream: Option<&dyn BodySource>,
-        (peer, secure): (std::net::SocketAddr, bool),
+        peer: (std::net::SocketAddr, bool),
     ) -> Response {
+        let mut answer = None;
+        self.call_into(&mut answer, head, body, stream, peer);
+        // Filled, whether the handler panicked or not.
+        answer.unwrap_or_else(|| Response::error(500))
+    }
+
+    /// [`call`](Self::call), the response put in `answer` rather than
+    /// returned (a copy less of some 450 bytes).
+    pub(crate) fn call_into(
+        &mut self,
+        answer: &mut Option<Response>,
+        head: &Head<'_, '_>,
+        body: &[u8],
+        stream: Option<&dyn BodySource>,
+        (peer, secure): (std::net::SocketAddr, bool),
+    ) {
         let req = Request {
             method: head.method,
             target: head.target,
@@ -483,8 +504,7 @@ impl<H: HttpHandler> Reader<H> {
             pool: self.arena.pool(),
         };
         let handler = &mut self.handler;
-        let mut answer = None;
-        let caught = catch_into(&mut answer, || handler.handle(&req));
+        let caught = catch_into(answer, || handler.handle(&req));
         // The response owns all it holds: the request's scratch can go.
         self.arena.reset();
         if let Err(p) = caught {
@@ -493,10 +513,8 @@ impl<H: HttpHandler> Reader<H> {
                 head.method,
                 head.target
             );
-            return Response::error(500);
+            *answer = Some(Response::error(500));
         }
-        // Filled, as nothing panicked.
-        answer.unwrap_or_else(|| Response::error(500))
     }
 }
 

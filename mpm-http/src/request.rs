@@ -341,10 +341,19 @@ pub(crate) enum Headers<'a> {
 }
 
 /// Strip `scheme://authority` from an absolute-form target.
+#[inline]
 fn origin_form(target: &str) -> &str {
+    // Nearly every target is in origin form already: that check is
+    // inlined where a route asks for the path, the rest is not.
     if target.starts_with('/') {
-        return target;
+        target
+    } else {
+        absolute_origin_form(target)
     }
+}
+
+#[inline(never)]
+fn absolute_origin_form(target: &str) -> &str {
     for scheme in ["http://", "https://"] {
         if target.len() > scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme) {
             let rest = &target[scheme.len()..];

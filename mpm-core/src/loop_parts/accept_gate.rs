@@ -76,6 +76,13 @@ impl AcceptGate {
         want
     }
 
+    /// Does the loop decide alone, with no siblings' ledger? Then it
+    /// wants to accept exactly when it is able to.
+    #[inline]
+    pub fn alone(&self) -> bool {
+        self.ledger.is_none()
+    }
+
     /// The loop stops: its seat is free for a successor.
     pub fn release(&self) {
         if let Some(seat) = self.ledger {
@@ -97,20 +104,23 @@ pub fn sleep_for(
     stop_deadline: Option<Instant>,
     drain: Option<&crate::Drain>,
 ) -> Duration {
-    let mut until = now + Duration::from_secs(1);
-    if balance_paused {
-        until = now + BALANCE_RECHECK;
+    // The cap stays a duration, and the first moment the one moment
+    // measured from now: a loop asks every turn, and each sum or
+    // difference of instants costs a normalisation of its own.
+    let cap = if balance_paused {
+        BALANCE_RECHECK
+    } else {
+        Duration::from_secs(1)
+    };
+    let stop = stop_deadline.map(|d| match drain {
+        Some(drain) if d <= now => drain.give_up_at(),
+        _ => d,
+    });
+    let first = moments.iter().chain([&stop]).flatten().min();
+    match first {
+        Some(first) => first.saturating_duration_since(now).min(cap),
+        None => cap,
     }
-    for d in moments.iter().flatten() {
-        until = until.min(*d);
-    }
-    if let Some(d) = stop_deadline {
-        match drain {
-            Some(drain) if d <= now => until = until.min(drain.give_up_at()),
-            _ => until = until.min(d),
-        }
-    }
-    until.saturating_duration_since(now)
 }
 
 #[cfg(test)]
