@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""What a request's code footprint costs the kernel: the floor (floor/, a byte relay) against the
-same floor built to run a block of straight-line code of its own after each receive, in the same
-run, under proxy_peers.py's `fast` load. The system calls are the same; only the user code between
-them differs. A row's `sys` growing with the block says that the kernel's work for a request (the
-sends, which on loopback run the receiver's TCP processing and wake it, and the receives) runs
-slower when the request's user code has pushed the kernel's code and data out of the CPU's caches.
+"""What a request's user code costs the kernel: the floor (floor/, a byte relay) against the same
+floor built to run a block of straight-line code of its own after each receive, and against the same
+work from a few statements in a loop (the control: as much user time in a few bytes of code), in the
+same run, under proxy_peers.py's `fast` load. The system calls are the same in all three; only the
+user code between them differs. `sys` growing in both built rows says that user time alone raises
+the kernel's cost of a request (a reading, not measured here: its peers, wrk and the origin, wait longer and sleep
+more, and a send that wakes a sleeper costs more); the straight-line row above the control is what
+the code's footprint adds (the kernel's code and data pushed out of the CPU's caches).
 
   python3 bench/proxy/footprint.py
   python3 bench/proxy/footprint.py --statements 0,1500,3000 --rounds 3 --secs 5

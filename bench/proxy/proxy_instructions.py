@@ -17,9 +17,8 @@ event: loop overhead that wrk's concurrency would spread over several requests i
 here.
 
 `hot code KiB` is the code a request runs through: the 64-byte lines holding the instructions run at
-least once every other request. The kernel's work for the request shares the CPU's caches with it;
-a larger one leaves less of the kernel's code and data in them, so it costs kernel time as well
-as user time (proxy_cost.py's `sends` and `receives` columns grow with it).
+least once every other request. It shares the CPU's caches with the kernel's work for the request;
+footprint.py measures what that costs the kernel (little, against what user time itself costs it).
 
 Ours needs a build with rustix's libc backend (its own vDSO lookup faults under valgrind):
 `--build` makes one in target/callgrind (RUSTFLAGS="--cfg rustix_use_libc", the release profile).
