@@ -92,11 +92,7 @@ def main():
     counts = args.statements.split(",")
     if not all(part.isdigit() for c in counts for part in c.split("/")) or any(c.count("/") > 1 for c in counts):
         sys.exit(f"--statements {args.statements!r}: comma-separated N or N/D (whole numbers), such as 0,3000,3000/30")
-    if not os.path.exists(pp.UPSTREAM_BIN):
-        r = peers.sh(["cargo", "build", "--release", "-q", "--manifest-path",
-                      os.path.join(pp.UPSTREAM_DIR, "Cargo.toml")])
-        if r.returncode != 0:
-            sys.exit("could not build upstream/: " + r.stderr[-500:])
+    pp.ensure_upstream()
     base = tempfile.mkdtemp(prefix="footprint-")
     os.chmod(base, 0o755)
     try:

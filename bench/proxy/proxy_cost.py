@@ -128,11 +128,7 @@ def main():
     args = ap.parse_args()
     if not shutil.which("perf") or not shutil.which("wrk"):
         sys.exit("needs perf and wrk (proxy_peers.py --install installs wrk)")
-    if not os.path.exists(pp.UPSTREAM_BIN):
-        r = peers.sh(["cargo", "build", "--release", "-q", "--manifest-path",
-                      os.path.join(pp.UPSTREAM_DIR, "Cargo.toml")])
-        if r.returncode != 0:
-            sys.exit("could not build upstream/: " + r.stderr[-500:])
+    pp.ensure_upstream()
     base = tempfile.mkdtemp(prefix="proxy-cost-")
     os.chmod(base, 0o755)
     plan = {"nginx": lambda p, u, d, pre: pp.nginx_conf(p, u, d, 64),

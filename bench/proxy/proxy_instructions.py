@@ -217,11 +217,7 @@ def main():
         if r.returncode != 0:
             sys.exit("the build failed")
         args.ours = os.path.join(CG_TARGET, "release", "mpm")
-    if not os.path.exists(pp.UPSTREAM_BIN):
-        r = subprocess.run(["cargo", "build", "--release", "-q", "--manifest-path",
-                            os.path.join(pp.UPSTREAM_DIR, "Cargo.toml")], capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit("could not build upstream/: " + r.stderr[-500:])
+    pp.ensure_upstream()
     work = tempfile.mkdtemp(prefix="proxy-instructions-")
     os.chmod(work, 0o755)
     port, up_port = args.port, args.port + 645

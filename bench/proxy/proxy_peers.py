@@ -289,6 +289,15 @@ def ours_cmd(binary, mpm, port, up, workers, flags, prespawn):
     return argv + flags, " ".join(argv[argv.index("--max-request-workers"):] + flags)
 
 
+def ensure_upstream(rebuild=False):
+    """Build upstream/ (the origin) with cargo if it is not built yet, or if asked; exit on failure.
+    The other scripts here that start an origin call it too."""
+    if rebuild or not os.path.exists(UPSTREAM_BIN):
+        r = peers.sh(["cargo", "build", "--release", "-q", "--manifest-path", os.path.join(UPSTREAM_DIR, "Cargo.toml")])
+        if r.returncode != 0:
+            sys.exit("could not build upstream/: " + r.stderr[-500:])
+
+
 def floor_cmd(base, port, up):
     """The byte relay, built with cargo into the run's work directory the first time it is asked for."""
     target = os.path.join(base, "floor-target")
@@ -509,10 +518,7 @@ def main():
         peers.sh(["apt-get", "install", "-y", "-qq", "wrk", "nginx-light", "apache2", "apache2-utils"])
     if not shutil.which("wrk"):
         sys.exit("wrk missing: run with --install")
-    if args.build or not os.path.exists(UPSTREAM_BIN):
-        r = peers.sh(["cargo", "build", "--release", "-q", "--manifest-path", os.path.join(UPSTREAM_DIR, "Cargo.toml")])
-        if r.returncode != 0:
-            sys.exit("could not build upstream/: " + r.stderr[-500:])
+    ensure_upstream(args.build)
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))

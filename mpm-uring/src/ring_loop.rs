@@ -337,13 +337,17 @@ impl<H: ConnectionHandler> RingLoop<H> {
         }
         loop {
             self.tick();
-            let mut returned = std::mem::take(&mut self.returned);
-            returned.extend(self.returns.drain());
-            for done in returned.drain(..) {
-                self.in_flight -= 1;
-                self.came_back(done.token, done.conn, done.interest);
+            // Only connections at workers come back: with none there, the
+            // channel is empty, and the turn does not look (as event's).
+            if self.in_flight > 0 {
+                let mut returned = std::mem::take(&mut self.returned);
+                returned.extend(self.returns.drain());
+                for done in returned.drain(..) {
+                    self.in_flight -= 1;
+                    self.came_back(done.token, done.conn, done.interest);
+                }
+                self.returned = returned;
             }
-            self.returned = returned;
             self.run_again();
             if self.lifecycle.is_stopping() && self.drain.is_none() {
                 self.begin_stop(graceful);
