@@ -10,6 +10,12 @@ the code's footprint adds (the kernel's code and data pushed out of the CPU's ca
 
   python3 bench/proxy/footprint.py
   python3 bench/proxy/footprint.py --statements 0,1500,3000 --rounds 3 --secs 5
+  python3 bench/proxy/footprint.py --statements 1250 --hold --rounds 5 --secs 4
+
+--hold runs each build a second time with FLOOR_HOLD_SENDS=1 (its row marked `held`): the same
+receives, code and sends, but a turn's sends go out together after all its receives, as mpm's event
+loop sends what its steps held (docs/design.md, "Sends held to the end of a turn"). The difference in
+`sys` is what sending each answer as it is made costs the peers' wake-ups.
 
 Each build (FLOOR_CODE_STATEMENTS=N, see floor/build.rs; about 25 bytes of code a statement, the
 code's size read from the symbol table; N/D: the same N statements' work from D distinct ones run
@@ -66,14 +72,19 @@ def cpu_ticks(pid):
     return int(fields[11]), int(fields[12])
 
 
-def measure(binary, port, up, secs, work):
+def measure(binary, port, up, secs, work, hold=False):
     argv = [binary, str(port), str(up.port), "2"]
+    # The floor reads FLOOR_HOLD_SENDS when it starts (wrk, started with it, ignores it).
+    os.environ.pop("FLOOR_HOLD_SENDS", None)
+    if hold:
+        os.environ["FLOOR_HOLD_SENDS"] = "1"
     with pp.Proxy("floor", argv, port, work, pp.SMALL) as srv:
         peers.wrk(srv.port, "/", 50, 1)  # warm-up
         u0, s0 = cpu_ticks(srv.proc.pid)
         row = pp.parse_wrk(peers.sh(["wrk", "-t1", "-c50", f"-d{secs}s", "--latency",
                                      f"http://127.0.0.1:{srv.port}/"]).stdout)
         u1, s1 = cpu_ticks(srv.proc.pid)
+    os.environ.pop("FLOOR_HOLD_SENDS", None)
     tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
     n = max(1, row["requests"])
     return row["rps"], (u1 - u0) * tick_us / n, (s1 - s0) * tick_us / n
@@ -86,6 +97,8 @@ def main():
                          "or N/D: N run, of D distinct ones in a loop (the same work in little code)")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each build, taken in turn")
     ap.add_argument("--secs", type=int, default=5, help="seconds of wrk a run")
+    ap.add_argument("--hold", action="store_true",
+                    help="also run each build with a turn's sends held to its end (FLOOR_HOLD_SENDS=1)")
     args = ap.parse_args()
     if not shutil.which("wrk") or not shutil.which("nm"):
         sys.exit("needs wrk (proxy_peers.py --install installs it) and nm (binutils)")
@@ -97,12 +110,13 @@ def main():
     os.chmod(base, 0o755)
     try:
         builds = {n: build(n, base) for n in counts}
-        runs = {n: [] for n in counts}
+        rows = [(n, False) for n in counts] + ([(n, True) for n in counts] if args.hold else [])
+        runs = {row: [] for row in rows}
         with pp.Upstream(18991, 2, 0, pp.SMALL, base) as up:
             for _ in range(args.rounds):
-                for n, (binary, _) in builds.items():
+                for n, hold in rows:
                     work = tempfile.mkdtemp(prefix=f"run-{n.replace('/', '-')}-", dir=base)
-                    runs[n].append(measure(binary, 18400, up, args.secs, work))
+                    runs[(n, hold)].append(measure(builds[n][0], 18400, up, args.secs, work, hold))
                     time.sleep(0.5)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -110,9 +124,10 @@ def main():
           f"medians of {args.rounds} runs taken in turn)")
     print("| statements (run/distinct) | code KiB | req/s | user us/req | sys us/req |")
     print("|---|---|---|---|---|")
-    for n, (_, kib) in builds.items():
-        rps, user, sys_ = (statistics.median(r[i] for r in runs[n]) for i in range(3))
-        print(f"| {n} | {kib:.1f} | {rps:.0f} | {user:.2f} | {sys_:.2f} |")
+    for n, hold in runs:
+        rps, user, sys_ = (statistics.median(r[i] for r in runs[(n, hold)]) for i in range(3))
+        label = f"{n} held" if hold else n
+        print(f"| {label} | {builds[n][1]:.1f} | {rps:.0f} | {user:.2f} | {sys_:.2f} |")
 
 
 if __name__ == "__main__":

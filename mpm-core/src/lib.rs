@@ -52,6 +52,9 @@
 //! * [`waiting`] — a step waiting on a descriptor of its own (an upstream
 //!   socket) without holding a thread on an event loop: [`Await`], and the
 //!   futures glue that lets `async` code run on it.
+//! * [`held_sends`] — writes to an upstream held to the end of an event
+//!   loop's turn and sent together (a client's answers are held by its
+//!   [`Stream`]).
 //! * [`loop_parts`] — what the event-loop models (event, uring) share: the
 //!   worker pool behind a loop, and its O(1) timeout queues.
 //! * [`panics`] — a panic in a step caught and logged in one line, costing
@@ -75,6 +78,7 @@ mod duration;
 mod error;
 pub mod error_log;
 mod hand_over;
+pub mod held_sends;
 mod ledger;
 mod lifecycle;
 mod listener;
@@ -105,6 +109,8 @@ pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use plural::plural;
 pub use settings::MpmSettings;
-pub use stream::{RingQueues, Stream, Transport, LINGER_BYTES, LINGER_TIME, RING_OUTPUT_CAP};
+pub use stream::{
+    RingQueues, Stream, Transport, HOLD_MAX, LINGER_BYTES, LINGER_TIME, RING_OUTPUT_CAP,
+};
 pub use waiting::Await;
 pub use worker_threads::WorkerThreads;

@@ -117,6 +117,15 @@ const RING_OWNS_OUTPUT: u8 = 4;
 const RING_ENDED: u8 = 8;
 /// A send of the ring's is in flight: nothing may be written directly.
 const RING_SENDING: u8 = 16;
+/// Small sends are held in the output queue until the loop sends them
+/// ([`Stream::hold_sends`]); a stream in ring mode never holds.
+const HOLD_SENDS: u8 = 32;
+
+/// The most bytes a stream holds ([`Stream::hold_sends`]): a larger write
+/// sends what is held, then itself, at once. A turn's answers are small
+/// (a head and a short body); a large body gains nothing from waiting and
+/// would be copied once more.
+pub const HOLD_MAX: usize = 16 * 1024;
 
 /// The queues of a stream in ring mode: what a completion-based loop (the
 /// uring model) received for it and what it will send for it. The loop
@@ -304,6 +313,80 @@ impl Stream {
         }
     }
 
+    /// Hold this stream's small sends (up to [`HOLD_MAX`] bytes in all) in
+    /// its output queue until [`send_held`](Self::send_held), instead of
+    /// sending each at once: an event loop holds a turn's answers and sends
+    /// them together at its end. A receiver woken by each send in turn,
+    /// between the loop's other work, goes back to sleep between them and
+    /// is woken again; sends close together find it awake (measured on the
+    /// proxy's `fast` scenario: docs/design.md, "Sends held to the end of
+    /// a turn"). The queues come from `spares` (the loop's, so that a
+    /// keep-alive answer allocates nothing). A stream in ring mode (the
+    /// uring model gathers its own way) or with a layer (TLS writes
+    /// records) does not hold. Any other write, and a send larger than
+    /// what may be held, sends what is held first: bytes go out in order.
+    pub fn hold_sends(&mut self, spares: &mut Vec<Box<RingQueues>>) {
+        if self.in_ring_mode() || self.transport.is_some() {
+            return;
+        }
+        if self.ring.is_none() {
+            self.ring = Some(spares.pop().unwrap_or_default());
+        }
+        self.ring_flags |= HOLD_SENDS;
+    }
+
+    /// Stop holding sends; what is held stays until [`send_held`](Self::send_held)
+    /// (or the next write) sends it. Queues left empty go back to `spares`.
+    pub fn stop_holding(&mut self, spares: &mut Vec<Box<RingQueues>>) {
+        if self.ring_flag(HOLD_SENDS) {
+            self.ring_flags &= !HOLD_SENDS;
+            self.take_ring_spares(spares);
+        }
+    }
+
+    /// Bytes held by [`hold_sends`](Self::hold_sends) and not sent yet.
+    pub fn held_len(&self) -> usize {
+        if self.in_ring_mode() {
+            0
+        } else {
+            self.ring_output_len()
+        }
+    }
+
+    /// Send what is held: `Ok` once all of it is gone (its queues back in
+    /// `spares`), `WouldBlock` with the rest still held (the socket is
+    /// full: the loop waits for room), or the error that ends the stream.
+    pub fn send_held(&mut self, spares: &mut Vec<Box<RingQueues>>) -> io::Result<()> {
+        if self.in_ring_mode() {
+            return Ok(());
+        }
+        self.check_cut()?;
+        let Some(r) = &mut self.ring else {
+            return Ok(());
+        };
+        let mut sent = 0;
+        while sent < r.output.len() {
+            match mpm_sys::socket::send(&self.socket, &r.output[sent..], false) {
+                Ok(0) => {
+                    r.output.drain(..sent);
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                Ok(n) => sent += n,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    r.output.drain(..sent);
+                    return Err(err);
+                }
+            }
+        }
+        // Emptied, its capacity kept for the next connection's answers.
+        r.output.clear();
+        if !self.ring_flag(HOLD_SENDS) {
+            self.take_ring_spares(spares);
+        }
+        Ok(())
+    }
+
     /// A send's buffer, handed back by the ring: the output queue keeps it
     /// for the next answer if it has none.
     pub fn return_ring_output_buffer(&mut self, mut buf: Vec<u8>) {
@@ -418,6 +501,10 @@ impl Stream {
     /// `WouldBlock` when the queue is full. `None`: not gathering.
     fn gather(&mut self, buf: &[u8]) -> Option<io::Result<usize>> {
         if !self.ring_flag(RING_OWNS_OUTPUT) {
+            if self.ring_flag(HOLD_SENDS) && self.ring_output_len() + buf.len() <= HOLD_MAX {
+                self.queues().output.extend_from_slice(buf);
+                return Some(Ok(buf.len()));
+            }
             return None;
         }
         let r = self.queues();
@@ -935,6 +1022,44 @@ mod tests {
         let (sock, peer) = listener.accept().unwrap();
         let stream = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
         (client, stream)
+    }
+
+    /// Held sends wait for `send_held`, keep their order with a write too
+    /// large to hold, and give their queues back once sent.
+    #[test]
+    fn held_sends_go_out_at_send_held_in_order() {
+        let (mut client, mut stream) = pair();
+        client
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut spares = Vec::new();
+        stream.hold_sends(&mut spares);
+        assert_eq!(stream.send(b"one;", false).unwrap(), 4);
+        assert_eq!(stream.send(b"two;", false).unwrap(), 4);
+        assert_eq!(stream.held_len(), 8);
+        let mut buf = [0u8; 64];
+        assert!(client.read(&mut buf).is_err(), "nothing before send_held");
+        stream.stop_holding(&mut spares);
+        assert!(spares.is_empty(), "bytes held keep their queue");
+        stream.send_held(&mut spares).unwrap();
+        assert_eq!(stream.held_len(), 0);
+        assert_eq!(spares.len(), 1, "sent, the queue goes back");
+        let n = client.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"one;two;");
+
+        // Too large to hold: what is held goes first, then it, at once.
+        stream.hold_sends(&mut spares);
+        stream.send(b"held;", false).unwrap();
+        let large = vec![b'L'; super::HOLD_MAX];
+        assert_eq!(stream.send(&large, false).unwrap(), super::HOLD_MAX);
+        let mut got = Vec::new();
+        while got.len() < 5 + super::HOLD_MAX {
+            let n = client.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(&got[..5], b"held;");
+        assert_eq!(stream.held_len(), 0);
+        stream.stop_holding(&mut spares);
     }
 
     /// A caller's `Duration::MAX` is "as long as can be": no overflow panic

@@ -14,7 +14,7 @@ use slab::Slab;
 
 use mpm_core::{
     Await, ConnectionHandler, Drain, Error, Interest, Lifecycle, Listener, MpmSettings, Prefetch,
-    Result, Wait, LINGER_BYTES, LINGER_TIME,
+    Result, RingQueues, Wait, LINGER_BYTES, LINGER_TIME,
 };
 
 use mpm_core::blocking::{has_pending_input, log_panic};
@@ -43,10 +43,21 @@ pub(crate) enum Parked {
     Read(Wait),
     Write,
     Linger,
+    /// Its step is over and its answer held ([`Stream::hold_sends`](mpm_core::Stream::hold_sends)) did
+    /// not all go: the rest is sent as the socket takes it, then it does
+    /// what the step asked (close, or a lingering close).
+    Flush(Then),
     /// On a descriptor of its own (an upstream), and perhaps on the
     /// client's socket, until a deadline of its own: in `awaits`, not in a
     /// timeout queue.
     Await(Await),
+}
+
+/// What a connection whose held answer is still going out does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Then {
+    Close,
+    Linger,
 }
 
 pub(crate) enum Slot<C> {
@@ -109,6 +120,10 @@ pub struct LoopStats {
     /// waited on (busy, or the socket idle in a pool): kept for the next
     /// wait on it, stepping nobody.
     pub edges_kept: u64,
+    /// Answers held by the steps that made them and sent, all of each,
+    /// at the end of their turn (or of their step, before a close)
+    /// ([`Stream::hold_sends`](mpm_core::Stream::hold_sends)).
+    pub held_sends: u64,
 }
 
 /// The event loop of one process.
@@ -161,6 +176,17 @@ pub struct EventLoop<H: ConnectionHandler> {
     awaits: AwaitDeadlines,
     /// Upstream sockets registered for good (stamped waits).
     registry: Registry,
+    /// Connections whose steps held their answers this turn
+    /// ([`Stream::hold_sends`](mpm_core::Stream::hold_sends)): sent together before the loop waits.
+    held: Vec<usize>,
+    /// Empty queues for the streams that hold: lent for a step, taken
+    /// back once sent, so a keep-alive answer allocates nothing and an
+    /// idle connection holds none. Boxed as the stream keeps them.
+    #[allow(clippy::vec_box)]
+    spare_queues: Vec<Box<RingQueues>>,
+    /// Writes to upstreams held this turn did not all go (a socket full):
+    /// the loop tries again after a short wait rather than sleeping.
+    upstream_sends_left: bool,
 }
 
 /// Connections accepted per listener event by a process that owns its
@@ -253,6 +279,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             last_accept_error_log: None,
             now: Instant::now(),
             again: Vec::new(),
+            held: Vec::new(),
+            spare_queues: Vec::new(),
+            upstream_sends_left: false,
             resume: Vec::new(),
             resuming: Vec::new(),
             returned: Vec::new(),
@@ -295,6 +324,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 self.returned = returned;
             }
             self.run_again();
+            // What those steps held goes out before a stop may close
+            // their connections as idle.
+            self.flush_held();
             if self.lifecycle.is_stopping() && self.drain.is_none() {
                 self.begin_stop(graceful);
             }
@@ -336,6 +368,8 @@ impl<H: ConnectionHandler> EventLoop<H> {
             // with none there, the workers need not be told that it sleeps
             // (two sequentially consistent stores and a look at the
             // channel, every turn).
+            // Held answers go out before the loop may sleep.
+            self.flush_held();
             let mut told = false;
             let timeout = if !self.resume.is_empty() {
                 PollTimeout::ZERO
@@ -360,11 +394,18 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 self.returns.woke();
             }
             self.tick();
+            // The turn's writes to upstreams are held until `flush_held`.
+            mpm_core::held_sends::open();
             let mut listener_ready = false;
             for ev in &events[..n] {
                 listener_ready |= (LISTENER..RETURNS).contains(&ev.data());
                 self.on_event(ev.data(), ev.events());
             }
+            // This turn's answers, held by the steps that made them, sent
+            // together; the resumed connections' steps hold theirs until
+            // the end of the turn.
+            self.flush_held();
+            mpm_core::held_sends::open();
             if listener_ready {
                 self.stats.listener_wakeups += 1;
             } else if n == 0 && self.listening && self.shared && self.exclusive {
@@ -396,8 +437,10 @@ impl<H: ConnectionHandler> EventLoop<H> {
             }
             self.resuming = resuming;
             self.run_again();
+            self.flush_held();
             self.expire();
         }
+        self.flush_held();
         self.jobs = None; // workers see the channel close and exit
         self.gate.release();
         self.stats.listener_pauses = self.gate.listener_pauses;
@@ -443,7 +486,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     fn wait_timeout(&self) -> Duration {
-        sleep_for(
+        let wait = sleep_for(
             self.now,
             self.gate.balance_paused,
             &[
@@ -454,7 +497,14 @@ impl<H: ConnectionHandler> EventLoop<H> {
             ],
             self.stop_deadline,
             self.drain.as_ref(),
-        )
+        );
+        if self.upstream_sends_left {
+            // No edge says when a full upstream socket has room for what
+            // was held: look again shortly.
+            wait.min(Duration::from_millis(1))
+        } else {
+            wait
+        }
     }
 
     fn on_event(&mut self, token: u64, flags: EpollFlags) {
@@ -514,15 +564,20 @@ impl<H: ConnectionHandler> EventLoop<H> {
                         if readable {
                             conn.stream.input_reported(end);
                         }
+                        // Room for what a step held and could not send.
+                        let send_held = writable && conn.stream.held_len() > 0;
                         // Queued: the step from `resume` comes this turn.
                         let go = !*queued
                             && match wait {
                                 Parked::Read(_) | Parked::Linger => readable,
-                                Parked::Write => writable,
+                                Parked::Write | Parked::Flush(_) => writable,
                                 Parked::Await(w) => {
                                     (w.client_read && readable) || (w.client_write && writable)
                                 }
                             };
+                        if send_held {
+                            self.held.push(t);
+                        }
                         if go {
                             self.step(t);
                         }
@@ -602,6 +657,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             Parked::Await(_) => self.read_step(t, conn, true),
             Parked::Write => self.write_step(t, conn),
             Parked::Linger => self.linger_drain(t, conn),
+            Parked::Flush(then) => self.flush_then(t, conn, then),
         }
     }
 
@@ -626,6 +682,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     self.stats.inline_steps += 1;
                 }
                 conn.stream.set_score_slot(self.slot);
+                conn.stream.hold_sends(&mut self.spare_queues);
                 let next = self.guarded(&mut conn, "readable", |h, c| {
                     h.readable(&mut c.state, &mut c.stream)
                 });
@@ -651,6 +708,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
         conn.stream.set_on_event_loop(true);
         conn.stream.set_score_slot(self.slot);
+        conn.stream.hold_sends(&mut self.spare_queues);
         match self.guarded(&mut conn, "writable", |h, c| {
             h.writable(&mut c.state, &mut c.stream)
         }) {
@@ -694,6 +752,16 @@ impl<H: ConnectionHandler> EventLoop<H> {
         self.stats.handoffs += 1;
         self.in_flight += 1;
         conn.stream.set_on_event_loop(false);
+        // An answer held earlier this turn goes before the worker's: what
+        // the socket does not take now, the worker's first write sends.
+        conn.stream.stop_holding(&mut self.spare_queues);
+        if conn.stream.held_len() > 0 {
+            let _ = conn.stream.send_held(&mut self.spare_queues);
+        }
+        // So are its writes to an upstream (a worker cannot send this
+        // thread's), and the batch stays open for the turn's other steps.
+        self.upstream_sends_left = mpm_core::held_sends::flush();
+        mpm_core::held_sends::open();
         if let Some(jobs) = &self.jobs {
             if jobs
                 .send(Job {
@@ -713,6 +781,15 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
     /// Park a connection as its last step asked, or close it.
     fn apply(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, interest: Interest) {
+        conn.stream.stop_holding(&mut self.spare_queues);
+        if conn.stream.held_len() > 0 {
+            match interest {
+                // Its answer goes out before the socket closes.
+                Interest::Close => return self.flush_then(t, conn, Then::Close),
+                Interest::Linger => return self.flush_then(t, conn, Then::Linger),
+                _ => self.held.push(t),
+            }
+        }
         let (seen_readable, seen_writable) = match self.slots.get(t) {
             Some(Slot::Busy {
                 readable,
@@ -738,6 +815,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     && !(seen_readable || has_pending_input(&conn.stream))
                 {
                     self.say_goodbye(&mut conn);
+                    let _ = conn.stream.send_held(&mut self.spare_queues);
                     self.close(t);
                     return;
                 }
@@ -806,6 +884,61 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 self.again.push(t); // drain what is already there
             }
         }
+    }
+
+    /// Send what connection `t`'s step held, then do `then`; what the
+    /// socket does not take now waits, parked, for room (and for the write
+    /// timeout).
+    fn flush_then(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>, then: Then) {
+        match conn.stream.send_held(&mut self.spare_queues) {
+            Ok(()) => {
+                self.stats.held_sends += 1;
+                let next = match then {
+                    Then::Close => Interest::Close,
+                    Then::Linger => Interest::Linger,
+                };
+                self.apply(t, conn, next);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                self.park(t, conn, Parked::Flush(then), TimeoutKind::Write);
+            }
+            Err(_) => self.close(t),
+        }
+    }
+
+    /// Send the answers this turn's steps held, together: a receiver woken
+    /// by the first finds the next ones while it is awake. What a socket
+    /// does not take now waits for its room (the edge brings the
+    /// connection back here); a socket that fails closes its connection.
+    fn flush_held(&mut self) {
+        // Requests to upstreams first: their answers are the longer wait.
+        self.upstream_sends_left = mpm_core::held_sends::flush();
+        if self.held.is_empty() {
+            return;
+        }
+        let mut held = std::mem::take(&mut self.held);
+        for t in held.drain(..) {
+            let failed = match self.slots.get_mut(t) {
+                // A connection waiting to close sends its own.
+                Some(Slot::Parked { conn, wait, .. }) if !matches!(wait, Parked::Flush(_)) => {
+                    if conn.stream.held_len() == 0 {
+                        continue;
+                    }
+                    match conn.stream.send_held(&mut self.spare_queues) {
+                        Ok(()) => {
+                            self.stats.held_sends += 1;
+                            false
+                        }
+                        Err(e) => e.kind() != ErrorKind::WouldBlock,
+                    }
+                }
+                _ => false,
+            };
+            if failed {
+                self.close(t);
+            }
+        }
+        self.held = held;
     }
 
     /// Make the kernel report `wait`'s descriptor to connection `t`:

@@ -55,7 +55,7 @@ impl Mpm for Event {
              workers; accepting paused {} (and {} for balance); woken {} by a listener, {} of \
              them for nothing; {}; {} caught on the loop; {} parked on an upstream, \
              {} resumed on the loop, {} on an upstream socket registered before; {} \
-             upstream reports kept for no waiter",
+             upstream reports kept for no waiter; {} held to the end of their turn",
             std::process::id(),
             mpm_core::plural(stats.accepted, "connection", "connections"),
             mpm_core::plural(stats.inline_steps, "request", "requests"),
@@ -69,7 +69,8 @@ impl Mpm for Event {
             mpm_core::plural(stats.awaits, "wait", "waits"),
             stats.resumed_inline,
             stats.waits_registered_before,
-            stats.edges_kept
+            stats.edges_kept,
+            mpm_core::plural(stats.held_sends, "answer", "answers")
         );
         // Drain, the rest: the job channel is closed, so idle workers exit at
         // once; one stuck in a handler past the drain's give-up time is left

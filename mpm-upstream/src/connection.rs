@@ -2,12 +2,13 @@
 //! always non-blocking.
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::Instant;
 
+use mpm_core::held_sends::{self, HeldSocket};
 use mpm_core::waiting::{ready, Await};
 
 use crate::pool::PoolKey;
@@ -34,13 +35,15 @@ pub struct Connection {
 }
 
 enum Io {
-    Plain(TcpStream),
+    /// Its small writes held to the end of an event loop's turn
+    /// ([`mpm_core::held_sends`]).
+    Plain(Arc<HeldSocket>),
     Tls(Box<TlsStream>),
 }
 
 impl Connection {
     pub(crate) fn plain(sock: TcpStream, key: Arc<PoolKey>) -> Connection {
-        Connection::new(Io::Plain(sock), key)
+        Connection::new(Io::Plain(HeldSocket::new(sock)), key)
     }
 
     pub(crate) fn tls(stream: TlsStream, key: Arc<PoolKey>) -> Connection {
@@ -106,7 +109,7 @@ impl Connection {
 
     fn sock(&self) -> &TcpStream {
         match &self.io {
-            Io::Plain(s) => s,
+            Io::Plain(s) => s.socket(),
             Io::Tls(t) => &t.sock,
         }
     }
@@ -115,7 +118,10 @@ impl Connection {
     /// when nothing is (for TLS: no complete record).
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match &mut self.io {
-            Io::Plain(s) => s.read(buf),
+            Io::Plain(s) => {
+                let mut sock = s.socket();
+                sock.read(buf)
+            }
             Io::Tls(t) => t.try_read(buf),
         }
     }
@@ -126,7 +132,7 @@ impl Connection {
     /// [`try_flush`](Connection::try_flush).
     pub fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &mut self.io {
-            Io::Plain(s) => s.write(buf),
+            Io::Plain(s) => held_sends::write(s, buf),
             Io::Tls(t) => t.try_write(buf),
         }
     }
@@ -203,7 +209,7 @@ impl Connection {
     /// record that did not fit the socket at once is lost.
     pub fn shutdown_write(&mut self) -> io::Result<()> {
         match &mut self.io {
-            Io::Plain(s) => s.shutdown(std::net::Shutdown::Write),
+            Io::Plain(s) => s.socket().shutdown(std::net::Shutdown::Write),
             Io::Tls(t) => t.shutdown_write(),
         }
     }
@@ -228,7 +234,7 @@ impl Connection {
     /// handshake and would call a close_notify the end.
     pub(crate) fn is_fresh(&mut self) -> bool {
         match &mut self.io {
-            Io::Plain(s) => !crate::connect::is_stale(s),
+            Io::Plain(s) => !crate::connect::is_stale(s.socket()),
             Io::Tls(t) => {
                 let mut byte = [0u8; 1];
                 matches!(t.try_read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)

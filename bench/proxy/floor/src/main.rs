@@ -15,6 +15,10 @@
 //! Built with FLOOR_CODE_STATEMENTS=N (build.rs), it also runs N straight-line statements of code
 //! of its own after each receive: `footprint.py`'s experiment on what a request's code footprint
 //! costs the kernel.
+//!
+//! Run with FLOOR_HOLD_SENDS=1 in its environment, it receives from every connection an
+//! `epoll_wait` reported before it sends anything: a turn's sends go out together, after its
+//! receives and code, as mpm's event loop sends what its steps held (`footprint.py --hold`).
 #![forbid(unsafe_code)]
 use rustix::event::epoll::{self, Event, EventData, EventFlags};
 use rustix::net::{self, sockopt, AddressFamily, Ipv4Addr, RecvFlags, SendFlags, SocketAddrV4, SocketFlags, SocketType};
@@ -58,6 +62,10 @@ fn serve(port: u16, origin: u16) {
     let mut evs = vec![Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; 512];
     let mut buf = vec![0u8; 65536];
     let mut acc = 0u64;
+    // FLOOR_HOLD_SENDS: (side, peer, buffer, bytes) received this turn, sent at its end.
+    let hold = std::env::var_os("FLOOR_HOLD_SENDS").is_some_and(|v| v == "1");
+    let mut held: Vec<(usize, usize, Vec<u8>, usize)> = Vec::new();
+    let mut spare: Vec<Vec<u8>> = Vec::new();
     loop {
         let n = epoll::wait(&ep, &mut evs[..], None).unwrap_or(0);
         for ev in &evs[..n] {
@@ -95,6 +103,14 @@ fn serve(port: u16, origin: u16) {
                 let head: &[u8; 1024] = buf[..1024].try_into().expect("the buffer holds 64 KiB");
                 acc = std::hint::black_box(code::code(acc, head));
             }
+            if hold {
+                // Kept for the end of the turn (a copy: the next receive reuses `buf`).
+                let mut b = spare.pop().unwrap_or_default();
+                b.clear();
+                b.extend_from_slice(&buf[..r]);
+                held.push((k, peer, b, r));
+                continue;
+            }
             let sent = r > 0 && sides.get(peer).and_then(Option::as_ref).is_some_and(|p| send_all(&p.fd, &buf[..r]));
             if !sent {
                 // The end, an error, or a peer gone: close both (dropping closes and leaves epoll).
@@ -103,6 +119,18 @@ fn serve(port: u16, origin: u16) {
                     *s = None;
                 }
             }
+        }
+        for (k, peer, b, r) in held.drain(..) {
+            let sent = r > 0 && sides.get(peer).and_then(Option::as_ref).is_some_and(|p| send_all(&p.fd, &b[..r]));
+            if !sent {
+                if let Some(s) = sides.get_mut(k) {
+                    *s = None;
+                }
+                if let Some(s) = sides.get_mut(peer) {
+                    *s = None;
+                }
+            }
+            spare.push(b);
         }
     }
 }
