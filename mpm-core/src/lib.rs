@@ -52,6 +52,8 @@
 //! * [`waiting`] — a step waiting on a descriptor of its own (an upstream
 //!   socket) without holding a thread on an event loop: [`Await`], and the
 //!   futures glue that lets `async` code run on it.
+//! * [`byte_spares`] — byte buffers a thread gives back and takes again,
+//!   so that a short-lived copy (a proxied body) allocates nothing.
 //! * [`held_sends`] — writes to an upstream held to the end of an event
 //!   loop's turn and sent together (a client's answers are held by its
 //!   [`Stream`]).
@@ -69,6 +71,7 @@
 pub mod allocator;
 pub mod blocking;
 pub mod buffered_output;
+pub mod byte_spares;
 mod choice;
 pub mod coarse_clock;
 mod connection_handler;

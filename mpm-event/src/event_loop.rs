@@ -324,9 +324,6 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 self.returned = returned;
             }
             self.run_again();
-            // What those steps held goes out before a stop may close
-            // their connections as idle.
-            self.flush_held();
             if self.lifecycle.is_stopping() && self.drain.is_none() {
                 self.begin_stop(graceful);
             }
@@ -338,10 +335,14 @@ impl<H: ConnectionHandler> EventLoop<H> {
             }
             if self.close_idle_at.is_some_and(|t| self.now >= t) {
                 self.close_idle_at = None;
+                // What steps held goes out before their connections may
+                // be closed as idle.
+                self.flush_held();
                 self.close_idle();
                 self.run_again();
             }
             if let Some(drain) = self.drain.clone() {
+                self.flush_held();
                 if self.slots.is_empty() {
                     break;
                 }
@@ -437,7 +438,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             }
             self.resuming = resuming;
             self.run_again();
-            self.flush_held();
+            // What the resumed steps held goes out before the wait, at the
+            // top of the next turn: timeouts close no connection whose
+            // step just ran (its park renewed its deadline).
             self.expire();
         }
         self.flush_held();

@@ -131,7 +131,13 @@ impl Sender {
         }
         match body {
             Body::Empty => {}
-            Body::Bytes(b) => c.out.extend_from_slice(&b),
+            Body::Bytes(b) => {
+                c.out.extend_from_slice(&b);
+                // Copied: the buffer (a proxied body's) serves the next.
+                if let std::borrow::Cow::Owned(b) = b {
+                    mpm_core::byte_spares::give(b);
+                }
+            }
             Body::Shared(b) => c.out.extend_from_slice(&b),
             Body::File(f) => {
                 if f.len > 0 {

@@ -454,7 +454,9 @@ fn read_head_into_scratch(
         if n > 0 {
             if let Some((mut head, len)) = parse_head(got, limits)? {
                 if !(100..200).contains(&head.status) || head.status == 101 {
-                    head.bytes_after_head = got[len..].to_vec();
+                    // A buffer this thread gave back (the last answer's body,
+                    // once copied out): no allocation of its own.
+                    head.bytes_after_head = mpm_core::byte_spares::copy_of(&got[len..]);
                     return Ok(Ok(HeadRead::Head(head)));
                 }
                 // An interim answer: the rest is parsed from `buf` (and
