@@ -37,6 +37,11 @@ const STOP: u64 = (1 << 63) + 1;
 /// Events taken from the kernel per `epoll_wait`.
 const EVENTS: usize = 256;
 
+/// Events a turn serves between two sends of what its steps held
+/// ([`EventLoop::flush_held`]): the longest an answer waits is this many
+/// other steps (a step on the loop is short: nothing slow runs there).
+const HOLD_EVENTS: usize = 64;
+
 /// What a parked connection waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Parked {
@@ -398,9 +403,15 @@ impl<H: ConnectionHandler> EventLoop<H> {
             // The turn's writes to upstreams are held until `flush_held`.
             mpm_core::held_sends::open();
             let mut listener_ready = false;
-            for ev in &events[..n] {
+            for (i, ev) in events[..n].iter().enumerate() {
                 listener_ready |= (LISTENER..RETURNS).contains(&ev.data());
                 self.on_event(ev.data(), ev.events());
+                // A long turn sends what it held every so often: an answer
+                // waits for at most HOLD_EVENTS others' steps.
+                if (i + 1) % HOLD_EVENTS == 0 && i + 1 < n {
+                    self.flush_held();
+                    mpm_core::held_sends::open();
+                }
             }
             // This turn's answers, held by the steps that made them, sent
             // together; the resumed connections' steps hold theirs until
