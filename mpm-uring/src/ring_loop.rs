@@ -209,6 +209,9 @@ pub(crate) struct RingLoop<H: ConnectionHandler> {
     resuming: Vec<usize>,
     /// Connections whose gathered output is sent at the end of the turn.
     pub(crate) dirty: Vec<usize>,
+    /// Writes to upstreams held this turn ([`mpm_core::held_sends`]) did
+    /// not all go (a socket full): the loop looks again after a short wait.
+    pub(crate) upstream_sends_left: bool,
     returned: Vec<Done<H::Conn>>,
     completions: Vec<Completion>,
     /// Empty queues lent to connections while on the loop (boxed as a
@@ -287,6 +290,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
             resume: Vec::new(),
             resuming: Vec::new(),
             dirty: Vec::new(),
+            upstream_sends_left: false,
             returned: Vec::new(),
             completions: Vec::new(),
             spares: Vec::new(),
@@ -406,6 +410,9 @@ impl<H: ConnectionHandler> RingLoop<H> {
             }
             self.returns.woke();
             self.tick();
+            // The turn's writes to upstreams are held, and sent together
+            // before the next wait (`flush_dirty`), as event's loop does.
+            mpm_core::held_sends::open();
             self.handle_completions();
             std::mem::swap(&mut self.resume, &mut self.resuming);
             let mut resuming = std::mem::take(&mut self.resuming);
@@ -423,6 +430,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
             self.run_again();
             self.expire();
         }
+        mpm_core::held_sends::flush();
         // Close what is left here, so that the ring lets go of it before
         // it is dropped.
         self.close_all_parked();
@@ -470,7 +478,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
     }
 
     fn wait_timeout(&self) -> Duration {
-        sleep_for(
+        let wait = sleep_for(
             self.now,
             self.gate.balance_paused,
             &[
@@ -481,7 +489,14 @@ impl<H: ConnectionHandler> RingLoop<H> {
             ],
             self.stop_deadline,
             self.drain.as_ref(),
-        )
+        );
+        if self.upstream_sends_left {
+            // No completion says when a full upstream socket has room for
+            // what was held: look again shortly.
+            wait.min(Duration::from_millis(1))
+        } else {
+            wait
+        }
     }
 
     fn on_completion(&mut self, c: &mut Completion) {
@@ -639,6 +654,8 @@ impl<H: ConnectionHandler> RingLoop<H> {
     /// Send what each connection stepped this turn gathered: one send per
     /// connection, all in the turn's one enter.
     fn flush_dirty(&mut self) {
+        // The requests to upstreams first (direct sends, held this turn).
+        self.upstream_sends_left = mpm_core::held_sends::flush();
         let dirty = std::mem::take(&mut self.dirty);
         for &t in &dirty {
             let Some(e) = self.slots.get_mut(t) else {
