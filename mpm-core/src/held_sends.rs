@@ -10,11 +10,11 @@
 //! end of a turn") measures. A client's own answers are held by its
 //! [`Stream`](crate::Stream) ([`Stream::hold_sends`](crate::Stream::hold_sends)).
 //!
-//! The loop [`open`]s this thread's batch for a turn's steps and
-//! [`flush`]es it before it waits. A write through [`write()`] is held while
-//! the batch is open, small ([`HELD_MAX`]) and the socket has nothing
-//! else held; otherwise it is sent at once, after what is held for the
-//! socket, so bytes go out in order. Anywhere else (a worker thread, the
+//! A loop (event's, uring's) [`open`]s this thread's batch for a turn's
+//! steps and [`flush`]es it before it waits. A write through [`write()`]
+//! is held while the batch is open and it fits, with what is held for the
+//! socket, in [`HELD_MAX`]; otherwise it is sent at once, after what is
+//! held for the socket, so bytes go out in order. Anywhere else (a worker thread, the
 //! blocking models) no batch is open, and writes go straight out. A held
 //! socket stays open until its bytes are sent (the batch keeps a
 //! reference to it), so a connection dropped meanwhile never sends them to
