@@ -25,6 +25,7 @@ use std::io::{self, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The most bytes held for one socket: a request's head and a short body.
 /// A socket with nothing queued takes this much in one send (what it does
@@ -37,7 +38,7 @@ pub const HELD_MAX: usize = 4 * 1024;
 pub struct HeldSocket {
     socket: TcpStream,
     /// Bytes written to it are held, in the batch of the thread that held
-    /// them: other writes wait (`WouldBlock`) until they are sent.
+    /// them: a later write joins them or sends them first ([`write()`]).
     pending: AtomicBool,
 }
 
@@ -151,6 +152,18 @@ fn send(h: &mut Held, bytes: &[u8]) -> bool {
     }
     true
 }
+
+/// When a loop that holds bytes a full socket did not take should look
+/// again (`now` and a millisecond; no readiness report says when such a
+/// socket has room): `None` when this thread holds nothing. A loop puts
+/// it among the moments its wait ends at.
+pub fn retry_at(now: Instant) -> Option<Instant> {
+    let left = BATCH.with(|b| !b.borrow().held.is_empty());
+    left.then(|| now + RETRY)
+}
+
+/// How soon a loop tries again to send bytes a full socket did not take.
+const RETRY: Duration = Duration::from_millis(1);
 
 /// Send everything this thread holds, in the order it was written, and
 /// close the batch. Returns whether some could not go (a socket full: the
@@ -292,6 +305,12 @@ mod tests {
         write(&s, b"after").expect("held");
         assert!(flush(), "the socket is full: the bytes stay");
         assert!(s.pending());
+        let now = Instant::now();
+        assert_eq!(
+            retry_at(now),
+            Some(now + RETRY),
+            "the loop looks again soon"
+        );
         // A write behind them waits, as for any full socket.
         open();
         let behind = write(&s, &vec![b'z'; HELD_MAX + 1]).expect_err("waits");
@@ -309,6 +328,7 @@ mod tests {
         }
         assert!(!s.pending());
         assert_eq!(got, filled + 5);
+        assert_eq!(retry_at(Instant::now()), None, "nothing left to retry");
         assert!(tail.ends_with(b"after"));
     }
 }

@@ -360,27 +360,11 @@ impl Stream {
         if self.in_ring_mode() {
             return Ok(());
         }
-        self.check_cut()?;
-        let Some(r) = &mut self.ring else {
-            return Ok(());
-        };
-        let mut sent = 0;
-        while sent < r.output.len() {
-            match mpm_sys::socket::send(&self.socket, &r.output[sent..], false) {
-                Ok(0) => {
-                    r.output.drain(..sent);
-                    return Err(io::ErrorKind::WriteZero.into());
-                }
-                Ok(n) => sent += n,
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) => {
-                    r.output.drain(..sent);
-                    return Err(err);
-                }
-            }
-        }
-        // Emptied, its capacity kept for the next connection's answers.
-        r.output.clear();
+        let sent = self.flush_gathered(false);
+        // The loop's send, not a step's: no step's timeout is to read its
+        // `WouldBlock` (the loop waits for the socket's room itself).
+        self.would_block = false;
+        sent?;
         if !self.ring_flag(HOLD_SENDS) {
             self.take_ring_spares(spares);
         }
@@ -493,7 +477,11 @@ impl Stream {
                 }
             }
         }
-        r.output = Vec::new();
+        // A small buffer is kept for the next answers (held ones are at most
+        // HOLD_MAX); a large one is let go.
+        if r.output.capacity() > HOLD_MAX {
+            r.output = Vec::new();
+        }
         Ok(())
     }
 

@@ -37,10 +37,11 @@ const STOP: u64 = (1 << 63) + 1;
 /// Events taken from the kernel per `epoll_wait`.
 const EVENTS: usize = 256;
 
-/// Events a turn serves between two sends of what its steps held
+/// Steps that hold their sends between two sends of what is held
 /// ([`EventLoop::flush_held`]): the longest an answer waits is this many
-/// other steps (a step on the loop is short: nothing slow runs there).
-const HOLD_EVENTS: usize = 64;
+/// other steps (a step on the loop is short: nothing slow runs there),
+/// in a turn of many events, resumed connections or both.
+const HOLD_STEPS: usize = 64;
 
 /// What a parked connection waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,9 +190,8 @@ pub struct EventLoop<H: ConnectionHandler> {
     /// idle connection holds none. Boxed as the stream keeps them.
     #[allow(clippy::vec_box)]
     spare_queues: Vec<Box<RingQueues>>,
-    /// Writes to upstreams held this turn did not all go (a socket full):
-    /// the loop tries again after a short wait rather than sleeping.
-    upstream_sends_left: bool,
+    /// Steps that held their sends since the last `flush_held`.
+    held_steps: usize,
 }
 
 /// Connections accepted per listener event by a process that owns its
@@ -286,7 +286,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             again: Vec::new(),
             held: Vec::new(),
             spare_queues: Vec::new(),
-            upstream_sends_left: false,
+            held_steps: 0,
             resume: Vec::new(),
             resuming: Vec::new(),
             returned: Vec::new(),
@@ -403,15 +403,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
             // The turn's writes to upstreams are held until `flush_held`.
             mpm_core::held_sends::open();
             let mut listener_ready = false;
-            for (i, ev) in events[..n].iter().enumerate() {
+            for ev in &events[..n] {
                 listener_ready |= (LISTENER..RETURNS).contains(&ev.data());
                 self.on_event(ev.data(), ev.events());
-                // A long turn sends what it held every so often: an answer
-                // waits for at most HOLD_EVENTS others' steps.
-                if (i + 1) % HOLD_EVENTS == 0 && i + 1 < n {
-                    self.flush_held();
-                    mpm_core::held_sends::open();
-                }
             }
             // This turn's answers, held by the steps that made them, sent
             // together; the resumed connections' steps hold theirs until
@@ -500,7 +494,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
     }
 
     fn wait_timeout(&self) -> Duration {
-        let wait = sleep_for(
+        sleep_for(
             self.now,
             self.gate.balance_paused,
             &[
@@ -508,17 +502,12 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 self.awaits.first().map(|(d, _)| d),
                 self.accept_paused_until,
                 self.close_idle_at,
+                // Upstream bytes a full socket did not take: soon again.
+                mpm_core::held_sends::retry_at(self.now),
             ],
             self.stop_deadline,
             self.drain.as_ref(),
-        );
-        if self.upstream_sends_left {
-            // No edge says when a full upstream socket has room for what
-            // was held: look again shortly.
-            wait.min(Duration::from_millis(1))
-        } else {
-            wait
-        }
+        )
     }
 
     fn on_event(&mut self, token: u64, flags: EpollFlags) {
@@ -696,7 +685,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                     self.stats.inline_steps += 1;
                 }
                 conn.stream.set_score_slot(self.slot);
-                conn.stream.hold_sends(&mut self.spare_queues);
+                self.hold(&mut conn);
                 let next = self.guarded(&mut conn, "readable", |h, c| {
                     h.readable(&mut c.state, &mut c.stream)
                 });
@@ -722,7 +711,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
         conn.stream.set_on_event_loop(true);
         conn.stream.set_score_slot(self.slot);
-        conn.stream.hold_sends(&mut self.spare_queues);
+        self.hold(&mut conn);
         match self.guarded(&mut conn, "writable", |h, c| {
             h.writable(&mut c.state, &mut c.stream)
         }) {
@@ -774,7 +763,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
         // So are its writes to an upstream (a worker cannot send this
         // thread's), and the batch stays open for the turn's other steps.
-        self.upstream_sends_left = mpm_core::held_sends::flush();
+        mpm_core::held_sends::flush();
         mpm_core::held_sends::open();
         if let Some(jobs) = &self.jobs {
             if jobs
@@ -900,6 +889,18 @@ impl<H: ConnectionHandler> EventLoop<H> {
         }
     }
 
+    /// A step on the loop holds its sends; after [`HOLD_STEPS`] of them,
+    /// what the others held goes out first (all of them are parked: the
+    /// one in hand is not, and holds nothing of this turn yet).
+    fn hold(&mut self, conn: &mut Conn<H::Conn>) {
+        self.held_steps += 1;
+        if self.held_steps > HOLD_STEPS {
+            self.flush_held();
+            mpm_core::held_sends::open();
+        }
+        conn.stream.hold_sends(&mut self.spare_queues);
+    }
+
     /// Send what connection `t`'s step held, then do `then`; what the
     /// socket does not take now waits, parked, for room (and for the write
     /// timeout).
@@ -925,8 +926,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
     /// does not take now waits for its room (the edge brings the
     /// connection back here); a socket that fails closes its connection.
     fn flush_held(&mut self) {
+        self.held_steps = 0;
         // Requests to upstreams first: their answers are the longer wait.
-        self.upstream_sends_left = mpm_core::held_sends::flush();
+        mpm_core::held_sends::flush();
         if self.held.is_empty() {
             return;
         }

@@ -209,9 +209,6 @@ pub(crate) struct RingLoop<H: ConnectionHandler> {
     resuming: Vec<usize>,
     /// Connections whose gathered output is sent at the end of the turn.
     pub(crate) dirty: Vec<usize>,
-    /// Writes to upstreams held this turn ([`mpm_core::held_sends`]) did
-    /// not all go (a socket full): the loop looks again after a short wait.
-    pub(crate) upstream_sends_left: bool,
     returned: Vec<Done<H::Conn>>,
     completions: Vec<Completion>,
     /// Empty queues lent to connections while on the loop (boxed as a
@@ -290,7 +287,6 @@ impl<H: ConnectionHandler> RingLoop<H> {
             resume: Vec::new(),
             resuming: Vec::new(),
             dirty: Vec::new(),
-            upstream_sends_left: false,
             returned: Vec::new(),
             completions: Vec::new(),
             spares: Vec::new(),
@@ -478,7 +474,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
     }
 
     fn wait_timeout(&self) -> Duration {
-        let wait = sleep_for(
+        sleep_for(
             self.now,
             self.gate.balance_paused,
             &[
@@ -486,17 +482,12 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 self.awaits.first().map(|&(d, _)| d),
                 self.accept_paused_until,
                 self.close_idle_at,
+                // Upstream bytes a full socket did not take: soon again.
+                mpm_core::held_sends::retry_at(self.now),
             ],
             self.stop_deadline,
             self.drain.as_ref(),
-        );
-        if self.upstream_sends_left {
-            // No completion says when a full upstream socket has room for
-            // what was held: look again shortly.
-            wait.min(Duration::from_millis(1))
-        } else {
-            wait
-        }
+        )
     }
 
     fn on_completion(&mut self, c: &mut Completion) {
@@ -655,7 +646,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
     /// connection, all in the turn's one enter.
     fn flush_dirty(&mut self) {
         // The requests to upstreams first (direct sends, held this turn).
-        self.upstream_sends_left = mpm_core::held_sends::flush();
+        mpm_core::held_sends::flush();
         let dirty = std::mem::take(&mut self.dirty);
         for &t in &dirty {
             let Some(e) = self.slots.get_mut(t) else {

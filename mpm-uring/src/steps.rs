@@ -183,7 +183,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 conn.stream.set_on_event_loop(false);
                 // Its writes to an upstream held this turn go first: a
                 // worker cannot send this thread's.
-                self.upstream_sends_left = mpm_core::held_sends::flush();
+                mpm_core::held_sends::flush();
                 mpm_core::held_sends::open();
                 self.in_flight += 1;
                 if let Some(jobs) = &self.jobs {
