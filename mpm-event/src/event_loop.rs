@@ -127,7 +127,9 @@ pub struct LoopStats {
     /// wait on it, stepping nobody.
     pub edges_kept: u64,
     /// Answers held by the steps that made them and sent, all of each,
-    /// at the end of their turn (or of their step, before a close)
+    /// with the others held since the last send of them (at the end of
+    /// the turn's events, before the wait, every 64 steps that hold), or
+    /// at the end of their own step before a close
     /// ([`Stream::hold_sends`](mpm_core::Stream::hold_sends)).
     pub held_sends: u64,
 }

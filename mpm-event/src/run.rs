@@ -55,7 +55,7 @@ impl Mpm for Event {
              workers; accepting paused {} (and {} for balance); woken {} by a listener, {} of \
              them for nothing; {}; {} caught on the loop; {} parked on an upstream, \
              {} resumed on the loop, {} on an upstream socket registered before; {} \
-             upstream reports kept for no waiter; {} held to the end of their turn",
+             upstream reports kept for no waiter; {} held and sent with others",
             std::process::id(),
             mpm_core::plural(stats.accepted, "connection", "connections"),
             mpm_core::plural(stats.inline_steps, "request", "requests"),

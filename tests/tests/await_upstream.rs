@@ -671,11 +671,11 @@ fn a_thousand_requests_waiting_on_an_upstream_add_no_thread(model: &str, stamped
             && lines[0].contains("1001 waits parked on an upstream, 1001 resumed on the loop"),
         "{lines:?}"
     );
-    // Under event each answer was held to the end of its turn and sent
-    // with the turn's others (uring gathers its own way).
+    // Under event each answer was held by its step and sent with the
+    // others held with it (uring gathers its own way).
     if model == "event" {
         assert!(
-            lines[0].contains("1001 answers held to the end of their turn"),
+            lines[0].contains("1001 answers held and sent with others"),
             "{lines:?}"
         );
     }
