@@ -5,7 +5,9 @@
 //! copies a process in which no lock can be held by a thread that the child
 //! lacks (checked: [`mpm_sys::fork::fork`] counts the threads and refuses a
 //! threaded process, and `run` ends with that line). Signals reach it through signal-hook flags and a self-pipe it polls
-//! beside the lifecycle's stop pipe, once a second at least, to reap children.
+//! beside the lifecycle's stop pipe, once a second at least, to reap children;
+//! with nothing due (a spawn, a ramp, an upgrade, a drain), once a second is
+//! all it wakes by itself.
 //!
 //! | signal to the master | meaning (as httpd's) |
 //! |---|---|
@@ -307,17 +309,38 @@ impl<'a> ProcessManager<'a> {
             }
 
             let now = Instant::now();
-            let mut until = next_spawn.max(now).min(next_maintenance);
+            let current = children
+                .iter()
+                .filter(|c| c.generation == generation)
+                .count();
+            // An idle master sleeps until a signal, a child's exit or a
+            // stop wakes it, or a second has passed: each moment below
+            // counts only while it has something to do (the spawn time was
+            // the poll's end even with nothing to spawn, which woke every
+            // master a hundred times a second).
+            let mut until = now + Duration::from_secs(1);
+            if current < wanted {
+                until = until.min(next_spawn.max(now));
+            }
+            if matches!(self.sizing, Sizing::Spare { .. }) {
+                until = until.min(next_maintenance);
+            }
+            if generation == 1 && crashes == 0 && ready.is_pending() {
+                // Started by an upgrade: told ready soon after its first
+                // generation has lived READY_AFTER.
+                until = until.min(now + RAMP_TICK);
+            }
+            if pending.is_some() {
+                // An upgrade under way: its new master's answer, exit or
+                // time-out, looked at every tick as before.
+                until = until.min(now + RAMP_TICK);
+            }
             if let Some(d) = drain_until {
                 until = until.min(d);
             }
             // Watch the listeners while nothing is left to fork and there is
             // room for more; not while a connection waits for a child that
             // is about to take it.
-            let current = children
-                .iter()
-                .filter(|c| c.generation == generation)
-                .count();
             let watch = !watched.is_empty()
                 && current >= wanted
                 && current < self.max_children()

@@ -339,6 +339,11 @@ impl ReadyReport {
         self
     }
 
+    /// Is there an old master still to tell?
+    pub fn is_pending(&self) -> bool {
+        self.pipe.is_some()
+    }
+
     /// Tell the old master (once): it then drains and exits.
     pub fn report(&mut self) {
         if let Some(pipe) = self.pipe.take() {

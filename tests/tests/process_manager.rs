@@ -242,7 +242,36 @@ fn restarts_leave_no_shared_memory_behind(mpm: &str) {
     assert!(server.stop().success());
 }
 
+/// Times a process has given up its CPU of its own accord (a sleep).
+fn voluntary_switches(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches in /proc/PID/status")
+}
+
+/// With nothing to do, the master sleeps until a signal, a child's exit or a
+/// stop: it looks once a second at most. (It woke every 10 ms once, its
+/// poll ending at a spawn time long past.) Counted, not timed: at most 8
+/// wake-ups in 3 s, where the old master made about 300.
+fn an_idle_master_sleeps(mpm: &str) {
+    let root = docroot();
+    let mut server = start(mpm, &root);
+    wait_for_children(server.pid(), 2, &[], Duration::from_secs(10)).unwrap();
+    assert_eq!(server.get("/index.html").body, PAGE);
+    // Past the start's first maintenance and the children's first turns.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = voluntary_switches(server.pid());
+    std::thread::sleep(Duration::from_secs(3));
+    let woke = voluntary_switches(server.pid()) - before;
+    assert!(woke <= 8, "the idle master woke {woke} times in 3 s");
+    assert!(server.stop().success());
+}
+
 tests::mpm_suite!(
+    an_idle_master_sleeps,
     the_master_is_single_threaded_and_children_serve,
     graceful_restarts_under_load_lose_no_request,
     a_killed_child_is_replaced_and_serving_goes_on,
