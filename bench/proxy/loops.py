@@ -44,27 +44,6 @@ PORT = 18420
 ORIGIN = 18992
 
 
-def switches(pids):
-    """(voluntary, preempted) context switches of every thread of these processes so far."""
-    vol = preempted = 0
-    for pid in pids:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{task}/status") as f:
-                    for line in f:
-                        if line.startswith("voluntary_ctxt_switches"):
-                            vol += int(line.split()[1])
-                        elif line.startswith("nonvoluntary_ctxt_switches"):
-                            preempted += int(line.split()[1])
-            except OSError:
-                pass
-    return vol, preempted
-
-
 def nginx(one, work):
     """proxy_peers.py's nginx, with one worker process if `one`."""
     argv = pp.nginx_conf(PORT, ORIGIN, work, 50)[0]
@@ -84,9 +63,10 @@ def measure(name, command, secs, base):
     with pp.Proxy(name, command(work), PORT, work, pp.SMALL) as srv:
         peers.wrk(srv.port, "/", 50, 1)  # warm-up
         pids = srv.pids()
-        before = switches(pids)
+        before = pp.switches(pids)
         row = peers.wrk(srv.port, "/", 50, secs, srv)
-        after = switches(pids)
+        after = pp.switches(pids)
+    # wrk's req/s times its duration: the requests the switches were counted over.
     n = max(1, int(round(row["rps"] * secs)))
     return row["rps"], row["cpu_us_per_req"], (after[0] - before[0]) / n, (after[1] - before[1]) / n
 

@@ -44,25 +44,6 @@ RECVS = ("recv", "recvfrom", "read", "readv", "recvmsg")
 WAITS = ("epoll_wait", "epoll_pwait", "poll", "io_uring_enter")
 
 
-def switches(pids):
-    """(voluntary, involuntary) context switches summed over the threads of pids."""
-    vol = inv = 0
-    for pid in pids:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for t in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{t}/status") as f:
-                    text = f.read()
-            except OSError:
-                continue
-            vol += int(re.search(r"^voluntary_ctxt_switches:\s*(\d+)", text, re.M).group(1))
-            inv += int(re.search(r"^nonvoluntary_ctxt_switches:\s*(\d+)", text, re.M).group(1))
-    return vol, inv
-
-
 def split(perf_data):
     """Samples by column, from `perf script` of perf_data."""
     out = subprocess.run(["perf", "script", "-i", perf_data, "-F", "ip,sym"], capture_output=True,
@@ -98,12 +79,12 @@ def measure(name, build, up, base, secs):
         peers.wrk(srv.port, "/", 50, 1)  # warm-up
         pids, origin = srv.pids(), [up.proc.pid]
         # The switches in a run of their own: sampling changes how the threads are scheduled.
-        v0, i0 = switches(pids)
-        ov0, _ = switches(origin)
+        v0, i0 = pp.switches(pids)
+        ov0, _ = pp.switches(origin)
         plain = pp.parse_wrk(peers.sh(["wrk", "-t1", "-c50", f"-d{secs}s", "--latency",
                                        f"http://127.0.0.1:{srv.port}/"]).stdout)
-        v1, i1 = switches(pids)
-        ov1, _ = switches(origin)
+        v1, i1 = pp.switches(pids)
+        ov1, _ = pp.switches(origin)
         data = os.path.join(work, "perf.data")
         perf = subprocess.Popen(["perf", "record", "-q", "-F", str(FREQ), "-g", "-o", data, "-p",
                                  ",".join(map(str, pids)), "--", "sleep", str(secs)],

@@ -323,6 +323,26 @@ def parse_wrk(out):
             "errors": "; ".join(errors)}
 
 
+def switches(pids):
+    """(voluntary, involuntary) context switches summed over the threads of pids, from
+    /proc/PID/task/*/status (proxy_cost.py and loops.py read them)."""
+    vol = inv = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{t}/status") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            vol += int(re.search(r"^voluntary_ctxt_switches:\s*(\d+)", text, re.M).group(1))
+            inv += int(re.search(r"^nonvoluntary_ctxt_switches:\s*(\d+)", text, re.M).group(1))
+    return vol, inv
+
+
 def reuse(before, after):
     """Origin connections opened per 1,000 origin requests between two stats()."""
     conns, reqs = after["connections"] - before["connections"], after["requests"] - before["requests"]

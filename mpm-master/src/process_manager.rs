@@ -325,14 +325,11 @@ impl<'a> ProcessManager<'a> {
             if matches!(self.sizing, Sizing::Spare { .. }) {
                 until = until.min(next_maintenance);
             }
-            if generation == 1 && crashes == 0 && ready.is_pending() {
-                // Started by an upgrade: told ready soon after its first
-                // generation has lived READY_AFTER.
-                until = until.min(now + RAMP_TICK);
-            }
-            if pending.is_some() {
-                // An upgrade under way: its new master's answer, exit or
-                // time-out, looked at every tick as before.
+            // An upgrade under way, from either side, is looked at every
+            // tick: this master's new one (its answer, exit or time-out),
+            // or, started by one, the old master to tell soon after the
+            // first generation has lived READY_AFTER.
+            if pending.is_some() || (generation == 1 && crashes == 0 && ready.is_pending()) {
                 until = until.min(now + RAMP_TICK);
             }
             if let Some(d) = drain_until {
