@@ -8,7 +8,8 @@
 //! worker's handler:
 //!
 //! * [`Shared<T>`] — one value of a type made of atomics ([`ShmSafe`]).
-//! * [`Counters`] — `n` counters, each on a cache line of its own.
+//! * [`Counters`] — `n` counters, each kept in a stripe per CPU (a cache
+//!   line each), summed when read.
 //! * [`Table`] — a fixed-capacity map of small byte strings.
 //!
 //! # The rules
@@ -110,63 +111,106 @@ struct Line {
 
 mpm_sys::shm_safe!(Line { n });
 
-/// `n` counters shared by every process, each a relaxed atomic on a line
-/// of its own (128 bytes). Indexes past `n` panic, as a slice's do.
+/// The most stripes a counter is kept in (see [`stripe_count`]).
+pub const MAX_STRIPES: usize = 64;
+
+/// How many stripes a counter every core adds to is kept in: one for each
+/// CPU this process may run on, rounded up to a power of two, at most
+/// [`MAX_STRIPES`] (past that, CPUs share a stripe by their number's low
+/// bits). Decided by whoever lays the counters out, before the fork, so
+/// that every process reads the same layout.
+pub fn stripe_count() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .next_power_of_two()
+        .min(MAX_STRIPES)
+}
+
+/// The stripe, of `count` (a power of two, as [`stripe_count`] gives), that
+/// the calling thread adds to: its CPU's. A thread moved to another CPU
+/// just after shares a line for that one add; no count is lost, since
+/// every add is atomic and a total sums every stripe.
+pub fn current_stripe(count: usize) -> usize {
+    mpm_sys::cpu::current() & count.saturating_sub(1)
+}
+
+/// `n` counters shared by every process, each kept in a stripe per CPU
+/// ([`stripe_count`]), every stripe a relaxed atomic on a line of its own
+/// (128 bytes): an add writes its CPU's line, so that a counter every
+/// request adds to is not one cache line every core takes in turn (at 64
+/// cores that line would move on nearly every add). A read sums the
+/// stripes. Indexes past `n` panic, as a slice's do.
 ///
-/// A counter every request adds to is one cache line every core writes: at
-/// 64 cores that line moves between them on every add. For a per-request
-/// total, count per worker in its handler and add in batches, or read the
-/// status page's totals.
+/// A gauge (`add` as one thing arrives, `sub` as it goes) reads right
+/// whichever CPUs did each: stripes wrap below zero and their sum does not.
+/// For a number every process draws from in turn (an ID), use a
+/// [`Shared`] atomic instead: a stripe's value is no total.
 ///
 /// ```
 /// let c = mpm_core::shared::Counters::new(2).unwrap();
 /// c.add(0, 5);
-/// assert_eq!(c.add(0, 1), 6);
+/// c.add(0, 1);
 /// assert_eq!((c.get(0), c.get(1)), (6, 0));
+/// c.sub(0, 2);
 /// c.set(1, 9);
-/// assert_eq!(c.get(1), 9);
+/// assert_eq!((c.get(0), c.get(1)), (4, 9));
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Counters {
+    /// Counter `i`'s stripes are `lines[i * stripes..][..stripes]`: one
+    /// counter's stripes together, so that a few counters touch few pages.
     lines: &'static [Line],
+    stripes: usize,
 }
 
 impl Counters {
     /// `n` counters, all zero.
     pub fn new(n: usize) -> Result<Counters> {
-        let lines = mpm_sys::shared_memory::leak_slice::<Line>(n, "shared counters")?;
-        Ok(Counters { lines })
+        let stripes = stripe_count();
+        let len = n.checked_mul(stripes).ok_or_else(|| {
+            Error::config(format!("{n} shared counters are more than memory can hold"))
+        })?;
+        let lines = mpm_sys::shared_memory::leak_slice::<Line>(len, "shared counters")?;
+        Ok(Counters { lines, stripes })
     }
 
-    /// Add `n` to counter `i`; the new value.
-    pub fn add(&self, i: usize, n: u64) -> u64 {
-        self.lines[i]
+    /// Counter `i`'s stripes.
+    fn stripes(&self, i: usize) -> &'static [Line] {
+        &self.lines[i * self.stripes..(i + 1) * self.stripes]
+    }
+
+    /// Add `n` to counter `i` (in this CPU's stripe).
+    pub fn add(&self, i: usize, n: u64) {
+        self.stripes(i)[current_stripe(self.stripes)]
             .n
-            .fetch_add(n, Ordering::Relaxed)
-            .wrapping_add(n)
+            .fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Subtract `n` from counter `i` (wrapping); the new value.
-    pub fn sub(&self, i: usize, n: u64) -> u64 {
-        self.lines[i]
+    /// Subtract `n` from counter `i` (in this CPU's stripe, wrapping).
+    pub fn sub(&self, i: usize, n: u64) {
+        self.stripes(i)[current_stripe(self.stripes)]
             .n
-            .fetch_sub(n, Ordering::Relaxed)
-            .wrapping_sub(n)
+            .fetch_sub(n, Ordering::Relaxed);
     }
 
-    /// Counter `i`.
+    /// Counter `i`: the sum of its stripes (adds made meanwhile may or may
+    /// not be in it, as with any read of a counter others write).
     pub fn get(&self, i: usize) -> u64 {
-        self.lines[i].n.load(Ordering::Relaxed)
+        self.stripes(i)
+            .iter()
+            .fold(0u64, |sum, l| sum.wrapping_add(l.n.load(Ordering::Relaxed)))
     }
 
-    /// Set counter `i`.
+    /// Set counter `i` (a reset: an add racing with it may be lost).
     pub fn set(&self, i: usize, v: u64) {
-        self.lines[i].n.store(v, Ordering::Relaxed);
+        for (k, l) in self.stripes(i).iter().enumerate() {
+            l.n.store(if k == 0 { v } else { 0 }, Ordering::Relaxed);
+        }
     }
 
     /// How many counters there are.
     pub fn len(&self) -> usize {
-        self.lines.len()
+        self.lines.len() / self.stripes
     }
 
     /// Are there none?
@@ -592,6 +636,37 @@ mod tests {
         assert!(t.remove(b"b"));
         assert_eq!(t.insert(b"d", b"1"), Ok(false));
         assert_eq!(t.get(b"a").as_deref(), Some(&b"2"[..]));
+    }
+
+    #[test]
+    fn a_counter_is_the_sum_of_its_stripes_and_a_gauge_reads_right_across_them() {
+        let c = Counters::new(3).unwrap();
+        assert_eq!(c.len(), 3);
+        let lines = c.stripes(1);
+        assert_eq!(lines.len(), stripe_count());
+        // One taken on a CPU and given back on another: that stripe is
+        // below zero (wrapped), the total is not.
+        lines[0].n.fetch_sub(1, Ordering::Relaxed);
+        lines[lines.len() - 1].n.fetch_add(3, Ordering::Relaxed);
+        c.add(1, 4);
+        assert_eq!(c.get(1), 6);
+        assert_eq!((c.get(0), c.get(2)), (0, 0), "the neighbours untouched");
+        c.set(1, 2);
+        assert_eq!(c.get(1), 2);
+    }
+
+    #[test]
+    fn stripes_are_a_power_of_two_and_a_thread_adds_to_one_of_them() {
+        let n = stripe_count();
+        assert!(n.is_power_of_two() && n <= MAX_STRIPES);
+        assert!(current_stripe(n) < n);
+        assert_eq!(current_stripe(1), 0);
+    }
+
+    #[test]
+    #[should_panic]
+    fn a_counter_past_the_last_panics() {
+        Counters::new(2).unwrap().add(2, 1);
     }
 
     #[test]

@@ -27,10 +27,18 @@ use crate::path::RouteTable;
 /// The most upstreams, over every route, the shared state has slots for.
 pub const MAX_UPSTREAMS: usize = 4096;
 
-/// Words in one upstream's slot: 256 bytes, two cache lines (health on the
-/// first, written rarely; counters on the second, written per request), so
-/// that counting requests never slows a health read.
+/// Words in one upstream's slot: 256 bytes (health on the first line, read
+/// by every request and written rarely; the counters of rare events on the
+/// third). What every request counts is in the slot's stripes instead.
 pub(crate) const SLOT_WORDS: usize = 32;
+
+/// Words in one stripe of an upstream: 128 bytes (two cache lines, as the
+/// CPU fetches them in pairs), one stripe per CPU
+/// ([`mpm_core::shared::stripe_count`]). The counters every request adds
+/// to are there: each core writes its own stripe, and a read sums them, so
+/// that cores do not take one line in turn on every request (at 64 cores
+/// a single line would move on nearly every add).
+pub(crate) const STRIPE_WORDS: usize = 16;
 
 /// The words of a slot, by name.
 pub(crate) mod word {
@@ -49,17 +57,22 @@ pub(crate) mod word {
     /// Active: when the next check is due (ms); taken by compare-and-swap.
     pub(crate) const NEXT_CHECK: usize = 6;
 
-    /// Counters, on the second line.
-    pub(crate) const REQUESTS: usize = 16;
+    /// Counters of rare events, on the third line.
     pub(crate) const FAILURES: usize = 17;
     pub(crate) const MARKED_DOWN: usize = 18;
     pub(crate) const MARKED_UP: usize = 19;
     pub(crate) const CHECKS: usize = 20;
     pub(crate) const CHECKS_FAILED: usize = 21;
-    pub(crate) const OPENED: usize = 22;
-    pub(crate) const REUSED: usize = 23;
-    /// A gauge: idle pooled connections, summed over the processes.
-    pub(crate) const POOL_IDLE: usize = 24;
+}
+
+/// The words of a stripe, by name: what every request counts.
+pub(crate) mod hot {
+    pub(crate) const REQUESTS: usize = 0;
+    pub(crate) const OPENED: usize = 1;
+    pub(crate) const REUSED: usize = 2;
+    /// A gauge: idle pooled connections, summed over the processes (a
+    /// stripe below zero wraps; the sum does not).
+    pub(crate) const POOL_IDLE: usize = 3;
 }
 
 /// Shared memory for upstreams' slots, and which (route prefix, URL) has
@@ -69,6 +82,11 @@ pub(crate) mod word {
 #[derive(Debug, Clone)]
 pub struct Slots {
     memory: &'static [AtomicU64],
+    /// Each slot's stripes: slot `i`'s are `hot[i * per_slot..][..per_slot]`
+    /// with `per_slot` = stripes × [`STRIPE_WORDS`].
+    hot: &'static [AtomicU64],
+    /// Words of one slot's stripes.
+    per_slot: usize,
     /// Kept by the process that builds the states (the master).
     registry: Arc<Mutex<Registry>>,
 }
@@ -90,14 +108,22 @@ impl Slots {
         let capacity = capacity.min(MAX_UPSTREAMS);
         let memory = mpm_core::shared::words(capacity * SLOT_WORDS, "the proxy's upstream state")
             .map_err(Error::Shared)?;
+        // At most 4096 × 64 × 16 words (32 MiB, touched only as slots are
+        // used): no overflow.
+        let per_slot = mpm_core::shared::stripe_count() * STRIPE_WORDS;
+        let hot = mpm_core::shared::words(capacity * per_slot, "the proxy's upstream counters")
+            .map_err(Error::Shared)?;
         Ok(Slots {
             memory,
+            hot,
+            per_slot,
             registry: Arc::new(Mutex::new(Registry::default())),
         })
     }
 
-    /// The server's slots: room for [`MAX_UPSTREAMS`] (1 MiB, its pages
-    /// touched only as slots are used), made on first use.
+    /// The server's slots: room for [`MAX_UPSTREAMS`] (1 MiB, and 128 bytes
+    /// an upstream for each stripe: its pages touched only as slots are
+    /// used), made on first use.
     pub fn global() -> Result<Slots> {
         if let Some(s) = GLOBAL.get() {
             return Ok(s.clone());
@@ -116,6 +142,8 @@ impl Slots {
 #[derive(Debug, Clone, Copy)]
 pub struct UpstreamState {
     words: &'static [AtomicU64],
+    /// Its stripes, one per CPU ([`STRIPE_WORDS`] each).
+    hot: &'static [AtomicU64],
     pub(crate) max_fails: u32,
     pub(crate) fail_timeout_ms: u64,
 }
@@ -133,12 +161,32 @@ impl UpstreamState {
         self.words[w].fetch_add(n, Ordering::Relaxed);
     }
 
-    pub(crate) fn sub(&self, w: usize, n: u64) {
-        self.words[w].fetch_sub(n, Ordering::Relaxed);
+    /// Add `n` to counter `h` of [`hot`], in this CPU's stripe.
+    pub(crate) fn count(&self, h: usize, n: u64) {
+        self.stripe_word(h).fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Take `n` from counter `h` of [`hot`], in this CPU's stripe (wrapping).
+    pub(crate) fn uncount(&self, h: usize, n: u64) {
+        self.stripe_word(h).fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Counter `h` of [`hot`]: the sum of its stripes.
+    pub(crate) fn total(&self, h: usize) -> u64 {
+        self.hot
+            .iter()
+            .skip(h)
+            .step_by(STRIPE_WORDS)
+            .fold(0u64, |sum, w| sum.wrapping_add(w.load(Ordering::Relaxed)))
+    }
+
+    fn stripe_word(&self, h: usize) -> &'static AtomicU64 {
+        let stripe = mpm_core::shared::current_stripe(self.hot.len() / STRIPE_WORDS);
+        &self.hot[stripe * STRIPE_WORDS + h]
     }
 
     fn clear(&self) {
-        for w in self.words {
+        for w in self.words.iter().chain(self.hot) {
             w.store(0, Ordering::Relaxed);
         }
     }
@@ -174,6 +222,7 @@ impl ProxyState {
             });
         }
         let memory = slots.memory;
+        let per_slot = slots.per_slot;
         let mut registry = slots.registry.lock();
         let wanted: Vec<Vec<(String, String)>> = table.routes().iter().map(names).collect();
         // Slots of upstreams no longer listed go back first.
@@ -209,6 +258,7 @@ impl ProxyState {
                 };
                 let state = UpstreamState {
                     words: &memory[slot * SLOT_WORDS..(slot + 1) * SLOT_WORDS],
+                    hot: &slots.hot[slot * per_slot..(slot + 1) * per_slot],
                     // A route's only upstream is never taken out by its
                     // failures, as nginx ignores max_fails for a group of
                     // one: there is no other to send the request to, and
@@ -290,16 +340,48 @@ mod tests {
         let slots = Slots::new(4).unwrap();
         let first =
             ProxyState::with_slots(&table(&["/keep-a/=http://a,http://b"]), &slots).unwrap();
-        first.route(0)[0].add(word::REQUESTS, 5);
-        first.route(0)[1].add(word::REQUESTS, 7);
+        first.route(0)[0].count(hot::REQUESTS, 5);
+        first.route(0)[1].count(hot::REQUESTS, 7);
         let second =
             ProxyState::with_slots(&table(&["/keep-a/=http://a,http://c"]), &slots).unwrap();
-        assert_eq!(second.route(0)[0].get(word::REQUESTS), 5, "kept");
+        assert_eq!(second.route(0)[0].total(hot::REQUESTS), 5, "kept");
         assert_eq!(
-            second.route(0)[1].get(word::REQUESTS),
+            second.route(0)[1].total(hot::REQUESTS),
             0,
             "the new upstream starts at zero"
         );
+    }
+
+    #[test]
+    fn what_every_request_counts_is_summed_over_the_stripes() {
+        let slots = Slots::new(2).unwrap();
+        let state = ProxyState::with_slots(&table(&["/=http://a,http://b"]), &slots).unwrap();
+        let (a, b) = (state.route(0)[0], state.route(0)[1]);
+        let stripes = a.hot.len() / STRIPE_WORDS;
+        assert_eq!(stripes, mpm_core::shared::stripe_count());
+        a.count(hot::REQUESTS, 2);
+        // A pooled connection taken on one CPU and given back on another:
+        // one stripe wraps below zero, the gauge does not.
+        a.hot[hot::POOL_IDLE].fetch_sub(1, Ordering::Relaxed);
+        a.hot[(stripes - 1) * STRIPE_WORDS + hot::POOL_IDLE].fetch_add(3, Ordering::Relaxed);
+        a.uncount(hot::POOL_IDLE, 1);
+        assert_eq!((a.total(hot::REQUESTS), a.total(hot::POOL_IDLE)), (2, 1));
+        assert_eq!(
+            b.total(hot::REQUESTS),
+            0,
+            "another upstream's stripes are its own"
+        );
+        // Counted from threads on whichever CPUs they run on.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        b.count(hot::REQUESTS, 1);
+                    }
+                });
+            }
+        });
+        assert_eq!(b.total(hot::REQUESTS), 4000);
     }
 
     #[test]

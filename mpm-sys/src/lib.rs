@@ -31,6 +31,8 @@
 //!   which says why io_uring is refused where it is.
 //! * [`at_exit`] — a function run at exit.
 //! * [`clock`] — the monotonic clock in nanoseconds, and local time.
+//! * [`cpu`] — the CPU a thread runs on: which stripe of a per-CPU counter
+//!   it writes.
 //! * [`alloc_shim`] — the `GlobalAlloc` that dispatches to the allocator
 //!   chosen at launch and reports to an observer.
 //! * [`Error`] — this crate's one error type.
@@ -39,6 +41,7 @@ pub mod alloc_shim;
 pub mod at_exit;
 pub mod bump_pool;
 pub mod clock;
+pub mod cpu;
 mod error;
 pub mod fd_passing;
 pub mod fork;
