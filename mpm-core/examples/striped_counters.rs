@@ -47,9 +47,19 @@ fn main() {
     });
     let striped_ns = time(&|| striped.add(0, 1));
     let total = threads as u64 * adds;
-    assert_eq!(one_line.load(Ordering::Relaxed), total, "one line lost an add");
+    assert_eq!(
+        one_line.load(Ordering::Relaxed),
+        total,
+        "one line lost an add"
+    );
     assert_eq!(striped.get(0), total, "the stripes lost an add");
-    println!("{threads} threads, {adds} adds each; {} stripes", stripe_count());
+    println!(
+        "{threads} threads, {adds} adds each; {} stripes",
+        stripe_count()
+    );
     println!("one line:          {line_ns:6.1} ns an add");
-    println!("a stripe per CPU:  {striped_ns:6.1} ns an add ({:.1}x faster)", line_ns / striped_ns);
+    println!(
+        "a stripe per CPU:  {striped_ns:6.1} ns an add ({:.1}x faster)",
+        line_ns / striped_ns
+    );
 }

@@ -61,7 +61,7 @@ use crate::BUFFERED_MAX;
 
 /// How many stale pooled connections one request replaces before the
 /// failure counts (a pool holds at most `--proxy-keepalive` of them).
-const MAX_STALE: usize = 4;
+const MAX_STALE: u8 = 4;
 
 /// How much of an answer is read at a time when it is buffered.
 const BUFFER_READ: usize = 64 * 1024;
@@ -208,11 +208,11 @@ impl Call {
             // The exchange's time for the access log, to the turn as
             // `started` is (at most a turn long): a precise read of the
             // clock is twenty nanoseconds or more on a VM, every request.
-            let elapsed = || mpm_core::turn_clock::now().saturating_duration_since(started);
+            // (A function of `started`, not a closure: a closure would be
+            // one more word in every waiting request's future.)
             // Inline: nearly every request is one try, and costs no list.
             let mut tried: SmallVec<[usize; 4]> = SmallVec::new();
-            let mut addrs: SmallVec<[Arc<str>; 4]> = SmallVec::new();
-            let mut stale_retries = 0;
+            let mut stale_retries: u8 = 0;
             loop {
                 let Some(attempt) = self.picker.next(&forward, &tried) else {
                     if tried.is_empty() {
@@ -223,7 +223,11 @@ impl Call {
                             self.picker.route(&forward).prefix
                         );
                     }
-                    return Response::error(502).upstream(shown(&addrs), None, elapsed());
+                    return Response::error(502).upstream(
+                        self.shown(&forward, &tried),
+                        None,
+                        since(started),
+                    );
                 };
                 let Some(target) = self
                     .targets
@@ -233,7 +237,6 @@ impl Call {
                     return Response::error(502);
                 };
                 tried.push(attempt.upstream);
-                addrs.push(Arc::clone(target.addr_text()));
                 attempt.state.count_request();
                 // The answer made now (nearly all) is returned from the try's
                 // result as it is: each result it went through on its way out
@@ -246,7 +249,7 @@ impl Call {
                         // moved out: a binding of its own was one more copy.
                         let mut once = self.try_once(&forward, &attempt, target, &mut body).await;
                         if let Ok(Answer::Now(response)) = &mut once {
-                            record(response, &addrs, elapsed());
+                            record(response, self.shown(&forward, &tried), since(started));
                         }
                         match once {
                             Ok(Answer::Now(response)) => return response,
@@ -256,7 +259,7 @@ impl Call {
                     };
                     match rest.await {
                         Ok(mut response) => {
-                            record(&mut response, &addrs, elapsed());
+                            record(&mut response, self.shown(&forward, &tried), since(started));
                             return response;
                         }
                         Err(f) => f,
@@ -274,7 +277,6 @@ impl Call {
                         // out; an idempotent one if it may have.
                         stale_retries += 1;
                         tried.pop();
-                        addrs.pop();
                     }
                     f if f.stale => {
                         // A POST on a connection closed under it: it may have
@@ -286,7 +288,11 @@ impl Call {
                         self.picker.url(&forward, &attempt),
                         f.error
                     );
-                        return Response::error(502).upstream(shown(&addrs), None, elapsed());
+                        return Response::error(502).upstream(
+                            self.shown(&forward, &tried),
+                            None,
+                            since(started),
+                        );
                     }
                     f => {
                         self.failed(&forward, &attempt, &f.error);
@@ -299,14 +305,38 @@ impl Call {
                                 _ => 502,
                             };
                             return Response::error(status).upstream(
-                                shown(&addrs),
+                                self.shown(&forward, &tried),
                                 None,
-                                elapsed(),
+                                since(started),
                             );
                         }
                     }
                 }
             }
+        }
+    }
+
+    /// The upstreams `tried` for `forward`, for the access log as nginx's
+    /// `$upstream_addr` shows them: the one (shared with its target, no
+    /// copy), or those tried one after another, `"a, b"`. Made from the
+    /// tries' indexes when the answer is recorded, so that the future holds
+    /// no list of addresses of its own.
+    fn shown(&self, forward: &Forward, tried: &[usize]) -> HeaderText {
+        let targets = self
+            .targets
+            .get(forward.route)
+            .map_or(&[][..], Vec::as_slice);
+        let addr = |u: &usize| targets.get(*u).map(Target::addr_text);
+        match tried {
+            [one] => addr(one).map_or_else(|| HeaderText::from(String::new()), HeaderText::from),
+            _ => HeaderText::from(
+                tried
+                    .iter()
+                    .filter_map(addr)
+                    .map(|a| &**a)
+                    .collect::<Vec<&str>>()
+                    .join(", "),
+            ),
         }
     }
 
@@ -334,127 +364,134 @@ impl Call {
 
     /// One try: connect (or reuse), send, read the head, make the answer
     /// (or, buffering, what reads the rest of it: awaited by the caller).
-    async fn try_once(
-        &self,
-        forward: &Forward,
-        attempt: &Attempt,
-        target: &Target,
-        body: &mut impl Upload,
-    ) -> Result<Answer, Failed> {
-        let route = self.picker.route(forward);
-        let fail = |error, stale, body_spent| Failed {
-            error,
-            stale,
-            unsent: false,
-            body_spent,
-        };
-        let until = mpm_core::turn_clock::now() + route.connect_timeout;
-        // A request that can go again on a fresh connection (idempotent,
-        // its body held) skips the liveness check of a connection given
-        // back just now: a close it would have seen is retried instead.
-        let conn = if is_idempotent(forward.method()) && body.whole().is_some() {
-            self.pool.connect_replayable(target, until).await
-        } else {
-            self.pool.connect(target, until).await
-        };
-        let mut conn = conn.map_err(|e| fail(e, false, false))?;
-        let gauge = IdleGauge {
-            pool: self.pool.clone(),
-            state: attempt.state,
-            seen: self
-                .idle_seen
-                .get(forward.route)
-                .and_then(|r| r.get(attempt.upstream))
-                .cloned()
-                .unwrap_or_default(),
-        };
-        let reused = conn.requests_served() > 0;
-        if reused {
-            gauge.took_one();
-            attempt.state.count_reused();
-        } else {
-            attempt.state.count_opened();
-        }
-        let send_until = || mpm_core::turn_clock::now() + route.send_timeout;
-        let is_stale = |e: &mpm_upstream::Error| reused && matches!(e, mpm_upstream::Error::Closed);
-        let stale = |e: mpm_upstream::Error| Failed {
-            stale: is_stale(&e),
-            unsent: true,
-            error: e,
-            body_spent: false,
-        };
-        if let Some(bytes) = body.whole() {
-            // Head and body in one write (no copy without a body).
-            let joined;
-            let message = if bytes.is_empty() {
-                &attempt.head
+    ///
+    /// An `async` block rather than an `async fn`, which would keep its
+    /// arguments twice: this future is in every waiting request's.
+    #[allow(clippy::manual_async_fn)] // see above: its future's size
+    fn try_once<'a, U: Upload>(
+        &'a self,
+        forward: &'a Forward,
+        attempt: &'a Attempt,
+        target: &'a Target,
+        body: &'a mut U,
+    ) -> impl std::future::Future<Output = Result<Answer, Failed>> + 'a {
+        async move {
+            let route = self.picker.route(forward);
+            let fail = |error, stale, body_spent| Failed {
+                error,
+                stale,
+                unsent: false,
+                body_spent,
+            };
+            let until = mpm_core::turn_clock::now() + route.connect_timeout;
+            // A request that can go again on a fresh connection (idempotent,
+            // its body held) skips the liveness check of a connection given
+            // back just now: a close it would have seen is retried instead.
+            let conn = if is_idempotent(forward.method()) && body.whole().is_some() {
+                self.pool.connect_replayable(target, until).await
             } else {
-                let mut m = Vec::with_capacity(attempt.head.len() + bytes.len());
-                m.extend_from_slice(&attempt.head);
-                m.extend_from_slice(bytes);
-                joined = m;
-                &joined
+                self.pool.connect(target, until).await
             };
-            write_request(&mut conn, message, send_until())
-                .await
-                .map_err(stale)?;
-        } else {
-            write_request(&mut conn, &attempt.head, send_until())
-                .await
-                .map_err(stale)?;
-            let framing = match forward.framing {
-                Framing::Length(n) => RequestFraming::Length(n),
-                _ => RequestFraming::Chunked,
+            let mut conn = conn.map_err(|e| fail(e, false, false))?;
+            let gauge = IdleGauge {
+                pool: self.pool.clone(),
+                state: attempt.state,
+                seen: self
+                    .idle_seen
+                    .get(forward.route)
+                    .and_then(|r| r.get(attempt.upstream))
+                    .cloned()
+                    .unwrap_or_default(),
             };
-            // Boxed, as the other rare branches: a future's size is that of
-            // its largest state, and every waiting request holds one.
-            Box::pin(async {
-                let mut writer = BodyWriter::new(framing);
-                let mut buf = vec![0u8; UPLOAD_CHUNK];
-                loop {
-                    // Blocking: a streamed upload runs on a worker.
-                    let n = body
-                        .read_more(&mut buf)
-                        .map_err(|e| fail(mpm_upstream::Error::Io(e), false, true))?;
-                    if n == 0 {
-                        break;
+            let reused = conn.requests_served() > 0;
+            if reused {
+                gauge.took_one();
+                attempt.state.count_reused();
+            } else {
+                attempt.state.count_opened();
+            }
+            let send_until = || mpm_core::turn_clock::now() + route.send_timeout;
+            let is_stale =
+                |e: &mpm_upstream::Error| reused && matches!(e, mpm_upstream::Error::Closed);
+            let stale = |e: mpm_upstream::Error| Failed {
+                stale: is_stale(&e),
+                unsent: true,
+                error: e,
+                body_spent: false,
+            };
+            if let Some(bytes) = body.whole() {
+                // Head and body in one write (no copy without a body).
+                let joined;
+                let message = if bytes.is_empty() {
+                    &attempt.head
+                } else {
+                    let mut m = Vec::with_capacity(attempt.head.len() + bytes.len());
+                    m.extend_from_slice(&attempt.head);
+                    m.extend_from_slice(bytes);
+                    joined = m;
+                    &joined
+                };
+                write_request(&mut conn, message, send_until())
+                    .await
+                    .map_err(stale)?;
+            } else {
+                write_request(&mut conn, &attempt.head, send_until())
+                    .await
+                    .map_err(stale)?;
+                let framing = match forward.framing {
+                    Framing::Length(n) => RequestFraming::Length(n),
+                    _ => RequestFraming::Chunked,
+                };
+                // Boxed, as the other rare branches: a future's size is that of
+                // its largest state, and every waiting request holds one.
+                Box::pin(async {
+                    let mut writer = BodyWriter::new(framing);
+                    let mut buf = vec![0u8; UPLOAD_CHUNK];
+                    loop {
+                        // Blocking: a streamed upload runs on a worker.
+                        let n = body
+                            .read_more(&mut buf)
+                            .map_err(|e| fail(mpm_upstream::Error::Io(e), false, true))?;
+                        if n == 0 {
+                            break;
+                        }
+                        writer
+                            .write_all(&mut conn, &buf[..n], send_until())
+                            .await
+                            .map_err(|e| fail(e, false, true))?;
                     }
                     writer
-                        .write_all(&mut conn, &buf[..n], send_until())
+                        .finish(&mut conn, send_until())
                         .await
-                        .map_err(|e| fail(e, false, true))?;
-                }
-                writer
-                    .finish(&mut conn, send_until())
-                    .await
-                    .map_err(|e| fail(e, false, true))
-            })
-            .await?;
-        }
-        let body_spent = body.whole().is_none();
-        // Stays empty unless the head arrives in pieces (see
-        // `read_response_head`): no read buffer of the request's own.
-        let mut buf = Vec::new();
-        // Matched rather than mapped: `map_err` and `?` each moved the
-        // head's result (288 bytes) once more.
-        let mut head = match read_response_head(
-            &mut conn,
-            &mut buf,
-            HeadLimits::default(),
-            mpm_core::turn_clock::now() + route.read_timeout,
-        )
-        .await
-        {
-            Ok(head) => head,
-            Err(e) => {
-                let stale = is_stale(&e);
-                return Err(fail(e, stale, body_spent));
+                        .map_err(|e| fail(e, false, true))
+                })
+                .await?;
             }
-        };
-        // Not held across an await: what is made of the head is in the
-        // future's state only if the answer waits on (buffering, boxed).
-        // Lent, not moved.
-        answer(forward, route, attempt, &mut head, conn, gauge, body_spent)
+            let body_spent = body.whole().is_none();
+            // Stays empty unless the head arrives in pieces (see
+            // `read_response_head`): no read buffer of the request's own.
+            let mut buf = Vec::new();
+            // Matched rather than mapped: `map_err` and `?` each moved the
+            // head's result (288 bytes) once more.
+            let mut head = match read_response_head(
+                &mut conn,
+                &mut buf,
+                HeadLimits::default(),
+                mpm_core::turn_clock::now() + route.read_timeout,
+            )
+            .await
+            {
+                Ok(head) => head,
+                Err(e) => {
+                    let stale = is_stale(&e);
+                    return Err(fail(e, stale, body_spent));
+                }
+            };
+            // Not held across an await: what is made of the head is in the
+            // future's state only if the answer waits on (buffering, boxed).
+            // Lent, not moved.
+            answer(forward, route, attempt, &mut head, conn, gauge, body_spent)
+        }
     }
 }
 
@@ -584,20 +621,16 @@ fn buffered(
     }
 }
 
-/// The upstreams tried, for the access log: the one (shared with its
-/// target, no copy), or those tried one after another, `"a, b"`.
-fn shown(addrs: &[Arc<str>]) -> HeaderText {
-    match addrs {
-        [one] => HeaderText::from(one),
-        _ => HeaderText::from(addrs.join(", ")),
-    }
+/// The time since `started`, to the turn (see `exchange`).
+fn since(started: Instant) -> Duration {
+    mpm_core::turn_clock::now().saturating_duration_since(started)
 }
 
 /// The upstream and the exchange's time, recorded for the access log in
 /// place: a by-value builder would copy the response.
-fn record(response: &mut Response, addrs: &[Arc<str>], time: Duration) {
+fn record(response: &mut Response, upstreams: HeaderText, time: Duration) {
     let status = response.status();
-    response.set_upstream(shown(addrs), Some(status), time);
+    response.set_upstream(upstreams, Some(status), time);
 }
 
 /// The client's response head: the upstream's status, reason and the

@@ -189,19 +189,50 @@ impl Connection {
 
     /// Write all of `buf` (and the TLS records it makes), waiting until
     /// `until`; past it a `TimedOut` error.
-    pub async fn write_all(&mut self, mut buf: &[u8], until: Instant) -> io::Result<()> {
-        while !buf.is_empty() {
-            match self.try_write(buf) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => buf = &buf[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    ready(self.wait_writable(until)).await?;
+    pub fn write_all<'a>(
+        &'a mut self,
+        buf: &'a [u8],
+        until: Instant,
+    ) -> impl std::future::Future<Output = io::Result<()>> + 'a {
+        self.write_all_or(buf, until, |e| e)
+    }
+
+    /// [`write_all`](Self::write_all), its error made into the caller's
+    /// by `error`.
+    ///
+    /// One loop with one wait, the writes and then the flush of what TLS
+    /// still holds, rather than a loop that awaits [`flush`](Self::flush);
+    /// an `async` block rather than an `async fn`, which would keep its
+    /// arguments twice; and the error mapped in here rather than by a
+    /// future around this one, which would keep them a third time. This
+    /// future is in that of every request waiting on its upstream.
+    #[allow(clippy::manual_async_fn)] // see above: its future's size
+    pub fn write_all_or<'a, E: 'a>(
+        &'a mut self,
+        buf: &'a [u8],
+        until: Instant,
+        error: fn(io::Error) -> E,
+    ) -> impl std::future::Future<Output = Result<(), E>> + 'a {
+        async move {
+            let mut buf = buf;
+            loop {
+                let step = if buf.is_empty() {
+                    self.try_flush().map(|()| None)
+                } else {
+                    self.try_write(buf).map(Some)
+                };
+                match step {
+                    Ok(None) => return Ok(()),
+                    Ok(Some(0)) => return Err(error(io::ErrorKind::WriteZero.into())),
+                    Ok(Some(n)) => buf = &buf[n..],
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        ready(self.wait_writable(until)).await.map_err(error)?;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(error(e)),
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
             }
         }
-        self.flush(until).await
     }
 
     /// Shut the writing half (after close_notify, for TLS), as a tunnel

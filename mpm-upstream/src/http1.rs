@@ -401,8 +401,15 @@ where
 /// the connection is [`Error::Closed`] (nothing of an answer came: a pooled
 /// connection the upstream closed just now, an idempotent request may go
 /// again); the deadline is an [`Error::Timeout`] in [`Phase::Send`].
-pub async fn write_request(conn: &mut Connection, bytes: &[u8], until: Instant) -> Result<()> {
-    conn.write_all(bytes, until).await.map_err(|e| {
+///
+/// Not an `async fn`: only the write's own future is kept, in every
+/// waiting request's (see [`Connection::write_all_or`]).
+pub fn write_request<'a>(
+    conn: &'a mut Connection,
+    bytes: &'a [u8],
+    until: Instant,
+) -> impl std::future::Future<Output = Result<()>> + 'a {
+    conn.write_all_or(bytes, until, |e| {
         if is_reset(&e) {
             Error::Closed
         } else {
@@ -485,73 +492,79 @@ fn read_head_into_scratch(
 /// connection before a byte came; [`Error::BadResponse`] for a garbage
 /// status line, a head over `limits`, or a close in the middle of the head;
 /// [`Error::Timeout`] in [`Phase::Read`].
-pub async fn read_response_head(
-    conn: &mut Connection,
-    buf: &mut Vec<u8>,
+///
+/// An `async` block rather than an `async fn`, which would keep its
+/// arguments twice in the future of every request waiting for its answer.
+#[allow(clippy::manual_async_fn)] // see above: its future's size
+pub fn read_response_head<'a>(
+    conn: &'a mut Connection,
+    buf: &'a mut Vec<u8>,
     limits: HeadLimits,
     until: Instant,
-) -> Result<ResponseHead> {
-    let mut any_byte = !buf.is_empty();
-    // A request just sent has no answer yet: wait for one before the first
-    // read rather than spend a read on EAGAIN (a system call per proxied
-    // request). TLS may hold decrypted bytes already: it reads first.
-    if buf.is_empty() && !conn.is_tls() {
-        ready(conn.wait_readable(until))
-            .await
-            .map_err(|e| Error::io_in(Phase::Read, e))?;
-    }
-    loop {
-        if !buf.is_empty() {
-            if let Some((head, len)) = parse_head(buf, limits)? {
-                buf.drain(..len);
-                if (100..200).contains(&head.status) && head.status != 101 {
-                    continue;
-                }
-                let mut head = head;
-                head.bytes_after_head = std::mem::take(buf);
-                return Ok(head);
-            }
-            if buf.len() >= limits.max_bytes {
-                return Err(too_large(limits));
-            }
+) -> impl std::future::Future<Output = Result<ResponseHead>> + 'a {
+    async move {
+        let mut any_byte = !buf.is_empty();
+        // A request just sent has no answer yet: wait for one before the first
+        // read rather than spend a read on EAGAIN (a system call per proxied
+        // request). TLS may hold decrypted bytes already: it reads first.
+        if buf.is_empty() && !conn.is_tls() {
+            ready(conn.wait_readable(until))
+                .await
+                .map_err(|e| Error::io_in(Phase::Read, e))?;
         }
-        let got = loop {
-            let got = if buf.is_empty() {
-                match read_head_into_scratch(conn, buf, limits)? {
-                    Ok(HeadRead::Head(head)) => return Ok(head),
-                    Ok(HeadRead::More(n)) => Ok(n),
-                    Err(e) => Err(e),
+        loop {
+            if !buf.is_empty() {
+                if let Some((head, len)) = parse_head(buf, limits)? {
+                    buf.drain(..len);
+                    if (100..200).contains(&head.status) && head.status != 101 {
+                        continue;
+                    }
+                    let mut head = head;
+                    head.bytes_after_head = std::mem::take(buf);
+                    return Ok(head);
                 }
-            } else {
-                let start = buf.len();
-                buf.resize(start + HEAD_READ, 0);
-                let got = conn.try_read(&mut buf[start..]);
-                buf.truncate(start + *got.as_ref().unwrap_or(&0));
-                got
+                if buf.len() >= limits.max_bytes {
+                    return Err(too_large(limits));
+                }
+            }
+            let got = loop {
+                let got = if buf.is_empty() {
+                    match read_head_into_scratch(conn, buf, limits)? {
+                        Ok(HeadRead::Head(head)) => return Ok(head),
+                        Ok(HeadRead::More(n)) => Ok(n),
+                        Err(e) => Err(e),
+                    }
+                } else {
+                    let start = buf.len();
+                    buf.resize(start + HEAD_READ, 0);
+                    let got = conn.try_read(&mut buf[start..]);
+                    buf.truncate(start + *got.as_ref().unwrap_or(&0));
+                    got
+                };
+                match got {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        // A request waiting for its answer holds no read
+                        // buffer meanwhile (unless a head came in pieces).
+                        if let Err(e) = ready(conn.wait_readable(until)).await {
+                            break Err(e);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    other => break other,
+                }
             };
             match got {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // A request waiting for its answer holds no read
-                    // buffer meanwhile (unless a head came in pieces).
-                    if let Err(e) = ready(conn.wait_readable(until)).await {
-                        break Err(e);
-                    }
+                Ok(0) if any_byte => {
+                    return Err(Error::BadResponse(
+                        "the upstream closed the connection in the middle of the response head"
+                            .to_string(),
+                    ))
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                other => break other,
+                Ok(0) => return Err(Error::Closed),
+                Ok(_) => any_byte = true,
+                Err(e) if !any_byte && is_reset(&e) => return Err(Error::Closed),
+                Err(e) => return Err(Error::io_in(Phase::Read, e)),
             }
-        };
-        match got {
-            Ok(0) if any_byte => {
-                return Err(Error::BadResponse(
-                    "the upstream closed the connection in the middle of the response head"
-                        .to_string(),
-                ))
-            }
-            Ok(0) => return Err(Error::Closed),
-            Ok(_) => any_byte = true,
-            Err(e) if !any_byte && is_reset(&e) => return Err(Error::Closed),
-            Err(e) => return Err(Error::io_in(Phase::Read, e)),
         }
     }
 }
