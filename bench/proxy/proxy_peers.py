@@ -26,6 +26,11 @@ Scenarios:
            the origin: KiB and threads per waiting request. Then the connections are closed.
 Each wrk load is preceded by a 1 s warm-up with the same load.
 
+--rounds N runs fast and big N times, the servers in turn (in reverse order every other round), and
+shows each server's medians; fast then also gets a table of each round's ratios to nginx's figures
+of the same round (req/s, and the proxy's CPU per request), and their medians. The machine's speed
+drifts between runs, and a ratio taken within one round is what holds.
+
 Servers and their settings (workers W = max(SLOW_CONNS, WAITING) + 64, as peers.py sizes for its idle
 connections; prefork, httpd's and ours, is capped at 256 processes):
   nginx           worker_processes auto; upstream keepalive 64; proxy_http_version 1.1 with the
@@ -460,6 +465,63 @@ def short(errors):
     return ", ".join(out)
 
 
+# The scenarios --rounds repeats: those measured by wrk's req/s (slow and waiting hold
+# connections for seconds each, and are read in one run).
+ROUNDED = ("fast", "big")
+
+
+def median(values):
+    """The median of a non-empty list of numbers."""
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+def medians(runs):
+    """One result from several rounds' of a scenario: the median of each number over the rounds
+    that gave one, the errors of every round, the rest from the first round without an error."""
+    ok = [x for x in runs if "error" not in x]
+    if not ok:
+        return runs[-1]
+    out = dict(ok[0])
+    for key, value in ok[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = median([x[key] for x in ok if isinstance(x.get(key), (int, float))])
+    errors = [x.get("errors") or x.get("error") for x in runs]
+    out["errors"] = "; ".join(e for e in errors if e)
+    out["rounds"] = f"{len(ok)} of {len(runs)}"
+    return out
+
+
+def round_ratios(results, rounds):
+    """fast's per-round ratios to nginx's figures of the same round, and their medians."""
+    base = results.get("nginx", {}).get("rounds", {}).get("fast")
+    if not base:
+        return
+    print("### fast, each round against nginx in that round: req/s ratio / CPU per request ratio")
+    cols = [f"round {k + 1}" for k in range(rounds)] + ["median"]
+    print("| server | " + " | ".join(cols) + " |")
+    print("|" + "---|" * (len(cols) + 1))
+    for name, r in results.items():
+        runs = r.get("rounds", {}).get("fast")
+        if name == "nginx" or not runs:
+            continue
+        cells, rps, cpu = [], [], []
+        for mine, theirs in zip(runs, base):
+            try:
+                a = mine["rps"] / theirs["rps"]
+                b = mine["cpu_us_per_req"] / theirs["cpu_us_per_req"]
+            except (KeyError, TypeError, ZeroDivisionError):
+                cells.append("-")
+                continue
+            rps.append(a)
+            cpu.append(b)
+            cells.append(f"{a:.2f}x / {b:.2f}x")
+        cells.append(f"{median(rps):.2f}x / {median(cpu):.2f}x" if rps else "-")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+
+
 def print_tables(results, args, scenarios):
     def rows(scenario, cols, cells):
         print("| " + " | ".join(["server"] + cols) + " |")
@@ -478,12 +540,16 @@ def print_tables(results, args, scenarios):
     cpus = os.cpu_count()
     print(f"Proxies in front of upstream/ ({args.upstream_threads} threads), {cpus} CPUs shared by "
           f"everything, wrk runs of {args.secs} s: compare rows, not runs.\n")
+    if args.rounds > 1:
+        print(f"fast and big: medians of {args.rounds} rounds, the servers in turn.\n")
     if "fast" in scenarios:
         print(f"### fast: origin answers at once, {SMALL} B; wrk -t1 -c50 keep-alive")
         rows("fast", ["req/s", "p99 ms", "proxy CPU us/req", "syscalls/req", "origin conns per 1k req", "errors"],
              lambda f: [fmt(f["rps"]), fmt(f["p99_ms"], ".2f"), fmt(f.get("cpu_us_per_req"), ".1f"),
                         fmt(f.get("syscalls_per_req"), ".2f"), fmt(f["origin_conns_per_1k"], ".2f"),
                         short(f["errors"])])
+        if args.rounds > 1:
+            round_ratios(results, args.rounds)
     if "big" in scenarios:
         print(f"### big: origin answers at once, {BIG >> 20} MiB; wrk -t1 -c10 keep-alive")
         rows("big", ["req/s", "p99 ms", "errors"],
@@ -519,6 +585,8 @@ def main():
     ap.add_argument("--only", help="comma list of server names to run (nginx, apache-event, ours-worker, ...)")
     ap.add_argument("--scenarios", default="fast,big,slow,waiting", help="comma list of scenarios to run")
     ap.add_argument("--secs", type=int, default=5, help="seconds per wrk run")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of fast and big, servers in turn; medians and per-round ratios to nginx")
     ap.add_argument("--slow-conns", type=int, default=1000, help="wrk connections in slow")
     ap.add_argument("--waiting", type=int, default=1000, help="requests held in waiting")
     ap.add_argument("--upstream-threads", type=int, default=os.cpu_count(), help="origin threads")
@@ -529,6 +597,8 @@ def main():
                                                          "(done anyway when its binary is missing)")
     args = ap.parse_args()
     scenarios = [s for s in args.scenarios.split(",") if s]
+    if not 1 <= args.rounds <= 100:
+        ap.error(f"--rounds {args.rounds}: give 1 to 100")
     for s in scenarios:
         if s not in SCENARIOS:
             sys.exit(f"unknown scenario {s}: choose from {', '.join(SCENARIOS)}")
@@ -577,30 +647,42 @@ def main():
     port, origin_port = 18200, 18900
     for i, scenario in enumerate(scenarios):
         delay, body = SCENARIOS[scenario]
+        rounds = args.rounds if scenario in ROUNDED else 1
         with Upstream(origin_port + i, args.upstream_threads, delay, body, base) as up:
-            for name, build in plan.items():
-                r = results[name]
-                if "error" in r:  # did not start before: it will not now
-                    continue
-                port += 1
-                work = os.path.join(base, f"{name}-{scenario}")
-                os.makedirs(work)
-                os.chmod(work, 0o777)
-                try:
-                    argv, sizing = build(port, up.port, work, scenario == "slow")
-                    sizing += capped if "prefork" in name else ""
-                    with Proxy(name, argv, port, work, None if scenario == "waiting" else body) as srv:
-                        r[scenario] = {**RUN[scenario](srv, up, args), "sizing": sizing}
-                except StartFailed as e:
-                    why = f"{'not supported' if name.startswith('ours') else 'failed to start'} ({e})"
-                    if any(s in r for s in SCENARIOS):  # it started before: this scenario's failure
-                        r[scenario] = {"error": why}
-                    else:
-                        r["error"] = why
-                except Exception as e:  # a server that fails is reported, not fatal
-                    r[scenario] = {"error": repr(e)}
-                print(f"# {name} {scenario}: {json.dumps(r.get(scenario, r.get('error')))}",
-                      file=sys.stderr, flush=True)
+            for rnd in range(rounds):
+                order = list(plan.items())
+                if rnd % 2:
+                    order.reverse()
+                for name, build in order:
+                    r = results[name]
+                    if "error" in r:  # did not start before: it will not now
+                        continue
+                    port += 1
+                    work = os.path.join(base, f"{name}-{scenario}-{rnd}")
+                    os.makedirs(work)
+                    os.chmod(work, 0o777)
+                    try:
+                        argv, sizing = build(port, up.port, work, scenario == "slow")
+                        sizing += capped if "prefork" in name else ""
+                        with Proxy(name, argv, port, work, None if scenario == "waiting" else body) as srv:
+                            r[scenario] = {**RUN[scenario](srv, up, args), "sizing": sizing}
+                    except StartFailed as e:
+                        why = f"{'not supported' if name.startswith('ours') else 'failed to start'} ({e})"
+                        if any(s in r for s in SCENARIOS):  # it started before: this scenario's failure
+                            r[scenario] = {"error": why}
+                        else:
+                            r["error"] = why
+                    except Exception as e:  # a server that fails is reported, not fatal
+                        r[scenario] = {"error": repr(e)}
+                    if rounds > 1 and scenario in r:
+                        r.setdefault("rounds", {}).setdefault(scenario, []).append(r[scenario])
+                    print(f"# {name} {scenario}{f' round {rnd + 1}' if rounds > 1 else ''}: "
+                          f"{json.dumps(r.get(scenario, r.get('error')))}", file=sys.stderr, flush=True)
+            if rounds > 1:
+                for r in results.values():
+                    runs = r.get("rounds", {}).get(scenario)
+                    if runs:
+                        r[scenario] = medians(runs)
 
     print_tables(results, args, scenarios)
     if args.json:
