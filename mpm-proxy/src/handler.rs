@@ -77,12 +77,7 @@ impl HttpHandler for Proxy {
             Plan::Answer(r) => return *r,
             Plan::Forward(f) => f,
         };
-        let call = Call {
-            picker: self.picker(),
-            pool: self.pool.clone(),
-            targets: self.shared.targets.clone(),
-            idle_seen: self.shared.idle_seen.clone(),
-        };
+        let call = Arc::clone(&self.call);
         if request.is_streamed() {
             // On a worker (the layer runs body-streaming handlers there):
             // this thread may wait while the upload arrives.
@@ -140,14 +135,24 @@ impl Upload for Streamed<'_> {
     }
 }
 
-/// What one request's exchange needs, owned: movable into its future.
-struct Call {
-    picker: Picker,
-    pool: Arc<Pool>,
+/// What a worker's requests' exchanges need, behind one `Arc` the worker
+/// keeps ([`Proxy`]) and each request's future clones.
+pub(crate) struct Call {
+    pub(crate) picker: Picker,
+    pub(crate) pool: Arc<Pool>,
     /// Per route, per upstream: where to connect.
-    targets: Arc<Vec<Vec<Target>>>,
-    /// Per route, per upstream: idle connections last seen in the pool.
-    idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
+    pub(crate) targets: Arc<Vec<Vec<Target>>>,
+    /// Per route, per upstream: idle connections last seen in this
+    /// process's pool.
+    pub(crate) idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("picker", &self.picker)
+            .finish()
+    }
 }
 
 /// The shared gauge of one upstream's idle pooled connections, kept by
@@ -155,23 +160,42 @@ struct Call {
 /// it, and each give-back sets it to the count the pool returns (which
 /// also catches up with connections the pool closed meanwhile); no lock of
 /// the pool's is taken for it.
-#[derive(Clone)]
+///
+/// It holds the request's [`Call`] (one reference count, which the future
+/// holds anyway) and finds the pool and its count of this upstream there.
 struct IdleGauge {
-    pool: Arc<Pool>,
+    call: Arc<Call>,
     state: UpstreamState,
-    seen: Arc<AtomicU64>,
+    route: usize,
+    upstream: usize,
 }
 
 impl IdleGauge {
+    /// The pool the connection goes back to.
+    fn pool(&self) -> &Pool {
+        &self.call.pool
+    }
+
+    /// The idle connections to the upstream this process's pool held when
+    /// last looked at.
+    fn seen(&self) -> &AtomicU64 {
+        static NONE: AtomicU64 = AtomicU64::new(0);
+        self.call
+            .idle_seen
+            .get(self.route)
+            .and_then(|r| r.get(self.upstream))
+            .map_or(&NONE, |a| a)
+    }
+
     /// A pooled connection was taken.
     fn took_one(&self) {
-        let before = self.seen.load(Ordering::Relaxed);
+        let before = self.seen().load(Ordering::Relaxed);
         self.set(before.saturating_sub(1));
     }
 
     /// The pool holds `now` idle connections to the upstream.
     fn set(&self, now: u64) {
-        let before = self.seen.swap(now, Ordering::Relaxed);
+        let before = self.seen().swap(now, Ordering::Relaxed);
         if before != now {
             self.state.count_pool_idle(before, now);
         }
@@ -199,7 +223,7 @@ impl Call {
     /// 400-byte [`Forward`] is in every waiting request's future.
     #[allow(clippy::manual_async_fn)] // see above: its future's size
     fn exchange<U: Upload>(
-        self,
+        self: Arc<Self>,
         forward: Forward,
         mut body: U,
     ) -> impl std::future::Future<Output = Response> {
@@ -247,7 +271,9 @@ impl Call {
                     let rest = {
                         // Recorded where the result holds it, and only then
                         // moved out: a binding of its own was one more copy.
-                        let mut once = self.try_once(&forward, &attempt, target, &mut body).await;
+                        let mut once = self
+                            .try_once(&self, &forward, &attempt, target, &mut body)
+                            .await;
                         if let Ok(Answer::Now(response)) = &mut once {
                             record(response, self.shown(&forward, &tried), since(started));
                         }
@@ -364,12 +390,16 @@ impl Call {
 
     /// One try: connect (or reuse), send, read the head, make the answer
     /// (or, buffering, what reads the rest of it: awaited by the caller).
+    /// `owner` is this call's `Arc`, kept by the gauge of the upstream's
+    /// idle connections, which goes with the answer's body (it gives the
+    /// connection back when the body ends).
     ///
     /// An `async` block rather than an `async fn`, which would keep its
     /// arguments twice: this future is in every waiting request's.
     #[allow(clippy::manual_async_fn)] // see above: its future's size
     fn try_once<'a, U: Upload>(
         &'a self,
+        owner: &'a Arc<Call>,
         forward: &'a Forward,
         attempt: &'a Attempt,
         target: &'a Target,
@@ -394,14 +424,10 @@ impl Call {
             };
             let mut conn = conn.map_err(|e| fail(e, false, false))?;
             let gauge = IdleGauge {
-                pool: self.pool.clone(),
+                call: Arc::clone(owner),
                 state: attempt.state,
-                seen: self
-                    .idle_seen
-                    .get(forward.route)
-                    .and_then(|r| r.get(attempt.upstream))
-                    .cloned()
-                    .unwrap_or_default(),
+                route: forward.route,
+                upstream: attempt.upstream,
             };
             let reused = conn.requests_served() > 0;
             if reused {
@@ -731,7 +757,7 @@ impl UpstreamBody {
     fn finish(&mut self) {
         if let Some(conn) = self.conn.take() {
             if self.reader.reusable() {
-                let idle = self.gauge.pool.give_back(conn);
+                let idle = self.gauge.pool().give_back(conn);
                 self.gauge.set(idle);
             }
         }

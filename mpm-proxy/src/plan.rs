@@ -215,8 +215,11 @@ pub struct Attempt {
     pub state: UpstreamState,
     /// The request head to send it, whole.
     pub head: Vec<u8>,
-    /// Counts the request in flight (least-conn) until dropped.
-    pub in_flight: InFlightGuard,
+    /// Counts the request in flight until dropped, on a least-conn route
+    /// (the only balancing that reads the count); none on others, so that
+    /// their requests write no count that every thread of the process
+    /// shares.
+    pub in_flight: Option<InFlightGuard>,
 }
 
 /// The methods a failed try may be repeated for on the next upstream
@@ -299,7 +302,7 @@ impl Proxy {
 
     /// What chooses each try's upstream, movable into a future.
     pub fn picker(&self) -> Picker {
-        self.chooser.clone()
+        self.call.picker.clone()
     }
 }
 
@@ -381,7 +384,10 @@ impl Picker {
             let mut balancers = choices.balancers.lock();
             balancers.get_mut(r)?.pick(&forward.hash_key, eligible)?
         };
-        let in_flight = choices.in_flight.get(r)?.start(u);
+        let in_flight = match route.balance {
+            Balance::LeastConn => Some(choices.in_flight.get(r)?.start(u)),
+            _ => None,
+        };
         let spec = &route.upstreams[u];
         let host = forward.host();
         let client = ClientInfo {
@@ -506,8 +512,10 @@ mod tests {
         );
         assert!(head.contains("X-Forwarded-For: 192.0.2.7\r\n"), "{head}");
         assert!(head.contains("X-Forwarded-Proto: https\r\n"), "{head}");
-        assert_eq!(p.shared.in_flight[0].get(0), 1, "counted while in flight");
-        drop(a);
+        assert!(
+            a.in_flight.is_none(),
+            "round-robin counts nothing in flight"
+        );
         assert_eq!(p.shared.in_flight[0].get(0), 0);
         f.tls = false;
         let head = String::from_utf8(picker.next(&f, &[]).unwrap().head).unwrap();
@@ -583,6 +591,33 @@ mod tests {
         let second = picker.next(&f, &[first]).unwrap().upstream;
         assert_ne!(first, second);
         assert!(picker.next(&f, &[first, second]).is_none());
+    }
+
+    #[test]
+    fn a_least_conn_route_counts_its_tries_in_flight_until_they_end() {
+        let mut route = ProxyRoute::from_flag("/=http://10.0.0.21,http://10.0.0.22").unwrap();
+        route.balance = Balance::LeastConn;
+        let p = proxy_of(vec![route]);
+        let req = Request::for_test("GET", "/", Version::Http11, &[("Host", "h")], b"");
+        let f = forward(&p, &req);
+        let picker = p.picker();
+        let first = picker.next(&f, &[]).unwrap();
+        assert!(first.in_flight.is_some());
+        assert_eq!(
+            p.shared.in_flight[0].get(first.upstream),
+            1,
+            "counted while in flight"
+        );
+        // The other one has fewer in flight: it is the next pick.
+        let second = picker.next(&f, &[]).unwrap();
+        assert_ne!(second.upstream, first.upstream);
+        let u = first.upstream;
+        drop(first);
+        assert_eq!(
+            p.shared.in_flight[0].get(u),
+            0,
+            "uncounted when the try ends"
+        );
     }
 
     #[test]

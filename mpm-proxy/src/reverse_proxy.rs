@@ -14,6 +14,7 @@ use mpm_upstream::{Pool, Target};
 use crate::balance::InFlight;
 use crate::config::{check_routes, ProxyRoute, UpstreamUrl};
 use crate::error::{Error, Result};
+use crate::handler::Call;
 use crate::health::{http_probe, Checker, Probe};
 use crate::path::RouteTable;
 use crate::plan::Picker;
@@ -207,9 +208,13 @@ impl ReverseProxy {
         self.checker
             .ensure_running(&self.table, &self.state, self.probe.clone());
         Proxy {
-            chooser: Picker::new(self),
+            call: Arc::new(Call {
+                picker: Picker::new(self),
+                pool,
+                targets: self.targets.clone(),
+                idle_seen: self.idle_seen.clone(),
+            }),
             shared: self.clone(),
-            pool,
         }
     }
 }
@@ -239,11 +244,11 @@ fn resolve(url: &UpstreamUrl, ca_file: Option<&std::path::Path>) -> Result<Targe
 #[derive(Debug)]
 pub struct Proxy {
     pub(crate) shared: ReverseProxy,
-    /// The worker's balancers, shared with the futures its requests
-    /// become.
-    pub(crate) chooser: Picker,
-    /// This process's upstream connection pool.
-    pub(crate) pool: Arc<Pool>,
+    /// What its requests' exchanges need (its balancers, this process's
+    /// pool of upstream connections, the upstreams' addresses): one `Arc`
+    /// each request's future clones, rather than one for each part, and
+    /// which no other worker's requests touch.
+    pub(crate) call: Arc<Call>,
 }
 
 /// Another worker's handler from the same proxy (balancing positions of its
