@@ -271,9 +271,8 @@ impl Call {
                     let rest = {
                         // Recorded where the result holds it, and only then
                         // moved out: a binding of its own was one more copy.
-                        let mut once = self
-                            .try_once(&self, &forward, &attempt, target, &mut body)
-                            .await;
+                        let mut once =
+                            Call::try_once(&self, &forward, &attempt, target, &mut body).await;
                         if let Ok(Answer::Now(response)) = &mut once {
                             record(response, self.shown(&forward, &tried), since(started));
                         }
@@ -390,23 +389,22 @@ impl Call {
 
     /// One try: connect (or reuse), send, read the head, make the answer
     /// (or, buffering, what reads the rest of it: awaited by the caller).
-    /// `owner` is this call's `Arc`, kept by the gauge of the upstream's
-    /// idle connections, which goes with the answer's body (it gives the
-    /// connection back when the body ends).
+    /// An associated function of the call's `Arc` (`call`), which the
+    /// gauge of the upstream's idle connections keeps: the gauge goes with
+    /// the answer's body, which gives the connection back when it ends.
     ///
     /// An `async` block rather than an `async fn`, which would keep its
     /// arguments twice: this future is in every waiting request's.
     #[allow(clippy::manual_async_fn)] // see above: its future's size
     fn try_once<'a, U: Upload>(
-        &'a self,
-        owner: &'a Arc<Call>,
+        call: &'a Arc<Call>,
         forward: &'a Forward,
         attempt: &'a Attempt,
         target: &'a Target,
         body: &'a mut U,
     ) -> impl std::future::Future<Output = Result<Answer, Failed>> + 'a {
         async move {
-            let route = self.picker.route(forward);
+            let route = call.picker.route(forward);
             let fail = |error, stale, body_spent| Failed {
                 error,
                 stale,
@@ -418,13 +416,13 @@ impl Call {
             // its body held) skips the liveness check of a connection given
             // back just now: a close it would have seen is retried instead.
             let conn = if is_idempotent(forward.method()) && body.whole().is_some() {
-                self.pool.connect_replayable(target, until).await
+                call.pool.connect_replayable(target, until).await
             } else {
-                self.pool.connect(target, until).await
+                call.pool.connect(target, until).await
             };
             let mut conn = conn.map_err(|e| fail(e, false, false))?;
             let gauge = IdleGauge {
-                call: Arc::clone(owner),
+                call: Arc::clone(call),
                 state: attempt.state,
                 route: forward.route,
                 upstream: attempt.upstream,

@@ -37,7 +37,10 @@ pub(crate) const SLOT_WORDS: usize = 32;
 /// ([`mpm_core::shared::stripe_count`]). The counters every request adds
 /// to are there: each core writes its own stripe, and a read sums them, so
 /// that cores do not take one line in turn on every request (at 64 cores
-/// a single line would move on nearly every add).
+/// a single line would move on nearly every add). One stripe holds all of
+/// an upstream's such counters, written by the same request on the same
+/// CPU, where [`mpm_core::shared::Counters`] would give each counter
+/// stripes of its own: four times the lines for the 4,096 upstreams.
 pub(crate) const STRIPE_WORDS: usize = 16;
 
 /// The words of a slot, by name.

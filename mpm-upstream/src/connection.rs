@@ -201,7 +201,8 @@ impl Connection {
     /// by `error`.
     ///
     /// One loop with one wait, the writes and then the flush of what TLS
-    /// still holds, rather than a loop that awaits [`flush`](Self::flush);
+    /// still holds (which is all [`flush`](Self::flush) is), rather than a
+    /// loop that awaits a flush of its own;
     /// an `async` block rather than an `async fn`, which would keep its
     /// arguments twice; and the error mapped in here rather than by a
     /// future around this one, which would keep them a third time. This
@@ -245,17 +246,14 @@ impl Connection {
         }
     }
 
-    /// Send the pending TLS records, waiting until `until`.
-    pub async fn flush(&mut self, until: Instant) -> io::Result<()> {
-        loop {
-            match self.try_flush() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    ready(self.wait_writable(until)).await?;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                other => return other,
-            }
-        }
+    /// Send the pending TLS records, waiting until `until`: a
+    /// [`write_all`](Self::write_all) of nothing, whose loop ends with
+    /// this flush.
+    pub fn flush(
+        &mut self,
+        until: Instant,
+    ) -> impl std::future::Future<Output = io::Result<()>> + '_ {
+        self.write_all(&[], until)
     }
 
     /// Whether an idle connection may be used again: its peer has not
