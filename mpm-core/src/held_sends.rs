@@ -21,7 +21,7 @@
 //! a descriptor reused by another.
 
 use std::cell::RefCell;
-use std::io::{self, Write};
+use std::io;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,9 +51,16 @@ impl HeldSocket {
         })
     }
 
-    /// The socket, for reads, options and its descriptor.
+    /// The socket, for options and its descriptor.
     pub fn socket(&self) -> &TcpStream {
         &self.socket
+    }
+
+    /// Read what the socket has into `buf`: the system call itself, not
+    /// libc's cancellable wrapper that `Read for TcpStream` goes through
+    /// ([`mpm_sys::socket::recv`]).
+    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        mpm_sys::socket::recv(&self.socket, buf)
     }
 
     /// Are bytes written to it still held?
@@ -133,7 +140,7 @@ pub fn write(socket: &Arc<HeldSocket>, buf: &[u8]) -> io::Result<usize> {
     });
     match took {
         Some(r) => r,
-        None => (&socket.socket).write(buf),
+        None => mpm_sys::socket::send(&socket.socket, buf, false),
     }
 }
 
@@ -142,7 +149,7 @@ pub fn write(socket: &Arc<HeldSocket>, buf: &[u8]) -> io::Result<usize> {
 /// own).
 fn send(h: &mut Held, bytes: &[u8]) -> bool {
     while h.from < h.to {
-        match (&h.socket.socket).write(&bytes[h.from..h.to]) {
+        match mpm_sys::socket::send(&h.socket.socket, &bytes[h.from..h.to], false) {
             Ok(0) => h.from = h.to,
             Ok(n) => h.from += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -906,7 +906,7 @@ impl Read for Stream {
                 return Err(self.note(io::ErrorKind::WouldBlock.into()));
             }
         }
-        match self.socket.read(buf) {
+        match mpm_sys::socket::recv(&self.socket, buf) {
             Ok(n) => {
                 // The end of the stream, once reported, is drained only
                 // when a read returns it (or `buf` was empty).

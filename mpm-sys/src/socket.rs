@@ -92,6 +92,18 @@ pub fn has_pending_input(socket: impl AsFd) -> bool {
     matches!(rustix::net::recv(socket, &mut byte, flags), Ok((n, _)) if n > 0)
 }
 
+/// Read what `socket` has into `buf` (`recv`). The system call itself
+/// (rustix's), not libc's wrapper, which std's `Read` goes through: that
+/// one is a cancellation point, and marks the thread cancellable around
+/// every call (a few dozen instructions each, two reads a proxied
+/// request). Interrupted by a signal, it returns `Interrupted`, as std's
+/// does.
+pub fn recv(socket: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+    rustix::net::recv(socket.as_fd(), buf, rustix::net::RecvFlags::empty())
+        .map(|(n, _)| n)
+        .map_err(io::Error::from)
+}
+
 /// Write `buf` (`send`, `MSG_NOSIGNAL`: a closed peer is an error, not a
 /// SIGPIPE), telling the kernel more data follows at once (`MSG_MORE`)
 /// when `more` is set. Retries when interrupted by a signal.

@@ -2,7 +2,7 @@
 //! always non-blocking.
 
 use std::fmt;
-use std::io::{self, Read};
+use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -118,10 +118,7 @@ impl Connection {
     /// when nothing is (for TLS: no complete record).
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match &mut self.io {
-            Io::Plain(s) => {
-                let mut sock = s.socket();
-                sock.read(buf)
-            }
+            Io::Plain(s) => s.read(buf),
             Io::Tls(t) => t.try_read(buf),
         }
     }
