@@ -44,7 +44,29 @@ pub fn copy_of(bytes: &[u8]) -> Vec<u8> {
     }
 }
 
-/// Give `buf` back for a later [`copy_of`] on this thread: kept if the
+/// An empty buffer with room for at least `min` bytes: the smallest this
+/// thread gave back that has it (a response's few fields should not take
+/// the buffer a body copy needs next), else a new one of `min`.
+pub fn take(min: usize) -> Vec<u8> {
+    let spare = SPARES.with(|s| {
+        let mut s = s.borrow_mut();
+        let (i, _) = s
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.capacity() >= min)
+            .min_by_key(|(_, v)| v.capacity())?;
+        Some(s.swap_remove(i))
+    });
+    match spare {
+        Some(mut v) => {
+            v.clear();
+            v
+        }
+        None => Vec::with_capacity(min),
+    }
+}
+
+/// Give `buf` back for a later [`copy_of`] or [`take`] on this thread: kept if the
 /// thread keeps fewer than a few and it is at most [`KEPT_MAX`] bytes.
 pub fn give(buf: Vec<u8>) {
     if buf.capacity() == 0 || buf.capacity() > KEPT_MAX {
@@ -84,6 +106,20 @@ mod tests {
         let big = copy_of(&[1u8; 200]);
         assert_eq!(big.len(), 200);
         SPARES.with(|s| assert_eq!(s.borrow().len(), KEPT));
+    }
+
+    #[test]
+    fn take_finds_the_smallest_buffer_with_room_and_empties_it() {
+        SPARES.with(|s| s.borrow_mut().clear());
+        give(vec![1u8; 4000]);
+        give(vec![2u8; 300]);
+        give(vec![3u8; 100]);
+        let small = take(200);
+        assert!(small.is_empty());
+        assert_eq!(small.capacity(), 300, "the 300, not the 4000");
+        let none_fits = take(5000);
+        assert!(none_fits.capacity() >= 5000);
+        SPARES.with(|s| assert_eq!(s.borrow().len(), 2));
     }
 
     #[test]

@@ -94,6 +94,7 @@ mod settings;
 mod state;
 mod tunnel;
 mod waiting;
+mod wire_fields;
 mod writing;
 
 /// The allocator trait and collections a [`RequestPool`] plugs into.

@@ -14,6 +14,7 @@ use smallvec::SmallVec;
 
 use crate::byte_classes::is_tchar;
 use crate::waiting::{LaterAnswer, PollRead, Tunnel};
+use crate::wire_fields::WireFields;
 
 /// Header fields as (name, value) pairs, in the order they are sent; the
 /// usual handful is kept inline, so building a response need not allocate.
@@ -158,11 +159,14 @@ impl From<Cow<'static, str>> for HeaderText {
 #[derive(Debug)]
 pub struct Response {
     // The layer reads these in place (crate-visible), where the response
-    // was built or received: its 448 bytes are not moved into another
+    // was built or received: its 472 bytes are not moved into another
     // struct to be written.
     pub(crate) status: u16,
     pub(crate) reason: Option<HeaderText>,
     pub(crate) headers: Fields,
+    /// Fields given as bytes ([`try_header_bytes`](Self::try_header_bytes)),
+    /// as they are written; sent after `headers`.
+    pub(crate) wire: WireFields,
     pub(crate) body: Body,
     pub(crate) close: bool,
     pub(crate) has_server: bool,
@@ -454,6 +458,7 @@ impl Response {
             status,
             reason: None,
             headers: SmallVec::new(),
+            wire: WireFields::default(),
             body: Body::Empty,
             close: false,
             has_server: false,
@@ -746,6 +751,47 @@ impl Response {
         Ok(self)
     }
 
+    /// Add a field given as bytes, kept as it is written (`Name: value`
+    /// and CRLF) rather than as a pair of [`HeaderText`]s: for a proxy
+    /// passing on an upstream's fields, which it has as bytes. Checked and
+    /// refused as [`try_header`](Self::try_header) checks and refuses; a
+    /// value past ASCII (obs-text) is kept and sent as it came. Sent after
+    /// the fields added as text. [`headers`](Self::headers) lists those of
+    /// these that are UTF-8.
+    ///
+    /// ```
+    /// use mpm_http::{HeaderError, Response};
+    /// let mut r = Response::new(200);
+    /// r.try_header_bytes(b"Content-Type", b"text/plain").unwrap();
+    /// r.try_header_bytes(b"X-Latin-1", b"caf\xe9").unwrap();
+    /// assert_eq!(r.header_value("content-type"), Some("text/plain"));
+    /// assert!(r.try_header_bytes(b"Content-Length", b"5").is_err());
+    /// let refused = r.try_header_bytes(b"X-A", b"a\r\nSet-Cookie: x=1").unwrap_err();
+    /// assert_eq!(refused, HeaderError::InvalidValue("X-A".into()));
+    /// ```
+    pub fn try_header_bytes(&mut self, name: &[u8], value: &[u8]) -> Result<(), HeaderError> {
+        if !is_token(name) {
+            return Err(HeaderError::InvalidName(
+                String::from_utf8_lossy(name).into_owned(),
+            ));
+        }
+        if is_layer_field(name) {
+            return Err(HeaderError::LayerField(
+                String::from_utf8_lossy(name).into_owned(),
+            ));
+        }
+        if !is_field_value(value) {
+            return Err(HeaderError::InvalidValue(
+                String::from_utf8_lossy(name).into_owned(),
+            ));
+        }
+        if name.eq_ignore_ascii_case(b"server") {
+            self.has_server = true;
+        }
+        self.wire.push_checked(name, value);
+        Ok(())
+    }
+
     /// Close the connection once this response is sent (`Connection:
     /// close`), whatever the client asked.
     pub fn close(mut self) -> Response {
@@ -836,9 +882,13 @@ impl Response {
         self.status
     }
 
-    /// The header fields set so far.
+    /// The header fields set so far (of those given as bytes, the ones
+    /// that are UTF-8).
     pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.headers.iter().map(|(n, v)| (&**n, &**v))
+        let wire = self.wire.iter().filter_map(|(n, v)| {
+            Some((std::str::from_utf8(n).ok()?, std::str::from_utf8(v).ok()?))
+        });
+        self.headers.iter().map(|(n, v)| (&**n, &**v)).chain(wire)
     }
 
     /// The first value of the named header (case-insensitive).
@@ -979,9 +1029,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<HeaderText>(), 3 * 8);
         assert_eq!(std::mem::size_of::<Option<HeaderText>>(), 3 * 8);
         // Six inline header pairs of them, and the rest: 560 bytes with
-        // four-word texts.
+        // four-word texts. (472 with the buffer of fields given as bytes,
+        // which saves a proxied answer a pair of texts a field.)
         assert!(
-            std::mem::size_of::<Response>() <= 448,
+            std::mem::size_of::<Response>() <= 472,
             "{}",
             std::mem::size_of::<Response>()
         );

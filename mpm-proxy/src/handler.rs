@@ -264,7 +264,7 @@ impl Call {
                 attempt.state.count_request();
                 // The answer made now (nearly all) is returned from the try's
                 // result as it is: each result it went through on its way out
-                // was another copy of its 448 bytes. A buffered one is awaited
+                // was another copy of its 472 bytes. A buffered one is awaited
                 // once that result is gone: held across the await, it would be
                 // in every request's future.
                 let failed = 'failed: {
@@ -534,7 +534,7 @@ enum Answer {
 /// future but for a buffered answer, which is boxed).
 ///
 /// Its result is the try's (a bad answer a [`Failed`] here, not mapped to
-/// one after): the answer, 448 bytes, is not moved from one result into
+/// one after): the answer, 472 bytes, is not moved from one result into
 /// another on its way out.
 fn answer(
     forward: &Forward,
@@ -663,15 +663,6 @@ fn record(response: &mut Response, upstreams: HeaderText, time: Duration) {
 /// copied, into `response` (made with the upstream's status).
 /// `upgrade`: the `101` to a tunnelled request.
 fn copy_head(response: &mut Response, head: &ResponseHead, upgrade: bool) {
-    // The head as shared text (nearly always); a head that is not UTF-8
-    // has its passing fields copied, those that are UTF-8.
-    let text = head.text();
-    let take = |range: std::ops::Range<usize>, part: &[u8]| match text {
-        Some(t) => HeaderText::slice_of(t, range),
-        None => std::str::from_utf8(part)
-            .ok()
-            .map(|p| HeaderText::from(p.to_string())),
-    };
     // A phrase the layer would refuse (a control, a byte past ASCII) is
     // dropped for the registered one rather than turned into a 500; the
     // registered one itself needs no copy.
@@ -680,43 +671,32 @@ fn copy_head(response: &mut Response, head: &ResponseHead, upgrade: bool) {
         && reason != reason_phrase(head.status)
         && reason.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
     {
-        if let Some(r) = take(head.reason_range(), reason.as_bytes()) {
-            response.set_reason(r);
+        let phrase = match head.text() {
+            Some(t) => HeaderText::slice_of(t, head.reason_range()),
+            None => Some(HeaderText::from(reason.to_string())),
+        };
+        if let Some(p) = phrase {
+            response.set_reason(p);
         }
     }
     // The fields `Connection` names (none, nearly always), found once
     // rather than for each field.
     let connection: SmallVec<[&[u8]; 2]> = head.connection().collect();
-    // The layer writes its own `Date`: `try_header` would refuse the
-    // upstream's, making (and dropping) an error for it every response.
-    let skipped = |name: &str| name.eq_ignore_ascii_case("date");
-    let Some(text) = text else {
-        for ((name, value), (n, v)) in head.headers().zip(head.header_ranges()) {
-            if skipped(name) || !passes(name, connection.iter().copied(), upgrade) {
-                continue;
-            }
-            // A value that is not UTF-8 (obs-text) is not passed on.
-            if let (Some(name), Some(value)) = (take(n, name.as_bytes()), take(v, value)) {
-                let _ = response.try_header(name, value);
-            }
-        }
-        return;
-    };
-    // The head as text (nearly always): each field straight from its
-    // ranges, its value sliced only if it passes, not first as bytes
-    // and then again as text.
+    // Each passing field copied as bytes into the response's block of
+    // fields (one copy, written out whole), a value past ASCII as it came,
+    // as nginx passes it. The layer writes its own `Date`:
+    // `try_header_bytes` would refuse the upstream's, making (and
+    // dropping) an error for it every response.
+    let bytes = head.bytes();
     for (n, v) in head.header_ranges() {
-        let Some(name) = text.get(n.clone()) else {
+        let (Some(name), Some(value)) = (bytes.get(n), bytes.get(v)) else {
             continue;
         };
-        if skipped(name) || !passes(name, connection.iter().copied(), upgrade) {
+        if name.eq_ignore_ascii_case(b"date") || !passes(name, connection.iter().copied(), upgrade)
+        {
             continue;
         }
-        if let (Some(name), Some(value)) =
-            (HeaderText::slice_of(text, n), HeaderText::slice_of(text, v))
-        {
-            let _ = response.try_header(name, value);
-        }
+        let _ = response.try_header_bytes(name, value);
     }
 }
 

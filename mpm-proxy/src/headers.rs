@@ -78,8 +78,8 @@ enum Kind {
 /// The kind of `name`, told by its length first: a name is compared with
 /// the few known names of its length, not with each of them (every field
 /// of every request and every answer is asked).
-fn kind(name: &str) -> Kind {
-    let is = |known: &str| is_lowercase_of(name.as_bytes(), known.as_bytes());
+fn kind(name: &[u8]) -> Kind {
+    let is = |known: &str| is_lowercase_of(name, known.as_bytes());
     match name.len() {
         2 if is("te") => Kind::Hop,
         4 if is("host") => Kind::Host,
@@ -95,7 +95,7 @@ fn kind(name: &str) -> Kind {
         17 if is("x-forwarded-proto") => Kind::XForwarded,
         // A prefix looked for only after its first letter: most names
         // (`Server`, `Content-Type`) start with neither.
-        _ => match name.as_bytes().first() {
+        _ => match name.first() {
             Some(b'p' | b'P') if starts_with_ignore_case(name, "proxy-") => Kind::Hop,
             Some(b'x' | b'X') if starts_with_ignore_case(name, "x-accel-") => Kind::Accel,
             _ => Kind::Other,
@@ -105,11 +105,11 @@ fn kind(name: &str) -> Kind {
 
 /// Does a `Connection` field (`connection`: their values, read in place)
 /// name `name`, making it hop-by-hop for this message?
-fn named_by<'a>(name: &str, connection: impl IntoIterator<Item = &'a [u8]>) -> bool {
+fn named_by<'a>(name: &[u8], connection: impl IntoIterator<Item = &'a [u8]>) -> bool {
     connection
         .into_iter()
         .flat_map(|v| v.split(|b| *b == b','))
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(name.as_bytes()))
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(name))
 }
 
 /// Does `name`, with its ASCII capitals made small, read `lower` (small
@@ -124,8 +124,8 @@ fn is_lowercase_of(name: &[u8], lower: &[u8]) -> bool {
 }
 
 /// Does `s` start with `prefix` (small), whatever its case?
-fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
-    s.len() >= prefix.len() && is_lowercase_of(&s.as_bytes()[..prefix.len()], prefix.as_bytes())
+fn starts_with_ignore_case(s: &[u8], prefix: &str) -> bool {
+    s.len() >= prefix.len() && is_lowercase_of(&s[..prefix.len()], prefix.as_bytes())
 }
 
 /// The values of the `Connection` fields among `fields`.
@@ -198,13 +198,13 @@ pub fn request_fields_into<'a, I>(
     let connection = connection_values(fields.clone()).next().is_some();
     let rewrites = route.forwarded != ForwardedStyle::Off;
     for (name, value) in fields.clone() {
-        let passed = match kind(name) {
+        let passed = match kind(name.as_bytes()) {
             Kind::Hop | Kind::Host | Kind::Expect => false,
             // Kept for a tunnel, whatever `Connection` says.
             Kind::Upgrade => tunnel,
             // Who-is-the-client fields: rewritten below, or dropped if untrusted.
             Kind::XForwarded | Kind::Forwarded if rewrites => false,
-            _ => !(connection && named_by(name, connection_values(fields.clone()))),
+            _ => !(connection && named_by(name.as_bytes(), connection_values(fields.clone()))),
         };
         if passed {
             push_field(out, name, value);
@@ -410,10 +410,11 @@ pub fn response_fields<'a>(
 /// `Date` and `Server` included. `upgrade` (a `101` to a tunnelled
 /// request) lets `Upgrade` through.
 pub fn passes<'a>(
-    name: &str,
+    name: impl AsRef<[u8]>,
     connection: impl IntoIterator<Item = &'a [u8]>,
     upgrade: bool,
 ) -> bool {
+    let name = name.as_ref();
     match kind(name) {
         Kind::Hop | Kind::Accel => false,
         Kind::Upgrade => upgrade,
@@ -845,7 +846,7 @@ mod tests {
             ("X-Accel-Redirect", Kind::Accel),
             ("x-accel", Kind::Other),
         ] {
-            assert_eq!(kind(name), want, "{name}");
+            assert_eq!(kind(name.as_bytes()), want, "{name}");
         }
     }
 }

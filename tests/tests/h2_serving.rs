@@ -552,6 +552,63 @@ fn a_post_body_reaches_the_upstream(mpm: &str) {
     assert_eq!(seen[0].body, body, "the body as sent");
 }
 
+/// A proxied answer's end-to-end fields reach an HTTP/2 client (as the
+/// proxy passes them: in one block of bytes, not as pairs of texts),
+/// with the server's own `date` and nothing of HTTP/1.1's connection
+/// management.
+fn an_upstreams_fields_reach_an_http2_client(mpm: &str) {
+    let origin = Origin::start();
+    origin.on(
+        "/fields",
+        Script::ok(b"up\n")
+            .header("Server", "origin/1.0")
+            .header("X-Up", "yes")
+            .header("Cache-Control", "max-age=60")
+            .header("Keep-Alive", "timeout=5"),
+    );
+    let route = format!("/up/={}", origin.url("/"));
+    let Some(server) = h2_server(mpm, None, &["--proxy", &route]) else {
+        return;
+    };
+    let fields: Vec<(String, String)> = if server.is_tls() {
+        if !curl_has_http2() {
+            tests::skip("curl here lacks HTTP2 (nghttp2)");
+            return;
+        }
+        let out = curl(
+            &server,
+            &["-D", "-", "-o", "/dev/null", &server.url("/up/fields")],
+        );
+        assert!(out.starts_with("HTTP/2 200"), "{out}");
+        out.lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.trim_end().to_string()))
+            .collect()
+    } else {
+        let mut c = H2::connect(server.addr(), None);
+        let a = c.get("/up/fields");
+        assert_eq!((a.status, a.body.as_slice()), (200, &b"up\n"[..]));
+        a.headers
+            .iter()
+            .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap().to_string()))
+            .collect()
+    };
+    let get = |name: &str| -> Vec<&str> {
+        fields
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    assert_eq!(get("server"), ["origin/1.0"], "{fields:?}");
+    assert_eq!(get("x-up"), ["yes"], "{fields:?}");
+    assert_eq!(get("cache-control"), ["max-age=60"], "{fields:?}");
+    assert_eq!(get("date").len(), 1, "{fields:?}");
+    assert!(get("keep-alive").is_empty(), "{fields:?}");
+    assert!(get("connection").is_empty(), "{fields:?}");
+}
+
 fn a_large_file_keeps_to_a_small_client_window(mpm: &str) {
     let root = TempDir::new("h2-root");
     let want = tests::pattern(1 << 20, 9);
@@ -1012,6 +1069,7 @@ tests::mpm_suite!(over transports:
     python_h2_client_is_answered,
     streams_of_one_connection_wait_on_an_upstream_together,
     a_post_body_reaches_the_upstream,
+    an_upstreams_fields_reach_an_http2_client,
     a_large_file_keeps_to_a_small_client_window,
     a_stream_waiting_on_its_upstream_leaves_the_window_to_the_others,
     a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight,

@@ -195,6 +195,41 @@ fn a_proxied_answer_is_the_origins_byte_for_byte(mpm: &str) {
     assert_eq!(conditional.header("if-none-match"), Some("\"v1\""));
 }
 
+/// The origin's fields are passed as its bytes: a value past ASCII
+/// (obs-text, a Latin-1 `é`) as it came, as nginx passes it; its `Date`,
+/// framing and hop-by-hop fields replaced by the proxy's own.
+fn a_field_value_past_ascii_from_the_origin_is_passed_as_it_came(mpm: &str) {
+    let origin = Origin::start();
+    origin.on(
+        "/latin",
+        Script::raw(
+            b"HTTP/1.1 200 OK\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\nX-Latin: caf\xe9 au lait\r\n\
+              Keep-Alive: timeout=5\r\nContent-Length: 3\r\nX-After: \tok\r\n\r\nok\n",
+        ),
+    );
+    let server = serve_all_to(mpm, &origin, &[]);
+    let mut c = server.connect();
+    c.send(&request("GET", "/latin", &["Connection: close"]))
+        .unwrap();
+    let got = c.read_to_end().unwrap();
+    let head_end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a whole head");
+    let head = &got[..head_end + 2];
+    assert!(head.starts_with(b"HTTP/1.1 200 OK\r\n"), "{head:?}");
+    assert!(
+        contains(head, b"\r\nX-Latin: caf\xe9 au lait\r\n"),
+        "the value past ASCII was not passed as it came: {:?}",
+        String::from_utf8_lossy(head)
+    );
+    assert!(contains(head, b"\r\nX-After: ok\r\n"), "{head:?}");
+    assert!(!contains(head, b"Keep-Alive"), "a hop-by-hop field passed");
+    assert!(!contains(head, b"2001"), "the origin's Date passed");
+    assert!(contains(head, b"\r\nContent-Length: 3\r\n"));
+    assert_eq!(&got[head_end + 4..], b"ok\n");
+}
+
 fn hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does(mpm: &str) {
     let origin = Origin::start();
     origin.on("/echo", Script::ok(b"seen\n"));
@@ -1249,6 +1284,7 @@ fn a_proxied_request_costs_a_bounded_number_of_allocations(mpm: &str) {
 mpm_suite!(
     over transports:
     a_proxied_answer_is_the_origins_byte_for_byte,
+    a_field_value_past_ascii_from_the_origin_is_passed_as_it_came,
     hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does,
     a_request_the_server_would_refuse_for_itself_never_reaches_the_origin,
     an_origin_down_is_502_its_timeout_504_and_the_server_serves_on,

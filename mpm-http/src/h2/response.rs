@@ -31,6 +31,13 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "upgrade",
 ];
 
+/// Is `name` (any case) a field HTTP/2 does not carry (RFC 9113 §8.2.2)?
+fn is_connection_specific(name: &[u8]) -> bool {
+    CONNECTION_SPECIFIC
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c.as_bytes()))
+}
+
 /// A response head as HEADERS carry it: the status, `date`, `server`,
 /// the handler's fields and `content-length`. It borrows or owns what the
 /// response held and allocates nothing: the codec writes each field
@@ -41,6 +48,8 @@ pub(crate) struct ResponseHead<'s> {
     pub(crate) status: u16,
     server: Option<&'s str>,
     headers: crate::response::Fields,
+    /// The fields given as bytes ([`Response::try_header_bytes`]).
+    wire: crate::wire_fields::WireFields,
     length: Option<u64>,
 }
 
@@ -73,6 +82,13 @@ impl ResponseHead<'_> {
                 continue;
             }
             f(name.as_bytes(), Value::Text(value.as_bytes()));
+        }
+        // Checked as they were added: no layer field (so no
+        // `content-length`), but a connection-specific one may be there.
+        for (name, value) in self.wire.iter() {
+            if !is_connection_specific(name) {
+                f(name, Value::Text(value));
+            }
         }
         if let Some(len) = self.length {
             f(b"content-length", Value::Length(len));
@@ -140,11 +156,8 @@ pub(crate) fn head(
     let no_body = status < 200 || status == 204 || status == 304;
     let server = (!parts.has_server && !settings.server.is_empty()).then_some(&*settings.server);
     let mut headers = std::mem::take(&mut parts.headers);
-    headers.retain(|(name, _)| {
-        !CONNECTION_SPECIFIC
-            .iter()
-            .any(|c| name.eq_ignore_ascii_case(c))
-    });
+    headers.retain(|(name, _)| !is_connection_specific(name.as_bytes()));
+    let wire = std::mem::take(&mut parts.wire);
     let length = if no_body { None } else { parts.body.len() };
     let body = if no_body || is_head {
         Body::Empty
@@ -155,6 +168,7 @@ pub(crate) fn head(
         status,
         server,
         headers,
+        wire,
         length,
     };
     (head, body)
