@@ -238,7 +238,7 @@ impl Call {
             let mut tried: SmallVec<[usize; 4]> = SmallVec::new();
             let mut stale_retries: u8 = 0;
             loop {
-                let Some(attempt) = self.picker.next(&forward, &tried) else {
+                let Some(mut attempt) = self.picker.next(&forward, &tried) else {
                     if tried.is_empty() {
                         mpm_core::log_error!(
                             "proxy: no live upstreams for {} {} (route {})",
@@ -272,7 +272,7 @@ impl Call {
                         // Recorded where the result holds it, and only then
                         // moved out: a binding of its own was one more copy.
                         let mut once =
-                            Call::try_once(&self, &forward, &attempt, target, &mut body).await;
+                            Call::try_once(&self, &forward, &mut attempt, target, &mut body).await;
                         if let Ok(Answer::Now(response)) = &mut once {
                             record(response, self.shown(&forward, &tried), since(started));
                         }
@@ -399,7 +399,7 @@ impl Call {
     fn try_once<'a, U: Upload>(
         call: &'a Arc<Call>,
         forward: &'a Forward,
-        attempt: &'a Attempt,
+        attempt: &'a mut Attempt,
         target: &'a Target,
         body: &'a mut U,
     ) -> impl std::future::Future<Output = Result<Answer, Failed>> + 'a {
@@ -458,6 +458,10 @@ impl Call {
                 write_request(&mut conn, message, send_until())
                     .await
                     .map_err(stale)?;
+                // Written (held, nearly always: copied into the loop's batch):
+                // the head's buffer serves the next request's, which this
+                // thread makes before the answer to this one comes.
+                mpm_core::byte_spares::give(std::mem::take(&mut attempt.head));
             } else {
                 write_request(&mut conn, &attempt.head, send_until())
                     .await

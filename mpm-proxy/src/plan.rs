@@ -213,7 +213,9 @@ pub struct Attempt {
     pub upstream: usize,
     /// Its shared state: count the request, record a failure.
     pub state: UpstreamState,
-    /// The request head to send it, whole.
+    /// The request head to send it, whole: in a buffer the thread gave
+    /// back ([`mpm_core::byte_spares`]), which the exchange gives back once
+    /// the head is written (a retry makes its head again).
     pub head: Vec<u8>,
     /// Counts the request in flight until dropped, on a least-conn route
     /// (the only balancing that reads the count); none on others, so that
@@ -397,7 +399,7 @@ impl Picker {
         };
         // Written in one buffer sized for it: the client's parts, their
         // separators, the fields the proxy adds and the URL's path.
-        let mut head = Vec::with_capacity(
+        let mut head = mpm_core::byte_spares::take(
             forward.text.len()
                 + forward.raw.len()
                 + 4 * forward.spans.fields.len()
