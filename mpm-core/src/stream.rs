@@ -638,6 +638,35 @@ impl Stream {
         }
     }
 
+    /// Hold all of `buf` as [`send`](Self::send) would, by taking the
+    /// buffer itself rather than copying its bytes, when this stream holds
+    /// its sends and holds nothing yet: `buf` is left empty, with the
+    /// capacity of the queue it was swapped with. False (and `buf` as it
+    /// was) otherwise: the caller sends it as usual.
+    ///
+    /// An answer is written whole into its connection's output buffer
+    /// (head and, for a short one, body), then held: a copy of a kilobyte
+    /// or two into the queue, every answer on a loop, that a swap saves.
+    pub fn hold_whole(&mut self, buf: &mut Vec<u8>) -> bool {
+        if self.transport.is_some()
+            || !self.ring_flag(HOLD_SENDS)
+            || self.ring_flag(RING_OWNS_OUTPUT)
+            || buf.len() > HOLD_MAX
+        {
+            return false;
+        }
+        let Some(r) = self.ring.as_deref_mut() else {
+            return false;
+        };
+        if !r.output.is_empty() {
+            return false;
+        }
+        std::mem::swap(&mut r.output, buf);
+        buf.clear();
+        self.count_send(false);
+        true
+    }
+
     /// Send up to `count` bytes of `file` from `offset` with `sendfile(2)`,
     /// advancing `offset`. Returns the number of bytes sent (0 at end of file).
     pub fn sendfile(&mut self, file: &File, offset: &mut u64, count: usize) -> io::Result<usize> {
@@ -1047,6 +1076,57 @@ mod tests {
         }
         assert_eq!(&got[..5], b"held;");
         assert_eq!(stream.held_len(), 0);
+        stream.stop_holding(&mut spares);
+    }
+
+    /// A whole buffer is held by swapping it for the empty queue's (its
+    /// bytes not copied), only while the stream holds its sends and holds
+    /// nothing yet; anything else leaves it to an ordinary send, so bytes
+    /// keep their order.
+    #[test]
+    fn a_whole_buffer_is_held_by_a_swap_only_when_nothing_is_held() {
+        let (mut client, mut stream) = pair();
+        client
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut out = b"answer one;".to_vec();
+        assert!(!stream.hold_whole(&mut out), "not holding: sent as usual");
+        assert_eq!(out, b"answer one;");
+        let mut spares = Vec::new();
+        stream.hold_sends(&mut spares);
+        let at = out.as_ptr();
+        assert!(stream.hold_whole(&mut out));
+        assert!(out.is_empty(), "the buffer went to the queue");
+        assert_eq!(stream.held_len(), 11);
+        let mut again = b"two;".to_vec();
+        assert!(!stream.hold_whole(&mut again), "something is held already");
+        assert_eq!(stream.send(&again, false).unwrap(), 4);
+        let mut buf = [0u8; 64];
+        assert!(client.read(&mut buf).is_err(), "nothing before send_held");
+        stream.send_held(&mut spares).unwrap();
+        let mut got = Vec::new();
+        while got.len() < 15 {
+            let n = client.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, b"answer one;two;");
+        // The swapped-in buffer is the one the next whole answer gets back.
+        let mut next = b"three;".to_vec();
+        assert!(stream.hold_whole(&mut next));
+        assert_eq!(
+            next.as_ptr(),
+            at,
+            "the queue's buffer, now empty, came back"
+        );
+        stream.stop_holding(&mut spares);
+        stream.send_held(&mut spares).unwrap();
+        let n = client.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"three;");
+        // Too large to hold whole: left to an ordinary send.
+        stream.hold_sends(&mut spares);
+        let mut large = vec![b'L'; super::HOLD_MAX + 1];
+        assert!(!stream.hold_whole(&mut large));
+        assert_eq!(large.len(), super::HOLD_MAX + 1);
         stream.stop_holding(&mut spares);
     }
 

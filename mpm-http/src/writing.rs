@@ -463,6 +463,15 @@ impl Sender {
         let mut budget = chunk;
         loop {
             self.gather_polled(c, &mut budget);
+            if c.out_pos == 0 && !c.out.is_empty() {
+                // Held by the stream as it is (a loop holding its sends),
+                // the buffer swapped for the queue's rather than copied.
+                let n = c.out.len();
+                if s.hold_whole(&mut c.out) {
+                    self.account(c, s, n);
+                    c.out_pos = c.out.len();
+                }
+            }
             while c.out_pos < c.out.len() {
                 // Not before a polled body: its next bytes may be long in
                 // coming (an event stream), and corked bytes would wait.
