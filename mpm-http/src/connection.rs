@@ -20,7 +20,7 @@ use crate::h2::{self, H2Conn, Preface};
 use crate::head::{self, Framing, Parsed, Spans, SLOTS};
 use crate::page_cache;
 use crate::reading::{deadline, BufferedKey, Gate, Reader, Received, Step};
-use crate::request::{Headers, Request};
+use crate::request::{BodyFraming, Headers, Request};
 use crate::request_pool::PoolArena;
 use crate::settings::{HttpSettings, ServiceSettings};
 use crate::state::{After, HttpConn, LaterState, Pending, Started, Waiting};
@@ -367,6 +367,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             peer: s.peer_addr(),
             secure: s.has_transport(),
             pool: self.reader.arena.pool(),
+            framing: BodyFraming::of(&head),
         };
         // A streamed body is read by the worker that runs the handler, as
         // it arrives: hand the request over as soon as its head is here.

@@ -54,6 +54,9 @@ pub(crate) struct Head<'h, 'b> {
     /// Bytes the head took, final blank line included.
     pub(crate) len: usize,
     pub(crate) framing: Framing,
+    /// The `Content-Length` it announced (`framing` is `None` for a length
+    /// of 0 as for none).
+    pub(crate) content_length: Option<u64>,
     /// What the client asked of the connection: `Some(true)` keep-alive,
     /// `Some(false)` close, `None` the version's default.
     pub(crate) connection: Option<bool>,
@@ -201,6 +204,7 @@ pub(crate) fn parse<'h, 'b>(
         headers,
         len,
         framing,
+        content_length: length,
         connection,
         expect_continue,
     })
@@ -224,6 +228,7 @@ pub(crate) struct Spans {
     count: usize,
     len: usize,
     framing: Framing,
+    content_length: Option<u64>,
     connection: Option<bool>,
     expect_continue: bool,
 }
@@ -239,6 +244,7 @@ impl Spans {
             count: 0,
             len: 0,
             framing: Framing::None,
+            content_length: None,
             connection: None,
             expect_continue: false,
         }
@@ -276,6 +282,7 @@ impl Spans {
         self.count = head.headers.len();
         self.len = head.len;
         self.framing = head.framing;
+        self.content_length = head.content_length;
         self.connection = head.connection;
         self.expect_continue = head.expect_continue;
         true
@@ -310,6 +317,7 @@ impl Spans {
             headers: &into[..self.count],
             len: self.len,
             framing: self.framing,
+            content_length: self.content_length,
             connection: self.connection,
             expect_continue: self.expect_continue,
         })
@@ -605,6 +613,43 @@ mod tests {
             let mut kept = [httparse::EMPTY_HEADER; KEPT_FIELDS];
             let made = spans.head(data, &mut kept).expect("the same bytes");
             assert_eq!(format!("{made:?}"), format!("{parsed:?}"), "{text:?}");
+        }
+    }
+
+    /// A request the layer parsed answers `content_length` and
+    /// `is_chunked` from the parse (the request below has no fields of
+    /// its own to scan), a length of 0 as announced.
+    #[test]
+    fn a_parsed_requests_framing_comes_from_its_parse() {
+        use crate::request::{BodyFraming, Request};
+        let cases: [(&[u8], Option<u64>, bool); 4] = [
+            (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", None, false),
+            (
+                b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+                Some(0),
+                false,
+            ),
+            (
+                b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\r\n",
+                Some(12),
+                false,
+            ),
+            (
+                b"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+                None,
+                true,
+            ),
+        ];
+        for (data, length, chunked) in cases {
+            let text = String::from_utf8_lossy(data);
+            let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+            let Parsed::Complete(head) = parse(data, &mut slots, &LIMITS) else {
+                panic!("{text:?} is a complete head");
+            };
+            let mut req = Request::for_test("GET", "/", Version::Http11, &[], b"");
+            req.framing = BodyFraming::of(&head);
+            assert_eq!(req.content_length(), length, "{text:?}");
+            assert_eq!(req.is_chunked(), chunked, "{text:?}");
         }
     }
 

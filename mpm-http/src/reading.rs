@@ -14,7 +14,7 @@ use mpm_core::Stream;
 use crate::body::{self, BodySource, BodyStream, Timing};
 use crate::chunked::{self, ChunkError};
 use crate::head::{self, Framing, Head, Parsed, Spans, KEPT_FIELDS, SLOTS};
-use crate::request::{Headers, Request, Version};
+use crate::request::{BodyFraming, Headers, Request, Version};
 use crate::request_pool::PoolArena;
 use crate::response::Response;
 use crate::settings::ServiceSettings;
@@ -445,6 +445,7 @@ impl<H: HttpHandler> Reader<H> {
             peer: s.peer_addr(),
             secure: s.has_transport(),
             pool: self.arena.pool(),
+            framing: BodyFraming::of(head),
         };
         catch(|| self.handler.answers_without_blocking(&req)).unwrap_or(false)
     }
@@ -462,6 +463,7 @@ impl<H: HttpHandler> Reader<H> {
             peer: s.peer_addr(),
             secure: s.has_transport(),
             pool: self.arena.pool(),
+            framing: BodyFraming::of(head),
         };
         catch(|| self.handler.streams_body(&req)).unwrap_or(false)
     }
@@ -502,6 +504,7 @@ impl<H: HttpHandler> Reader<H> {
             peer,
             secure,
             pool: self.arena.pool(),
+            framing: BodyFraming::of(head),
         };
         let handler = &mut self.handler;
         let caught = catch_into(answer, || handler.handle(&req));

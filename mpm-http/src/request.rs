@@ -41,6 +41,31 @@ pub struct Request<'a> {
     /// Did it come over TLS?
     pub(crate) secure: bool,
     pub(crate) pool: RequestPool<'a>,
+    /// How the body is framed, as the layer found when it parsed the head;
+    /// `None` for a request made otherwise (a test's, HTTP/2's), whose
+    /// fields are read for it instead.
+    pub(crate) framing: Option<BodyFraming>,
+}
+
+/// A request body's framing, read once from the head: a proxy asks for it
+/// several times a request (does the handler stream the body, how is it
+/// forwarded), and each was a scan of the fields.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyFraming {
+    /// The `Content-Length` announced.
+    content_length: Option<u64>,
+    /// `Transfer-Encoding: chunked` (the layer refuses any other).
+    chunked: bool,
+}
+
+impl BodyFraming {
+    /// The framing of a head the layer parsed.
+    pub(crate) fn of(head: &crate::head::Head<'_, '_>) -> Option<BodyFraming> {
+        Some(BodyFraming {
+            content_length: head.content_length,
+            chunked: matches!(head.framing, crate::head::Framing::Chunked),
+        })
+    }
 }
 
 impl std::fmt::Debug for Request<'_> {
@@ -86,6 +111,7 @@ impl<'a> Request<'a> {
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
             secure: false,
             pool: RequestPool::heap(),
+            framing: None,
         }
     }
 
@@ -294,7 +320,25 @@ impl<'a> Request<'a> {
     /// The `Content-Length` the client announced, if any (a chunked body
     /// has none).
     pub fn content_length(&self) -> Option<u64> {
-        self.header_str("content-length")?.parse().ok()
+        match self.framing {
+            Some(f) => f.content_length,
+            None => self.header_str("content-length")?.parse().ok(),
+        }
+    }
+
+    /// Does the body come chunked (`Transfer-Encoding`)?
+    ///
+    /// ```
+    /// use mpm_http::{Request, Version};
+    /// let te = [("Transfer-Encoding", "chunked")];
+    /// assert!(Request::for_test("POST", "/", Version::Http11, &te, b"").is_chunked());
+    /// assert!(!Request::for_test("GET", "/", Version::Http11, &[], b"").is_chunked());
+    /// ```
+    pub fn is_chunked(&self) -> bool {
+        match self.framing {
+            Some(f) => f.chunked,
+            None => self.header("transfer-encoding").is_some(),
+        }
     }
 
     /// The client's address.

@@ -247,7 +247,7 @@ pub fn wants_upgrade(request: &Request<'_>) -> bool {
 pub fn streams_upload(request: &Request<'_>) -> bool {
     match request.content_length() {
         Some(n) => n > STREAMED_BODY_ABOVE,
-        None => request.header("transfer-encoding").is_some(),
+        None => request.is_chunked(),
     }
 }
 
@@ -455,8 +455,9 @@ fn framing(request: &Request<'_>) -> Framing {
             None => Framing::Chunked,
         };
     }
-    let framed =
-        request.header("content-length").is_some() || request.header("transfer-encoding").is_some();
+    // Read from the layer's parse of the head, not by a scan of the
+    // fields for each name.
+    let framed = request.content_length().is_some() || request.is_chunked();
     if framed || !request.body().is_empty() {
         Framing::Length(request.body().len() as u64)
     } else {

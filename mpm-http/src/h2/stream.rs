@@ -254,6 +254,7 @@ impl StreamTask {
             peer: turn.peer,
             secure: turn.secure,
             pool: turn.reader.arena.pool(),
+            framing: None,
         };
         catch(|| turn.reader.handler.streams_body(&req)).unwrap_or(false)
     }
@@ -347,6 +348,7 @@ impl StreamTask {
             peer: turn.peer,
             secure: turn.secure,
             pool: turn.reader.arena.pool(),
+            framing: None,
         };
         if turn.on_loop
             && !catch(|| turn.reader.handler.answers_without_blocking(&req)).unwrap_or(false)
