@@ -39,8 +39,9 @@ enum Text {
     Shared(Arc<str>),
     /// A range of a text shared with others (start, length), checked to
     /// fall on character boundaries when made ([`HeaderText::slice_of`]):
-    /// an upstream's head, whose fields a proxy passes on without a copy
-    /// each.
+    /// a part of an upstream's head (the proxy's reason phrase) kept
+    /// without a copy. (Its fields go as bytes:
+    /// [`Response::try_header_bytes`].)
     Slice(Arc<str>, u32, u16),
 }
 

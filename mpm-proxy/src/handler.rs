@@ -663,8 +663,9 @@ fn record(response: &mut Response, upstreams: HeaderText, time: Duration) {
 
 /// The client's response head: the upstream's status, reason and the
 /// fields that pass ([`passes`]; those the layer writes itself, `Date`
-/// among them, are left to it), each sharing the head's text rather than
-/// copied, into `response` (made with the upstream's status).
+/// among them, are left to it), copied as bytes into `response`'s block
+/// of fields ([`Response::try_header_bytes`]; `response` is made with the
+/// upstream's status).
 /// `upgrade`: the `101` to a tunnelled request.
 fn copy_head(response: &mut Response, head: &ResponseHead, upgrade: bool) {
     // A phrase the layer would refuse (a control, a byte past ASCII) is
