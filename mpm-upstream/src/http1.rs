@@ -1252,6 +1252,67 @@ mod tests {
         );
     }
 
+    /// The head read from a plain connection whose peer writes `parts`,
+    /// pausing between them (so that each comes in a read of its own),
+    /// then closes.
+    fn head_read_from(parts: &[&[u8]]) -> Result<ResponseHead> {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let until = Instant::now() + std::time::Duration::from_secs(5);
+        let sock = mpm_core::waiting::block_on(crate::connect::connect_tcp(addr, until)).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        let parts: Vec<Vec<u8>> = parts.iter().map(|p| p.to_vec()).collect();
+        let writer = std::thread::spawn(move || {
+            for p in parts {
+                peer.write_all(&p).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(30));
+            }
+        });
+        let target = crate::pool::Target::plain(addr);
+        let mut conn = Connection::plain(sock, Arc::new(target.key()));
+        let mut buf = Vec::new();
+        let got = mpm_core::waiting::block_on(read_response_head(
+            &mut conn,
+            &mut buf,
+            HeadLimits::default(),
+            until,
+        ));
+        writer.join().unwrap();
+        got
+    }
+
+    #[test]
+    fn a_head_read_whole_keeps_the_body_after_it_and_skips_an_interim_answer() {
+        let whole =
+            head_read_from(&[b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"]).unwrap();
+        assert_eq!(
+            (whole.status, whole.bytes_after_head.as_slice()),
+            (200, &b"hello"[..])
+        );
+        assert_eq!(whole.header("content-length"), Some(&b"5"[..]));
+        let interim = head_read_from(&[
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
+        ])
+        .unwrap();
+        assert_eq!(
+            (interim.status, interim.bytes_after_head.as_slice()),
+            (201, &b"ok"[..])
+        );
+        let pieces = head_read_from(&[
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 2",
+            b"04 No Content\r\nX-A: b",
+            b"\r\n\r\n",
+        ])
+        .unwrap();
+        assert_eq!(pieces.status, 204);
+        assert_eq!(pieces.header("x-a"), Some(&b"b"[..]));
+        assert!(pieces.bytes_after_head.is_empty());
+        assert!(matches!(head_read_from(&[]), Err(Error::Closed)));
+        let cut = head_read_from(&[b"HTTP/1.1 200 OK\r\nX-A"]).unwrap_err();
+        assert!(matches!(cut, Error::BadResponse(_)), "{cut:?}");
+    }
+
     #[test]
     fn a_response_framed_two_ways_is_refused() {
         let get = |f: &[(&str, &str)]| BodyFraming::for_response("GET", &head(200, f));
