@@ -24,24 +24,14 @@ thread_local! {
 }
 
 /// A buffer holding a copy of `bytes`: one this thread gave back, if one
-/// has room, else a new one.
+/// has room (the smallest: [`take`]), else a new one.
 pub fn copy_of(bytes: &[u8]) -> Vec<u8> {
     if bytes.is_empty() {
         return Vec::new();
     }
-    let spare = SPARES.with(|s| {
-        let mut s = s.borrow_mut();
-        let i = s.iter().rposition(|v| v.capacity() >= bytes.len())?;
-        Some(s.swap_remove(i))
-    });
-    match spare {
-        Some(mut v) => {
-            v.clear();
-            v.extend_from_slice(bytes);
-            v
-        }
-        None => bytes.to_vec(),
-    }
+    let mut v = take(bytes.len());
+    v.extend_from_slice(bytes);
+    v
 }
 
 /// An empty buffer with room for at least `min` bytes: the smallest this

@@ -735,19 +735,7 @@ impl Response {
     ) -> Result<&mut Response, HeaderError> {
         let (name, value) = (name.into(), value.into());
         // Each text looked at once, as bytes: the checks are of bytes.
-        let (n, v) = (name.as_bytes(), value.as_bytes());
-        if !is_token(n) {
-            return Err(HeaderError::InvalidName(name.to_string()));
-        }
-        if is_layer_field(n) {
-            return Err(HeaderError::LayerField(name.to_string()));
-        }
-        if !is_field_value(v) {
-            return Err(HeaderError::InvalidValue(name.to_string()));
-        }
-        if n.eq_ignore_ascii_case(b"server") {
-            self.has_server = true;
-        }
+        self.check_field(name.as_bytes(), value.as_bytes())?;
         self.headers.push((name, value));
         Ok(self)
     }
@@ -771,25 +759,27 @@ impl Response {
     /// assert_eq!(refused, HeaderError::InvalidValue("X-A".into()));
     /// ```
     pub fn try_header_bytes(&mut self, name: &[u8], value: &[u8]) -> Result<(), HeaderError> {
+        self.check_field(name, value)?;
+        self.wire.push_checked(name, value);
+        Ok(())
+    }
+
+    /// The checks of a field about to be added, whichever way it is given
+    /// (see [`header`](Self::header)); a `Server` noted as the handler's.
+    fn check_field(&mut self, name: &[u8], value: &[u8]) -> Result<(), HeaderError> {
+        let named = || String::from_utf8_lossy(name).into_owned();
         if !is_token(name) {
-            return Err(HeaderError::InvalidName(
-                String::from_utf8_lossy(name).into_owned(),
-            ));
+            return Err(HeaderError::InvalidName(named()));
         }
         if is_layer_field(name) {
-            return Err(HeaderError::LayerField(
-                String::from_utf8_lossy(name).into_owned(),
-            ));
+            return Err(HeaderError::LayerField(named()));
         }
         if !is_field_value(value) {
-            return Err(HeaderError::InvalidValue(
-                String::from_utf8_lossy(name).into_owned(),
-            ));
+            return Err(HeaderError::InvalidValue(named()));
         }
         if name.eq_ignore_ascii_case(b"server") {
             self.has_server = true;
         }
-        self.wire.push_checked(name, value);
         Ok(())
     }
 
