@@ -166,18 +166,20 @@ impl<'s> BodyStream<'s> {
                     Err(ChunkError::Invalid) => return Err(self.fail(400)),
                     Err(ChunkError::TooLarge) => return Err(self.fail(413)),
                 };
-                let done = decoder.is_done();
                 if from_pre {
                     self.pre_used += used;
                 } else {
                     self.extra_pos += used;
                 }
-                if written > 0 {
+                // why: the last chunk often comes in the same read as the
+                // data before it, and one decode then both writes bytes and
+                // reaches the end. The end must be noted now: the next read
+                // would otherwise find no buffered input and wait on the
+                // socket for bytes the client will never send (a 408 after
+                // the body timeout, or a 400 when it gives up and closes).
+                self.done = decoder.is_done();
+                if written > 0 || self.done {
                     return Ok(written);
-                }
-                if done {
-                    self.done = true;
-                    return Ok(0);
                 }
             },
         }
@@ -298,5 +300,136 @@ fn failure(status: u16) -> io::Error {
             ErrorKind::InvalidData,
             "request body is malformed or ended early (answered 400)",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::Write;
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// What a handler read of a streamed chunked body, and how it ended.
+    struct Read {
+        body: Vec<u8>,
+        error: Option<io::Error>,
+        outcome: Outcome,
+    }
+
+    /// Stream a chunked body to a handler reading `buf_len` bytes at a
+    /// time until the end (`Ok(0)`) or an error: `pre` came with the head,
+    /// `wire` is on the socket. With `close`, the client shuts its side
+    /// after `wire`, so that a read past what it sent fails at once (a
+    /// 400) rather than after the body timeout.
+    fn read_through(pre: &[u8], wire: &[u8], buf_len: usize, close: bool) -> Read {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (sock, peer) = listener.accept().unwrap();
+        let mut stream = Stream::new(sock, peer, true, Arc::new(AtomicBool::new(false))).unwrap();
+        client.write_all(wire).unwrap();
+        if close {
+            client.shutdown(Shutdown::Write).unwrap();
+        }
+        let timing = Timing {
+            started: Instant::now(),
+            body_timeout: Duration::from_secs(5),
+            min_rate: 0,
+            timeout: Duration::from_secs(5),
+        };
+        let framing = Framing::Chunked(Decoder::new(1 << 20));
+        let mut source = BodyStream::new(&mut stream, pre, framing, timing, false);
+        let (mut body, mut error) = (Vec::new(), None);
+        let mut buf = vec![0u8; buf_len];
+        loop {
+            match source.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        let outcome = source.finish();
+        drop(client);
+        Read {
+            body,
+            error,
+            outcome,
+        }
+    }
+
+    const BODY: &[u8] = b"5\r\nhello\r\n0\r\n\r\n";
+
+    #[track_caller]
+    fn ends_whole(r: &Read, body: &[u8], what: &str) {
+        assert!(r.error.is_none(), "{what}: {:?}", r.error);
+        assert_eq!(r.body, body, "{what}");
+        assert!(r.outcome.done, "{what}");
+        assert_eq!(r.outcome.failed, None, "{what}");
+    }
+
+    #[test]
+    fn a_last_chunk_read_with_its_data_ends_the_body() {
+        // Read from the socket in one read, as the proxy's pump reads it.
+        for buf_len in [1, 3, 5, 6, 4096] {
+            let r = read_through(b"", BODY, buf_len, true);
+            ends_whole(&r, b"hello", &format!("from the socket, by {buf_len}"));
+            assert!(r.outcome.leftover.is_empty());
+            // Buffered with the head.
+            let r = read_through(BODY, b"", buf_len, true);
+            ends_whole(&r, b"hello", &format!("with the head, by {buf_len}"));
+            assert_eq!(r.outcome.pre_used, BODY.len());
+        }
+        let two = b"4\r\nWiki\r\n5\r\npedia\r\n0\r\n\r\n";
+        ends_whole(&read_through(b"", two, 4096, true), b"Wikipedia", "two");
+    }
+
+    #[test]
+    fn the_body_ends_wherever_the_last_chunk_is_cut_between_two_reads() {
+        for body in [BODY, b"5\r\nhello\r\n0\r\nX-T: 1\r\nX-U: 2\r\n\r\n"] {
+            for cut in 0..=body.len() {
+                let (pre, wire) = body.split_at(cut);
+                let r = read_through(pre, wire, 4096, true);
+                ends_whole(&r, b"hello", &format!("cut at {cut}"));
+                assert_eq!(r.outcome.pre_used, cut);
+                assert!(r.outcome.leftover.is_empty(), "cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn trailers_after_the_last_chunk_are_read_to_their_end() {
+        let body = b"5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n";
+        ends_whole(&read_through(b"", body, 4096, true), b"hello", "socket");
+        ends_whole(&read_through(body, b"", 4096, true), b"hello", "head");
+    }
+
+    #[test]
+    fn a_pipelined_request_after_the_body_is_left_for_the_connection() {
+        let next = b"GET /next HTTP/1.1\r\nHost: t\r\n\r\n";
+        let both = [BODY, &next[..]].concat();
+        // Read from the socket with the body: left over, for the next request.
+        let r = read_through(b"", &both, 4096, false);
+        ends_whole(&r, b"hello", "from the socket");
+        assert_eq!(r.outcome.leftover, next);
+        // Buffered with the head: the body takes only its own bytes.
+        let r = read_through(&both, b"", 4096, false);
+        ends_whole(&r, b"hello", "with the head");
+        assert_eq!(r.outcome.pre_used, BODY.len());
+        assert!(r.outcome.leftover.is_empty());
+    }
+
+    #[test]
+    fn a_body_cut_short_still_fails() {
+        let r = read_through(b"", b"5\r\nhello\r\n", 4096, true);
+        assert_eq!(r.outcome.failed, Some(400));
+        assert!(r.error.is_some());
+        assert!(!r.outcome.done);
     }
 }

@@ -296,6 +296,42 @@ mod tests {
         );
     }
 
+    /// The streamed source trusts `is_done` after a decode that also wrote
+    /// bytes: data and the last chunk in one buffer end the body in that
+    /// one call, with nothing after the end used.
+    #[test]
+    fn data_and_the_last_chunk_in_one_buffer_end_the_body_in_one_decode() {
+        let input = b"5\r\nhello\r\n0\r\n\r\nGET";
+        for room in [5, 6, 64] {
+            let mut d = Decoder::new(1 << 20);
+            let mut out = vec![0u8; room];
+            let (used, written) = d.decode(input, &mut out).unwrap();
+            assert_eq!((used, written), (input.len() - 3, 5), "room {room}");
+            assert_eq!(&out[..5], b"hello");
+            assert!(d.is_done(), "room {room}");
+            assert_eq!(d.decode(b"GET", &mut out).unwrap(), (0, 0));
+        }
+    }
+
+    #[test]
+    fn the_last_chunk_cut_at_any_byte_across_two_decodes_ends_the_body() {
+        for input in [
+            &b"5\r\nhello\r\n0\r\n\r\n"[..],
+            b"5\r\nhello\r\n0;ext\r\nX-T: 1\r\nX-U: 2\r\n\r\n",
+        ] {
+            for cut in 0..=input.len() {
+                let mut d = Decoder::new(1 << 20);
+                let mut out = [0u8; 64];
+                let (u1, w1) = d.decode(&input[..cut], &mut out).unwrap();
+                assert_eq!(u1, cut, "the first part is used whole");
+                let (u2, w2) = d.decode(&input[cut..], &mut out[w1..]).unwrap();
+                assert_eq!(u1 + u2, input.len(), "cut {cut}");
+                assert_eq!(&out[..w1 + w2], b"hello", "cut {cut}");
+                assert!(d.is_done(), "cut {cut}");
+            }
+        }
+    }
+
     #[test]
     fn bodies_over_the_limit_are_too_large() {
         let mut out = Vec::new();

@@ -726,6 +726,77 @@ mod tests {
         assert!(got[..n].starts_with(b"HTTP/1.1 204 No Content\r\n"));
     }
 
+    /// Streams every body, and answers with what it read of it.
+    struct StreamedEcho;
+
+    impl HttpHandler for StreamedEcho {
+        fn handle(&mut self, req: &Request<'_>) -> Response {
+            let mut body = Vec::new();
+            match req.body_reader().read_to_end(&mut body) {
+                Ok(_) => Response::new(200).body(body),
+                Err(e) => Response::new(500).body(e.to_string()),
+            }
+        }
+
+        fn streams_body(&self, _: &Request<'_>) -> bool {
+            true
+        }
+    }
+
+    /// An embedder's handler reading a streamed chunked body whose data
+    /// and last chunk came in one read gets the body's end at once (not a
+    /// 408 after the body timeout, here 2 s), and the connection goes on:
+    /// a next request, and one pipelined behind such a body, are served.
+    #[test]
+    fn a_streamed_chunked_body_read_with_its_last_chunk_ends_and_the_connection_goes_on() {
+        let settings = HttpSettings {
+            request_body_timeout: Duration::from_secs(2),
+            ..HttpSettings::default()
+        };
+        let mut svc = HttpService::new(StreamedEcho, &settings);
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        let upload = b"POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+                       5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+        client.write_all(upload).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        assert_eq!(
+            svc.readable(&mut conn, &mut stream),
+            Interest::Read(Wait::KeepAlive)
+        );
+        let mut got = [0u8; 512];
+        let n = client.read(&mut got).unwrap();
+        let answer = String::from_utf8_lossy(&got[..n]);
+        assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+        assert!(answer.ends_with("\r\n\r\nhello world"), "{answer}");
+
+        // The same body with a request pipelined behind it, in one write.
+        let mut both = upload.to_vec();
+        both.extend_from_slice(b"GET /next HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        client.write_all(&both).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        assert_eq!(svc.readable(&mut conn, &mut stream), Interest::Close);
+        drop(stream);
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).unwrap();
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 200 "), "{got}");
+        let Some(end) = got.find("\r\n\r\nhello world") else {
+            panic!("not the whole body: {got}");
+        };
+        let next = &got[end + 15..];
+        assert!(
+            next.starts_with("HTTP/1.1 200 ") && next.contains("Connection: close"),
+            "the pipelined request: {got}"
+        );
+    }
+
     #[test]
     fn a_parked_connection_drops_what_a_chunked_request_needed() {
         let mut svc = HttpService::new(BodyLength, &HttpSettings::default());

@@ -698,6 +698,133 @@ fn a_big_download_and_upload_go_through_the_proxy_in_bounded_memory(mpm: &str) {
     );
 }
 
+/// `body` framed chunked, in chunks of the sizes `sizes` cycles through,
+/// then the last chunk: one buffer, to go in one write.
+fn chunked(body: &[u8], sizes: &[usize]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + body.len() / 64 + 16);
+    let (mut at, mut i) = (0, 0);
+    while at < body.len() {
+        let n = sizes[i % sizes.len()].min(body.len() - at);
+        out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+        out.extend_from_slice(&body[at..at + n]);
+        out.extend_from_slice(b"\r\n");
+        (at, i) = (at + n, i + 1);
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+/// Well under `--request-body-timeout` (20 s): an upload whose end the
+/// server missed is answered 408 only after that.
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+/// Send a chunked `POST /up` with this `framed` body in one write (head,
+/// chunks and the last chunk together, and `after` behind them) and read
+/// the answer.
+fn upload_in_one_write(c: &mut RawConn, framed: &[u8], after: &[u8]) -> Reply {
+    let mut bytes = request("POST", "/up", &["Transfer-Encoding: chunked"]);
+    bytes.extend_from_slice(framed);
+    bytes.extend_from_slice(after);
+    let began = Instant::now();
+    c.send(&bytes).unwrap();
+    let r = c.read_response().unwrap_or_else(|e| {
+        panic!(
+            "no answer after {:?} ({e}): the body's end was missed",
+            began.elapsed()
+        )
+    });
+    assert!(
+        began.elapsed() < PROMPTLY,
+        "answered {} after {:?}: the body's end was missed",
+        r.status,
+        began.elapsed()
+    );
+    r
+}
+
+#[track_caller]
+fn assert_uploaded(origin: &Origin, n: usize, body: &[u8]) {
+    let up = origin.requests_to("/up");
+    assert_eq!(up.len(), n, "requests that reached the origin whole");
+    let seen = &up[n - 1];
+    assert_eq!(seen.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(seen.body_len, body.len() as u64, "the origin's body length");
+    assert!(seen.body == body, "the origin received other bytes");
+}
+
+/// The last data chunk and the last chunk (`0\r\n\r\n`) read together:
+/// the streamed upload ends there, its end reaches the upstream, and the
+/// client is answered at once (not a 408 after the body timeout); the
+/// connection then serves its next request.
+fn a_chunked_upload_whose_last_chunk_comes_with_its_data_reaches_the_upstream_whole(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on("/up", Script::ok(b"stored\n"))
+        .on("/small", Script::ok(b"small\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    let mut c = server.connect();
+    let cases: &[(&[u8], &[u8])] = &[
+        (b"5\r\nhello\r\n0\r\n\r\n", b"hello"),
+        (b"5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n", b"hello, world"),
+        // A trailer field after the last chunk (read, and not passed on).
+        (b"5\r\nhello\r\n0\r\nX-Sum: 1\r\n\r\n", b"hello"),
+    ];
+    for (i, &(framed, body)) in cases.iter().enumerate() {
+        let r = upload_in_one_write(&mut c, framed, b"");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, b"stored\n".as_slice()),
+            "{:?}",
+            String::from_utf8_lossy(framed)
+        );
+        assert_uploaded(&origin, i + 1, body);
+    }
+    c.send(&request("GET", "/small", &[])).unwrap();
+    assert_eq!(c.read_response().unwrap().body, b"small\n");
+}
+
+/// A few hundred KiB chunked, all in one write with its head: the read
+/// that brings the last chunk brings data with it, and the upload ends.
+fn a_large_chunked_upload_sent_in_one_write_reaches_the_upstream_whole(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/up", Script::ok(b"stored\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    let body = pattern(300 * 1024 + 77, 41);
+    for (i, sizes) in [&[8192][..], &[1000, 16 * 1024 + 3, 333]]
+        .iter()
+        .enumerate()
+    {
+        let mut c = server.connect();
+        let r = upload_in_one_write(&mut c, &chunked(&body, sizes), b"");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, b"stored\n".as_slice()),
+            "chunks of {sizes:?}"
+        );
+        assert_uploaded(&origin, i + 1, &body);
+    }
+}
+
+/// A request pipelined behind a chunked upload, in the same write, is
+/// served after it, on the same connection.
+fn a_request_pipelined_behind_a_chunked_upload_is_served_after_it(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on("/up", Script::ok(b"stored\n"))
+        .on("/small", Script::ok(b"small\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    let body = pattern(40 * 1024, 43);
+    for (i, body) in [&b"hello"[..], &body].iter().enumerate() {
+        let mut c = server.connect();
+        let next = request("GET", "/small", &[]);
+        let r = upload_in_one_write(&mut c, &chunked(body, &[4096]), &next);
+        assert_eq!((r.status, r.body.as_slice()), (200, b"stored\n".as_slice()));
+        assert_uploaded(&origin, i + 1, body);
+        let r = c.read_response().unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, b"small\n".as_slice()));
+    }
+}
+
 fn a_websocket_echo_goes_through_the_proxy(mpm: &str) {
     let origin = Origin::start();
     origin.on("/ws", Script::websocket_echo());
@@ -1294,6 +1421,9 @@ mpm_suite!(
     a_get_is_retried_on_the_next_upstream_after_a_connect_error_and_a_post_is_not,
     the_first_server_sent_event_reaches_the_client_before_the_origin_finishes,
     a_big_download_and_upload_go_through_the_proxy_in_bounded_memory,
+    a_chunked_upload_whose_last_chunk_comes_with_its_data_reaches_the_upstream_whole,
+    a_large_chunked_upload_sent_in_one_write_reaches_the_upstream_whole,
+    a_request_pipelined_behind_a_chunked_upload_is_served_after_it,
     a_websocket_echo_goes_through_the_proxy,
     requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept,
     a_get_on_a_kept_connection_the_origin_closed_goes_again_on_a_new_one,
