@@ -88,7 +88,9 @@ fn kind(name: &[u8]) -> Kind {
         7 if is("upgrade") => Kind::Upgrade,
         9 if is("forwarded") => Kind::Forwarded,
         10 if is("connection") || is("keep-alive") => Kind::Hop,
-        14 if is("content-length") => Kind::Hop,
+        // HTTP/2's upgrade settings are connection-specific (RFC 9113
+        // §3.2.1 of its predecessor): never the upstream's.
+        14 if is("content-length") || is("http2-settings") => Kind::Hop,
         15 if is("x-forwarded-for") => Kind::XForwarded,
         16 if is("x-forwarded-host") => Kind::XForwarded,
         17 if is("transfer-encoding") => Kind::Hop,
@@ -204,6 +206,11 @@ pub fn request_fields_into<'a, I>(
             Kind::Upgrade => tunnel,
             // Who-is-the-client fields: rewritten below, or dropped if untrusted.
             Kind::XForwarded | Kind::Forwarded if rewrites => false,
+            // A name with `_` is dropped, as nginx does by default
+            // (`underscores_in_headers off`): CGI-style upstreams read
+            // `X_Forwarded_For` as `X-Forwarded-For`, a client's claim
+            // past the rewrite above.
+            _ if name.as_bytes().contains(&b'_') => false,
             _ => !(connection && named_by(name.as_bytes(), connection_values(fields.clone()))),
         };
         if passed {
@@ -755,6 +762,27 @@ mod tests {
             1,
             "{h}"
         );
+    }
+
+    #[test]
+    fn names_with_underscores_and_http2_settings_never_reach_the_upstream() {
+        let h = head(
+            &route(|_| {}),
+            &[
+                ("X_Forwarded_For", "6.6.6.6"),
+                ("X-Forwarded_For", "7.7.7.7"),
+                ("X_Real_IP", "6.6.6.6"),
+                ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"),
+                ("X-Kept", "1"),
+            ],
+            client("192.0.2.1"),
+            Framing::None,
+            false,
+        );
+        assert!(!h.contains('_'), "{h}");
+        assert!(!h.to_ascii_lowercase().contains("http2-settings"), "{h}");
+        assert!(h.contains("X-Kept: 1\r\n"), "{h}");
+        assert!(h.contains("X-Forwarded-For: 192.0.2.1"), "{h}");
     }
 
     fn response(fields: &[(&'static str, &'static str)]) -> ResponseFields {

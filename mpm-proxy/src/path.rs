@@ -35,6 +35,9 @@ use crate::config::{ProxyRoute, UpstreamUrl};
 pub struct RouteTable {
     /// Longest prefix first, so that the first match is the longest.
     routes: Vec<ProxyRoute>,
+    /// Has a route other than `/` a prefix ending in `/` (one a path can
+    /// lack the slash of)? If not, the root route asks nothing more.
+    slash_routes: bool,
 }
 
 impl RouteTable {
@@ -44,7 +47,13 @@ impl RouteTable {
     pub fn new(mut routes: Vec<ProxyRoute>) -> RouteTable {
         // Stable: among equal lengths the order given is kept.
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
-        RouteTable { routes }
+        let slash_routes = routes
+            .iter()
+            .any(|r| r.prefix.len() > 1 && r.prefix.ends_with('/'));
+        RouteTable {
+            routes,
+            slash_routes,
+        }
     }
 
     /// The routes, longest prefix first.
@@ -77,6 +86,15 @@ impl RouteTable {
         // shortest), takes every path that starts with a slash, which the
         // proxy of a whole site (`/=http://…`) is asked of every request.
         let mut normal: Option<Cow<'_, str>> = None;
+        // `/api` with a route `/api/` and none of `/api` itself is
+        // answered 301 to `/api/` (as nginx does, whatever shorter prefix,
+        // `/` or `/a`, would take it): no route's.
+        if self.slash_routes {
+            let n = normal.get_or_insert_with(|| normalize(path));
+            if self.lacks_slash(n).is_some() && !self.routes.iter().any(|r| r.prefix == **n) {
+                return None;
+            }
+        }
         self.routes.iter().position(|r| {
             if r.prefix == "/" && path.starts_with('/') {
                 return true;
@@ -172,6 +190,62 @@ pub fn map_target_into(
         out.push(b'?');
         out.extend_from_slice(q.as_bytes());
     }
+}
+
+/// Is `path` one the proxy refuses (answers 400) rather than sends on,
+/// as nginx does: not a path at all (an absolute-form target of a scheme
+/// other than http or https, whose whole URL the upstream would get and
+/// route by), a `%` not followed by two hex digits, an encoded NUL
+/// (`%00`), a `..` that climbs above the root; and a dot segment in a path
+/// with an encoded slash (`/api/..%2Fadmin`), which the proxy keeps as
+/// sent but an upstream that decodes `%2F` before resolving dots would
+/// take outside the route's prefix.
+pub(crate) fn refused(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return true;
+    }
+    // The usual path has neither: one pass and done.
+    if !bytes.iter().any(|&b| b == b'%' || b == b'.') {
+        return false;
+    }
+    let mut encoded_slash = false;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b != b'%' {
+            continue;
+        }
+        match bytes.get(i + 1..i + 3) {
+            Some(&[x, y]) if x.is_ascii_hexdigit() && y.is_ascii_hexdigit() => {
+                if x == b'0' && y == b'0' {
+                    return true;
+                }
+                encoded_slash |= x == b'2' && y.eq_ignore_ascii_case(&b'f');
+            }
+            _ => return true,
+        }
+    }
+    // Segments as an upstream decoding `%2F` would see them.
+    let split: Cow<'_, str> = if encoded_slash {
+        Cow::Owned(path.replace("%2F", "/").replace("%2f", "/"))
+    } else {
+        Cow::Borrowed(path)
+    };
+    let mut depth = 0usize;
+    let mut dots = false;
+    for seg in split.split('/').skip(1) {
+        if is_dot(seg) {
+            dots = true;
+        } else if is_dot_dot(seg) {
+            dots = true;
+            match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return true,
+            }
+        } else if !seg.is_empty() {
+            depth += 1;
+        }
+    }
+    encoded_slash && dots
 }
 
 /// `path` with runs of `/` merged and its dot segments (`.`, `..`, also
@@ -298,13 +372,21 @@ mod tests {
         ]);
         let host = |p: &str| t.find(p).map(|r| r.upstreams[0].url.host().to_string());
         assert_eq!(host("/api/v2/x").as_deref(), Some("v2"));
+        // A path a route lacks the slash of is no route's: it is answered
+        // 301 to the path with the slash, as nginx does, though a shorter
+        // prefix matches it.
+        assert_eq!(host("/api/v2"), None, "/api/v2 lacks the slash of /api/v2/");
         assert_eq!(
-            host("/api/v2").as_deref(),
-            Some("api"),
-            "/api/v2 lacks the slash of /api/v2/"
+            t.needs_slash("/api/v2").map(|r| r.prefix.as_str()),
+            Some("/api/v2/")
         );
         assert_eq!(host("/api/x").as_deref(), Some("api"));
-        assert_eq!(host("/api").as_deref(), Some("root"));
+        assert_eq!(host("/api"), None);
+        assert_eq!(
+            t.needs_slash("/api").map(|r| r.prefix.as_str()),
+            Some("/api/")
+        );
+        assert_eq!(t.needs_slash("/api/x").map(|r| r.prefix.as_str()), None);
         assert_eq!(host("/img").as_deref(), Some("img"));
         assert_eq!(host("/img/a.png").as_deref(), Some("img"));
         assert_eq!(host("/imgx").as_deref(), Some("root"), "segment boundary");

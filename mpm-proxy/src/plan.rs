@@ -87,6 +87,9 @@ struct Spans {
     method: Span,
     path: Span,
     query: Option<Span>,
+    /// An absolute-form target's authority (`http://AUTHORITY/…`), which
+    /// stands for the client's `Host`.
+    authority: Option<Span>,
     fields: SmallVec<[[Span; 2]; 16]>,
 }
 
@@ -100,13 +103,26 @@ fn put(buf: &mut Vec<u8>, part: &[u8]) -> Span {
     (start, u32::try_from(part.len()).unwrap_or(0))
 }
 
+/// The authority of an absolute-form `target` (`http://a:8080/x` → `a:8080`),
+/// none for origin form. The HTTP layer checked it, and the proxy refuses
+/// a scheme other than http and https.
+fn target_authority(target: &str) -> Option<&str> {
+    if target.starts_with('/') {
+        return None;
+    }
+    let rest = &target[target.find("://")? + 3..];
+    Some(&rest[..rest.find(['/', '?']).unwrap_or(rest.len())])
+}
+
 impl Forward {
     /// Keep what the proxy needs of `request`, whose target the caller
     /// cut into `path` and `query`.
     fn keep(request: &Request<'_>, path: &str, query: Option<&str>) -> (String, Vec<u8>, Spans) {
         // Sized first, so that it is one allocation, never grown.
+        let authority = target_authority(request.target());
         let size = request.method().len()
             + path.len()
+            + authority.map_or(0, str::len)
             + query.map_or(0, str::len)
             + request
                 .headers()
@@ -117,6 +133,7 @@ impl Forward {
         let method = put(&mut text, request.method().as_bytes());
         let path = put(&mut text, path.as_bytes());
         let query = query.map(|q| put(&mut text, q.as_bytes()));
+        let authority = authority.map(|a| put(&mut text, a.as_bytes()));
         let fields = request
             .headers()
             .map(|(n, v)| {
@@ -142,6 +159,7 @@ impl Forward {
                 method,
                 path,
                 query,
+                authority,
                 fields,
             },
         )
@@ -194,8 +212,13 @@ impl Forward {
             .map(|(_, v)| v)
     }
 
-    /// The first `Host` field's value, trimmed, if it is text.
+    /// The client's host: an absolute-form target's authority, which a
+    /// server must take over any `Host` field (RFC 9112 §3.2.2), else the
+    /// first `Host` field's value, trimmed, if it is text.
     fn host(&self) -> Option<&str> {
+        if let Some(a) = self.spans.authority {
+            return Some(self.text(a));
+        }
         let [_, value] = self
             .spans
             .fields
@@ -231,15 +254,21 @@ pub fn is_idempotent(method: &str) -> bool {
 }
 
 /// Does the request ask to switch protocols (`Connection: upgrade` and an
-/// `Upgrade` field)?
+/// `Upgrade` field) to something the proxy tunnels? Not to `h2c` alone:
+/// a tunnel of cleartext HTTP/2 to the upstream would carry requests the
+/// proxy never routed or checked (h2c smuggling); such a request is
+/// passed as a plain one, its `Upgrade` dropped, as nginx does.
 pub fn wants_upgrade(request: &Request<'_>) -> bool {
-    request.header("upgrade").is_some()
-        && request
-            .headers()
-            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+    request.header("upgrade").is_some_and(|v| {
+        v.split(|b| *b == b',')
+            .map(<[u8]>::trim_ascii)
+            .any(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"h2c"))
+    }) && request
+        .headers()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+        .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
 /// Does the request's body go to the upstream as it arrives (larger than
@@ -265,6 +294,9 @@ impl Proxy {
         let table = &self.shared.table;
         // Each cut from the target once, for the route and for the head.
         let (path, query) = request.path_and_query();
+        if crate::path::refused(path) {
+            return Plan::Answer(Box::new(Response::error(400)));
+        }
         let Some(index) = table.find_index(path) else {
             if let Some(route) = table.needs_slash(path) {
                 let mut location = route.prefix.clone();
@@ -582,6 +614,106 @@ mod tests {
             (r.status(), r.header_value("location")),
             (301, Some("/api/?q=1"))
         );
+    }
+
+    #[test]
+    fn a_missing_slash_is_redirected_though_the_root_route_would_take_it() {
+        let p = proxy(&["/=http://10.0.0.20", "/api/=http://10.0.0.21"]);
+        let req = Request::for_test("GET", "/api?q=1", Version::Http11, &[("Host", "h")], b"");
+        assert!(p.takes(&req));
+        let Plan::Answer(r) = p.plan(&req, false) else {
+            panic!("no redirect")
+        };
+        assert_eq!(
+            (r.status(), r.header_value("location")),
+            (301, Some("/api/?q=1"))
+        );
+        let req = Request::for_test("GET", "/apix", Version::Http11, &[("Host", "h")], b"");
+        assert!(matches!(p.plan(&req, false), Plan::Forward(_)));
+    }
+
+    #[test]
+    fn paths_nginx_refuses_are_answered_400_and_never_forwarded() {
+        let p = proxy(&["/=http://10.0.0.20", "/api/=http://10.0.0.21/v1/"]);
+        for target in [
+            "ws://internal.example/x",
+            "ftp://internal.example/x",
+            "/../etc/passwd",
+            "/a/../../etc/passwd",
+            "/%2e%2e/%2e%2e/etc/passwd",
+            "/a%00b",
+            "/a%zz",
+            "/a%2",
+            "/api/..%2Fadmin",
+            "/api/%2E%2E%2Fadmin",
+            "/api/x/..%2f..%2fadmin",
+            "/api/.%2Fx",
+        ] {
+            let req = Request::for_test("GET", target, Version::Http11, &[("Host", "h")], b"");
+            let plan = p.plan(&req, false);
+            assert!(
+                matches!(&plan, Plan::Answer(r) if r.status() == 400),
+                "{target}"
+            );
+        }
+        for target in [
+            "/",
+            "/a/../b",
+            "/api/a%20b/%2F/c%3Fd",
+            "/api/./x",
+            "/x.y/z..w",
+            "http://other.example/api/x",
+        ] {
+            let req = Request::for_test("GET", target, Version::Http11, &[("Host", "h")], b"");
+            assert!(matches!(p.plan(&req, false), Plan::Forward(_)), "{target}");
+        }
+    }
+
+    #[test]
+    fn an_absolute_form_targets_authority_is_the_clients_host() {
+        let p = proxy(&["/=http://10.0.0.20"]);
+        let host = |target: &str| {
+            let req = Request::for_test(
+                "GET",
+                target,
+                Version::Http11,
+                &[("Host", "example.com")],
+                b"",
+            );
+            forward(&p, &req).host().map(str::to_string)
+        };
+        assert_eq!(
+            host("http://other.example:8080/h2?q").as_deref(),
+            Some("other.example:8080")
+        );
+        assert_eq!(
+            host("HTTP://other.example?q").as_deref(),
+            Some("other.example")
+        );
+        assert_eq!(host("/h2").as_deref(), Some("example.com"));
+    }
+
+    #[test]
+    fn an_upgrade_to_h2c_alone_is_not_tunnelled() {
+        let up = |upgrade: &str| {
+            let fields = [
+                ("Host", "h"),
+                ("Connection", "Upgrade"),
+                ("Upgrade", upgrade),
+            ];
+            wants_upgrade(&Request::for_test(
+                "GET",
+                "/",
+                Version::Http11,
+                &fields,
+                b"",
+            ))
+        };
+        assert!(up("websocket"));
+        assert!(up("h2c, websocket"));
+        assert!(!up("h2c"));
+        assert!(!up(" H2C "));
+        assert!(!up(""));
     }
 
     #[test]

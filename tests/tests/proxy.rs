@@ -305,6 +305,58 @@ fn a_request_the_server_would_refuse_for_itself_never_reaches_the_origin(mpm: &s
     assert_eq!(ask(server.addr(), "GET", "/s", &[]).body, b"forwarded\n");
 }
 
+fn paths_nginx_refuses_and_fields_it_drops_never_reach_the_origin(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/plain", Script::ok(b"forwarded\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    for target in [
+        "ws://internal.example/x",
+        "/../etc/passwd",
+        "/%2e%2e/etc/passwd",
+        "/a%00b",
+        "/a%zz",
+        "/x/..%2Fadmin",
+    ] {
+        let mut c = server.connect();
+        c.send(&request("GET", target, &[])).unwrap();
+        assert_eq!(c.read_response().unwrap().status, 400, "{target}");
+    }
+    assert!(
+        origin.requests().is_empty(),
+        "refused requests reached the origin: {:?}",
+        origin.requests()
+    );
+    // Names with `_` (read as `X-Forwarded-For` by CGI-style upstreams)
+    // are dropped, as nginx drops them; an upgrade to h2c alone is passed
+    // as a plain request, never tunnelled.
+    let r = ask(
+        server.addr(),
+        "GET",
+        "/plain",
+        &[
+            "X_Forwarded_For: 6.6.6.6",
+            "Connection: Upgrade, HTTP2-Settings",
+            "Upgrade: h2c",
+            "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA",
+            "X-Kept: 1",
+        ],
+    );
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, b"forwarded\n".as_slice())
+    );
+    let seen = &origin.requests_to("/plain")[0];
+    for dropped in ["X_Forwarded_For", "Upgrade", "HTTP2-Settings"] {
+        assert!(
+            !seen.has(dropped),
+            "{dropped} reached the origin: {:?}",
+            seen.headers
+        );
+    }
+    assert_eq!(seen.header("x-kept"), Some("1"));
+    assert_eq!(seen.header("x-forwarded-for"), Some("127.0.0.1"));
+}
+
 // ---------------------------------------------------------------------------
 // Failures
 // ---------------------------------------------------------------------------
@@ -1414,6 +1466,7 @@ mpm_suite!(
     a_field_value_past_ascii_from_the_origin_is_passed_as_it_came,
     hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does,
     a_request_the_server_would_refuse_for_itself_never_reaches_the_origin,
+    paths_nginx_refuses_and_fields_it_drops_never_reach_the_origin,
     an_origin_down_is_502_its_timeout_504_and_the_server_serves_on,
     a_routes_only_upstream_is_never_taken_out_by_its_failures,
     passive_health_skips_a_dead_upstream_and_an_active_check_brings_it_back,
