@@ -413,8 +413,8 @@ impl Call {
             };
             let until = mpm_core::turn_clock::now() + route.connect_timeout;
             // A request that can go again on a fresh connection (idempotent,
-            // its body held) skips the liveness check of a connection given
-            // back just now: a close it would have seen is retried instead.
+            // its body held) is sent again on one if the pooled connection
+            // it took turns out closed.
             let conn = if is_idempotent(forward.method()) && body.whole().is_some() {
                 call.pool.connect_replayable(target, until).await
             } else {

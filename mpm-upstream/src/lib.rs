@@ -79,5 +79,5 @@ pub use http1::{
     read_response_head, write_request, write_request_head, BodyFraming, BodyReader, BodyWriter,
     HeadLimits, RequestFraming, ResponseHead,
 };
-pub use pool::{Pool, PoolKey, PoolSettings, PoolStats, Target, UNCHECKED_REUSE};
+pub use pool::{Pool, PoolKey, PoolSettings, PoolStats, Target};
 pub use tls::TlsConfig;

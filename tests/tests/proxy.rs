@@ -1030,6 +1030,72 @@ fn try_ask(addr: std::net::SocketAddr, path: &str) -> Got {
     }
 }
 
+/// An upstream that answers `GET /a` with `A1` and, a millisecond later
+/// on the same connection, with an answer nobody asked for (`STRAY`), and
+/// anything else with `B1`; `sent` is told when a stray answer has left.
+fn start_stray_upstream(sent: std::sync::mpsc::Sender<()>) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut s) = conn else { return };
+            let sent = sent.clone();
+            // The stray answer leaves at once, not held by Nagle until
+            // the proxy's next request acknowledges the first (then it
+            // would arrive after that request, as its answer would: what
+            // no proxy can tell apart).
+            let _ = s.set_nodelay(true);
+            thread::spawn(move || {
+                let (mut buf, mut chunk) = (Vec::new(), [0u8; 4096]);
+                loop {
+                    while !contains(&buf, b"\r\n\r\n") {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let first = buf.starts_with(b"GET /a ");
+                    buf.drain(..end);
+                    if first {
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nA1");
+                        thread::sleep(Duration::from_millis(1));
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTRAY");
+                        let _ = sent.send(());
+                    } else {
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nB1");
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request(mpm: &str) {
+    let (sent, stray_sent) = std::sync::mpsc::channel();
+    let up = start_stray_upstream(sent);
+    let route = format!("/=http://{up}");
+    let server = serve(mpm, &["--proxy", route.as_str()]);
+    let mut c = server.connect();
+    for i in 0..5 {
+        c.send(&request("GET", "/a", &[])).unwrap();
+        assert_eq!(c.read_response().unwrap().body, b"A1");
+        // The stray answer is on the pooled connection once sent (loopback
+        // delivers it within the send): that connection must not carry
+        // the next request.
+        stray_sent.recv_timeout(Duration::from_secs(10)).unwrap();
+        c.send(&request("GET", "/b", &[])).unwrap();
+        let r = c.read_response().unwrap();
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, b"B1".as_slice()),
+            "round {i}: the next request got another's answer"
+        );
+    }
+}
+
 fn a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else(mpm: &str) {
     let hostile = Origin::start();
     let mut huge = b"HTTP/1.1 200 OK\r\nX-Huge: ".to_vec();
@@ -1481,6 +1547,7 @@ mpm_suite!(
     requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept,
     a_get_on_a_kept_connection_the_origin_closed_goes_again_on_a_new_one,
     a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else,
+    bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,
     a_hash_of_a_header_sends_each_value_to_one_upstream,
