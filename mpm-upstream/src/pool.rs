@@ -213,7 +213,7 @@ impl Pool {
         loop {
             let (candidate, expired) = self.pop_idle(key);
             drop(expired);
-            let Some((mut conn, _idle_for)) = candidate else {
+            let Some(mut conn) = candidate else {
                 break;
             };
             // Counted reused as it was taken (one lock a request, not
@@ -301,30 +301,23 @@ impl Pool {
             .collect()
     }
 
-    /// The newest idle connection to `key` within the idle timeout and
-    /// how long it was idle (to the turn, as when it was given back: no
-    /// read of the clock a request); the expired ones, to close outside
-    /// the lock.
-    #[allow(clippy::type_complexity)]
-    fn pop_idle(
-        &self,
-        key: &PoolKey,
-    ) -> (Option<(Connection, Duration)>, Vec<(Connection, Instant)>) {
+    /// The newest idle connection to `key` within the idle timeout (its
+    /// age to the turn, as when it was given back: no read of the clock a
+    /// request); the expired ones, to close outside the lock.
+    fn pop_idle(&self, key: &PoolKey) -> (Option<Connection>, Vec<(Connection, Instant)>) {
         let mut expired = Vec::new();
         let now = mpm_core::turn_clock::now();
         let mut slots = self.slots.lock();
         let Some(slot) = slots.get_mut(key) else {
             return (None, expired);
         };
-        // The newest first, its age the one the caller asks about too: a
-        // single idle connection (one request at a time) costs one time
-        // subtraction, not one for the expiry and one for the caller.
+        // The newest first.
         let mut taken = None;
         while let Some((conn, since)) = slot.idle.pop_back() {
             let idle_for = now.saturating_duration_since(since);
             if idle_for < self.settings.idle_timeout {
                 slot.stats.reused += 1;
-                taken = Some((conn, idle_for));
+                taken = Some(conn);
                 break;
             }
             // Past the timeout, and so are those given back before it.
