@@ -289,6 +289,42 @@ pub fn new_stamp() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+/// What an event loop answers about an idle stamped socket: see
+/// [`idle_input_seen`].
+pub type IdleInputWatch = fn(fd: RawFd, stamp: u64) -> Option<bool>;
+
+thread_local! {
+    /// The loop running on this thread, if it keeps stamped sockets
+    /// registered: set by [`watch_idle_input`].
+    static IDLE_INPUT: Cell<Option<IdleInputWatch>> = const { Cell::new(None) };
+}
+
+/// For an event loop that keeps [stamped](Await::stamp) sockets registered
+/// for good: answer [`idle_input_seen`] on this thread with `watch` (`None`
+/// when the loop ends).
+pub fn watch_idle_input(watch: Option<IdleInputWatch>) {
+    IDLE_INPUT.with(|w| w.set(watch));
+}
+
+/// Whether the event loop running this step saw input (bytes, or the
+/// peer's end) on the stamped socket `fd` since a step last resumed for
+/// reading it, forgetting it as it answers: `Some(false)` means the loop
+/// has the socket registered edge-triggered and has been told of nothing
+/// since. `None`: no loop on this thread watches it (a blocking model, a
+/// worker thread, a socket this loop never waited on); ask the socket.
+///
+/// What a pool uses instead of peeking at an idle connection before reuse
+/// (nginx's way: its idle upstream connections stay in the event set and
+/// one that turns readable is closed). Only meaningful if the last read of
+/// the socket left nothing unread (it returned less than it asked for),
+/// and it knows only what the loop has taken from the kernel: bytes that
+/// arrived since the loop last looked (`epoll_wait`) are not known yet.
+pub fn idle_input_seen(fd: RawFd, stamp: u64) -> Option<bool> {
+    IDLE_INPUT
+        .with(|w| w.get())
+        .and_then(|watch| watch(fd, stamp))
+}
+
 /// For an event loop: arm the descriptor of `wait` in the epoll set
 /// `epoll` for one report under `token` (`EPOLLONESHOT`, level-triggered:
 /// arming it again reports at once what is already ready, so nothing is

@@ -24,7 +24,7 @@ use mpm_core::scoreboard::{Slot as ScoreSlot, WorkerState};
 
 use crate::await_deadlines::AwaitDeadlines;
 use crate::timeout_queues::{TimeoutKind, TimeoutQueues};
-use crate::upstream_registry::{Registry, Seen, Waited, EDGE};
+use crate::upstream_registry::{self, Seen, Waited, Watching, EDGE};
 use crate::worker_pool::{Conn, Done, Job, PoolHandle, Returns, Step};
 
 /// Tokens at or above this are not connections.
@@ -182,8 +182,6 @@ pub struct EventLoop<H: ConnectionHandler> {
     /// Connections parked on a wait of their own ([`Parked::Await`]), by
     /// the deadline it gave: resumed then, ready or not.
     awaits: AwaitDeadlines,
-    /// Upstream sockets registered for good (stamped waits).
-    registry: Registry,
     /// Connections whose steps held their answers this turn
     /// ([`Stream::hold_sends`](mpm_core::Stream::hold_sends)): sent together before the loop waits.
     held: Vec<usize>,
@@ -295,7 +293,6 @@ impl<H: ConnectionHandler> EventLoop<H> {
             stats: LoopStats::default(),
             slot,
             awaits: AwaitDeadlines::default(),
-            registry: Registry::default(),
         };
         this.set_listening(true)?;
         Ok(this)
@@ -307,6 +304,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
     /// drain (for the caller to join the workers by); the job channel is
     /// closed on return.
     pub fn run(mut self, graceful: Duration) -> (LoopStats, Option<Drain>) {
+        let _watching = Watching::start();
         let mut events = vec![EpollEvent::empty(); EVENTS];
         // Whether it accepts is in the ledger before the slot reads idle
         // (run.rs claimed it "starting"): a process shown idle takes its
@@ -605,7 +603,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             write: flags
                 .intersects(EpollFlags::EPOLLOUT | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR),
         };
-        let Some(r) = self.registry.report(token, got) else {
+        let Some(r) = upstream_registry::with(|reg| reg.report(token, got)) else {
             return; // a socket closed since
         };
         let want = match self.slots.get(r.waiter) {
@@ -625,7 +623,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             }
         };
         if (want.read && r.seen.read) || (want.write && r.seen.write) {
-            self.registry.take(r.fd, want);
+            upstream_registry::with(|reg| reg.take(r.fd, want));
             self.step(r.waiter);
         }
     }
@@ -961,8 +959,8 @@ impl<H: ConnectionHandler> EventLoop<H> {
 
     /// Make the kernel report `wait`'s descriptor to connection `t`:
     /// whether it is to resume at once. A stamped socket is registered once
-    /// and kept ([`Registry`]); readiness reported while nobody waited
-    /// answers the wait now. Any other descriptor is armed for one report
+    /// and kept (the [upstream registry](crate::upstream_registry));
+    /// readiness reported while nobody waited answers the wait now. Any other descriptor is armed for one report
     /// (`EPOLLONESHOT`, level-triggered; one already due is reported at
     /// once). A descriptor the set refuses: the step resumes and meets the
     /// error in its own I/O.
@@ -973,7 +971,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 read: wait.read,
                 write: wait.write,
             };
-            match self.registry.wait(&self.epoll.0, fd, stamp, t, want) {
+            match upstream_registry::with(|reg| reg.wait(&self.epoll.0, fd, stamp, t, want)) {
                 Some(Ok(Waited::Kept { ready })) => {
                     self.stats.waits_registered_before += 1;
                     return ready;
@@ -983,7 +981,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 None => {}
             }
         }
-        self.registry.forget(fd);
+        upstream_registry::with(|reg| reg.forget(fd));
         mpm_core::waiting::arm_once(&self.epoll.0, wait, t as u64 | UPSTREAM).is_err()
     }
 

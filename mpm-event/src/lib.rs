@@ -22,7 +22,9 @@
 //!   once per turn, after the others.
 //! * `upstream_registry.rs` — the upstream sockets the loop keeps
 //!   registered for good, edge-triggered (a wait on one costs no system
-//!   call), told apart from a later socket with the same number by stamp.
+//!   call), told apart from a later socket with the same number by stamp;
+//!   it tells the pool whether an idle one turned readable (no peek at
+//!   reuse).
 //! * [`worker_pool`] (in `mpm_core::loop_parts`) — the workers, and the channel and eventfd by which
 //!   connections come back to the loop.
 //! * [`timeout_queues`] (in `mpm_core::loop_parts`) — keep-alive, request, write and linger timeouts, each

@@ -13,10 +13,19 @@
 //! so that a report the kernel queued for the closed socket before the
 //! number was reused is told apart and dropped.
 //!
+//! The registry also answers a pool about its idle connections
+//! ([`mpm_core::waiting::idle_input_seen`]): a socket whose last read left
+//! nothing unread and of which no input was reported since may be reused
+//! without a look of its own (a `recv(MSG_PEEK)`, a system call a proxied
+//! request), as nginx reuses its idle upstream connections; one that
+//! turned readable meanwhile is looked at.
+//!
 //! One registry per loop, touched by the loop's thread alone: no lock, and
 //! a loop per process (each with its own pool of upstream connections)
-//! carries it to any number of cores unchanged.
+//! carries it to any number of cores unchanged. It is that thread's
+//! ([`with`]), so that a step polled on the loop can ask it.
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsFd, RawFd};
 
@@ -66,6 +75,45 @@ pub(crate) struct Report {
     pub waiter: usize,
     /// All the readiness not yet handed to a step, this report's included.
     pub seen: Seen,
+}
+
+thread_local! {
+    /// The registry of the loop running on this thread.
+    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
+}
+
+/// The registry of the loop on this thread. Not reentrant: `f` must not
+/// step a connection.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    REGISTRY.with(|r| f(&mut r.borrow_mut()))
+}
+
+/// While a loop runs on this thread: its registry starts empty (a loop run
+/// before it on the thread had another epoll set), and it answers
+/// [`mpm_core::waiting::idle_input_seen`]; both end with the guard.
+pub(crate) struct Watching(());
+
+impl Watching {
+    pub(crate) fn start() -> Watching {
+        with(|r| *r = Registry::default());
+        mpm_core::waiting::watch_idle_input(Some(idle_input_seen));
+        Watching(())
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        mpm_core::waiting::watch_idle_input(None);
+        // Its entries name sockets of an epoll set going away.
+        let _ = REGISTRY.try_with(|r| r.try_borrow_mut().map(|mut r| *r = Registry::default()));
+    }
+}
+
+fn idle_input_seen(fd: RawFd, stamp: u64) -> Option<bool> {
+    REGISTRY
+        .try_with(|r| r.try_borrow_mut().ok()?.idle_input(fd, stamp))
+        .ok()
+        .flatten()
 }
 
 /// See the module documentation.
@@ -163,6 +211,17 @@ impl Registry {
         })
     }
 
+    /// Whether input was reported on `fd` stamped `stamp` since a step
+    /// last resumed to read it, forgotten as it is told (the caller looks
+    /// at the socket itself); `None` for a socket not registered here.
+    pub(crate) fn idle_input(&mut self, fd: RawFd, stamp: u64) -> Option<bool> {
+        let e = self.entries.get_mut(Self::index(fd)?)?;
+        if e.stamp != stamp {
+            return None;
+        }
+        Some(std::mem::take(&mut e.seen.read))
+    }
+
     /// The waiter of `fd` is stepped for `want`: it tries that I/O now, so
     /// what was seen of it is handed over.
     pub(crate) fn take(&mut self, fd: RawFd, want: Seen) {
@@ -253,6 +312,32 @@ mod tests {
             reg.wait(&ep.0, fd, 5, 1, READ).unwrap().unwrap(),
             Waited::Kept { ready: false }
         );
+    }
+
+    #[test]
+    fn an_idle_socket_that_turned_readable_is_told_to_the_pool_once_and_a_quiet_one_as_quiet() {
+        let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).unwrap();
+        let _watching = Watching::start();
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let fd = a.as_raw_fd();
+        // Never waited on here: the loop knows nothing of it.
+        assert_eq!(mpm_core::waiting::idle_input_seen(fd, 5), None);
+        with(|reg| reg.wait(&ep.0, fd, 5, 1, READ).unwrap().unwrap());
+        with(|reg| reports(&ep, reg));
+        with(|reg| reg.take(fd, READ)); // a step read it (to its end)
+                                        // Idle and quiet: the loop's word stands for a peek.
+        assert_eq!(mpm_core::waiting::idle_input_seen(fd, 5), Some(false));
+        // Another socket's stamp on this number: not this one's word.
+        assert_eq!(mpm_core::waiting::idle_input_seen(fd, 6), None);
+        // The upstream writes to the idle connection (or closes it).
+        b.write_all(b"stray").unwrap();
+        assert_eq!(with(|reg| reports(&ep, reg)).len(), 1);
+        assert_eq!(mpm_core::waiting::idle_input_seen(fd, 5), Some(true));
+        // Told once: the caller looked at the socket itself.
+        assert_eq!(mpm_core::waiting::idle_input_seen(fd, 5), Some(false));
+        drop(_watching);
+        // No loop on this thread any more: nobody's word.
+        assert_eq!(mpm_core::waiting::idle_input_seen(fd, 5), None);
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub struct Connection {
     /// Who its socket is, for a loop that keeps it registered
     /// ([`Await::stamp`]).
     stamp: u64,
+    /// Its last read left nothing in the socket (it returned less than it
+    /// asked for, or `WouldBlock`): input after it is news to a loop that
+    /// keeps the socket registered ([`is_fresh`](Self::is_fresh)).
+    drained: bool,
 }
 
 enum Io {
@@ -57,6 +61,7 @@ impl Connection {
             opened_at: mpm_core::turn_clock::now(),
             requests_served: 0,
             stamp: mpm_core::waiting::new_stamp(),
+            drained: false,
         }
     }
 
@@ -118,7 +123,14 @@ impl Connection {
     /// when nothing is (for TLS: no complete record).
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match &mut self.io {
-            Io::Plain(s) => s.read(buf),
+            Io::Plain(s) => {
+                let got = s.read(buf);
+                self.drained = match &got {
+                    Ok(n) => *n < buf.len(),
+                    Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+                };
+                got
+            }
             Io::Tls(t) => t.try_read(buf),
         }
     }
@@ -255,12 +267,30 @@ impl Connection {
 
     /// Whether an idle connection may be used again: its peer has not
     /// closed it and sent nothing (a byte between two responses means the
-    /// exchange is out of step). Plain TCP peeks (`recv(MSG_PEEK)`); TLS
-    /// reads through rustls, which takes in session tickets sent after the
-    /// handshake and would call a close_notify the end.
+    /// exchange is out of step).
+    ///
+    /// Plain TCP: on an event loop that keeps the socket registered, the
+    /// loop's word, no system call, if the last read drained the socket
+    /// and no input was reported since ([`idle_input_seen`]: what nginx
+    /// relies on); otherwise a peek (`recv(MSG_PEEK)`). The loop knows only
+    /// what it has taken from the kernel: bytes that came after its last
+    /// `epoll_wait` and after the last read are not seen, as a peek does
+    /// not see those that come after it. TLS reads through rustls, which
+    /// takes in session tickets sent after the handshake and would call a
+    /// close_notify the end.
+    ///
+    /// [`idle_input_seen`]: mpm_core::waiting::idle_input_seen
     pub(crate) fn is_fresh(&mut self) -> bool {
         match &mut self.io {
-            Io::Plain(s) => !crate::connect::is_stale(s.socket()),
+            Io::Plain(s) => {
+                if self.drained
+                    && mpm_core::waiting::idle_input_seen(s.socket().as_raw_fd(), self.stamp)
+                        == Some(false)
+                {
+                    return true;
+                }
+                !crate::connect::is_stale(s.socket())
+            }
             Io::Tls(t) => {
                 let mut byte = [0u8; 1];
                 matches!(t.try_read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)

@@ -204,6 +204,9 @@ impl Pool {
     /// them read as the next request's answer, another client's. (A
     /// 20 ms window without the check, taken for its system call, gave
     /// such bytes to the next GET: found by a fuzz of hostile upstreams.)
+    /// On an event loop that keeps the socket registered the check is the
+    /// loop's word, no system call; elsewhere a peek (see
+    /// `Connection::is_fresh`).
     pub async fn connect_replayable(&self, target: &Target, until: Instant) -> Result<Connection> {
         self.connect_checking(target, until).await
     }
