@@ -244,6 +244,41 @@ fn polled_bodies_are_framed_alike_by_both_drivers() {
     }
 }
 
+/// A `HEAD` answer's body says the `GET`'s length when it knows it, and
+/// nothing when it does not (a proxy whose upstream gave none): no
+/// `Content-Length: 0`, no `Transfer-Encoding`, and the connection goes on.
+#[test]
+fn a_head_answer_of_unknown_length_has_no_framing_field() {
+    for driver in DRIVERS {
+        let (addr, server) = serve_http(driver, Bodies);
+        let mut c = connect(addr);
+        c.write_all(
+            b"HEAD /unknown/10 HTTP/1.1\r\nHost: a\r\n\r\n\
+              HEAD /known/10 HTTP/1.1\r\nHost: a\r\n\r\n\
+              GET /known/10 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let head = read_head(&mut c);
+        assert!(
+            head.starts_with("HTTP/1.1 200 OK\r\n"),
+            "{driver:?}: {head}"
+        );
+        assert!(
+            !head.contains("Content-Length") && !head.contains("Transfer-Encoding"),
+            "{driver:?}: {head}"
+        );
+        let head = read_head(&mut c);
+        assert!(
+            head.contains("Content-Length: 10\r\n"),
+            "{driver:?}: {head}"
+        );
+        let (head, body) = read_response(&mut c);
+        assert!(head.starts_with("HTTP/1.1 200 OK"), "{driver:?}: {head}");
+        assert_eq!(body, &pattern()[..10]);
+        server.join().unwrap();
+    }
+}
+
 #[test]
 fn a_later_answer_may_have_a_polled_body() {
     for driver in DRIVERS {

@@ -50,7 +50,9 @@ pub struct ProxyRoute {
     pub balance: Balance,
     /// How long connecting to an upstream may take (then the next, or 504).
     pub connect_timeout: Duration,
-    /// How long the upstream may be silent while the answer is read.
+    /// How long the upstream may be silent while the answer is read: the
+    /// longest wait for each read, of the head (an interim `1xx` answer
+    /// is a read) as of the body, as nginx's `proxy_read_timeout`.
     pub read_timeout: Duration,
     /// How long the upstream may take to accept each part of the request.
     pub send_timeout: Duration,

@@ -176,29 +176,19 @@ impl IdleGauge {
         &self.call.pool
     }
 
-    /// The idle connections to the upstream this process's pool held when
-    /// last looked at.
-    fn seen(&self) -> &AtomicU64 {
-        static NONE: AtomicU64 = AtomicU64::new(0);
-        self.call
-            .idle_seen
-            .get(self.route)
-            .and_then(|r| r.get(self.upstream))
-            .map_or(&NONE, |a| a)
-    }
-
-    /// A pooled connection was taken.
-    fn took_one(&self) {
-        let before = self.seen().load(Ordering::Relaxed);
-        self.set(before.saturating_sub(1));
-    }
-
     /// The pool holds `now` idle connections to the upstream.
     fn set(&self, now: u64) {
-        let before = self.seen().swap(now, Ordering::Relaxed);
-        if before != now {
-            self.state.count_pool_idle(before, now);
-        }
+        let seen = self.call.idle_seen_of(self.route, self.upstream);
+        set_idle(seen, self.state, now);
+    }
+}
+
+/// The pool holds `now` idle connections to the upstream of `state`, of
+/// which it held `seen` when last looked at.
+fn set_idle(seen: &AtomicU64, state: UpstreamState, now: u64) {
+    let before = seen.swap(now, Ordering::Relaxed);
+    if before != now {
+        state.count_pool_idle(before, now);
     }
 }
 
@@ -216,6 +206,16 @@ struct Failed {
 }
 
 impl Call {
+    /// The idle connections to `upstream` of `route` this process's pool
+    /// held when last looked at.
+    fn idle_seen_of(&self, route: usize, upstream: usize) -> &AtomicU64 {
+        static NONE: AtomicU64 = AtomicU64::new(0);
+        self.idle_seen
+            .get(route)
+            .and_then(|r| r.get(upstream))
+            .map_or(&NONE, |a| a)
+    }
+
     /// Every try of `forward` until one is answered, or the 502 or 504.
     ///
     /// An `async` block rather than an `async fn`: an `async fn` keeps its
@@ -421,15 +421,16 @@ impl Call {
                 call.pool.connect(target, until).await
             };
             let mut conn = conn.map_err(|e| fail(e, false, false))?;
-            let gauge = IdleGauge {
-                call: Arc::clone(call),
-                state: attempt.state,
-                route: forward.route,
-                upstream: attempt.upstream,
-            };
             let reused = conn.requests_served() > 0;
             if reused {
-                gauge.took_one();
+                // One fewer idle: the gauge (below) is made once the head
+                // is read, not held in the future while it waits.
+                let seen = call.idle_seen_of(forward.route, attempt.upstream);
+                set_idle(
+                    seen,
+                    attempt.state,
+                    seen.load(Ordering::Relaxed).saturating_sub(1),
+                );
                 attempt.state.count_reused();
             } else {
                 attempt.state.count_opened();
@@ -501,11 +502,14 @@ impl Call {
             let mut buf = Vec::new();
             // Matched rather than mapped: `map_err` and `?` each moved the
             // head's result (288 bytes) once more.
+            // `read_timeout` is the longest silence between two reads
+            // (nginx's `proxy_read_timeout`), the head's as the body's;
+            // the head's size bounds it.
             let mut head = match read_response_head(
                 &mut conn,
                 &mut buf,
                 HeadLimits::default(),
-                mpm_core::turn_clock::now() + route.read_timeout,
+                route.read_timeout,
             )
             .await
             {
@@ -514,6 +518,12 @@ impl Call {
                     let stale = is_stale(&e);
                     return Err(fail(e, stale, body_spent));
                 }
+            };
+            let gauge = IdleGauge {
+                call: Arc::clone(call),
+                state: attempt.state,
+                route: forward.route,
+                upstream: attempt.upstream,
             };
             // Not held across an await: what is made of the head is in the
             // future's state only if the answer waits on (buffering, boxed).
@@ -595,9 +605,15 @@ fn answer(
     };
     if source.reader.is_done() {
         source.finish();
-        // HEAD and 304: the upstream's length, no bytes.
-        if let Some(n) = response_fields(head.headers()).content_length {
-            response.set_body(Body::Polled(Box::new(Announced(n))));
+        // HEAD and 304: no bytes, and the upstream's length, the GET's.
+        // None when it gave none usable (chunked, no framing field, not
+        // one number): then no `Content-Length` at all, rather than the
+        // layer's `Content-Length: 0` for an empty body, which would say
+        // the GET's body is empty.
+        match head.content_length() {
+            Some(n) => response.set_body(Body::Polled(Box::new(Announced(n)))),
+            // A boxed unit: no allocation.
+            None => response.set_body(Body::Polled(Box::new(Unannounced))),
         }
         return Ok(Answer::Now(response));
     }
@@ -715,6 +731,21 @@ impl PollRead for Announced {
 
     fn len(&self) -> Option<u64> {
         Some(self.0)
+    }
+}
+
+/// A body of an unknown length and no bytes: the answer to a `HEAD`
+/// whose upstream gave no usable `Content-Length`. The layer writes no
+/// framing field for it (neither for HTTP/1.1 nor HTTP/2).
+struct Unannounced;
+
+impl PollRead for Unannounced {
+    fn poll_read(&mut self, _buf: &mut [u8]) -> Polled<io::Result<usize>> {
+        Polled::Ready(Ok(0))
+    }
+
+    fn len(&self) -> Option<u64> {
+        None
     }
 }
 

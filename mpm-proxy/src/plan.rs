@@ -833,6 +833,38 @@ mod tests {
         );
     }
 
+    /// Escapes other than the dots' are compared as sent (docs/proxy.md):
+    /// `/%61pi/x` is not under `/api/`, unlike nginx, which decodes it.
+    /// It is the root route's when there is one (passed as sent), else not
+    /// the proxy's at all (the site's).
+    #[test]
+    fn an_encoded_letter_is_not_decoded_to_match_a_route() {
+        let get = |target| Request::for_test("GET", target, Version::Http11, &[("Host", "h")], b"");
+        let with_root = proxy(&["/api/=http://10.0.0.20/v1/", "/=http://10.0.0.21"]);
+        let api = with_root
+            .shared
+            .table
+            .routes()
+            .iter()
+            .position(|r| r.prefix == "/api/")
+            .unwrap();
+        assert_eq!(forward(&with_root, &get("/api/x")).route, api);
+        for target in ["/%61pi/x", "/%61%70%69/x", "/api%2Fx", "/%2561pi/x"] {
+            let f = forward(&with_root, &get(target));
+            assert_ne!(f.route, api, "{target} reached the /api/ route");
+            let head = String::from_utf8(with_root.picker().next(&f, &[]).unwrap().head).unwrap();
+            assert!(
+                head.starts_with(&format!("GET {target} HTTP/1.1\r\n")),
+                "{head}"
+            );
+        }
+        let api_only = proxy(&["/api/=http://10.0.0.20/v1/"]);
+        let req = get("/%61pi/x");
+        assert!(!api_only.takes(&req), "/%61pi/x is the site's");
+        assert!(matches!(api_only.plan(&req, false), Plan::NotMine));
+        assert!(api_only.takes(&get("/api/x")));
+    }
+
     #[test]
     fn the_root_route_takes_every_path_and_no_asterisk() {
         let p = proxy(&["/api/=http://10.0.0.20", "/=http://10.0.0.21"]);

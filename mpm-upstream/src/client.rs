@@ -337,6 +337,9 @@ impl fmt::Debug for RequestBuilder {
     }
 }
 
+/// The request sent and the answer's head read, both by `until`: the
+/// whole exchange's deadline ([`RequestBuilder::timeout`]), not a bound on
+/// each read.
 async fn exchange(
     conn: &mut Connection,
     message: &[u8],

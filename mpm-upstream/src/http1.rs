@@ -14,7 +14,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mpm_core::waiting::ready;
 
@@ -302,6 +302,17 @@ impl ResponseHead {
         self.values_named(fields, name)
     }
 
+    /// The length its `Content-Length` says, when it has one to use: one
+    /// number (the field repeated, or a list, with the same number is one),
+    /// and no `Transfer-Encoding` beside it (which overrides it, RFC 9112
+    /// §6.3). `None` for no such field, a value that is not digits,
+    /// different numbers, or an encoded (chunked) answer: what the answer
+    /// to a `HEAD` says of the `GET`'s body, when it says anything.
+    pub fn content_length(&self) -> Option<u64> {
+        let bad = Known::BAD_LENGTH | Known::TRANSFER_ENCODING;
+        (self.known & Known::CONTENT_LENGTH != 0 && self.known & bad == 0).then_some(self.length)
+    }
+
     /// The values of its `Connection` fields, in order (none, nearly
     /// always, found without a scan).
     pub fn connection(&self) -> impl Iterator<Item = &[u8]> + Clone + '_ {
@@ -434,19 +445,22 @@ enum HeadRead {
     /// A whole head (`1xx` interim ones skipped), what followed it in
     /// [`ResponseHead::bytes_after_head`].
     Head(ResponseHead),
-    /// This many bytes read (0: the end of the stream), what is left of
-    /// them now at the end of the caller's buffer.
-    More(usize),
+    /// `read` bytes read (0: the end of the stream), what is left of them
+    /// now at the end of the caller's buffer: all of them but an interim
+    /// answer's `skipped` bytes.
+    More { read: usize, skipped: usize },
 }
 
 /// Read once into this thread's scratch buffer; a head complete in what
 /// came is returned with the bytes after it, copied out; anything else
 /// goes to the end of `buf` (empty on entry), which the caller reads on
-/// into.
+/// into. `interim`: the bytes of interim answers skipped before, which
+/// count against `limits` with the head's own.
 fn read_head_into_scratch(
     conn: &mut Connection,
     buf: &mut Vec<u8>,
     limits: HeadLimits,
+    interim: usize,
 ) -> Result<io::Result<HeadRead>> {
     SCRATCH.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
@@ -460,7 +474,10 @@ fn read_head_into_scratch(
         let got = &scratch[..n];
         if n > 0 {
             if let Some((mut head, len)) = parse_head(got, limits)? {
-                if !(100..200).contains(&head.status) || head.status == 101 {
+                if interim + len > limits.max_bytes {
+                    return Err(too_large(limits));
+                }
+                if !is_interim(head.status) {
                     // A buffer this thread gave back (the last answer's body,
                     // once copied out): no allocation of its own.
                     head.bytes_after_head = mpm_core::byte_spares::copy_of(&got[len..]);
@@ -469,19 +486,65 @@ fn read_head_into_scratch(
                 // An interim answer: the rest is parsed from `buf` (and
                 // `n` bytes came: not the end of the stream).
                 buf.extend_from_slice(&got[len..]);
-                return Ok(Ok(HeadRead::More(n)));
+                return Ok(Ok(HeadRead::More {
+                    read: n,
+                    skipped: len,
+                }));
             }
         }
         buf.extend_from_slice(got);
-        Ok(Ok(HeadRead::More(n)))
+        Ok(Ok(HeadRead::More {
+            read: n,
+            skipped: 0,
+        }))
     })
 }
 
+/// An interim answer, read and skipped: `1xx` but `101 Switching
+/// Protocols`.
+fn is_interim(status: u16) -> bool {
+    (100..200).contains(&status) && status != 101
+}
+
+/// How long [`read_response_head`] waits for the upstream's bytes:
+///
+/// * a [`Duration`]: the longest the upstream may stay silent, before the
+///   first byte and between two reads. Each read that brings bytes (an
+///   interim answer's among them) starts it again, as nginx's
+///   `proxy_read_timeout` does, so that a head that comes slowly but
+///   steadily is read whole; what bounds a head that never ends is its
+///   size ([`HeadLimits`]).
+/// * an [`Instant`]: when the whole head must have come, however steadily
+///   it comes (a deadline for a whole exchange, as [`Client`]'s).
+///
+/// [`Client`]: crate::Client
+pub trait HeadTimeout: Copy {
+    /// When the upstream must have sent bytes, for a wait that begins now
+    /// (at the start, or after a read that brought some).
+    fn next_deadline(self) -> Instant;
+}
+
+impl HeadTimeout for Duration {
+    fn next_deadline(self) -> Instant {
+        mpm_core::deadline(mpm_core::turn_clock::now(), self)
+    }
+}
+
+impl HeadTimeout for Instant {
+    fn next_deadline(self) -> Instant {
+        self
+    }
+}
+
 /// Read a response head from `conn` into `buf` (which may already hold
-/// bytes), waiting until `until`. Interim `1xx` responses other than
-/// `101 Switching Protocols` are read and skipped. On return `buf` is
-/// empty: the bytes past the head are in
-/// [`ResponseHead::bytes_after_head`].
+/// bytes), waiting as `timeout` says: a [`Duration`] is the longest
+/// silence between two reads (nginx's `proxy_read_timeout`), an
+/// [`Instant`] the deadline of the whole head ([`HeadTimeout`]). Interim
+/// `1xx` responses other than `101 Switching Protocols` are read and
+/// skipped; their bytes count against `limits.max_bytes` with the final
+/// head's, so that interim answers without end are refused rather than
+/// waited on forever. On return `buf` is empty: the bytes past the head
+/// are in [`ResponseHead::bytes_after_head`].
 ///
 /// A head that arrives in one read (nearly all) is read into a buffer the
 /// thread keeps, so that `buf` stays empty and a request waiting for its
@@ -490,8 +553,8 @@ fn read_head_into_scratch(
 ///
 /// Errors: [`Error::Closed`] when the upstream closed or reset the
 /// connection before a byte came; [`Error::BadResponse`] for a garbage
-/// status line, a head over `limits`, or a close in the middle of the head;
-/// [`Error::Timeout`] in [`Phase::Read`].
+/// status line, a head (interim answers included) over `limits`, or a
+/// close in the middle of the head; [`Error::Timeout`] in [`Phase::Read`].
 ///
 /// An `async` block rather than an `async fn`, which would keep its
 /// arguments twice in the future of every request waiting for its answer.
@@ -500,38 +563,50 @@ pub fn read_response_head<'a>(
     conn: &'a mut Connection,
     buf: &'a mut Vec<u8>,
     limits: HeadLimits,
-    until: Instant,
+    timeout: impl HeadTimeout + 'a,
 ) -> impl std::future::Future<Output = Result<ResponseHead>> + 'a {
     async move {
-        let mut any_byte = !buf.is_empty();
+        // The bytes of the interim answers skipped so far. Whether any
+        // byte came is whether some were skipped or are in `buf` (not a
+        // flag of its own: this future is in every waiting request's).
+        let mut interim = 0;
+        let any_byte = |buf: &Vec<u8>, interim: usize| interim > 0 || !buf.is_empty();
+        let mut deadline = timeout.next_deadline();
         // A request just sent has no answer yet: wait for one before the first
         // read rather than spend a read on EAGAIN (a system call per proxied
         // request). TLS may hold decrypted bytes already: it reads first.
         if buf.is_empty() && !conn.is_tls() {
-            ready(conn.wait_readable(until))
+            ready(conn.wait_readable(deadline))
                 .await
                 .map_err(|e| Error::io_in(Phase::Read, e))?;
         }
         loop {
             if !buf.is_empty() {
                 if let Some((head, len)) = parse_head(buf, limits)? {
+                    if interim + len > limits.max_bytes {
+                        return Err(too_large(limits));
+                    }
                     buf.drain(..len);
-                    if (100..200).contains(&head.status) && head.status != 101 {
+                    if is_interim(head.status) {
+                        interim += len;
                         continue;
                     }
                     let mut head = head;
                     head.bytes_after_head = std::mem::take(buf);
                     return Ok(head);
                 }
-                if buf.len() >= limits.max_bytes {
+                if interim + buf.len() >= limits.max_bytes {
                     return Err(too_large(limits));
                 }
             }
             let got = loop {
                 let got = if buf.is_empty() {
-                    match read_head_into_scratch(conn, buf, limits)? {
+                    match read_head_into_scratch(conn, buf, limits, interim)? {
                         Ok(HeadRead::Head(head)) => return Ok(head),
-                        Ok(HeadRead::More(n)) => Ok(n),
+                        Ok(HeadRead::More { read, skipped }) => {
+                            interim += skipped;
+                            Ok(read)
+                        }
                         Err(e) => Err(e),
                     }
                 } else {
@@ -545,7 +620,7 @@ pub fn read_response_head<'a>(
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         // A request waiting for its answer holds no read
                         // buffer meanwhile (unless a head came in pieces).
-                        if let Err(e) = ready(conn.wait_readable(until)).await {
+                        if let Err(e) = ready(conn.wait_readable(deadline)).await {
                             break Err(e);
                         }
                     }
@@ -554,15 +629,16 @@ pub fn read_response_head<'a>(
                 }
             };
             match got {
-                Ok(0) if any_byte => {
+                Ok(0) if any_byte(buf, interim) => {
                     return Err(Error::BadResponse(
                         "the upstream closed the connection in the middle of the response head"
                             .to_string(),
                     ))
                 }
                 Ok(0) => return Err(Error::Closed),
-                Ok(_) => any_byte = true,
-                Err(e) if !any_byte && is_reset(&e) => return Err(Error::Closed),
+                // Bytes came: a silence starts again.
+                Ok(_) => deadline = timeout.next_deadline(),
+                Err(e) if !any_byte(buf, interim) && is_reset(&e) => return Err(Error::Closed),
                 Err(e) => return Err(Error::io_in(Phase::Read, e)),
             }
         }
@@ -1282,6 +1358,90 @@ mod tests {
         got
     }
 
+    /// The head read from a plain connection whose peer writes `parts`,
+    /// each `gap` after the one before, then closes; read with a read
+    /// timeout of `read_timeout`.
+    fn head_read_spaced(
+        parts: Vec<Vec<u8>>,
+        gap: Duration,
+        read_timeout: Duration,
+    ) -> Result<ResponseHead> {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        let sock = mpm_core::waiting::block_on(crate::connect::connect_tcp(addr, until)).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        peer.set_nodelay(true).unwrap();
+        let writer = std::thread::spawn(move || {
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    std::thread::sleep(gap);
+                }
+                // The reader may have given up: then the writes fail.
+                if peer.write_all(p).is_err() {
+                    return;
+                }
+            }
+        });
+        let target = crate::pool::Target::plain(addr);
+        let mut conn = Connection::plain(sock, Arc::new(target.key()));
+        let mut buf = Vec::new();
+        let got = mpm_core::waiting::block_on(read_response_head(
+            &mut conn,
+            &mut buf,
+            HeadLimits::default(),
+            read_timeout,
+        ));
+        drop(conn);
+        writer.join().unwrap();
+        got
+    }
+
+    /// nginx's `proxy_read_timeout`: the longest wait between two reads,
+    /// not for the whole head. A head trickled a byte every 30 ms, 720 ms
+    /// in all, is read whole with a read timeout of 120 ms; so is a final
+    /// head after interim answers 60 ms apart, 300 ms in all.
+    #[test]
+    fn a_head_trickled_within_the_read_timeout_between_reads_is_read_whole() {
+        let ms = Duration::from_millis;
+        let bytes = b"HTTP/1.1 200 OK\r\nA: b\r\n\r\n".iter();
+        let head = head_read_spaced(bytes.map(|b| vec![*b]).collect(), ms(30), ms(120)).unwrap();
+        assert_eq!((head.status, head.header("a")), (200, Some(&b"b"[..])));
+        let mut parts = vec![b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n".to_vec(); 5];
+        parts.push(b"HTTP/1.1 204 No Content\r\n\r\n".to_vec());
+        let head = head_read_spaced(parts, ms(60), ms(150)).unwrap();
+        assert_eq!(head.status, 204);
+    }
+
+    #[test]
+    fn a_head_that_stalls_longer_than_the_read_timeout_is_a_read_timeout() {
+        let ms = Duration::from_millis;
+        let parts = vec![b"HTTP/1.1 200 OK\r\n".to_vec(), b"A: b\r\n\r\n".to_vec()];
+        let e = head_read_spaced(parts, ms(300), ms(100)).unwrap_err();
+        assert!(matches!(e, Error::Timeout { phase: Phase::Read }), "{e:?}");
+        // An interim answer, then a stall.
+        let parts = vec![
+            b"HTTP/1.1 103 Early Hints\r\n\r\n".to_vec(),
+            b"HTTP/1.1 200 OK\r\n\r\n".to_vec(),
+        ];
+        let e = head_read_spaced(parts, ms(300), ms(100)).unwrap_err();
+        assert!(matches!(e, Error::Timeout { phase: Phase::Read }), "{e:?}");
+    }
+
+    /// With the read timeout restarted by every read, interim answers
+    /// without end would hold a request forever: they count against the
+    /// head's size limit.
+    #[test]
+    fn interim_answers_count_against_the_heads_size_limit() {
+        let many = b"HTTP/1.1 103 Early Hints\r\n\r\n".repeat(3000);
+        let e = head_read_spaced(vec![many], Duration::ZERO, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(&e, Error::BadResponse(m) if m.contains("larger than")),
+            "{e:?}"
+        );
+    }
+
     #[test]
     fn a_head_read_whole_keeps_the_body_after_it_and_skips_an_interim_answer() {
         let whole =
@@ -1311,6 +1471,28 @@ mod tests {
         assert!(matches!(head_read_from(&[]), Err(Error::Closed)));
         let cut = head_read_from(&[b"HTTP/1.1 200 OK\r\nX-A"]).unwrap_err();
         assert!(matches!(cut, Error::BadResponse(_)), "{cut:?}");
+    }
+
+    #[test]
+    fn a_usable_content_length_is_one_number_and_no_transfer_encoding() {
+        let length = |f: &[(&str, &str)]| head(200, f).content_length();
+        assert_eq!(length(&[("Content-Length", "42")]), Some(42));
+        assert_eq!(length(&[("Content-Length", "0")]), Some(0));
+        assert_eq!(
+            length(&[("content-length", "7"), ("Content-Length", "7, 7")]),
+            Some(7)
+        );
+        for unusable in [
+            &[][..],
+            &[("Transfer-Encoding", "chunked")],
+            &[("Content-Length", "5, 6")],
+            &[("Content-Length", "5"), ("Content-Length", "6")],
+            &[("Content-Length", "+5")],
+            &[("Content-Length", "five")],
+            &[("Transfer-Encoding", "chunked"), ("Content-Length", "5")],
+        ] {
+            assert_eq!(length(unusable), None, "{unusable:?}");
+        }
     }
 
     #[test]

@@ -28,7 +28,8 @@
 //! **The protocol** ([`http1`])
 //! * [`write_request_head`], [`write_request`], [`BodyWriter`] — a
 //!   request going out, its body `Content-Length` or chunked.
-//! * [`read_response_head`] → [`ResponseHead`], [`BodyFraming`],
+//! * [`read_response_head`] (waiting as a [`HeadTimeout`] says) →
+//!   [`ResponseHead`], [`BodyFraming`],
 //!   [`BodyReader`] — a response coming in, its body decoded from its
 //!   framing with bounded memory; a body cut short is an error, never an
 //!   end.
@@ -77,7 +78,7 @@ pub use connection::Connection;
 pub use error::{Error, Phase, Result};
 pub use http1::{
     read_response_head, write_request, write_request_head, BodyFraming, BodyReader, BodyWriter,
-    HeadLimits, RequestFraming, ResponseHead,
+    HeadLimits, HeadTimeout, RequestFraming, ResponseHead,
 };
 pub use pool::{Pool, PoolKey, PoolSettings, PoolStats, Target};
 pub use tls::TlsConfig;

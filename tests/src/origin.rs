@@ -111,6 +111,9 @@ enum Act {
     Raw(Vec<u8>),
     /// Write the bytes one at a time, `every` apart, then close.
     Trickle(Vec<u8>, Duration),
+    /// Write each step's bytes as they are, pausing between them, then
+    /// close.
+    RawSteps(Vec<Step>),
     /// Answer 101 with these fields, then echo every byte back.
     Echo(Vec<(String, String)>),
     /// Close without a byte.
@@ -167,6 +170,16 @@ impl Script {
     pub fn trickle(bytes: &[u8], every: Duration) -> Script {
         Script {
             act: Act::Trickle(bytes.to_vec(), every),
+            delay: Duration::ZERO,
+            hold: false,
+        }
+    }
+
+    /// Write these steps' bytes, whatever they are, with the pauses
+    /// between them (interim answers spaced out, say), and close.
+    pub fn raw_steps(steps: Vec<Step>) -> Script {
+        Script {
+            act: Act::RawSteps(steps),
             delay: Duration::ZERO,
             hold: false,
         }
@@ -733,6 +746,16 @@ fn answer(shared: &Shared, conn: &mut Conn, seen: &Seen, script: &Script) -> io:
                 }
             }
             Err(bad("a trickled answer closes"))
+        }
+        Act::RawSteps(steps) => {
+            for step in steps {
+                match step {
+                    Step::Send(bytes) => s.write_all(bytes)?,
+                    Step::Pause(d) => std::thread::sleep(*d),
+                    Step::Hold => wait_release(shared),
+                }
+            }
+            Err(bad("a raw answer closes"))
         }
         Act::Hang => Err(bad("hung up")),
         Act::Echo(fields) => {

@@ -230,6 +230,74 @@ fn a_field_value_past_ascii_from_the_origin_is_passed_as_it_came(mpm: &str) {
     assert_eq!(&got[head_end + 4..], b"ok\n");
 }
 
+/// A `HEAD` answer's `Content-Length` is the one the `GET` would have:
+/// when the upstream gave none that the proxy can use (a chunked answer,
+/// one with no framing field, a length that is not one number, a length
+/// beside `Transfer-Encoding`), the client's answer has none either (not
+/// `Content-Length: 0`, which says the `GET` would have an empty body),
+/// and the connection goes on.
+fn a_head_answer_without_a_usable_length_from_the_upstream_carries_no_content_length(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on(
+            "/chunked",
+            Script::raw(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Kind: chunked\r\n\r\n",
+            ),
+        )
+        .on(
+            "/unframed",
+            Script::raw(b"HTTP/1.1 200 OK\r\nX-Kind: unframed\r\n\r\n"),
+        )
+        .on(
+            "/two-lengths",
+            Script::raw(b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\nX-Kind: two\r\n\r\n"),
+        )
+        .on(
+            "/signed-length",
+            Script::raw(b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\nX-Kind: signed\r\n\r\n"),
+        )
+        .on(
+            "/framed-twice",
+            Script::raw(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\
+                  X-Kind: twice\r\n\r\n",
+            ),
+        )
+        .on("/next", Script::ok(b"next\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    let mut c = server.connect();
+    for path in [
+        "/chunked",
+        "/unframed",
+        "/two-lengths",
+        "/signed-length",
+        "/framed-twice",
+    ] {
+        c.send(&request("HEAD", path, &[])).unwrap();
+        let r = c
+            .read_response_to("HEAD")
+            .unwrap_or_else(|e| panic!("HEAD {path}: {e}"));
+        assert_eq!(r.status, 200, "HEAD {path}");
+        assert!(r.header("x-kind").is_some(), "HEAD {path}: {:?}", r.headers);
+        assert_eq!(
+            r.header("content-length"),
+            None,
+            "HEAD {path}: a length the upstream did not give"
+        );
+        // Kept alive: the next request on the connection is answered.
+        c.send(&request("GET", "/next", &[])).unwrap();
+        let next = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("GET /next after HEAD {path}: {e}"));
+        assert_eq!(
+            (next.status, next.body.as_slice()),
+            (200, &b"next\n"[..]),
+            "after HEAD {path}"
+        );
+    }
+}
+
 fn hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does(mpm: &str) {
     let origin = Origin::start();
     origin.on("/echo", Script::ok(b"seen\n"));
@@ -395,6 +463,40 @@ fn an_origin_down_is_502_its_timeout_504_and_the_server_serves_on(mpm: &str) {
     assert_eq!(r.body, site::HELLO_TXT.as_bytes(), "the site");
     // And on a new connection.
     assert_eq!(server.get("/fine/y").body, b"fine\n");
+}
+
+/// nginx's `proxy_read_timeout` bounds the wait for each read, not the
+/// whole answer: interim `103` answers, each within `read_timeout` of the
+/// one before but together far past it, keep the request waiting for its
+/// final answer, which the client gets.
+fn interim_answers_each_within_the_read_timeout_keep_the_request_waiting(mpm: &str) {
+    let origin = Origin::start();
+    let hint = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n".to_vec();
+    let mut steps = Vec::new();
+    for _ in 0..6 {
+        steps.push(Step::Send(hint.clone()));
+        steps.push(Step::Pause(Duration::from_millis(200)));
+    }
+    steps.push(Step::Send(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nfinal\n".to_vec(),
+    ));
+    origin.on("/hinted", Script::raw_steps(steps));
+    // 1.2 s of interim answers, twice the read timeout; each gap a third
+    // of it.
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\nupstreams = [\"{o}\"]\nread_timeout = \"600ms\"\n",
+        o = origin.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let started = Instant::now();
+    let r = ask(server.addr(), "GET", "/hinted", &[]);
+    assert_eq!(
+        (r.status, String::from_utf8_lossy(&r.body).as_ref()),
+        (200, "final\n"),
+        "after {:?}",
+        started.elapsed()
+    );
+    assert!(started.elapsed() >= Duration::from_millis(1200));
 }
 
 /// nginx: "If there is only a single server in a group, max_fails,
@@ -1197,6 +1299,42 @@ fn proxy_tables_in_the_settings_file_map_paths_as_nginx_does(mpm: &str) {
     );
 }
 
+/// Route matching decodes no escape but the dots' (docs/proxy.md): an
+/// encoded letter is compared as sent, so `/%61pi/x` is not under `/api/`
+/// (nginx would decode it and pass it there), and goes to the route that
+/// takes the rest, as the client sent it.
+fn an_encoded_letter_in_a_path_is_not_decoded_to_match_a_route(mpm: &str) {
+    let api = Origin::start();
+    api.on("/*", Script::ok(b"api\n"));
+    let root = Origin::start();
+    root.on("/*", Script::ok(b"root\n"));
+    let api_route = format!("/api/={}", api.url(""));
+    let root_route = format!("/={}", root.url(""));
+    let server = serve(
+        mpm,
+        &[
+            "--proxy",
+            api_route.as_str(),
+            "--proxy",
+            root_route.as_str(),
+        ],
+    );
+    let mut c = server.connect();
+    c.send(&request("GET", "/%61pi/x", &[])).unwrap();
+    assert_eq!(c.read_response().unwrap().body, b"root\n", "/%61pi/x");
+    c.send(&request("GET", "/api/x", &[])).unwrap();
+    assert_eq!(c.read_response().unwrap().body, b"api\n", "/api/x");
+    assert_eq!(
+        api.requests()
+            .iter()
+            .map(|r| r.target.as_str())
+            .collect::<Vec<_>>(),
+        ["/api/x"],
+        "only /api/x reached the /api/ upstream"
+    );
+    assert_eq!(root.requests()[0].target, "/%61pi/x", "passed as sent");
+}
+
 fn a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice(mpm: &str) {
     let origin = Origin::start();
     origin.on("/*", Script::ok(b"ok\n"));
@@ -1530,10 +1668,12 @@ mpm_suite!(
     over transports:
     a_proxied_answer_is_the_origins_byte_for_byte,
     a_field_value_past_ascii_from_the_origin_is_passed_as_it_came,
+    a_head_answer_without_a_usable_length_from_the_upstream_carries_no_content_length,
     hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does,
     a_request_the_server_would_refuse_for_itself_never_reaches_the_origin,
     paths_nginx_refuses_and_fields_it_drops_never_reach_the_origin,
     an_origin_down_is_502_its_timeout_504_and_the_server_serves_on,
+    interim_answers_each_within_the_read_timeout_keep_the_request_waiting,
     a_routes_only_upstream_is_never_taken_out_by_its_failures,
     passive_health_skips_a_dead_upstream_and_an_active_check_brings_it_back,
     passive_health_sends_nothing_more_to_an_upstream_after_its_failure,
@@ -1549,6 +1689,7 @@ mpm_suite!(
     a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else,
     bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
+    an_encoded_letter_in_a_path_is_not_decoded_to_match_a_route,
     a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,
     a_hash_of_a_header_sends_each_value_to_one_upstream,
     the_upstream_format_logs_the_upstreams_address_status_and_time,

@@ -442,4 +442,30 @@ mod tests {
         assert!(h.get("upgrade").is_none());
         assert!(matches!(body, Body::Empty), "a HEAD has no body");
     }
+
+    /// A body of no known length (a proxied `HEAD` whose upstream gave
+    /// none): no `content-length` at all, not `0`.
+    #[test]
+    fn a_head_of_unknown_length_has_no_content_length() {
+        struct Unknown;
+        impl crate::PollRead for Unknown {
+            fn poll_read(
+                &mut self,
+                _: &mut [u8],
+            ) -> mpm_core::waiting::Polled<std::io::Result<usize>> {
+                mpm_core::waiting::Polled::Ready(Ok(0))
+            }
+            fn len(&self) -> Option<u64> {
+                None
+            }
+        }
+        let settings = ServiceSettings::new(&HttpSettings::default());
+        let r = Response::new(200).body(Body::Polled(Box::new(Unknown)));
+        let (h, body) = head(&settings, r, true);
+        assert_eq!(h.get("content-length"), None);
+        assert!(matches!(body, Body::Empty), "a HEAD has no body");
+        let r = Response::new(200).body(Body::Empty);
+        let (h, _) = head(&settings, r, true);
+        assert_eq!(h.get("content-length"), Some(b"0".to_vec()));
+    }
 }
