@@ -13,7 +13,7 @@
 //! |---|---|
 //! | SIGTERM, SIGINT | fast stop: refuse new connections, children close every connection now (in flight or idle) and exit |
 //! | SIGWINCH | graceful stop: refuse new connections, children finish what they have within `--graceful-timeout`; then what is still in flight is closed (a fast stop), and a child still running [`ABANDON_AFTER`](mpm_core::ABANDON_AFTER) later is killed |
-//! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests and exits; the listening sockets never close |
+//! | SIGUSR1 | graceful restart: a new generation of children starts at once; the old one stops accepting, finishes in-flight requests within `--graceful-timeout` (then, as on a graceful stop, what is still in flight is closed and a child still running [`ABANDON_AFTER`](mpm_core::ABANDON_AFTER) later is killed) and exits; the listening sockets never close |
 //! | SIGHUP | restart: the children are stopped (gracefully, told with SIGUSR1 that a successor follows) and [`ProcessManager::run`] returns [`Exit::Restart`], so that the caller re-reads its configuration and runs a new set; the listening sockets stay open |
 //! | SIGUSR2 | binary upgrade (see [`crate::upgrade`]): a new master inherits the listening sockets; once it is ready this one drains (its children told with SIGUSR1) and [`ProcessManager::run`] returns [`Exit::Upgraded`]; if it fails, this one serves on |
 //!
@@ -105,6 +105,63 @@ struct Child {
     generation: u64,
     slot: usize,
     started: Instant,
+    /// Told to go gracefully (its generation replaced, or a stop): the
+    /// deadline of its drain, which the master keeps (see [`Deadline`]).
+    drain: Option<Deadline>,
+}
+
+/// A drain's deadline as the master keeps it for one child told to go:
+/// at `cut_at` what the child still serves is cut by a fast stop
+/// (SIGTERM), and a child still running [`ABANDON_AFTER`](mpm_core::ABANDON_AFTER)
+/// (and a second's slack) later is killed.
+///
+/// Kept by the master, not the child, because a prefork child is
+/// single-threaded: blocked in a `sendfile` to a slow client, it has no
+/// thread to watch the clock (worker and event processes keep the same
+/// deadline themselves too, with a thread; the master's SIGTERM then only
+/// turns their cut into a fast stop's). Kept per child, because a graceful
+/// restart leaves an old generation draining while the master serves on,
+/// and a stop that comes meanwhile must not push its deadline back.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    cut_at: Instant,
+    cut: bool,
+    killed: bool,
+}
+
+impl Deadline {
+    fn new(cut_at: Instant) -> Deadline {
+        Deadline {
+            cut_at,
+            cut: false,
+            killed: false,
+        }
+    }
+
+    fn kill_at(&self) -> Instant {
+        mpm_core::deadline(
+            self.cut_at,
+            mpm_core::ABANDON_AFTER + Duration::from_secs(1),
+        )
+    }
+
+    /// Bring the cut forward to `at` (a stop, a fast stop), never back.
+    fn no_later_than(&mut self, at: Instant) {
+        if !self.cut {
+            self.cut_at = self.cut_at.min(at);
+        }
+    }
+
+    /// The next moment due: the cut, then the kill, then none.
+    fn next(&self) -> Option<Instant> {
+        if !self.cut {
+            Some(self.cut_at)
+        } else if !self.killed {
+            Some(self.kill_at())
+        } else {
+            None
+        }
+    }
 }
 
 /// Why [`ProcessManager::run`] returned.
@@ -291,15 +348,22 @@ impl<'a> ProcessManager<'a> {
                 if Instant::now() >= next_maintenance {
                     next_maintenance = Instant::now() + Duration::from_secs(1);
                     let idle = idle_children(&children, generation, &retired, scoreboard);
-                    if idle.len() > max_spare {
-                        // One a second, gently: it is idle, so it just exits.
-                        if let Some(c) = idle.last() {
-                            let _ = kill(c.pid, Signal::SIGUSR1);
-                            retired.push(c.pid);
+                    let (idle_now, last_idle) = (idle.len(), idle.last().map(|c| c.pid));
+                    if idle_now > max_spare {
+                        // One a second, gently: it is idle, so it just exits;
+                        // with the drain deadline of any child told to go, in
+                        // case it took a connection as it was told.
+                        if let Some(pid) = last_idle {
+                            let _ = kill(pid, Signal::SIGUSR1);
+                            retired.push(pid);
                             wanted = wanted.saturating_sub(1).max(1);
+                            let cut_at = mpm_core::deadline(Instant::now(), self.graceful_timeout);
+                            if let Some(c) = children.iter_mut().find(|c| c.pid == pid) {
+                                c.drain.get_or_insert(Deadline::new(cut_at));
+                            }
                         }
                         spawn_rate = 1;
-                    } else if idle.len() < min_spare && wanted < max {
+                    } else if idle_now < min_spare && wanted < max {
                         wanted = (wanted + spawn_rate).min(max);
                         spawn_rate = (spawn_rate * 2).min(32);
                     } else {
@@ -319,6 +383,15 @@ impl<'a> ProcessManager<'a> {
             // the poll's end even with nothing to spawn, which woke every
             // master a hundred times a second).
             let mut until = now + Duration::from_secs(1);
+            // Old generations draining: cut or kill those due, and wake
+            // for the next.
+            if let Some(due) = keep_deadlines(
+                &mut children,
+                "the graceful timeout of a graceful restart",
+                now,
+            ) {
+                until = until.min(due);
+            }
             if current < wanted {
                 until = until.min(next_spawn.max(now));
             }
@@ -508,8 +581,18 @@ impl<'a> ProcessManager<'a> {
                     "mpm: received SIGUSR1: graceful restart: generation {}",
                     generation + 1
                 );
-                for c in children.iter().filter(|c| c.generation == generation) {
+                // The old generation drains as a graceful stop does, within
+                // the graceful timeout: at its deadline what it still serves
+                // is cut, and a child still running later is killed (kept
+                // below, by `keep_deadlines`, as the master serves on).
+                // Without it a prefork child held by a slow download ran on
+                // until the client had read the last byte.
+                let cut_at = mpm_core::deadline(Instant::now(), self.graceful_timeout);
+                for c in children.iter_mut().filter(|c| c.generation == generation) {
                     let _ = kill(c.pid, Signal::SIGUSR1);
+                    c.drain
+                        .get_or_insert(Deadline::new(cut_at))
+                        .no_later_than(cut_at);
                 }
                 generation += 1;
                 if let Some(hook) = self.on_graceful_restart {
@@ -618,38 +701,24 @@ impl<'a> ProcessManager<'a> {
         // graceful deadline (at once in a fast stop) what is still in flight
         // is cut, by a fast stop (SIGTERM: a single-threaded prefork child
         // has no thread to keep its own deadline); a child still running
-        // `ABANDON_AFTER` (and a second's slack) later is killed.
-        let mut cut_at = if fast {
-            Instant::now()
+        // `ABANDON_AFTER` (and a second's slack) later is killed. A child of
+        // an older generation, already draining, keeps its own deadline if
+        // that is sooner.
+        let now = Instant::now();
+        let stop_cut_at = if fast {
+            now
         } else {
-            mpm_core::deadline(Instant::now(), self.graceful_timeout)
+            mpm_core::deadline(now, self.graceful_timeout)
         };
-        let mut cut = fast;
+        for c in &mut children {
+            let d = c.drain.get_or_insert(Deadline::new(stop_cut_at));
+            d.no_later_than(stop_cut_at);
+            // A fast stop was told with SIGTERM just now: that is the cut.
+            d.cut |= fast;
+        }
         let mut cut_by = "the graceful timeout";
-        let mut killed = false;
         while !children.is_empty() {
-            let now = Instant::now();
-            if !cut && now >= cut_at {
-                cut = true;
-                let n = children.len();
-                mpm_core::log_notice!(
-                    "mpm: {cut_by}: closing the connections {n} {} still {}",
-                    if n == 1 { "child" } else { "children" },
-                    if n == 1 { "holds" } else { "hold" }
-                );
-                for c in &children {
-                    let _ = kill(c.pid, Signal::SIGTERM);
-                }
-            }
-            let kill_at =
-                mpm_core::deadline(cut_at, mpm_core::ABANDON_AFTER + Duration::from_secs(1));
-            if cut && !killed && now >= kill_at {
-                killed = true;
-                for c in &children {
-                    mpm_core::log_warn!("mpm: child {} did not stop in time; killing it", c.pid);
-                    let _ = kill(c.pid, Signal::SIGKILL);
-                }
-            }
+            let _ = keep_deadlines(&mut children, cut_by, Instant::now());
             let _ = reap(&mut children);
             if !children.is_empty() {
                 let mut fds = [PollFd::new(signals.wake_read.as_fd(), PollFlags::POLLIN)];
@@ -657,7 +726,7 @@ impl<'a> ProcessManager<'a> {
                 signals.drain();
                 // SIGTERM during a graceful stop: cut it short.
                 if signals.stop.swap(false, Ordering::SeqCst)
-                    && !cut
+                    && children.iter().any(|c| c.drain.is_some_and(|d| !d.cut))
                     && exit == Exit::Stopped
                     && signals.stop_is_fast(lifecycle)
                 {
@@ -666,7 +735,10 @@ impl<'a> ProcessManager<'a> {
                         signals.stop_cause()
                     );
                     lifecycle.stop_now();
-                    cut_at = Instant::now();
+                    let now = Instant::now();
+                    for d in children.iter_mut().filter_map(|c| c.drain.as_mut()) {
+                        d.no_later_than(now);
+                    }
                     cut_by = "fast stop";
                 }
             }
@@ -731,6 +803,7 @@ impl<'a> ProcessManager<'a> {
                     generation,
                     slot,
                     started: Instant::now(),
+                    drain: None,
                 })
             }
             Ok(Forked::Child) => {
@@ -777,6 +850,43 @@ fn run_child(
         .map(Listener::try_clone)
         .collect::<Result<Vec<_>>>()?;
     child_main(mine, &lifecycle, slot)
+}
+
+/// Keep the drain deadlines of the children told to go ([`Deadline`]):
+/// cut those whose deadline has passed (SIGTERM, the fast stop, which a
+/// prefork child blocked in a write sees as the write failing), kill those
+/// still running `ABANDON_AFTER` and a second later. Returns the next
+/// moment due, if any.
+fn keep_deadlines(children: &mut [Child], cut_by: &str, now: Instant) -> Option<Instant> {
+    let due = children
+        .iter()
+        .filter(|c| c.drain.is_some_and(|d| !d.cut && now >= d.cut_at))
+        .count();
+    if due > 0 {
+        mpm_core::log_notice!(
+            "mpm: {cut_by}: closing the connections {due} {} still {}",
+            if due == 1 { "child" } else { "children" },
+            if due == 1 { "holds" } else { "hold" }
+        );
+    }
+    for c in children.iter_mut() {
+        let Some(d) = c.drain.as_mut() else {
+            continue;
+        };
+        if !d.cut && now >= d.cut_at {
+            d.cut = true;
+            let _ = kill(c.pid, Signal::SIGTERM);
+        }
+        if d.cut && !d.killed && now >= d.kill_at() {
+            d.killed = true;
+            mpm_core::log_warn!("mpm: child {} did not stop in time; killing it", c.pid);
+            let _ = kill(c.pid, Signal::SIGKILL);
+        }
+    }
+    children
+        .iter()
+        .filter_map(|c| c.drain.and_then(|d| d.next()))
+        .min()
 }
 
 /// The children of `generation` that are idle or starting (not those told

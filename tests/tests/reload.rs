@@ -5,7 +5,7 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tests::{RawConn, Server, TempDir};
 
@@ -242,9 +242,79 @@ fn silent_connections_around_a_restart_are_served(mpm: &str) {
     );
 }
 
+/// A graceful restart keeps `--graceful-timeout` as a graceful stop does:
+/// a download the old generation still sends when it passes is cut, and
+/// the old process is gone soon after, while the new generation serves.
+/// Prefork's single-threaded children cannot keep their own deadline: the
+/// master cuts them, with SIGTERM. It used to do so on a stop only, and an
+/// old prefork child served a slow download to its end, seconds later.
+fn a_graceful_restart_cuts_a_download_still_in_flight_at_its_graceful_timeout(mpm: &str) {
+    const GRACEFUL: Duration = Duration::from_millis(200);
+    let root = tests::site::docroot_with_big_files();
+    let mut server = Server::start(mpm, Some(root.path()), &["--graceful-timeout", "200ms"]);
+    // A download that has received its head and a few KB; the client then
+    // reads nothing more for a while, so that most of the 8 MiB stay unsent.
+    let mut c = server.connect();
+    c.set_recv_buffer(64 * 1024);
+    c.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let head = c.read_head().unwrap();
+    assert_eq!(head.status, 200);
+    let mut got = c.read_some(4096).unwrap().len();
+    assert!(got > 0, "no body bytes after the head");
+    let old = tests::children(server.pid());
+    let signalled = Instant::now();
+    server.signal(libc::SIGUSR1);
+    // The new generation serves meanwhile.
+    let r = server.get("/hello.txt");
+    assert_eq!(r.status, 200, "{}", server.stderr_text());
+    // The old generation, the download's process among it, is gone within
+    // about a second of the deadline.
+    let gone_by = signalled + GRACEFUL + Duration::from_millis(1300);
+    loop {
+        let now = tests::children(server.pid());
+        if !now.iter().any(|p| old.contains(p)) {
+            break;
+        }
+        assert!(
+            Instant::now() < gone_by,
+            "old children {:?} still there {:?} after SIGUSR1 with --graceful-timeout 200ms\n{}",
+            now.iter().filter(|p| old.contains(p)).collect::<Vec<_>>(),
+            signalled.elapsed(),
+            server.stderr_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        tests::children(server.pid())
+            .iter()
+            .any(|p| !old.contains(p)),
+        "no new generation"
+    );
+    // Well past the deadline, the client reads on: what was already in the
+    // sockets' buffers, then the end (or a reset), before the end of the file.
+    std::thread::sleep(Duration::from_millis(1500).saturating_sub(signalled.elapsed()));
+    let until = Instant::now() + Duration::from_secs(10);
+    while got < tests::site::BIG_LEN && Instant::now() < until {
+        match c.read_some(64 * 1024) {
+            Ok(chunk) if chunk.is_empty() => break,
+            Ok(chunk) => got += chunk.len(),
+            Err(_) => break, // reset: cut as well
+        }
+    }
+    assert!(
+        got < tests::site::BIG_LEN,
+        "the download in flight was not cut at the graceful timeout: all {got} bytes came \
+         {:?} after SIGUSR1\n{}",
+        signalled.elapsed(),
+        server.stderr_text()
+    );
+    assert!(server.stop().success());
+}
+
 tests::mpm_suite!(
     a_request_sent_as_a_graceful_restart_begins_is_answered,
     a_request_answered_during_a_stop_says_connection_close,
     silent_connections_around_a_graceful_restart_are_served,
     silent_connections_around_a_restart_are_served,
+    a_graceful_restart_cuts_a_download_still_in_flight_at_its_graceful_timeout,
 );
