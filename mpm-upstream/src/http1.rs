@@ -1330,41 +1330,20 @@ mod tests {
 
     /// The head read from a plain connection whose peer writes `parts`,
     /// pausing between them (so that each comes in a read of its own),
-    /// then closes.
+    /// then closes; one deadline for the whole head.
     fn head_read_from(parts: &[&[u8]]) -> Result<ResponseHead> {
-        use std::io::Write;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let until = Instant::now() + std::time::Duration::from_secs(5);
-        let sock = mpm_core::waiting::block_on(crate::connect::connect_tcp(addr, until)).unwrap();
-        let (mut peer, _) = listener.accept().unwrap();
-        let parts: Vec<Vec<u8>> = parts.iter().map(|p| p.to_vec()).collect();
-        let writer = std::thread::spawn(move || {
-            for p in parts {
-                peer.write_all(&p).unwrap();
-                std::thread::sleep(std::time::Duration::from_millis(30));
-            }
-        });
-        let target = crate::pool::Target::plain(addr);
-        let mut conn = Connection::plain(sock, Arc::new(target.key()));
-        let mut buf = Vec::new();
-        let got = mpm_core::waiting::block_on(read_response_head(
-            &mut conn,
-            &mut buf,
-            HeadLimits::default(),
-            until,
-        ));
-        writer.join().unwrap();
-        got
+        let parts = parts.iter().map(|p| p.to_vec()).collect();
+        let until = Instant::now() + Duration::from_secs(5);
+        head_read_spaced(parts, Duration::from_millis(30), until)
     }
 
     /// The head read from a plain connection whose peer writes `parts`,
-    /// each `gap` after the one before, then closes; read with a read
-    /// timeout of `read_timeout`.
+    /// each `gap` after the one before, then closes; read with `timeout`
+    /// (a read timeout, or a deadline: [`HeadTimeout`]).
     fn head_read_spaced(
         parts: Vec<Vec<u8>>,
         gap: Duration,
-        read_timeout: Duration,
+        timeout: impl HeadTimeout,
     ) -> Result<ResponseHead> {
         use std::io::Write;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1391,7 +1370,7 @@ mod tests {
             &mut conn,
             &mut buf,
             HeadLimits::default(),
-            read_timeout,
+            timeout,
         ));
         drop(conn);
         writer.join().unwrap();
