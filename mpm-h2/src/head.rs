@@ -172,7 +172,7 @@ pub(crate) fn request(fields: &Block) -> Result<RequestHead, Malformed> {
         }
     }
     Ok(RequestHead {
-        fields: fields.freeze(pseudo_count),
+        fields: fields.freeze_request(pseudo_count),
         method,
         scheme,
         authority,
@@ -237,6 +237,36 @@ mod tests {
         assert_eq!(head.fields().len(), 2);
         assert_eq!(head.fields().get(b"accept"), Some(&b"*/*"[..]));
         assert_eq!(head.content_length(), Some(5));
+    }
+
+    #[test]
+    fn section_8_2_3_several_cookie_fields_are_one_joined_with_semicolons() {
+        let mut f = GET.to_vec();
+        f.extend([
+            ("cookie", "a=1"),
+            ("accept", "*/*"),
+            ("cookie", "b=2"),
+            ("cookie", ""),
+            ("cookie", "c=3"),
+        ]);
+        let head = request(&block(&f)).unwrap();
+        let got: Vec<(&[u8], &[u8])> = head.fields().iter().collect();
+        assert_eq!(
+            got,
+            [
+                (&b"cookie"[..], &b"a=1; b=2; ; c=3"[..]),
+                (&b"accept"[..], &b"*/*"[..])
+            ]
+        );
+        // The pseudo-header fields read as before.
+        assert_eq!(head.path(), Some(&b"/x"[..]));
+        assert_eq!(head.authority(), Some(&b"a.example"[..]));
+        // One cookie stays as it came.
+        let mut one = GET.to_vec();
+        one.extend([("cookie", "a=1"), ("accept", "*/*")]);
+        let head = request(&block(&one)).unwrap();
+        assert_eq!(head.fields().get(b"cookie"), Some(&b"a=1"[..]));
+        assert_eq!(head.fields().len(), 2);
     }
 
     fn rejects(f: &[(&str, &str)]) {

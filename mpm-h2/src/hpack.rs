@@ -186,17 +186,43 @@ impl Block {
     /// allocation of exactly their size.
     pub(crate) fn freeze(&self, skip: usize) -> Fields {
         let spans = self.spans.get(skip..).unwrap_or(&[]);
-        let mut buf = Vec::with_capacity(self.bytes.len() + spans.len() * SPAN);
-        buf.extend_from_slice(&self.bytes);
-        for span in spans {
-            for at in span {
-                buf.extend_from_slice(&at.to_ne_bytes());
+        frozen(&self.bytes, spans.iter().copied(), spans.len(), &[])
+    }
+
+    /// As [`freeze`](Self::freeze), for a request head: several `cookie`
+    /// fields are joined into one, at the first one's place, their values
+    /// separated by `"; "` (RFC 9113 §8.2.3 asks it before a request goes
+    /// on to HTTP/1.1, where one `Cookie` field is all a server reads: a
+    /// proxy's upstream, a handler reading one `cookie` value).
+    pub(crate) fn freeze_request(&self, skip: usize) -> Fields {
+        let spans = self.spans.get(skip..).unwrap_or(&[]);
+        let is_cookie = |s: &[u32; 3]| &self.bytes[s[0] as usize..s[1] as usize] == b"cookie";
+        let cookies = spans.iter().filter(|s| is_cookie(s)).count();
+        if cookies < 2 {
+            return self.freeze(skip);
+        }
+        // The joined field after every other octet: the spans already
+        // taken (the pseudo-header values' too) stay where they are.
+        let mut joined = b"cookie".to_vec();
+        for s in spans.iter().filter(|s| is_cookie(s)) {
+            if joined.len() > b"cookie".len() {
+                joined.extend_from_slice(b"; ");
             }
+            joined.extend_from_slice(&self.bytes[s[1] as usize..s[2] as usize]);
         }
-        Fields {
-            buf: buf.into_boxed_slice(),
-            octets: self.bytes.len() as u32,
-        }
+        let at = self.bytes.len() as u32;
+        let span = [at, at + 6, at + joined.len() as u32];
+        let mut first = true;
+        let kept = spans.iter().filter_map(|s| {
+            if !is_cookie(s) {
+                Some(*s)
+            } else if std::mem::take(&mut first) {
+                Some(span)
+            } else {
+                None
+            }
+        });
+        frozen(&self.bytes, kept, spans.len() - cookies + 1, &joined)
     }
 }
 
@@ -219,6 +245,29 @@ impl std::fmt::Debug for Fields {
                     .map(|(n, v)| (String::from_utf8_lossy(n), String::from_utf8_lossy(v))),
             )
             .finish()
+    }
+}
+
+/// Fields of `bytes` and then `extra` (octets appended), with these
+/// `count` spans, in one allocation of exactly their size.
+fn frozen(
+    bytes: &[u8],
+    spans: impl Iterator<Item = [u32; 3]>,
+    count: usize,
+    extra: &[u8],
+) -> Fields {
+    let octets = bytes.len() + extra.len();
+    let mut buf = Vec::with_capacity(octets + count * SPAN);
+    buf.extend_from_slice(bytes);
+    buf.extend_from_slice(extra);
+    for span in spans {
+        for at in span {
+            buf.extend_from_slice(&at.to_ne_bytes());
+        }
+    }
+    Fields {
+        buf: buf.into_boxed_slice(),
+        octets: octets as u32,
     }
 }
 

@@ -521,6 +521,7 @@ impl<H: HttpHandler> HttpService<H> {
     fn start_h2(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
         let h = H2Conn::new(
             &self.sender.settings.h2,
+            self.sender.settings.limits,
             Arc::clone(&c.pool),
             &c.buf[c.start..c.filled],
         );

@@ -415,7 +415,7 @@ fn version_status(whole: &[u8]) -> VersionCheck {
 /// that RFC 3986 leaves out of a URI but browsers send unencoded (`{}|^`,
 /// backquote, brackets in a query, UTF-8) are let through, as nginx and
 /// httpd do; `"`, `<` and `>`, which browsers always encode, are not.
-fn valid_target(method: &str, target: &str) -> bool {
+pub(crate) fn valid_target(method: &str, target: &str) -> bool {
     if method == "CONNECT" {
         return valid_authority(target.as_bytes(), true);
     }
@@ -464,7 +464,7 @@ thread_local! {
 }
 
 /// Is `v` a valid Host value (`uri-host [ ":" port ]`)?
-fn valid_host(v: &[u8]) -> bool {
+pub(crate) fn valid_host(v: &[u8]) -> bool {
     let seen = LAST_VALID_HOST.with(|last| {
         let last = last.borrow();
         last.0.get(..last.1) == Some(v)

@@ -24,7 +24,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tests::h2::{code, flag, kind, setting, Event, Frame, H2Conn, Target};
+use tests::h2::{code, flag, kind, setting, Event, Field, Frame, H2Conn, Target};
 use tests::origin::{Origin, Script, Step};
 use tests::{site, Server, TempDir, Transport};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -1043,6 +1043,98 @@ fn an_http2_request_costs_a_bounded_number_of_allocations(mpm: &str) {
     );
 }
 
+/// An HTTP/2 request is held to what HTTP/1.1 refuses before a proxy route
+/// sends it on as HTTP/1.1: a `:path` that would make another request line
+/// (a space, a control, a fragment, `"`), an `:authority` or `host` that is
+/// not `host[:port]` (userinfo, a space, a path), neither of them at all;
+/// each stream reset, nothing reaching the upstream, the connection going
+/// on. The field limits are HTTP/1.1's too (431, and 414 for the line),
+/// and several `cookie` fields reach the upstream as one (RFC 9113 §8.2.3).
+fn http2_requests_are_held_to_http1s_rules_before_an_upstream_sees_them(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/echo", Script::ok(b"ok\n"));
+    let route = format!("/={}", origin.url("/"));
+    let Some(server) = h2_server(mpm, None, &["--proxy", &route]) else {
+        return;
+    };
+    let t = raw_target(&server);
+    let mut c = H2Conn::handshake(&t);
+    let mut id = 1;
+    let mut ask = |c: &mut H2Conn, path: &[u8], authority: Option<&[u8]>, extra: &[Field]| {
+        let mut fields = vec![
+            Field::literal(":method", "GET"),
+            Field::literal(":scheme", if t.tls { "https" } else { "http" }),
+            Field::literal(":path", path),
+        ];
+        if let Some(a) = authority {
+            fields.push(Field::literal(":authority", a));
+        }
+        fields.extend_from_slice(extra);
+        c.send_headers(id, &tests::h2::hpack::encode(&fields), true);
+        id += 2;
+        id - 2
+    };
+    let me = t.authority.as_bytes();
+    let cookies = [
+        Field::literal("cookie", "a=1"),
+        Field::literal("x-between", "yes"),
+        Field::literal("cookie", "b=2"),
+        Field::literal("cookie", "c=3"),
+    ];
+    let s = ask(&mut c, b"/echo", Some(me), &cookies);
+    assert_eq!(c.expect_response(s).status, 200);
+    let seen = origin.requests_to("/echo");
+    let got: Vec<_> = seen[0]
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(got, ["a=1; b=2; c=3"], "{:?}", seen[0].headers);
+    assert_eq!(seen[0].header("x-between"), Some("yes"));
+
+    let paths: [&[u8]; 6] = [
+        b"/echo HTTP/1.0",
+        b"/echo\tx",
+        b"/echo\x01",
+        b"/echo\x7f",
+        b"/echo#frag",
+        b"/echo\"x",
+    ];
+    for path in paths {
+        let s = ask(&mut c, path, Some(me), &[]);
+        c.expect_rst_stream(s, code::PROTOCOL_ERROR);
+    }
+    let authorities: [&[u8]; 3] = [b"a.example x", b"evil@a.example", b"a.example/x?y"];
+    for a in authorities {
+        let s = ask(&mut c, b"/echo", Some(a), &[]);
+        c.expect_rst_stream(s, code::PROTOCOL_ERROR);
+        let s = ask(&mut c, b"/echo", None, &[Field::literal("host", a)]);
+        c.expect_rst_stream(s, code::PROTOCOL_ERROR);
+    }
+    let s = ask(&mut c, b"/echo", None, &[]);
+    c.expect_rst_stream(s, code::PROTOCOL_ERROR);
+
+    // The limits of HTTP/1.1's defaults: 8,190 bytes a field, 100 fields,
+    // a request line of 8,190.
+    let long = Field::literal("x-long", "v".repeat(9_000));
+    let s = ask(&mut c, b"/echo", Some(me), &[long]);
+    assert_eq!(c.expect_response(s).status, 431);
+    let many: Vec<Field> = (0..101)
+        .map(|i| Field::literal(format!("x-f{i}"), "v"))
+        .collect();
+    let s = ask(&mut c, b"/echo", Some(me), &many);
+    assert_eq!(c.expect_response(s).status, 431);
+    let path = format!("/echo?{}", "q".repeat(9_000));
+    let s = ask(&mut c, path.as_bytes(), Some(me), &[]);
+    assert_eq!(c.expect_response(s).status, 414);
+
+    // The connection goes on, and only the good requests went up.
+    let s = ask(&mut c, b"/echo", Some(me), &[]);
+    assert_eq!(c.expect_response(s).status, 200);
+    assert_eq!(origin.requests().len(), 2, "{:?}", origin.requests());
+}
+
 /// The raw-frame client's target for this server: h2c, or TLS with ALPN
 /// `h2`, asked for `/hello.txt`.
 fn raw_target(server: &Server) -> Target {
@@ -1070,6 +1162,7 @@ tests::mpm_suite!(over transports:
     streams_of_one_connection_wait_on_an_upstream_together,
     a_post_body_reaches_the_upstream,
     an_upstreams_fields_reach_an_http2_client,
+    http2_requests_are_held_to_http1s_rules_before_an_upstream_sees_them,
     a_large_file_keeps_to_a_small_client_window,
     a_stream_waiting_on_its_upstream_leaves_the_window_to_the_others,
     a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight,

@@ -23,6 +23,7 @@ use super::settings::H2Settings;
 use super::stats::{self, Count};
 use super::stream::{Advance, Inbound, StreamTask, Turn, Wire};
 use crate::buffer_pool::{BufferPool, READ_BUFFER};
+use crate::head::Limits;
 use crate::reading::Reader;
 use crate::writing::Sender;
 use crate::HttpHandler;
@@ -128,6 +129,10 @@ pub(crate) struct Link {
     pub(crate) failed: Option<Interest>,
     /// The codec's counters as last added to the status page's.
     seen: mpm_h2::Stats,
+    /// The request-line and field limits HTTP/1.1 heads are held to
+    /// (`--limit-request-line`, `-fields`, `-field-size`), held to here
+    /// too: HTTP/2's own bound is only the whole header list's size.
+    limits: Limits,
 }
 
 impl Link {
@@ -252,6 +257,11 @@ impl Link {
                             request::target(&head)
                         );
                         self.codec.reset(stream, Reason::PROTOCOL_ERROR);
+                        continue;
+                    }
+                    // 414 or 431, as HTTP/1.1 answers, the connection going on.
+                    if let Some(status) = request::over_limits(&head, &self.limits) {
+                        let _ = self.codec.send_headers(stream, status, &[], true);
                         continue;
                     }
                     if self.inbound.capacity() == 0 {
@@ -461,7 +471,12 @@ impl From<Interest> for Stepped {
 impl H2Conn {
     /// A connection whose first bytes (`first`, the preface and whatever
     /// came with it) were read by the HTTP/1.1 side.
-    pub(crate) fn new(settings: &H2Settings, pool: Arc<BufferPool>, first: &[u8]) -> H2Conn {
+    pub(crate) fn new(
+        settings: &H2Settings,
+        limits: Limits,
+        pool: Arc<BufferPool>,
+        first: &[u8],
+    ) -> H2Conn {
         stats::add(Count::Connections);
         stats::add(Count::ConnectionsOpen);
         let mut link = Link {
@@ -477,6 +492,7 @@ impl H2Conn {
             moved: false,
             failed: None,
             seen: mpm_h2::Stats::default(),
+            limits,
         };
         link.input = first.to_vec();
         link.filled = first.len();

@@ -10,6 +10,7 @@ use mpm_h2::RequestHead;
 use smallvec::SmallVec;
 
 use crate::byte_classes::is_tchar;
+use crate::head::{valid_host, valid_target, Limits};
 
 /// What makes a request malformed beyond what `mpm-h2` checks. Each is
 /// answered `RST_STREAM(PROTOCOL_ERROR)`.
@@ -26,25 +27,71 @@ pub(crate) fn malformed(head: &RequestHead) -> Option<&'static str> {
         None => {}
         Some(b"*") if method == b"OPTIONS" => {}
         Some(p) if !p.starts_with(b"/") && !connect => return Some(":path not in origin form"),
-        Some(p) if std::str::from_utf8(p).is_err() => return Some(":path not UTF-8"),
-        Some(_) => {}
+        // What HTTP/1.1's request line refuses (a space, a control, a
+        // fragment, `"<>`): such a `:path` would be another request line
+        // (`/x HTTP/1.0`) once an HTTP/1.1 upstream is sent it.
+        Some(p) if p.iter().any(|&b| b <= b' ' || b == 0x7f) => {
+            return Some(":path with a space or a control character")
+        }
+        Some(p) => match std::str::from_utf8(p) {
+            Err(_) => return Some(":path not UTF-8"),
+            // In origin form here (`*` and CONNECT are above, and
+            // `mpm-h2` refuses a CONNECT with a `:path`), which any
+            // method may use.
+            Ok(p) if !valid_target("GET", p) => return Some(":path not a request target"),
+            Ok(_) => {}
+        },
     }
-    if head
-        .authority()
-        .is_some_and(|a| std::str::from_utf8(a).is_err())
-    {
-        return Some(":authority not UTF-8");
+    // §8.3.1: the authority without userinfo, as a Host value: HTTP/1.1
+    // answers 400 to a Host that is not `uri-host [ ":" port ]`.
+    match head.authority() {
+        Some(a) if std::str::from_utf8(a).is_err() => return Some(":authority not UTF-8"),
+        Some(a) if connect && !valid_target("CONNECT", std::str::from_utf8(a).unwrap_or("")) => {
+            return Some(":authority of a CONNECT not host:port")
+        }
+        Some(a) if !connect && !valid_host(a) => return Some(":authority not host[:port]"),
+        _ => {}
     }
     let mut hosts = head.fields().iter().filter(|(n, _)| *n == b"host");
     let host = hosts.next();
     if hosts.next().is_some() {
         return Some("more than one host");
     }
+    match (head.authority(), host) {
+        // HTTP/1.1 answers 400 to a request without Host (RFC 9112 §3.2),
+        // and nginx to an HTTP/2 one without either.
+        (None, None) => return Some("neither :authority nor host"),
+        (_, Some((_, h))) if !valid_host(h) => return Some("host not host[:port]"),
+        _ => {}
+    }
     // §8.3.1: a Host that names another entity than `:authority`.
     if let (Some(authority), Some((_, host))) = (head.authority(), host)
         && !host.eq_ignore_ascii_case(authority)
     {
         return Some("host differs from :authority");
+    }
+    None
+}
+
+/// The status HTTP/1.1 answers a head past `limits` with, applied to an
+/// HTTP/2 one (whose only bound of its own is its whole header list's
+/// size): 414 for a request line (method, `:path`) longer than
+/// `--limit-request-line`, 431 for more fields than
+/// `--limit-request-fields` or one longer than `--limit-request-field-size`
+/// (counted as `name: value`, as HTTP/1.1 counts it).
+pub(crate) fn over_limits(head: &RequestHead, limits: &Limits) -> Option<u16> {
+    let path = head.path().or(head.authority()).unwrap_or(b"");
+    // method SP target SP HTTP/1.1, as the line would be.
+    if head.method().len() + path.len() + 10 > limits.line {
+        return Some(414);
+    }
+    let fields = head.fields();
+    if fields.len() > limits.fields
+        || fields
+            .iter()
+            .any(|(n, v)| n.len() + v.len() + 2 > limits.field_size)
+    {
+        return Some(431);
     }
     None
 }
@@ -97,7 +144,8 @@ mod tests {
 
     use mpm_h2::{Fields, RequestHead};
 
-    use super::{fields, malformed, target};
+    use super::{fields, malformed, over_limits, target};
+    use crate::head::Limits;
 
     fn head(
         method: &str,
@@ -134,6 +182,77 @@ mod tests {
             malformed(&head("GET", Some("https://h/"), Some("h"), &[])),
             Some(":path not in origin form")
         );
+    }
+
+    #[test]
+    fn what_http_1_1_refuses_in_a_target_or_a_host_is_malformed() {
+        for path in [
+            "/a b", "/a\tb", "/a\u{1}", "/a\u{7f}", "/a#f", "/a\"b", "/a<b>",
+        ] {
+            assert!(
+                malformed(&head("GET", Some(path), Some("h"), &[])).is_some(),
+                "{path:?} passed"
+            );
+        }
+        // What browsers send unencoded passes, as over HTTP/1.1.
+        assert_eq!(
+            malformed(&head("GET", Some("/a{b}|c^`"), Some("h"), &[])),
+            None
+        );
+        for authority in ["a.example x", "evil@a.example", "a.example/x", "h:port"] {
+            assert!(
+                malformed(&head("GET", Some("/"), Some(authority), &[])).is_some(),
+                "{authority:?} passed"
+            );
+            assert!(
+                malformed(&head("GET", Some("/"), None, &[("host", authority)])).is_some(),
+                "host {authority:?} passed"
+            );
+        }
+        assert_eq!(
+            malformed(&head("GET", Some("/"), None, &[])),
+            Some("neither :authority nor host")
+        );
+        assert_eq!(
+            malformed(&head("GET", Some("/"), None, &[("host", "h:81")])),
+            None
+        );
+        assert_eq!(
+            malformed(&head("GET", Some("/"), Some("[::1]:8443"), &[])),
+            None
+        );
+        assert!(malformed(&head("CONNECT", None, Some("a.example"), &[])).is_some());
+        assert_eq!(
+            malformed(&head("CONNECT", None, Some("a.example:443"), &[])),
+            None
+        );
+    }
+
+    #[test]
+    fn http_1_1s_limits_hold_an_http2_head_too() {
+        let limits = Limits {
+            line: 40,
+            fields: 2,
+            field_size: 20,
+            body: 0,
+        };
+        let ok = head("GET", Some("/x"), Some("h"), &[("a", "1"), ("b", "2")]);
+        assert_eq!(over_limits(&ok, &limits), None);
+        let long_line = head("GET", Some(&format!("/{}", "x".repeat(30))), Some("h"), &[]);
+        assert_eq!(over_limits(&long_line, &limits), Some(414));
+        // `host` from `:authority` is not a field the client sent.
+        let many = head(
+            "GET",
+            Some("/x"),
+            Some("h"),
+            &[("a", "1"), ("b", "2"), ("c", "3")],
+        );
+        assert_eq!(over_limits(&many, &limits), Some(431));
+        // `name: value` as HTTP/1.1 counts it: 20 fits, 21 does not.
+        let fits = head("GET", Some("/x"), Some("h"), &[("name", &"v".repeat(14))]);
+        assert_eq!(over_limits(&fits, &limits), None);
+        let long = head("GET", Some("/x"), Some("h"), &[("name", &"v".repeat(15))]);
+        assert_eq!(over_limits(&long, &limits), Some(431));
     }
 
     #[test]
