@@ -479,7 +479,11 @@ impl Picker {
 
 /// How the request's body is framed to the upstream: the length of a body
 /// read whole, the announced length of a streamed one (else chunked), none
-/// for a request that had no body framing at all.
+/// for a request that had no body framing at all, but `Content-Length: 0`
+/// for a POST, PUT or PATCH (a method that gives content a meaning, for
+/// which RFC 9110 §8.6 asks a length: an HTTP/2 client ends such a
+/// request's empty body with a DATA frame, not a length, and an upstream
+/// may answer 411 to a POST without one; nginx sends the 0 too).
 fn framing(request: &Request<'_>) -> Framing {
     if request.is_streamed() {
         return match request.content_length() {
@@ -490,7 +494,10 @@ fn framing(request: &Request<'_>) -> Framing {
     // Read from the layer's parse of the head, not by a scan of the
     // fields for each name.
     let framed = request.content_length().is_some() || request.is_chunked();
-    if framed || !request.body().is_empty() {
+    if framed
+        || !request.body().is_empty()
+        || matches!(request.method(), "POST" | "PUT" | "PATCH")
+    {
         Framing::Length(request.body().len() as u64)
     } else {
         Framing::None
@@ -569,6 +576,23 @@ mod tests {
             head.contains("Content-Length: 5\r\n") && !head.contains("chunked"),
             "{head}"
         );
+    }
+
+    #[test]
+    fn an_empty_post_put_or_patch_says_content_length_0_and_a_get_says_nothing() {
+        let p = proxy(&["/=http://10.0.0.20"]);
+        // HTTP/2: the body ended by an empty DATA frame, no length field.
+        for method in ["POST", "PUT", "PATCH"] {
+            let req = Request::for_test(method, "/f", Version::Http2, &[("host", "h")], b"");
+            let f = forward(&p, &req);
+            assert_eq!(f.framing, Framing::Length(0), "{method}");
+            let head = String::from_utf8(p.picker().next(&f, &[]).unwrap().head).unwrap();
+            assert!(head.contains("Content-Length: 0\r\n"), "{head}");
+        }
+        for method in ["GET", "DELETE", "OPTIONS"] {
+            let req = Request::for_test(method, "/f", Version::Http2, &[("host", "h")], b"");
+            assert_eq!(forward(&p, &req).framing, Framing::None, "{method}");
+        }
     }
 
     #[test]
