@@ -1135,6 +1135,36 @@ fn http2_requests_are_held_to_http1s_rules_before_an_upstream_sees_them(mpm: &st
     assert_eq!(origin.requests().len(), 2, "{:?}", origin.requests());
 }
 
+/// A stream that asks to hear `100` before it sends its body (curl's
+/// `Expect: 100-continue` for a larger upload) hears it at once, as over
+/// HTTP/1.1, rather than waiting out the client's timeout; the upstream
+/// gets the body and no `Expect`.
+fn an_http2_upload_expecting_100_continue_hears_it_before_sending_its_body(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/post", Script::ok(b"got it\n"));
+    let route = format!("/up/={}", origin.url("/"));
+    let Some(server) = h2_server(mpm, None, &["--proxy", &route]) else {
+        return;
+    };
+    let t = raw_target(&server);
+    let mut c = H2Conn::handshake(&t);
+    let mut fields = t.pseudo("POST", "/up/post");
+    fields.push(Field::literal("expect", "100-continue"));
+    fields.push(Field::literal("content-length", "5"));
+    c.send_headers(1, &tests::h2::hpack::encode(&fields), false);
+    let interim = c.expect_headers(1);
+    assert!(
+        interim.iter().any(|(n, v)| n == ":status" && v == "100"),
+        "{interim:?}"
+    );
+    c.send(&Frame::data(1, flag::END_STREAM, b"hello"));
+    let a = c.expect_response(1);
+    assert_eq!((a.status, a.body.as_slice()), (200, &b"got it\n"[..]));
+    let seen = origin.requests_to("/post");
+    assert_eq!(seen[0].body, b"hello");
+    assert!(!seen[0].has("expect"), "{:?}", seen[0].headers);
+}
+
 /// The raw-frame client's target for this server: h2c, or TLS with ALPN
 /// `h2`, asked for `/hello.txt`.
 fn raw_target(server: &Server) -> Target {
@@ -1163,6 +1193,7 @@ tests::mpm_suite!(over transports:
     a_post_body_reaches_the_upstream,
     an_upstreams_fields_reach_an_http2_client,
     http2_requests_are_held_to_http1s_rules_before_an_upstream_sees_them,
+    an_http2_upload_expecting_100_continue_hears_it_before_sending_its_body,
     a_large_file_keeps_to_a_small_client_window,
     a_stream_waiting_on_its_upstream_leaves_the_window_to_the_others,
     a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight,

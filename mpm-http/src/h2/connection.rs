@@ -264,6 +264,19 @@ impl Link {
                         let _ = self.codec.send_headers(stream, status, &[], true);
                         continue;
                     }
+                    // RFC 9110 §10.1.1: a client that asked to hear 100
+                    // before it sends its body waits for it (curl: a second).
+                    // HTTP/1.1 sends it once the body is to be read; so does
+                    // a stream, at once, unless the announced length is past
+                    // the limit (that one is answered 413 instead).
+                    if !end_stream
+                        && head.fields().iter().any(|(n, v)| {
+                            n == b"expect" && v.eq_ignore_ascii_case(b"100-continue")
+                        })
+                        && head.content_length().is_none_or(|n| n <= self.limits.body)
+                    {
+                        let _ = self.codec.send_headers(stream, 100, &[], false);
+                    }
                     if self.inbound.capacity() == 0 {
                         self.inbound.reserve(INBOUND_START);
                     }
