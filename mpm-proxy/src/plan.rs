@@ -494,9 +494,7 @@ fn framing(request: &Request<'_>) -> Framing {
     // Read from the layer's parse of the head, not by a scan of the
     // fields for each name.
     let framed = request.content_length().is_some() || request.is_chunked();
-    if framed
-        || !request.body().is_empty()
-        || matches!(request.method(), "POST" | "PUT" | "PATCH")
+    if framed || !request.body().is_empty() || matches!(request.method(), "POST" | "PUT" | "PATCH")
     {
         Framing::Length(request.body().len() as u64)
     } else {

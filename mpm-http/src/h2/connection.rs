@@ -270,9 +270,10 @@ impl Link {
                     // a stream, at once, unless the announced length is past
                     // the limit (that one is answered 413 instead).
                     if !end_stream
-                        && head.fields().iter().any(|(n, v)| {
-                            n == b"expect" && v.eq_ignore_ascii_case(b"100-continue")
-                        })
+                        && head
+                            .fields()
+                            .iter()
+                            .any(|(n, v)| n == b"expect" && v.eq_ignore_ascii_case(b"100-continue"))
                         && head.content_length().is_none_or(|n| n <= self.limits.body)
                     {
                         let _ = self.codec.send_headers(stream, 100, &[], false);
