@@ -37,6 +37,8 @@
 //! **Tunnels.** A request with `Upgrade` (a WebSocket) that the upstream
 //! answers `101` becomes a [`Tunnel`] ([`Response::tunnel`]): bytes pumped
 //! both ways, closed after the route's `read_timeout` with nothing moving.
+//! A `101` without `Upgrade`, or to a protocol the client did not offer
+//! (`h2c`, never asked for, among them), is a bad answer: 502.
 
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -576,6 +578,13 @@ fn answer(
             return Err(bad(mpm_upstream::Error::BadResponse(
                 "101 Switching Protocols to a request that asked for no upgrade".into(),
             )));
+        }
+        // What the upstream was asked for (`h2c` never): a 101 is rare,
+        // its list collected.
+        let offered: SmallVec<[&[u8]; 2]> =
+            crate::headers::offered_protocols(forward.fields()).collect();
+        if let Some(why) = crate::headers::refused_switch(head.headers_named("upgrade"), &offered) {
+            return Err(bad(mpm_upstream::Error::BadResponse(why.into())));
         }
         let early = std::mem::take(&mut head.bytes_after_head);
         let mut response = Response::new(head.status);

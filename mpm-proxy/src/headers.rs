@@ -5,11 +5,12 @@
 //! `Connection` and every field it names, `Keep-Alive`, `TE`, `Trailer`,
 //! `Transfer-Encoding` and `Content-Length` (the body is framed anew),
 //! every `Proxy-*` (`Proxy-Authorization` too: it was for this proxy),
-//! `Upgrade` unless the request is tunnelled — and `Expect` (the HTTP layer
-//! has answered `100-continue` and read the body). `Host` is set as the
-//! route's [`HostMode`] says, first. Who the client is goes last, as the
-//! route's [`ForwardedStyle`] says: `X-Forwarded-For` (the client's address
-//! appended to the list a trusted proxy sent, else alone),
+//! `Upgrade` unless the request is tunnelled (and `h2c` from its list even
+//! then) — and `Expect` (the HTTP layer has answered `100-continue` and
+//! read the body). `Host` is set as the route's [`HostMode`] says, first.
+//! Who the client is goes last, as the route's [`ForwardedStyle`] says:
+//! `X-Forwarded-For` (the client's address appended to the list a trusted
+//! proxy sent, else alone),
 //! `X-Forwarded-Proto` and `X-Forwarded-Host` (a trusted proxy's kept,
 //! else this hop's); or one RFC 7239 `Forwarded` element. From a peer that
 //! is not a trusted proxy, fields of either style are dropped: an
@@ -202,8 +203,14 @@ pub fn request_fields_into<'a, I>(
     for (name, value) in fields.clone() {
         let passed = match kind(name.as_bytes()) {
             Kind::Hop | Kind::Host | Kind::Expect => false,
-            // Kept for a tunnel, whatever `Connection` says.
-            Kind::Upgrade => tunnel,
+            // Kept for a tunnel, whatever `Connection` says, but for
+            // `h2c` (written here, less any `h2c`, or not at all).
+            Kind::Upgrade => {
+                if tunnel {
+                    push_upgrade(out, name, value);
+                }
+                false
+            }
             // Who-is-the-client fields: rewritten below, or dropped if untrusted.
             Kind::XForwarded | Kind::Forwarded if rewrites => false,
             // A name with `_` is dropped, as nginx does by default
@@ -366,6 +373,80 @@ fn push_line(out: &mut Vec<u8>, parts: &[&[u8]]) {
 
 fn push_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     push_line(out, &[name.as_bytes(), b": ", value]);
+}
+
+/// The protocols an `Upgrade` value names (`websocket, foo/2`), each
+/// trimmed, the empty ones left out.
+fn upgrade_protocols(value: &[u8]) -> impl Iterator<Item = &[u8]> + Clone {
+    value
+        .split(|b| *b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|p| !p.is_empty())
+}
+
+/// Is `protocol` cleartext HTTP/2 (`h2c`), which the proxy never asks
+/// for nor tunnels? A tunnel of it would carry requests the proxy never
+/// routed or checked (h2c smuggling).
+fn is_h2c(protocol: &[u8]) -> bool {
+    protocol_name(protocol).eq_ignore_ascii_case(b"h2c")
+}
+
+/// A protocol's name: what is before its `/version` (RFC 9110 §7.8).
+fn protocol_name(protocol: &[u8]) -> &[u8] {
+    protocol.split(|b| *b == b'/').next().unwrap_or_default()
+}
+
+/// The protocols of the client's `Upgrade` fields among `fields` that the
+/// proxy asks the upstream for: all but `h2c`, in order.
+pub(crate) fn offered_protocols<'a>(
+    fields: impl Iterator<Item = (&'a str, &'a [u8])>,
+) -> impl Iterator<Item = &'a [u8]> {
+    fields
+        .filter(|(n, _)| n.eq_ignore_ascii_case("upgrade"))
+        .flat_map(|(_, v)| upgrade_protocols(v))
+        .filter(|p| !is_h2c(p))
+}
+
+/// The `Upgrade` field `name: value` for a tunnel's upstream, without any
+/// `h2c` in its list; nothing when no other protocol is left.
+fn push_upgrade(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    let mut first = true;
+    for p in upgrade_protocols(value).filter(|p| !is_h2c(p)) {
+        if first {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            first = false;
+        } else {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(p);
+    }
+    if !first {
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Why an upstream's `101` may not switch a request that offered the
+/// protocols `offered` ([`offered_protocols`]), its `Upgrade` values
+/// being `answer`; `None` when it may. A `101` must say what it switches
+/// to in `Upgrade` (RFC 9110 §15.2.2), and only to protocols the client
+/// named (§7.8): names compared without case, as §7.8 advises, and
+/// versions (`name/version`) too when both sides give one.
+pub(crate) fn refused_switch<'a>(
+    answer: impl Iterator<Item = &'a [u8]>,
+    offered: &[&[u8]],
+) -> Option<&'static str> {
+    let mut chosen = answer.flat_map(upgrade_protocols).peekable();
+    if chosen.peek().is_none() {
+        return Some("101 Switching Protocols without an Upgrade field");
+    }
+    let same = |c: &[u8], o: &[u8]| {
+        let (cn, on) = (protocol_name(c), protocol_name(o));
+        cn.eq_ignore_ascii_case(on)
+            && (c.len() == cn.len() || o.len() == on.len() || c.eq_ignore_ascii_case(o))
+    };
+    let all_offered = chosen.all(|c| offered.iter().any(|o| same(c, o)));
+    (!all_offered).then_some("101 Switching Protocols to a protocol the client did not offer")
 }
 
 /// What the proxy reads for itself in an upstream's response head. Which
@@ -783,6 +864,79 @@ mod tests {
         assert!(!h.to_ascii_lowercase().contains("http2-settings"), "{h}");
         assert!(h.contains("X-Kept: 1\r\n"), "{h}");
         assert!(h.contains("X-Forwarded-For: 192.0.2.1"), "{h}");
+    }
+
+    #[test]
+    fn a_tunnel_never_asks_the_upstream_for_h2c() {
+        let upgrade = |fields: &[(&str, &str)]| -> Vec<String> {
+            let h = head(
+                &route(|_| {}),
+                fields,
+                client("192.0.2.1"),
+                Framing::None,
+                true,
+            );
+            assert!(!h.to_ascii_lowercase().contains("h2c"), "{h}");
+            lines(&h)
+                .into_iter()
+                .filter(|l| l.to_ascii_lowercase().starts_with("upgrade:"))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(
+            upgrade(&[("Upgrade", "websocket, h2c")]),
+            ["Upgrade: websocket"]
+        );
+        assert_eq!(
+            upgrade(&[("Upgrade", " H2C ,WebSocket, foo/2 ")]),
+            ["Upgrade: WebSocket, foo/2"]
+        );
+        assert_eq!(
+            upgrade(&[("Upgrade", "h2c"), ("upgrade", "websocket")]),
+            ["upgrade: websocket"]
+        );
+        assert!(upgrade(&[("Upgrade", "h2c, h2c/1, ,")]).is_empty());
+    }
+
+    #[test]
+    fn the_protocols_offered_are_the_clients_but_h2c() {
+        let fields = [
+            ("Upgrade", "h2c, websocket"),
+            ("X-Other", "h2c"),
+            ("UPGRADE", "foo/2, H2C"),
+        ];
+        let offered: Vec<&[u8]> =
+            offered_protocols(fields.iter().map(|(n, v)| (*n, v.as_bytes()))).collect();
+        assert_eq!(offered, [b"websocket".as_slice(), b"foo/2"]);
+    }
+
+    #[test]
+    fn a_101_must_say_upgrade_to_a_protocol_the_client_offered() {
+        let refused = |answer: &[&str], offered: &[&str]| {
+            let offered: Vec<&[u8]> = offered.iter().map(|o| o.as_bytes()).collect();
+            refused_switch(answer.iter().map(|a| a.as_bytes()), &offered)
+        };
+        // RFC 9110 §15.2.2: no `Upgrade`, or an empty one, is no switch.
+        for answer in [&[][..], &[""], &[" , "]] {
+            assert_eq!(
+                refused(answer, &["websocket"]),
+                Some("101 Switching Protocols without an Upgrade field"),
+                "{answer:?}"
+            );
+        }
+        // §7.8: only to what the client named, names in any case.
+        let not_offered = Some("101 Switching Protocols to a protocol the client did not offer");
+        assert_eq!(refused(&["h2c"], &["websocket"]), not_offered);
+        assert_eq!(refused(&["websocket, h2c"], &["websocket"]), not_offered);
+        assert_eq!(refused(&["websocket", "foo"], &["websocket"]), not_offered);
+        assert_eq!(refused(&["websocketx"], &["websocket"]), not_offered);
+        assert_eq!(refused(&["foo/2"], &["foo/1"]), not_offered);
+        assert_eq!(refused(&["websocket"], &[]), not_offered);
+        assert_eq!(refused(&["WebSocket"], &["websocket"]), None);
+        assert_eq!(refused(&[" websocket "], &["foo", "websocket"]), None);
+        assert_eq!(refused(&["foo/2, websocket"], &["websocket", "FOO"]), None);
+        assert_eq!(refused(&["foo"], &["foo/2"]), None);
+        assert_eq!(refused(&["Foo/2"], &["foo/2"]), None);
     }
 
     fn response(fields: &[(&'static str, &'static str)]) -> ResponseFields {

@@ -254,21 +254,22 @@ pub fn is_idempotent(method: &str) -> bool {
 }
 
 /// Does the request ask to switch protocols (`Connection: upgrade` and an
-/// `Upgrade` field) to something the proxy tunnels? Not to `h2c` alone:
-/// a tunnel of cleartext HTTP/2 to the upstream would carry requests the
-/// proxy never routed or checked (h2c smuggling); such a request is
-/// passed as a plain one, its `Upgrade` dropped, as nginx does.
+/// `Upgrade` field) to something the proxy tunnels? Not to `h2c`: a
+/// tunnel of cleartext HTTP/2 to the upstream would carry requests the
+/// proxy never routed or checked (h2c smuggling). `h2c` is taken out of
+/// the list the upstream gets ([`crate::headers::offered_protocols`]);
+/// a request that named nothing else is passed as a plain one, its
+/// `Upgrade` dropped, as nginx does.
 pub fn wants_upgrade(request: &Request<'_>) -> bool {
-    request.header("upgrade").is_some_and(|v| {
-        v.split(|b| *b == b',')
-            .map(<[u8]>::trim_ascii)
-            .any(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"h2c"))
-    }) && request
-        .headers()
-        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-        .filter_map(|(_, v)| std::str::from_utf8(v).ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+    crate::headers::offered_protocols(request.headers())
+        .next()
+        .is_some()
+        && request
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
 /// Does the request's body go to the upstream as it arrives (larger than
@@ -730,9 +731,41 @@ mod tests {
         };
         assert!(up("websocket"));
         assert!(up("h2c, websocket"));
+        assert!(up("websocket, h2c"));
         assert!(!up("h2c"));
         assert!(!up(" H2C "));
+        assert!(!up("h2c, H2C/1,"));
         assert!(!up(""));
+    }
+
+    /// `h2c` beside another protocol: the tunnel is asked for the other
+    /// alone, and without `HTTP2-Settings`.
+    #[test]
+    fn h2c_is_taken_out_of_an_upgrade_list() {
+        let p = proxy(&["/=http://10.0.0.20"]);
+        for list in ["websocket, h2c", "h2c, websocket", "h2c,websocket,h2c"] {
+            let fields = [
+                ("Host", "h"),
+                ("Connection", "Upgrade, HTTP2-Settings"),
+                ("Upgrade", list),
+                ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"),
+            ];
+            let f = forward(
+                &p,
+                &Request::for_test("GET", "/ws", Version::Http11, &fields, b""),
+            );
+            assert!(f.tunnel, "{list}");
+            let head = String::from_utf8(p.picker().next(&f, &[]).unwrap().head).unwrap();
+            assert!(
+                head.contains("\r\nUpgrade: websocket\r\n"),
+                "{list}: {head}"
+            );
+            let lower = head.to_ascii_lowercase();
+            assert!(
+                !lower.contains("h2c") && !lower.contains("http2-settings"),
+                "{list}: {head}"
+            );
+        }
     }
 
     #[test]

@@ -1022,6 +1022,77 @@ fn a_websocket_echo_goes_through_the_proxy(mpm: &str) {
     }
 }
 
+/// A `101` passes only with an `Upgrade` naming protocols the client
+/// offered (RFC 9110 §15.2.2, §7.8), else 502; and `h2c` is never asked
+/// for, even beside `websocket` (h2c smuggling), which still tunnels.
+fn a_101_switches_only_to_a_protocol_the_client_offered_and_never_to_h2c(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on(
+            "/no-upgrade",
+            Script::raw(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n"),
+        )
+        .on(
+            "/to-h2c",
+            Script::raw(
+                b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
+            ),
+        )
+        .on("/ws", Script::websocket_echo());
+    let server = serve_all_to(mpm, &origin, &[]);
+    let upgrade = |path: &str, list: &str| {
+        let mut c = server.connect();
+        let up = format!("Upgrade: {list}");
+        c.send(&request(
+            "GET",
+            path,
+            &[
+                up.as_str(),
+                "Connection: Upgrade, HTTP2-Settings",
+                "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA",
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                "Sec-WebSocket-Version: 13",
+            ],
+        ))
+        .unwrap();
+        let head = c.read_head().unwrap();
+        (c, head.status)
+    };
+    for (path, list) in [
+        ("/no-upgrade", "websocket"),
+        ("/to-h2c", "websocket"),
+        ("/to-h2c", "websocket, h2c"),
+        ("/to-h2c", "h2c, websocket"),
+    ] {
+        assert_eq!(upgrade(path, list).1, 502, "{path} with Upgrade: {list}");
+    }
+    for list in ["websocket, h2c", "h2c, websocket"] {
+        let (mut c, status) = upgrade("/ws", list);
+        assert_eq!(status, 101, "Upgrade: {list}");
+        let frame = pattern(2000, 7);
+        c.send(&frame).unwrap();
+        let mut back = Vec::new();
+        while back.len() < frame.len() {
+            let more = c.read_some(frame.len() - back.len()).unwrap();
+            assert!(!more.is_empty(), "Upgrade: {list}: the tunnel closed");
+            back.extend(more);
+        }
+        assert!(back == frame, "Upgrade: {list}: the echo differs");
+    }
+    let seen = origin.requests();
+    assert_eq!(seen.len(), 6);
+    for s in &seen {
+        let upgrades: Vec<&str> = s
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("upgrade"))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(upgrades, ["websocket"], "{} {:?}", s.target, s.headers);
+        assert!(!s.has("http2-settings"), "{:?}", s.headers);
+    }
+}
+
 fn requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept(mpm: &str) {
     let origin = Origin::start();
     origin.on("/k", Script::ok(b"k\n"));
@@ -1684,6 +1755,7 @@ mpm_suite!(
     a_large_chunked_upload_sent_in_one_write_reaches_the_upstream_whole,
     a_request_pipelined_behind_a_chunked_upload_is_served_after_it,
     a_websocket_echo_goes_through_the_proxy,
+    a_101_switches_only_to_a_protocol_the_client_offered_and_never_to_h2c,
     requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept,
     a_get_on_a_kept_connection_the_origin_closed_goes_again_on_a_new_one,
     a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else,
