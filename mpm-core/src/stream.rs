@@ -605,6 +605,26 @@ impl Stream {
         }
     }
 
+    /// Shut the writing half of the socket once every byte written before
+    /// has gone: bytes held to the end of a loop's turn
+    /// ([`hold_sends`](Self::hold_sends)) are sent first, and bytes the
+    /// ring gathered or is sending make it `WouldBlock` (wait for room, as
+    /// [`Interest::Await`](crate::Interest::Await)'s `client_write`, and
+    /// try again). A `shutdown` of [`socket`](Self::socket) itself would
+    /// go ahead of them, and they would be lost (a tunnel's last bytes
+    /// before its upstream closed). A layer (TLS) writes its records as it
+    /// goes: nothing of it is held here.
+    pub fn shutdown_write(&mut self) -> io::Result<()> {
+        if self.ring_flag(RING_SENDING)
+            || (self.ring_flag(RING_OWNS_OUTPUT) && self.ring_output_len() > 0)
+        {
+            self.would_block = true;
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.flush_gathered(false)?;
+        self.socket.shutdown(Shutdown::Write)
+    }
+
     /// The underlying socket, for options this type does not wrap.
     pub fn socket(&self) -> &TcpStream {
         &self.socket
@@ -1039,6 +1059,43 @@ mod tests {
         let (sock, peer) = listener.accept().unwrap();
         let stream = Stream::new(sock, peer, false, Arc::new(AtomicBool::new(false))).unwrap();
         (client, stream)
+    }
+
+    /// A shutdown of the writing half sends what is held first (a
+    /// shutdown of the socket itself went ahead of it, and the bytes were
+    /// lost); in ring mode it waits while the ring has bytes to send.
+    #[test]
+    fn shutdown_write_sends_held_bytes_before_the_end() {
+        let (mut client, mut stream) = pair();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut spares = Vec::new();
+        stream.hold_sends(&mut spares);
+        stream.send(b"last words", false).unwrap();
+        assert_eq!(stream.held_len(), 10);
+        stream.shutdown_write().unwrap();
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"last words", "the bytes, then the end");
+
+        let (_client, mut ring) = pair();
+        ring.set_ring_mode();
+        ring.set_ring_owns(false, true);
+        ring.send(b"gathered", false).unwrap();
+        let e = ring.shutdown_write().unwrap_err();
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock,
+            "gathered, not sent"
+        );
+        let out = ring.take_ring_output();
+        assert_eq!(out, b"gathered");
+        ring.set_ring_sending(true);
+        let e = ring.shutdown_write().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "a send in flight");
+        ring.set_ring_sending(false);
+        ring.shutdown_write().unwrap();
     }
 
     /// Held sends wait for `send_held`, keep their order with a write too

@@ -7,7 +7,6 @@
 //! thread serving it waits in `poll(2)` on both at once.
 
 use std::io::{ErrorKind, Read};
-use std::net::Shutdown;
 use std::time::Instant;
 
 use mpm_core::waiting::Await;
@@ -72,9 +71,16 @@ pub(crate) fn pump(c: &mut HttpConn, s: &mut Stream, budget: u64) -> Interest {
                 Moved::Failed => return end(c, t),
             }
         }
+        // The client's half shut once the upstream's last bytes are out:
+        // held or gathered ones first (`Stream::shutdown_write`; a
+        // shutdown of the socket itself went ahead of them, losing a
+        // WebSocket's closing frame under event and uring). Until they
+        // are, the tunnel waits for the client's room.
         if t.upstream_ended && t.down_pos == t.down.len() && !t.client_shut {
-            t.client_shut = true;
-            let _ = s.socket().shutdown(Shutdown::Write);
+            match s.shutdown_write() {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                _ => t.client_shut = true,
+            }
         }
         if t.upstream_shut && t.client_shut {
             return end(c, t); // both sides are done
@@ -106,7 +112,7 @@ pub(crate) fn pump(c: &mut HttpConn, s: &mut Stream, budget: u64) -> Interest {
         read,
         write,
         client_read: !t.client_ended && c.start == c.filled,
-        client_write: t.down_pos < t.down.len(),
+        client_write: t.down_pos < t.down.len() || (t.upstream_ended && !t.client_shut),
         until,
         stamp: None,
     };
