@@ -628,6 +628,12 @@ pub fn read_response_head<'a>(
                     other => break other,
                 }
             };
+            // A TLS upstream's close without close_notify is an
+            // `UnexpectedEof` error: in a head, it is a close as any other.
+            let got = match got {
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+                other => other,
+            };
             match got {
                 Ok(0) if any_byte(buf, interim) => {
                     return Err(Error::BadResponse(

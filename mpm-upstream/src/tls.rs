@@ -186,16 +186,16 @@ impl TlsStream {
         Ok(s)
     }
 
-    /// Read plain text: `WouldBlock` when no record is complete.
+    /// Read plain text: `WouldBlock` when no record is complete; `Ok(0)`
+    /// only after the peer's close_notify. A TCP close without one is an
+    /// `UnexpectedEof` error: it may be a truncation, and a body that ends
+    /// at the close is whole only after a close_notify (RFC 9112 §9.8).
     pub(crate) fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             match self.tls.reader().read(buf) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                // The peer closed TCP without close_notify. Many servers
-                // end an until-close body so; Content-Length and chunked
-                // framing notice a truncation themselves.
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(no_close_notify()),
                 Err(e) => return Err(e),
             }
             // Records rustls wants out (a key update's answer) go first;
@@ -204,13 +204,19 @@ impl TlsStream {
             match self.tls.read_tls(&mut self.sock) {
                 Ok(0) => {
                     // End of stream: process_new_packets makes the reader
-                    // report it (clean or not) on the next turn.
+                    // report it: `Ok(0)` after a close_notify, else
+                    // `UnexpectedEof`.
                     self.process()?;
                     return match self.tls.reader().read(buf) {
-                        Ok(n) => Ok(n),
-                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
-                        Err(e) => Err(e),
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::UnexpectedEof | io::ErrorKind::WouldBlock
+                            ) =>
+                        {
+                            Err(no_close_notify())
+                        }
+                        other => other,
                     };
                 }
                 Ok(_) => self.process()?,
@@ -277,6 +283,14 @@ impl Drop for TlsStream {
         self.tls.send_close_notify();
         let _ = self.try_flush();
     }
+}
+
+/// The peer's TCP close without a close_notify before it.
+fn no_close_notify() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the upstream closed the connection without TLS close_notify (what it sent may be cut short)",
+    )
 }
 
 fn handshake_io(e: io::Error) -> Error {

@@ -226,3 +226,86 @@ fn an_idle_tls_connection_the_upstream_closed_is_replaced_without_error() {
     let stats = pool.stats(&up.target(*addr.unwrap()).key());
     assert_eq!((stats.opened, stats.reused, stats.dropped_stale), (2, 0, 1));
 }
+
+/// An HTTPS upstream answering one request with a 200 whose body ends at
+/// the close (no Content-Length, not chunked): `body`, then close_notify
+/// if `notify`, then the TCP close (a FIN, not a reset).
+fn close_delimited_server(config: Arc<ServerConfig>, body: &'static str, notify: bool) -> Server {
+    Server::start(move |sock| {
+        let Ok(tls) = ServerConnection::new(config.clone()) else {
+            return;
+        };
+        let mut stream = StreamOwned::new(tls, sock);
+        if read_request(&mut stream).is_none() {
+            return;
+        }
+        let answer = format!("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{body}");
+        if stream.write_all(answer.as_bytes()).is_err() || stream.flush().is_err() {
+            return;
+        }
+        if notify {
+            stream.conn.send_close_notify();
+            let _ = stream.conn.complete_io(&mut stream.sock);
+        }
+        // The FIN, then wait for the client's close so that nothing
+        // unread turns it into a reset.
+        let mut sock = stream.sock;
+        let _ = sock.shutdown(std::net::Shutdown::Write);
+        let _ = std::io::Read::read_to_end(&mut sock, &mut Vec::new());
+    })
+}
+
+fn close_delimited_body(notify: bool) -> mpm_upstream::Result<Vec<u8>> {
+    let cert = localhost_cert();
+    let server = close_delimited_server(cert.config.clone(), "partial", notify);
+    let mut up = upstream(&server);
+    let ca = ca_file(&cert.pem);
+    up.set_ca_file(&ca).unwrap();
+    std::fs::remove_file(&ca).unwrap();
+    let client = Client::with_pool(Arc::new(Pool::default()));
+    block_on(async {
+        let r = client.request_to("GET", &up, "/").send().await?;
+        assert_eq!(r.status(), 200);
+        r.bytes().await
+    })
+}
+
+#[test]
+fn a_close_delimited_body_cut_without_close_notify_is_an_error() {
+    // RFC 9112 §9.8: a TCP close without close_notify may be a truncation.
+    let e = close_delimited_body(false).unwrap_err();
+    assert!(
+        matches!(&e, Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_close_delimited_body_ended_by_close_notify_is_whole() {
+    assert_eq!(close_delimited_body(true).unwrap(), b"partial");
+}
+
+#[test]
+fn a_tls_upstream_closing_without_close_notify_before_answering_is_closed() {
+    let cert = localhost_cert();
+    let config = cert.config.clone();
+    let server = Server::start(move |sock| {
+        let Ok(tls) = ServerConnection::new(config.clone()) else {
+            return;
+        };
+        let mut stream = StreamOwned::new(tls, sock);
+        if read_request(&mut stream).is_none() {
+            return;
+        }
+        let mut sock = stream.sock;
+        let _ = sock.shutdown(std::net::Shutdown::Write);
+        let _ = std::io::Read::read_to_end(&mut sock, &mut Vec::new());
+    });
+    let mut up = upstream(&server);
+    let ca = ca_file(&cert.pem);
+    up.set_ca_file(&ca).unwrap();
+    std::fs::remove_file(&ca).unwrap();
+    let client = Client::with_pool(Arc::new(Pool::default()));
+    let e = block_on(async { client.request_to("GET", &up, "/").send().await }).unwrap_err();
+    assert!(matches!(e, Error::Closed), "{e:?}");
+}

@@ -577,6 +577,18 @@ fn uring_refused(config: &Config) -> Result<(), Error> {
         .map_err(|e| Error::config(format!("--mpm uring: {e}")))
 }
 
+/// The reverse proxy of `config`'s routes (none without routes, or for a
+/// protocol that is not HTTP): its upstreams' host names resolved and CA
+/// files loaded, as `serve` makes it and `check` tries it.
+fn reverse_proxy(config: &Config, is_http: bool) -> Result<Option<mpm_proxy::ReverseProxy>, Error> {
+    match (&config.proxy[..], is_http) {
+        ([], _) | (_, false) => Ok(None),
+        (routes, true) => mpm_proxy::ReverseProxy::new(routes.to_vec(), config.proxy_pools())
+            .map(Some)
+            .map_err(|e| Error::config(format!("--proxy: {e}"))),
+    }
+}
+
 fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), Error> {
     let (config, settings) = run.load()?;
     service.check(&config, &settings)?;
@@ -598,6 +610,9 @@ fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), E
         Some(tls) => mpm_tls::CertStore::load(&tls.certs)?,
         None => mpm_tls::CertStore::empty(),
     };
+    // The proxy's upstreams resolved and their CA files loaded as `serve`
+    // would.
+    reverse_proxy(&config, service.is_http())?;
     let mut listen: Vec<String> = config.listen.iter().map(ToString::to_string).collect();
     listen.extend(config.listen_tls.iter().map(|a| format!("https://{a}")));
     println!(
@@ -828,13 +843,7 @@ fn run<M: Mpm, S: Service>(
     // The reverse proxy's routes, with their host names resolved and their
     // health and counters in memory every serving process shares: made
     // before any fork, again for each configuration read.
-    let proxy = match (&config.proxy[..], service.is_http()) {
-        ([], _) | (_, false) => None,
-        (routes, true) => Some(
-            mpm_proxy::ReverseProxy::new(routes.to_vec(), config.proxy_pools())
-                .map_err(|e| Error::config(format!("--proxy: {e}")))?,
-        ),
-    };
+    let proxy = reverse_proxy(config, service.is_http())?;
     // A graceful restart reopens the logs and loads the certificates again
     // (renewed in place): the new generation hands them out, the old one
     // finishes its connections with what they have.

@@ -107,3 +107,66 @@ fn flags_win_over_the_file_and_are_checked_too() {
     assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("/no/such/root"), "{}", out.stderr);
 }
+
+#[test]
+fn proxy_upstreams_serve_refuses_are_refused_with_the_same_line() {
+    let dir = TempDir::new("check-proxy");
+    let no_pem = dir.write("no-cert.pem", b"garbage\n");
+    let missing = dir.path().join("missing.pem");
+    let route = |ca: &std::path::Path| {
+        format!(
+            "[[proxy]]\nprefix = \"/p/\"\nupstreams = [\"https://127.0.0.1:9/\"]\nca_file = \"{}\"\n",
+            ca.display()
+        )
+    };
+    let missing_ca = dir.write("missing-ca.toml", route(&missing).as_bytes());
+    let bad_ca = dir.write("bad-ca.toml", route(&no_pem).as_bytes());
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--proxy", "/a/=http://no-such-host.invalid:80/"],
+            "could not be resolved",
+        ),
+        (&["--proxy", "/a/=http://1.2.3.4.5/"], "1.2.3.4.5"),
+        (
+            &["--config", missing_ca.to_str().unwrap()],
+            "cannot be read",
+        ),
+        (
+            &["--config", bad_ca.to_str().unwrap()],
+            "no CERTIFICATE block",
+        ),
+    ];
+    for (args, says) in cases {
+        let with = |command: &str| {
+            let mut all = vec![command, "--listen", "127.0.0.1:0", "--docroot"];
+            all.push(dir.path().to_str().unwrap());
+            all.extend_from_slice(args);
+            run_mpm(&all, Duration::from_secs(20))
+        };
+        let (check, serve) = (with("check"), with("serve"));
+        check.assert_one_line_error(&format!("check {args:?}"));
+        serve.assert_one_line_error(&format!("serve {args:?}"));
+        assert_eq!(check.stderr, serve.stderr, "{args:?}");
+        assert!(check.stderr.contains(says), "{args:?}: {}", check.stderr);
+    }
+    // A route whose CA file holds a certificate, to an address: good.
+    let pem = dir.write(
+        "ca.pem",
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
+            .unwrap()
+            .cert
+            .pem()
+            .as_bytes(),
+    );
+    let good = dir.write("good.toml", route(&pem).as_bytes());
+    let out = run_mpm(
+        &["check", "--config", good.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("mpm: configuration OK"),
+        "{}",
+        out.stdout
+    );
+}
