@@ -120,7 +120,8 @@ impl Connection {
     }
 
     /// Read what is there: `Ok(0)` at the end of the stream, `WouldBlock`
-    /// when nothing is (for TLS: no complete record).
+    /// when nothing is (for TLS: no complete record; and the end is a
+    /// close_notify: a close without one is an `UnexpectedEof` error).
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match &mut self.io {
             Io::Plain(s) => {
