@@ -257,7 +257,7 @@ pub fn is_idempotent(method: &str) -> bool {
 /// `Upgrade` field) to something the proxy tunnels? Not to `h2c`: a
 /// tunnel of cleartext HTTP/2 to the upstream would carry requests the
 /// proxy never routed or checked (h2c smuggling). `h2c` is taken out of
-/// the list the upstream gets ([`crate::headers::offered_protocols`]);
+/// the list the upstream gets (`headers::offered_protocols`);
 /// a request that named nothing else is passed as a plain one, its
 /// `Upgrade` dropped, as nginx does.
 pub fn wants_upgrade(request: &Request<'_>) -> bool {
