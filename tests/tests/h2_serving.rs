@@ -1163,6 +1163,18 @@ fn an_http2_upload_expecting_100_continue_hears_it_before_sending_its_body(mpm: 
     let seen = origin.requests_to("/post");
     assert_eq!(seen[0].body, b"hello");
     assert!(!seen[0].has("expect"), "{:?}", seen[0].headers);
+    // A length past --limit-request-body (1 MiB) hears no 100: its answer
+    // is the 413.
+    let mut fields = t.pseudo("POST", "/up/post");
+    fields.push(Field::literal("expect", "100-continue"));
+    fields.push(Field::literal("content-length", "2000000"));
+    c.send_headers(3, &tests::h2::hpack::encode(&fields), false);
+    let first = c.expect_headers(3);
+    assert!(
+        first.iter().any(|(n, v)| n == ":status" && v == "413"),
+        "{first:?}"
+    );
+    assert_eq!(origin.requests_to("/post").len(), 1);
 }
 
 /// The raw-frame client's target for this server: h2c, or TLS with ALPN

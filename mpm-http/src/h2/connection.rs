@@ -259,7 +259,8 @@ impl Link {
                         self.codec.reset(stream, Reason::PROTOCOL_ERROR);
                         continue;
                     }
-                    // 414 or 431, as HTTP/1.1 answers, the connection going on.
+                    // 414, 431 or 413, as HTTP/1.1 answers, the connection
+                    // going on.
                     if let Some(status) = request::over_limits(&head, &self.limits) {
                         let _ = self.codec.send_headers(stream, status, &[], true);
                         continue;
@@ -267,14 +268,13 @@ impl Link {
                     // RFC 9110 §10.1.1: a client that asked to hear 100
                     // before it sends its body waits for it (curl: a second).
                     // HTTP/1.1 sends it once the body is to be read; so does
-                    // a stream, at once, unless the announced length is past
-                    // the limit (that one is answered 413 instead).
+                    // a stream, at once (one whose announced length is past
+                    // the limit was answered 413 above).
                     if !end_stream
                         && head
                             .fields()
                             .iter()
                             .any(|(n, v)| n == b"expect" && v.eq_ignore_ascii_case(b"100-continue"))
-                        && head.content_length().is_none_or(|n| n <= self.limits.body)
                     {
                         let _ = self.codec.send_headers(stream, 100, &[], false);
                     }

@@ -78,7 +78,9 @@ pub(crate) fn malformed(head: &RequestHead) -> Option<&'static str> {
 /// size): 414 for a request line (method, `:path`) longer than
 /// `--limit-request-line`, 431 for more fields than
 /// `--limit-request-fields` or one longer than `--limit-request-field-size`
-/// (counted as `name: value`, as HTTP/1.1 counts it).
+/// (counted as `name: value`, as HTTP/1.1 counts it), 413 for a
+/// `content-length` past `--limit-request-body` (answered before any of
+/// the body is sent, as HTTP/1.1 answers it).
 pub(crate) fn over_limits(head: &RequestHead, limits: &Limits) -> Option<u16> {
     let path = head.path().or(head.authority()).unwrap_or(b"");
     // method SP target SP HTTP/1.1, as the line would be.
@@ -92,6 +94,9 @@ pub(crate) fn over_limits(head: &RequestHead, limits: &Limits) -> Option<u16> {
             .any(|(n, v)| n.len() + v.len() + 2 > limits.field_size)
     {
         return Some(431);
+    }
+    if head.content_length().is_some_and(|n| n > limits.body) {
+        return Some(413);
     }
     None
 }
@@ -253,6 +258,11 @@ mod tests {
         assert_eq!(over_limits(&fits, &limits), None);
         let long = head("GET", Some("/x"), Some("h"), &[("name", &"v".repeat(15))]);
         assert_eq!(over_limits(&long, &limits), Some(431));
+        // An announced body past the limit (0 here), before any of it.
+        let post = head("POST", Some("/x"), Some("h"), &[("content-length", "1")]);
+        assert_eq!(over_limits(&post, &limits), Some(413));
+        let empty = head("POST", Some("/x"), Some("h"), &[("content-length", "0")]);
+        assert_eq!(over_limits(&empty, &limits), None);
     }
 
     #[test]
