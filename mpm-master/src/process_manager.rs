@@ -387,7 +387,7 @@ impl<'a> ProcessManager<'a> {
             // for the next.
             if let Some(due) = keep_deadlines(
                 &mut children,
-                "the graceful timeout of a graceful restart",
+                "the graceful timeout of children told to go",
                 now,
             ) {
                 until = until.min(due);
