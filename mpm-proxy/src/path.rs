@@ -3,10 +3,13 @@
 //!
 //! # What matches
 //!
-//! Paths are compared after normalization: `.` and `..` segments resolved
-//! (also written `%2e`), and runs of `/` merged, as nginx does before it
-//! picks a location, so `/api/../admin` is `/admin` and never the `/api/`
-//! route's. The longest matching prefix wins. A prefix matches:
+//! Paths are compared after normalization: escapes of unreserved
+//! characters decoded (`/%61pi/` is `/api/`), `.` and `..` segments
+//! resolved (also written `%2e`), and runs of `/` merged, as nginx does
+//! before it picks a location, so `/api/../admin` is `/admin` and never
+//! the `/api/` route's. Other escapes stay as sent (`%2F` is not a `/`,
+//! where nginx would decode it). The longest matching prefix wins. A
+//! prefix matches:
 //!
 //! * ending in `/` (`/api/`): every path that starts with it (`/api/`,
 //!   `/api/x/y`). The path without the slash (`/api`) does not match;
@@ -248,25 +251,30 @@ pub(crate) fn refused(path: &str) -> bool {
     encoded_slash && dots
 }
 
-/// `path` with runs of `/` merged and its dot segments (`.`, `..`, also
-/// percent-encoded) resolved, as RFC 3986's remove_dot_segments; a `..`
-/// above the root stays at the root. Borrowed when there is nothing to do.
+/// `path` with its escapes of unreserved characters decoded (`%61` is
+/// `a`, `%7E` is `~`: RFC 3986 §6.2.2.2, the same path), runs of `/`
+/// merged and its dot segments (`.`, `..`, also percent-encoded) resolved,
+/// as RFC 3986's remove_dot_segments; a `..` above the root stays at the
+/// root. Other escapes stay as sent (`%2F` is not a `/`, `%25` not a `%`).
+/// Borrowed when there is nothing to do.
 pub fn normalize(path: &str) -> Cow<'_, str> {
     // One pass over the bytes for the usual path, which has no `//` and
-    // no `.` or `%` (so no dot segment, plain or encoded): route matching
-    // normalizes a request's path several times.
+    // no `.` or `%` (so no dot segment, plain or encoded, and no escape):
+    // route matching normalizes a request's path several times.
     let bytes = path.as_bytes();
     let clean = !bytes.windows(2).any(|w| w == b"//")
         && (!bytes.iter().any(|&b| b == b'.' || b == b'%')
-            || path
-                .split('/')
-                .skip(1)
-                .all(|seg| !is_dot(seg) && !is_dot_dot(seg)));
+            || (!has_unreserved_escape(bytes)
+                && path
+                    .split('/')
+                    .skip(1)
+                    .all(|seg| !is_dot(seg) && !is_dot_dot(seg))));
     if clean {
         return Cow::Borrowed(path);
     }
+    let decoded = decode_unreserved(path);
     let mut out: Vec<&str> = Vec::new();
-    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let segments: Vec<&str> = decoded.split('/').skip(1).collect();
     let last = segments.len().saturating_sub(1);
     let mut trailing_slash = false;
     for (i, seg) in segments.iter().enumerate() {
@@ -292,6 +300,52 @@ pub fn normalize(path: &str) -> Cow<'_, str> {
         s.push('/');
     }
     Cow::Owned(s)
+}
+
+/// The byte a `%XY` escape stands for, if it is an unreserved character
+/// (RFC 3986 §2.3: a letter, a digit, `-`, `.`, `_`, `~`).
+fn unreserved_escape(x: u8, y: u8) -> Option<u8> {
+    let hex = |c: u8| (c as char).to_digit(16);
+    let b = u8::try_from(hex(x)? * 16 + hex(y)?).ok()?;
+    (b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')).then_some(b)
+}
+
+/// Does `bytes` hold an escape of an unreserved character?
+fn has_unreserved_escape(bytes: &[u8]) -> bool {
+    bytes
+        .windows(3)
+        .any(|w| w[0] == b'%' && unreserved_escape(w[1], w[2]).is_some())
+}
+
+/// `path` with its escapes of unreserved characters decoded, the others
+/// kept as sent. Borrowed when it has none.
+fn decode_unreserved(path: &str) -> Cow<'_, str> {
+    let bytes = path.as_bytes();
+    if !has_unreserved_escape(bytes) {
+        return Cow::Borrowed(path);
+    }
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            if let (Some(&x), Some(&y)) = (bytes.get(i + 1), bytes.get(i + 2)) {
+                if let Some(c) = unreserved_escape(x, y) {
+                    out.push(char::from(c));
+                    i += 3;
+                    continue;
+                }
+            }
+        }
+        // Copied up to the next `%` whole: the bytes between escapes
+        // (UTF-8 as `path` is) are never split.
+        let next = bytes[i + 1..]
+            .iter()
+            .position(|&c| c == b'%')
+            .map_or(bytes.len(), |p| i + 1 + p);
+        out.push_str(path.get(i..next).unwrap_or_default());
+        i = next;
+    }
+    Cow::Owned(out)
 }
 
 fn is_dot(seg: &str) -> bool {
@@ -443,6 +497,27 @@ mod tests {
         }
     }
 
+    /// RFC 3986 §6.2.2.2: an escaped letter, digit, `-`, `.`, `_` or `~`
+    /// is that character; any other escape stays as sent, so an encoded
+    /// `/`, `%` or `?` never becomes a separator.
+    #[test]
+    fn escapes_of_unreserved_characters_are_decoded_and_no_other() {
+        for (raw, want) in [
+            ("/%61pi/x", "/api/x"),
+            ("/%41%5a%30%39%2D%5F%7e/", "/AZ09-_~/"),
+            ("/a/%2e%2E/b", "/b"),
+            ("/%2561pi/x", "/%2561pi/x"),
+            ("/api%2Fx", "/api%2Fx"),
+            ("/a%3Fb%20c", "/a%3Fb%20c"),
+            ("/é%61/", "/éa/"),
+            ("/%6", "/%6"),
+            ("/x%", "/x%"),
+        ] {
+            assert_eq!(normalize(raw), want, "{raw}");
+        }
+        assert!(matches!(normalize("/a%20b/c"), Cow::Borrowed(_)));
+    }
+
     #[test]
     fn the_root_route_takes_what_its_normalized_path_starts_with_a_slash() {
         let t = RouteTable::new(vec![route("/=http://root"), route("/api/=http://api")]);
@@ -462,6 +537,10 @@ mod tests {
         }
         let api = RouteTable::new(vec![route("/api/=http://api")]);
         assert!(api.takes("/api") && api.takes("/api/x") && !api.takes("/"));
+        // Decoded to match, as nginx does: not a way around a route.
+        assert_eq!(host("/%61pi/x").as_deref(), Some("api"));
+        assert_eq!(host("/%61%70%69/x").as_deref(), Some("api"));
+        assert_eq!(host("/api%2Fx").as_deref(), Some("root"));
         assert!(t.has_root() && !api.has_root());
     }
 }
