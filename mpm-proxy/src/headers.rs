@@ -663,6 +663,21 @@ mod tests {
     }
 
     #[test]
+    fn a_clients_x_accel_fields_reach_the_upstream() {
+        // `X-Accel-*` is the upstream's instruction to the proxy, kept from
+        // the client (response_fields_pass_in_order_without_hop_by_hop_or_accel);
+        // a client's own pass, as nginx passes them (docs/proxy.md).
+        let h = head(
+            &route(|_| {}),
+            &[("Host", "example.com"), ("X-Accel-Buffering", "no")],
+            client("192.0.2.1"),
+            Framing::None,
+            false,
+        );
+        assert!(h.contains("X-Accel-Buffering: no\r\n"), "{h}");
+    }
+
+    #[test]
     fn a_tunnel_keeps_upgrade_and_asks_for_it() {
         let h = head(
             &route(|_| {}),

@@ -425,6 +425,42 @@ fn paths_nginx_refuses_and_fields_it_drops_never_reach_the_origin(mpm: &str) {
     assert_eq!(seen.header("x-forwarded-for"), Some("127.0.0.1"));
 }
 
+/// Without a `/` route, the proxy refuses (400) only what one of its routes
+/// would take; a target no route takes once normalised (another scheme's
+/// absolute form, dots above the root) is the site's, which refuses it
+/// too: nothing reaches the origin either way (docs/proxy.md).
+fn without_a_root_route_targets_no_route_takes_are_the_sites_and_never_reach_the_origin(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/v1/x", Script::ok(b"forwarded\n"));
+    let route = format!("/api/={}", origin.url("/v1/"));
+    let server = serve(mpm, &["--proxy", route.as_str()]);
+    for (target, status) in [
+        // The proxy's own refusals, under its route.
+        ("/api/a%00b", 400),
+        ("/api/a%zz", 400),
+        ("/api/..%2Fadmin", 400),
+        // No route's: the static site answers.
+        ("ws://internal.example/api/x", 400),
+        ("/api/../../etc/passwd", 403),
+        ("/%2e%2e/api/x", 400),
+    ] {
+        let mut c = server.connect();
+        c.send(&request("GET", target, &[])).unwrap();
+        assert_eq!(c.read_response().unwrap().status, status, "{target}");
+    }
+    assert!(
+        origin.requests().is_empty(),
+        "refused requests reached the origin: {:?}",
+        origin.requests()
+    );
+    // The route itself still forwards.
+    let r = ask(server.addr(), "GET", "/api/x", &[]);
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, b"forwarded\n".as_slice())
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Failures
 // ---------------------------------------------------------------------------
@@ -1819,6 +1855,7 @@ mpm_suite!(
     hop_by_hop_fields_never_reach_the_origin_and_x_forwarded_for_does,
     a_request_the_server_would_refuse_for_itself_never_reaches_the_origin,
     paths_nginx_refuses_and_fields_it_drops_never_reach_the_origin,
+    without_a_root_route_targets_no_route_takes_are_the_sites_and_never_reach_the_origin,
     an_origin_down_is_502_its_timeout_504_and_the_server_serves_on,
     interim_answers_each_within_the_read_timeout_keep_the_request_waiting,
     a_routes_only_upstream_is_never_taken_out_by_its_failures,
