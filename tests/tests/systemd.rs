@@ -32,7 +32,7 @@ fn serves_on_a_socket_passed_by_systemd(mpm: &str) {
     assert_eq!(c.read_response().unwrap().body, PAGE);
 }
 
-fn readiness_and_stopping_are_notified(mpm: &str) {
+fn readiness_reloads_and_stopping_are_notified(mpm: &str) {
     let dir = TempDir::new("notify");
     let path = dir.path().join("notify.sock");
     let notify = UnixDatagram::bind(&path).unwrap();
@@ -45,6 +45,13 @@ fn readiness_and_stopping_are_notified(mpm: &str) {
     let mut buf = [0u8; 256];
     let n = notify.recv(&mut buf).unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).contains("READY=1"));
+    // A restart (SIGHUP, `mpm signal reload`) says it reloads, then ready
+    // again once the configuration is read (docs/operations.md, "systemd").
+    server.signal(libc::SIGHUP);
+    let n = notify.recv(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("RELOADING=1"));
+    let n = notify.recv(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("READY=1"));
     assert!(server.stop().success());
     let n = notify.recv(&mut buf).unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1"));
@@ -52,5 +59,5 @@ fn readiness_and_stopping_are_notified(mpm: &str) {
 
 tests::mpm_suite!(
     serves_on_a_socket_passed_by_systemd,
-    readiness_and_stopping_are_notified
+    readiness_reloads_and_stopping_are_notified
 );
