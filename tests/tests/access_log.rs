@@ -122,6 +122,10 @@ fn error_answers_of_the_http_layer_are_logged(mpm: &str) {
             "1s",
             "--request-header-timeout",
             "1s",
+            "--limit-request-line",
+            "100",
+            "--limit-request-fields",
+            "5",
         ],
     );
     // 413: a body over the limit.
@@ -149,6 +153,34 @@ fn error_answers_of_the_http_layer_are_logged(mpm: &str) {
             },
         ]
     );
+    // 400, 414, 431 and 505, each on its own connection (docs/operations.md,
+    // "Logs": every error the HTTP layer answers itself is logged).
+    let many_fields: String = (0..10).map(|i| format!("X-{i}: 1\r\n")).collect();
+    let long = "a".repeat(200);
+    std::fs::write(&log, b"").unwrap();
+    for (request, status) in [
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".to_string(),
+            400,
+        ),
+        (format!("GET /{long} HTTP/1.1\r\nHost: t\r\n\r\n"), 414),
+        (
+            format!("GET / HTTP/1.1\r\nHost: t\r\n{many_fields}\r\n"),
+            431,
+        ),
+        ("GET / HTTP/3.0\r\nHost: t\r\n\r\n".to_string(), 505),
+    ] {
+        let mut c = server.connect();
+        c.send(request.as_bytes()).unwrap();
+        let answer = c.read_response().unwrap();
+        assert_eq!(answer.status, status, "{request:?}");
+        let got = wait_lines(&log, 1, Duration::from_secs(10));
+        assert!(
+            got.len() == 1 && got[0].ends_with(&format!("\" {status} {}", answer.body.len())),
+            "{status} is not the line logged: {got:#?}"
+        );
+        std::fs::write(&log, b"").unwrap();
+    }
 }
 
 fn combined_lines_add_referer_and_user_agent_escaped(mpm: &str) {
