@@ -262,6 +262,65 @@ fn an_upgrade_to_a_binary_that_never_becomes_ready_rolls_back_after_the_timeout(
     assert!(server.stop().success());
 }
 
+/// A new master that is still starting: a second SIGUSR2 is ignored, and
+/// a SIGTERM to the old master stops the new one too and gives the pid
+/// file back (docs/operations.md, "Rollback").
+#[test]
+fn during_an_upgrade_sigusr2_is_ignored_and_sigterm_stops_the_new_master_too() {
+    let dir = TempDir::new("upgrade-pending");
+    let script = dir.write("hang.sh", b"#!/bin/sh\nexec sleep 600\n");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = TempDir::new("upgrade-pending-root");
+    let pid_file = root.path().join("mpm.pid");
+    let mut server = start(
+        "worker",
+        &root,
+        &pid_file,
+        &["--upgrade-binary", script.to_str().unwrap()],
+    );
+    server.signal(libc::SIGUSR2);
+    assert!(server.wait_for_stderr("upgrade: started", Duration::from_secs(10)));
+    let pending: u32 = server
+        .stderr_text()
+        .split(" as pid ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the new master's pid in the log");
+    server.signal(libc::SIGUSR2);
+    assert!(
+        server.wait_for_stderr(
+            &format!("SIGUSR2 ignored: new master {pending} is starting"),
+            Duration::from_secs(10)
+        ),
+        "{}",
+        server.stderr_text()
+    );
+    assert_eq!(
+        server.stderr_text().matches("upgrade: started").count(),
+        1,
+        "a second new master was started"
+    );
+    // The old master still serves meanwhile.
+    let mut c = RawConn::connect(server.addr());
+    c.send(REQUEST).unwrap();
+    assert_eq!(c.read_response().unwrap().body, PAGE);
+    assert!(server.stop().success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !process_gone(pending) {
+        assert!(
+            Instant::now() < deadline,
+            "the pending new master outlived the old one's SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !root.path().join("mpm.pid.oldbin").exists(),
+        "FILE.oldbin left behind"
+    );
+}
+
 #[test]
 fn an_upgraded_master_tells_systemd_it_is_the_main_process() {
     use std::os::unix::net::UnixDatagram;
