@@ -212,3 +212,38 @@ fn a_pid_file_that_cannot_be_written_is_one_line_and_exit_2() {
     );
     assert_one_line_error(&exit, 2, "/nonexistent-dir/mpm.pid");
 }
+
+/// `mpm signal ACTION --config FILE.toml` takes the pid file from the
+/// file's `pid-file` key, whatever other keys the file holds (a program's
+/// own among them); a file without the key is one line and exit 2
+/// (docs/operations.md, "Signals").
+#[test]
+fn signal_takes_the_pid_file_from_a_settings_files_pid_file_key() {
+    let root = site::docroot();
+    let run = TempDir::new("signal-config");
+    let pid_file = pid_file_in(&run);
+    let mut server = start("worker", &root, &pid_file, &[]);
+    let toml = format!(
+        "pid-file = {:?}\nlisten = [\"127.0.0.1:0\"]\nan-applications-key = 3\n",
+        pid_file.to_str().unwrap()
+    );
+    let config = run.write("mpm.toml", toml.as_bytes());
+    let config = config.to_str().unwrap();
+    let without = run.write("other.toml", b"listen = [\"127.0.0.1:0\"]\n");
+    assert_one_line_error(
+        &run_mpm(
+            &["signal", "stop", "--config", without.to_str().unwrap()],
+            COMMAND_TIMEOUT,
+        ),
+        2,
+        "no pid-file key",
+    );
+    let exit = run_mpm(&["signal", "stop", "--config", config], COMMAND_TIMEOUT);
+    assert!(exit.status.success(), "{exit:?}");
+    assert_stops_cleanly(&mut server);
+    assert!(
+        server.stderr_text().contains("received SIGTERM: stopping"),
+        "{}",
+        server.stderr_text()
+    );
+}
