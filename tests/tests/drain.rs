@@ -34,6 +34,14 @@ fn a_stopping_server_fails_health_checks_and_serves_on_for_its_drain_delay(mpm: 
     let r = server.get("/server-status?json");
     assert_eq!(r.status, 503);
     assert!(r.text().contains("\"draining\":true"), "{}", r.text());
+    // Prometheus keeps its data: 200, saying it drains (docs/operations.md).
+    let r = server.get("/server-status?format=prometheus");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text().lines().any(|l| l == "mpm_draining 1"),
+        "{}",
+        r.text()
+    );
     // New connections are still accepted and answered meanwhile.
     let r = server.get("/index.html");
     assert_eq!((r.status, r.text().as_str()), (200, "serving\n"));
@@ -58,7 +66,31 @@ fn a_second_stop_signal_cuts_the_drain_delay_short(mpm: &str) {
     assert!(status.success(), "{status}\n{}", server.stderr_text());
 }
 
+/// SIGWINCH (`mpm signal graceful-stop`) drains first too, as SIGTERM does
+/// (docs/operations.md, "Many hosts behind HAProxy").
+fn a_graceful_stop_drains_first_too(mpm: &str) {
+    let root = TempDir::new("drain-graceful");
+    let mut server = start(mpm, &root, "1");
+    let asked = Instant::now();
+    server.graceful_stop();
+    assert!(
+        server.wait_for_stderr("draining", Duration::from_secs(10)),
+        "{}",
+        server.stderr_text()
+    );
+    let r = server.get("/server-status?json");
+    assert_eq!(r.status, 503);
+    assert!(r.text().contains("\"draining\":true"), "{}", r.text());
+    let status = server.wait_exit(Duration::from_secs(30)).unwrap();
+    assert!(status.success(), "{status}\n{}", server.stderr_text());
+    assert!(
+        asked.elapsed() >= Duration::from_secs(1),
+        "stopped before its drain delay"
+    );
+}
+
 tests::mpm_suite!(
     a_stopping_server_fails_health_checks_and_serves_on_for_its_drain_delay,
+    a_graceful_stop_drains_first_too,
     a_second_stop_signal_cuts_the_drain_delay_short,
 );
