@@ -170,3 +170,33 @@ fn proxy_upstreams_serve_refuses_are_refused_with_the_same_line() {
         out.stdout
     );
 }
+
+/// The README's defaults, as `check` reports what would run: the worker
+/// MPM, one process of 256 threads, on 127.0.0.1:8080; prefork up to 256
+/// processes; a bare `--listen` port is every IPv4 interface.
+#[test]
+fn the_readmes_defaults_are_what_check_says_would_run() {
+    let first_line = |args: &[&str]| {
+        let mut all = vec!["check"];
+        all.extend_from_slice(args);
+        let out = run_mpm(&all, Duration::from_secs(20));
+        assert!(out.status.success(), "{args:?}: {}", out.stderr);
+        out.stdout.lines().next().unwrap_or_default().to_string()
+    };
+    assert_eq!(
+        first_line(&[]),
+        "mpm: configuration OK: worker MPM, server-limit 1, threads-per-child 256, \
+         listening on 127.0.0.1:8080"
+    );
+    assert!(
+        first_line(&["--mpm", "prefork"])
+            .starts_with("mpm: configuration OK: prefork MPM, server-limit 256, "),
+        "{}",
+        first_line(&["--mpm", "prefork"])
+    );
+    assert!(
+        first_line(&["--listen", "8080"]).ends_with("listening on 0.0.0.0:8080"),
+        "{}",
+        first_line(&["--listen", "8080"])
+    );
+}
