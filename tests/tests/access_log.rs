@@ -539,3 +539,44 @@ fn log_settings_are_toml_keys_and_bad_values_there_are_one_line() {
         exit.stderr
     );
 }
+
+/// `--error-log FILE` is reopened with the access log (docs/operations.md,
+/// "Logs"): moved away, then SIGUSR1, and the master's next lines go to a
+/// new file at the path.
+#[test]
+fn the_error_log_is_reopened_by_a_graceful_restart() {
+    let logs = TempDir::new("logs");
+    let errors = logs.path().join("error.log");
+    let moved = logs.path().join("error.log.1");
+    let mut child = std::process::Command::new(tests::mpm_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--error-log"])
+        .arg(&errors)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("no listening line in the error log", &|| {
+        std::fs::read_to_string(&errors)
+            .unwrap_or_default()
+            .contains(" listening on ")
+    });
+    std::fs::rename(&errors, &moved).unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    tests::kill(pid, libc::SIGUSR1);
+    wait_for("the error log was not opened again", &|| errors.exists());
+    tests::kill(pid, libc::SIGTERM);
+    assert!(child.wait().unwrap().success());
+    let old = std::fs::read_to_string(&moved).unwrap();
+    let new = std::fs::read_to_string(&errors).unwrap();
+    assert!(old.contains("received SIGUSR1"), "{old}");
+    assert!(
+        new.contains("received SIGTERM") && new.contains("stopped") && !old.contains("stopped"),
+        "old:\n{old}\nnew:\n{new}"
+    );
+}
