@@ -1058,6 +1058,56 @@ fn a_websocket_echo_goes_through_the_proxy(mpm: &str) {
     }
 }
 
+/// A tunnel with nothing moving either way is closed after the route's
+/// `read_timeout` (docs/proxy.md: "closed after `read_timeout` idle").
+fn an_idle_websocket_tunnel_is_closed_after_the_routes_read_timeout(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/ws", Script::websocket_echo());
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\nupstreams = [\"{}\"]\nread_timeout = \"1s\"\n",
+        origin.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let mut c = server.connect();
+    c.send(&request(
+        "GET",
+        "/ws",
+        &[
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Version: 13",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(c.read_head().unwrap().status, 101);
+    let frame = pattern(100, 7);
+    c.send(&frame).unwrap();
+    let mut back = Vec::new();
+    while back.len() < frame.len() {
+        let more = c.read_some(frame.len() - back.len()).unwrap();
+        assert!(!more.is_empty(), "the tunnel closed before its echo");
+        back.extend(more);
+    }
+    let idle_from = Instant::now();
+    // Then nothing either way: the proxy closes the client's side.
+    let got = c.read_some(64);
+    let waited = idle_from.elapsed();
+    // A close (a TLS client may see it as a reset), not the client's own
+    // read timeout.
+    assert!(
+        match &got {
+            Ok(b) => b.is_empty(),
+            Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        },
+        "the idle tunnel carried {got:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(10),
+        "closed after {waited:?}, the read_timeout is 1s"
+    );
+}
+
 /// A `101` passes only with an `Upgrade` naming protocols the client
 /// offered (RFC 9110 §15.2.2, §7.8), else 502; and `h2c` is never asked
 /// for, even beside `websocket` (h2c smuggling), which still tunnels.
@@ -1868,6 +1918,7 @@ mpm_suite!(
     a_large_chunked_upload_sent_in_one_write_reaches_the_upstream_whole,
     a_request_pipelined_behind_a_chunked_upload_is_served_after_it,
     a_websocket_echo_goes_through_the_proxy,
+    an_idle_websocket_tunnel_is_closed_after_the_routes_read_timeout,
     an_upstreams_last_bytes_before_its_close_reach_the_tunnels_client,
     a_101_switches_only_to_a_protocol_the_client_offered_and_never_to_h2c,
     requests_on_one_client_connection_share_one_upstream_connection_unless_none_is_kept,
