@@ -453,12 +453,15 @@ fn without_a_root_route_targets_no_route_takes_are_the_sites_and_never_reach_the
         "refused requests reached the origin: {:?}",
         origin.requests()
     );
-    // The route itself still forwards.
+    // The route itself still forwards, and its prefix without the slash is
+    // redirected to it, query kept (README.md, "What mpm does not do").
     let r = ask(server.addr(), "GET", "/api/x", &[]);
     assert_eq!(
         (r.status, r.body.as_slice()),
         (200, b"forwarded\n".as_slice())
     );
+    let r = ask(server.addr(), "GET", "/api?q=1", &[]);
+    assert_eq!((r.status, r.header("location")), (301, Some("/api/?q=1")));
 }
 
 // ---------------------------------------------------------------------------
