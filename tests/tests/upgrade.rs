@@ -436,8 +436,55 @@ fn silent_connections_around_an_upgrade_are_served_and_the_old_master_does_not_w
     assert!(new.stop(), "the new master did not stop on SIGTERM");
 }
 
+/// `mpm signal upgrade` on a server started with the defaults (worker's one
+/// serving process, event's one per CPU, prefork's eight): a new master
+/// takes over and the old one exits 0 (docs/operations.md, first section).
+fn an_upgrade_works_on_a_server_started_with_the_defaults(mpm: &str) {
+    let root = TempDir::new("upgrade-defaults");
+    root.write("index.html", PAGE);
+    let pid_file = root.path().join("mpm.pid");
+    let mut server = Server::start(
+        mpm,
+        Some(root.path()),
+        &["--pid-file", pid_file.to_str().unwrap()],
+    );
+    let old = server.pid();
+    let sent = tests::run_mpm(
+        &[
+            "signal",
+            "upgrade",
+            "--pid-file",
+            pid_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(sent.status.success(), "{}", sent.stderr);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let new = loop {
+        match read_pid(&pid_file) {
+            Some(p) if p != old => break Adopted(p),
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pid file still names {old}:\n{}",
+            server.stderr_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let status = server
+        .wait_exit(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("the old master did not exit:\n{}", server.stderr_text()));
+    assert!(status.success(), "{status}\n{}", server.stderr_text());
+    let mut c = RawConn::connect(server.addr());
+    c.send(REQUEST).unwrap();
+    assert_eq!(c.read_response().unwrap().body, PAGE);
+    assert!(new.stop(), "the new master did not stop on SIGTERM");
+}
+
 tests::mpm_suite!(
     an_upgrade_under_load_fails_no_request_and_the_old_master_exits,
+    an_upgrade_works_on_a_server_started_with_the_defaults,
     an_upgrade_to_a_binary_that_fails_leaves_the_old_master_serving,
     an_upgrade_whose_new_master_rejects_the_configuration_rolls_back,
     silent_connections_around_an_upgrade_are_served_and_the_old_master_does_not_wait,
