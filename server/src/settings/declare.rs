@@ -21,8 +21,9 @@ pub(crate) trait Slot: Default + Clone + Send + Sync + 'static {
 
     /// The values given on the command line.
     fn from_matches(matches: &ArgMatches, id: &str) -> Self;
-    /// The values a file's key gives.
-    fn from_toml(value: &toml::Value) -> Result<Self, String>;
+    /// The values a file's key gives, a complaint naming the values
+    /// `bounds` allow.
+    fn from_toml(value: &toml::Value, bounds: Bounds) -> Result<Self, String>;
     /// This layer's value, else `lower`'s.
     fn or(self, lower: Self) -> Self;
     /// The values held.
@@ -40,8 +41,8 @@ impl<T: Value> Slot for Option<T> {
         T::join(given.cloned().collect())
     }
 
-    fn from_toml(value: &toml::Value) -> Result<Self, String> {
-        T::from_toml(value).map(Some)
+    fn from_toml(value: &toml::Value, bounds: Bounds) -> Result<Self, String> {
+        T::from_toml_within(value, bounds).map(Some)
     }
 
     fn or(self, lower: Self) -> Self {
@@ -70,9 +71,12 @@ impl<T: Value> Slot for Vec<T> {
             .unwrap_or_default()
     }
 
-    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+    fn from_toml(value: &toml::Value, bounds: Bounds) -> Result<Self, String> {
         match value {
-            toml::Value::Array(items) => items.iter().map(T::from_toml).collect(),
+            toml::Value::Array(items) => items
+                .iter()
+                .map(|v| T::from_toml_within(v, bounds))
+                .collect(),
             other => Err(format!("expected an array, found {}", other.type_str())),
         }
     }
@@ -195,6 +199,7 @@ pub(crate) fn arg<S: Slot>(setting: &Setting) -> Arg {
             (setting.default)()
         ))
         .required(false)
+        .allow_negative_numbers(<S::Item as Value>::TAKES_NEGATIVE)
         .action(if S::MANY || <S::Item as Value>::REPEATS {
             ArgAction::Append
         } else {
@@ -213,9 +218,12 @@ pub(crate) fn arg<S: Slot>(setting: &Setting) -> Arg {
                 .ignore_case(true)
                 .hide_possible_values(true)
         }
-        None => arg.value_parser(ValueParser::new(|word: &str| {
-            <S::Item as Value>::parse(word)
-        })),
+        None => {
+            let bounds = setting.bounds;
+            arg.value_parser(ValueParser::new(move |word: &str| {
+                <S::Item as Value>::parse_within(word, bounds)
+            }))
+        }
     }
 }
 
@@ -296,7 +304,7 @@ macro_rules! settings {
                 use $crate::settings::declare::Slot;
                 $($(
                     if key == stringify!($field).replace('_', "-") {
-                        self.$field = <$slot as Slot>::from_toml(value)?;
+                        self.$field = <$slot as Slot>::from_toml(value, $bounds)?;
                         return Ok(true);
                     }
                 )*)*

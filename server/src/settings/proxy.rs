@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use mpm_core::Seconds;
-use mpm_proxy::{ActiveHealth, Cidr, ProxyRoute, UpstreamSpec};
+use mpm_proxy::{ActiveHealth, Cidr, ProxyRoute, UpstreamSpec, MAX_COUNT, MAX_WEIGHT};
 
-use super::values::{did_you_mean, OnOff, Value};
+use super::values::{did_you_mean, Bounds, OnOff, Value};
 
 /// The keys of a `[[proxy]]` table, with what each takes, in the order
 /// the docs list them.
@@ -165,9 +165,11 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
             .map(|v| Seconds::from_toml(v).map(|s| s.0).map_err(|e| at(key, e)))
             .transpose()
     };
-    let number = |key: &str| -> Result<Option<u32>, String> {
+    // Each count's complaint names the values it takes.
+    let number = |key: &str, least: u128| -> Result<Option<u32>, String> {
+        let bounds = Bounds::Between(least, MAX_COUNT.into());
         t.get(key)
-            .map(|v| u32::from_toml(v).map_err(|e| at(key, e)))
+            .map(|v| u32::from_toml_within(v, bounds).map_err(|e| at(key, e)))
             .transpose()
     };
     // mpm-proxy's own messages name the key already.
@@ -187,7 +189,7 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
     if let Some(v) = t.get("next_upstream") {
         route.next_upstream = OnOff::from_toml(v).map_err(|e| at("next_upstream", e))?.0;
     }
-    if let Some(n) = number("next_upstream_tries")? {
+    if let Some(n) = number("next_upstream_tries", 0)? {
         route.next_upstream_tries = n;
     }
     if let Some(w) = word("buffering")? {
@@ -214,10 +216,10 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
             };
             h.expect_status = text.parse().map_err(|e| parsed("health_status", e))?;
         }
-        if let Some(n) = number("health_rise")? {
+        if let Some(n) = number("health_rise", 1)? {
             h.rise = n;
         }
-        if let Some(n) = number("health_fall")? {
+        if let Some(n) = number("health_fall", 1)? {
             h.fall = n;
         }
         if let Some(d) = duration("health_timeout")? {
@@ -285,10 +287,12 @@ fn upstream_of(v: &toml::Value) -> Result<UpstreamSpec, String> {
             };
             let mut u = UpstreamSpec::new(url).map_err(|e| e.to_string())?;
             if let Some(w) = t.get("weight") {
-                u.weight = u32::from_toml(w).map_err(|e| format!("{url}: weight: {e}"))?;
+                u.weight = u32::from_toml_within(w, Bounds::Between(1, MAX_WEIGHT.into()))
+                    .map_err(|e| format!("{url}: weight: {e}"))?;
             }
             if let Some(m) = t.get("max_fails") {
-                u.max_fails = u32::from_toml(m).map_err(|e| format!("{url}: max_fails: {e}"))?;
+                u.max_fails = u32::from_toml_within(m, Bounds::at_most(MAX_COUNT.into()))
+                    .map_err(|e| format!("{url}: max_fails: {e}"))?;
             }
             if let Some(d) = t.get("fail_timeout") {
                 u.fail_timeout = Seconds::from_toml(d)

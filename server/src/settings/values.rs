@@ -57,6 +57,37 @@ pub trait Value: Clone + Send + Sync + 'static {
     fn magnitude(&self) -> Option<u128> {
         None
     }
+
+    /// Whether a negative number after the flag (`-1`, `-5`, `-2.5`) is
+    /// still its value, so that the setting names itself and its values
+    /// instead of clap calling the word an unexpected argument: numbers and
+    /// durations. (Only words that are numbers: a flag after another whose
+    /// value was left out, `--timeout --listen ADDR`, is still told the
+    /// value is missing.)
+    const TAKES_NEGATIVE: bool = false;
+
+    /// [`parse`](Self::parse), its complaint naming the values `bounds`
+    /// allow: a number's type takes far more than most settings do
+    /// (`--gzip-level 4294967296` is not "a number from 0 to 4294967295").
+    fn parse_within(word: &str, _bounds: Bounds) -> Result<Self, String> {
+        Self::parse(word)
+    }
+
+    /// [`from_toml`](Self::from_toml), its complaint naming the values
+    /// `bounds` allow.
+    fn from_toml_within(value: &toml::Value, _bounds: Bounds) -> Result<Self, String> {
+        Self::from_toml(value)
+    }
+}
+
+/// The whole numbers from `bounds`' least to its greatest, within a type
+/// whose greatest is `max`: `from 1 to 9`.
+fn whole_numbers(bounds: Bounds, max: u128) -> String {
+    let (lo, hi) = match bounds {
+        Bounds::Between(lo, hi) => (lo, hi.min(max)),
+        Bounds::Any | Bounds::NonZero => (0, max),
+    };
+    format!("from {lo} to {hi}")
 }
 
 /// Which values of a number or a duration a setting takes.
@@ -228,6 +259,8 @@ impl Value for ServerLimit {
             ServerLimit::Count(n) => n.to_string(),
         }
     }
+
+    const TAKES_NEGATIVE: bool = true;
 }
 
 /// `--cpu-affinity`: whether each serving process is pinned to a CPU.
@@ -330,6 +363,31 @@ macro_rules! number_values {
             fn magnitude(&self) -> Option<u128> {
                 u128::try_from(*self).ok()
             }
+
+            const TAKES_NEGATIVE: bool = true;
+
+            fn parse_within(word: &str, bounds: Bounds) -> Result<Self, String> {
+                Self::parse(word).map_err(|_| {
+                    format!(
+                        "'{word}' is not a whole number {}",
+                        whole_numbers(bounds, <$t>::MAX as u128)
+                    )
+                })
+            }
+
+            fn from_toml_within(value: &toml::Value, bounds: Bounds) -> Result<Self, String> {
+                let shown = match value {
+                    toml::Value::Integer(n) => n.to_string(),
+                    toml::Value::String(s) => s.clone(),
+                    _ => return Self::from_toml(value),
+                };
+                Self::from_toml(value).map_err(|_| {
+                    format!(
+                        "'{shown}' is not a whole number {}",
+                        whole_numbers(bounds, <$t>::MAX as u128)
+                    )
+                })
+            }
         }
     )*};
 }
@@ -367,6 +425,8 @@ impl Value for Seconds {
     fn magnitude(&self) -> Option<u128> {
         Some(self.0.as_nanos())
     }
+
+    const TAKES_NEGATIVE: bool = true;
 }
 
 impl Value for String {
@@ -503,6 +563,29 @@ mod tests {
         }
         let table: toml::Table = toml::from_str("d = 5").unwrap();
         assert!(Seconds::from_toml(&table["d"]).is_ok());
+    }
+
+    #[test]
+    fn a_word_that_is_no_number_is_told_the_settings_own_range() {
+        // Once the type's range: "from 0 to 4294967295" for --gzip-level.
+        assert_eq!(
+            u32::parse_within("4294967296", Bounds::Between(1, 9)).unwrap_err(),
+            "'4294967296' is not a whole number from 1 to 9"
+        );
+        assert_eq!(
+            usize::parse_within("-1", Bounds::at_most(10_000)).unwrap_err(),
+            "'-1' is not a whole number from 0 to 10000"
+        );
+        assert_eq!(
+            u32::parse_within("x", Bounds::Any).unwrap_err(),
+            "'x' is not a whole number from 0 to 4294967295"
+        );
+        let t: toml::Table = toml::from_str("n = -1").unwrap();
+        assert_eq!(
+            u32::from_toml_within(&t["n"], Bounds::at_least(1)).unwrap_err(),
+            "'-1' is not a whole number from 1 to 4294967295"
+        );
+        assert!(u32::from_toml_within(&t["n"], Bounds::Any).is_err());
     }
 
     #[test]
