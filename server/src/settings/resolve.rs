@@ -32,6 +32,9 @@ impl Config {
         let p = Processes::resolve(&l)?;
         check_docroot(l.docroot.as_deref())?;
         check_upgrade_binary(l.upgrade_binary.as_deref())?;
+        check_output_file("pid-file", l.pid_file.as_deref())?;
+        check_output_file("access-log", l.access_log.as_deref())?;
+        check_output_file("error-log", l.error_log.as_deref())?;
         let dotfiles = given(l.dotfiles, "dotfiles")?;
         let by_hand = ByHand {
             listen,
@@ -96,6 +99,16 @@ impl Processes {
             MpmKind::Event | MpmKind::Uring => ServerLimit::Auto,
             MpmKind::Worker => ServerLimit::Count(1),
         });
+        // A limit worked out from --max-request-workers names that flag.
+        if mpm == MpmKind::Prefork
+            && l.server_limit.is_none()
+            && max_request_workers > MAX_SERVER_LIMIT
+        {
+            return Err(Error::config(format!(
+                "--max-request-workers {max_request_workers}: prefork runs a process for each, \
+                 at most {MAX_SERVER_LIMIT}"
+            )));
+        }
         let server_limit = server_limit(mpm, limit)?;
         let per_process = max_request_workers.div_ceil(server_limit);
         let threads_per_child = l.threads_per_child.unwrap_or(match mpm {
@@ -103,7 +116,15 @@ impl Processes {
             MpmKind::Prefork => 1,
             MpmKind::Worker => per_process,
         });
-        // A worked-out count is bounded as a given one is.
+        // A worked-out count is bounded as a given one is, and says which
+        // settings it was worked out from.
+        if l.threads_per_child.is_none() && threads_per_child > MAX_THREADS_PER_CHILD {
+            return Err(Error::config(format!(
+                "--max-request-workers {max_request_workers} over --server-limit {server_limit} \
+                 is {threads_per_child} threads a process: at most {MAX_THREADS_PER_CHILD} \
+                 (raise --server-limit, or give --threads-per-child)"
+            )));
+        }
         Bounds::Between(1, MAX_THREADS_PER_CHILD as u128)
             .check("threads-per-child", &threads_per_child)
             .map_err(Error::config)?;
@@ -206,6 +227,32 @@ fn check_upgrade_binary(path: Option<&Path>) -> Result<()> {
     }
 }
 
+/// `--pid-file`, `--access-log`, `--error-log`: a file (not a directory)
+/// in a directory that exists, so that `mpm check` refuses what `serve`
+/// would; the file itself is made, or opened, when the server starts.
+fn check_output_file(name: &str, path: Option<&Path>) -> Result<()> {
+    let Some(file) = path else {
+        return Ok(());
+    };
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let why = if file.as_os_str().is_empty() {
+        "expected a file name".to_string()
+    } else if file.is_dir() {
+        "a directory, expected a file".to_string()
+    } else if !dir.is_dir() {
+        format!("no directory {}", dir.display())
+    } else {
+        return Ok(());
+    };
+    Err(Error::config(format!(
+        "--{name} '{}': {why}",
+        file.display()
+    )))
+}
+
 /// Look up `--user` and `--group` now, so that a name that does not exist
 /// is a configuration error rather than a failure in every child.
 fn resolve_user(user: Option<&str>, group: Option<&str>) -> Result<Option<(u32, u32)>> {
@@ -238,6 +285,20 @@ fn resolve_user(user: Option<&str>, group: Option<&str>) -> Result<Option<(u32, 
 /// `mpm check`), and the session settings.
 fn tls_config(l: &ConfigLayer, listening: bool) -> Result<Option<TlsConfig>> {
     let (certs, keys) = (&l.tls_cert, &l.tls_key);
+    // Checked with a TLS listener or without, as every other setting is.
+    let session_cache = given(l.tls_session_cache.clone(), "tls_session_cache")?;
+    let session_cache = match session_cache.as_str() {
+        "off" => 0,
+        n => match n.parse::<usize>() {
+            Ok(n) if (1..=mpm_tls::session_cache::MAX_SESSIONS).contains(&n) => n,
+            _ => {
+                return Err(Error::config(format!(
+                    "--tls-session-cache '{n}': expected a number of sessions from 1 to {} or off",
+                    mpm_tls::session_cache::MAX_SESSIONS
+                )))
+            }
+        },
+    };
     if !listening {
         if !certs.is_empty() || !keys.is_empty() {
             return Err(Error::config(
@@ -258,19 +319,6 @@ fn tls_config(l: &ConfigLayer, listening: bool) -> Result<Option<TlsConfig>> {
             keys.len()
         )));
     }
-    let session_cache = given(l.tls_session_cache.clone(), "tls_session_cache")?;
-    let session_cache = match session_cache.as_str() {
-        "off" => 0,
-        n => match n.parse::<usize>() {
-            Ok(n) if (1..=mpm_tls::session_cache::MAX_SESSIONS).contains(&n) => n,
-            _ => {
-                return Err(Error::config(format!(
-                    "--tls-session-cache '{n}': expected a number of sessions from 1 to {} or off",
-                    mpm_tls::session_cache::MAX_SESSIONS
-                )))
-            }
-        },
-    };
     Ok(Some(TlsConfig {
         certs: certs.iter().cloned().zip(keys.iter().cloned()).collect(),
         session_cache,
