@@ -183,6 +183,151 @@ fn sizes_and_durations_beyond_their_bounds_are_one_line_and_exit_2() {
 }
 
 #[test]
+fn a_negative_number_is_the_settings_value_and_named_with_it() {
+    // clap once took `-1` for a short flag: "unexpected argument '-1'
+    // found", naming neither the setting nor the values it takes.
+    for (flag, value, values) in [
+        ("--backlog", "-1", "from 1 to 4294967295"),
+        ("--proxy-keepalive", "-1", "from 0 to 10000"),
+        ("--keepalive-timeout", "-5", "try 5, 2.5s or 500ms"),
+        ("--server-limit", "-2", "or auto"),
+    ] {
+        let exit = run_mpm(&["check", flag, value], EXIT_WITHIN);
+        let quoted = format!("'{value}'");
+        assert_one_line_exit_2(&format!("{flag} {value}"), &exit, &[flag, &quoted, values]);
+    }
+    // A flag whose value was left out is still told so, not given the next.
+    let exit = run_mpm(
+        &["check", "--keepalive-timeout", "--listen", "127.0.0.1:0"],
+        EXIT_WITHIN,
+    );
+    assert_one_line_exit_2(
+        "a value left out",
+        &exit,
+        &["a value is required for '--keepalive-timeout"],
+    );
+}
+
+#[test]
+fn a_number_too_large_for_its_type_is_told_the_settings_own_range() {
+    // Once "from 0 to 4294967295" for a setting that takes 1 to 9.
+    for (flag, value, values) in [
+        ("--gzip-level", "4294967296", "from 1 to 9"),
+        (
+            "--proxy-keepalive",
+            "18446744073709551616",
+            "from 0 to 10000",
+        ),
+    ] {
+        let exit = run_mpm(&["check", flag, value], EXIT_WITHIN);
+        assert_one_line_exit_2(&format!("{flag} {value}"), &exit, &[flag, values]);
+    }
+    let dir = TempDir::new("config");
+    for (text, says) in [
+        ("proxy-keepalive = -1\n", "proxy-keepalive: '-1' is not a whole number from 0 to 10000"),
+        ("gzip-level = 4294967296\n", "from 1 to 9"),
+        (
+            "[[proxy]]\nprefix = \"/a/\"\nupstreams = [{ url = \"http://127.0.0.1:9\", weight = 4294967296 }]\n",
+            "weight: '4294967296' is not a whole number from 1 to 1000",
+        ),
+        (
+            "[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://127.0.0.1:9\"]\nhealth_rise = -1\n",
+            "health_rise: '-1' is not a whole number from 1 to 10000",
+        ),
+    ] {
+        let file = dir.write("bounds.toml", text.as_bytes());
+        let exit = run_mpm(&["check", "--config", file.to_str().unwrap()], EXIT_WITHIN);
+        assert_one_line_exit_2(text, &exit, &[says]);
+    }
+}
+
+#[test]
+fn workers_too_many_for_the_processes_name_the_flags_given() {
+    // Once "--threads-per-child 262144: at most 20000" (and prefork's
+    // "--server-limit 262144"), naming a flag that was not given.
+    let exit = run_mpm(
+        &[
+            "check",
+            "--mpm",
+            "worker",
+            "--max-request-workers",
+            "262144",
+        ],
+        EXIT_WITHIN,
+    );
+    assert_one_line_exit_2(
+        "worker",
+        &exit,
+        &[
+            "--max-request-workers 262144",
+            "--server-limit 1",
+            "at most 20000",
+        ],
+    );
+    let exit = run_mpm(
+        &[
+            "check",
+            "--mpm",
+            "prefork",
+            "--max-request-workers",
+            "262144",
+        ],
+        EXIT_WITHIN,
+    );
+    assert_one_line_exit_2(
+        "prefork",
+        &exit,
+        &["--max-request-workers 262144", "at most 20000"],
+    );
+    // A count given is named as given.
+    let exit = run_mpm(&["check", "--threads-per-child", "20001"], EXIT_WITHIN);
+    assert_one_line_exit_2(
+        "--threads-per-child 20001",
+        &exit,
+        &["--threads-per-child 20001", "at most 20000"],
+    );
+}
+
+#[test]
+fn check_refuses_the_log_and_pid_files_serve_cannot_open() {
+    // `check` once said OK to each of these, which `serve` refused.
+    let dir = TempDir::new("outputs");
+    let missing = dir.path().join("no-such-dir").join("x");
+    let missing = missing.to_str().unwrap();
+    let a_dir = dir.path().to_str().unwrap();
+    for flag in ["--pid-file", "--access-log", "--error-log"] {
+        for (value, says) in [
+            (missing, "no directory"),
+            (a_dir, "a directory, expected a file"),
+            ("", "expected a file name"),
+        ] {
+            for command in ["check", "serve"] {
+                let exit = run_mpm(
+                    &[command, "--listen", "127.0.0.1:0", flag, value],
+                    EXIT_WITHIN,
+                );
+                assert_one_line_exit_2(
+                    &format!("{command} {flag} '{value}'"),
+                    &exit,
+                    &[flag, says],
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_bad_tls_session_cache_is_refused_without_a_tls_listener_too() {
+    // Once read only with a TLS listener: any word passed without one.
+    let exit = run_mpm(&["check", "--tls-session-cache", "lots"], EXIT_WITHIN);
+    assert_one_line_exit_2(
+        "--tls-session-cache lots",
+        &exit,
+        &["--tls-session-cache 'lots'", "from 1 to", "or off"],
+    );
+}
+
+#[test]
 fn listen_takes_a_host_name_for_every_address_it_has() {
     let check = run_mpm(&["check", "--listen", "localhost:8080"], EXIT_WITHIN);
     assert!(check.status.success(), "{check:?}");
