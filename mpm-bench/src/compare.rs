@@ -231,8 +231,12 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     if args.duration.0.is_zero() {
         return Err(Error::config("--duration: a duration above zero"));
     }
-    if args.idle.contains(&0) {
-        return Err(Error::config("--idle: counts above zero"));
+    // Bounded as --waiting is: a huge count once panicked ("capacity
+    // overflow") making room for its connections.
+    if let Some(&n) = args.idle.iter().find(|&&n| n == 0 || n > MAX_CONNECTIONS) {
+        return Err(Error::config(format!(
+            "--idle {n}: counts from 1 to {MAX_CONNECTIONS}"
+        )));
     }
     if args.repeat == 0 || args.repeat > MAX_REPEAT {
         return Err(Error::config(format!(
@@ -620,6 +624,11 @@ mod option_tests {
             (
                 &["--experiment", "waiting", "--waiting", "100,0"],
                 "--waiting 0",
+            ),
+            (&["--idle", "0"], "--idle 0: counts from 1 to 100000"),
+            (
+                &["--idle", "100,18446744073709551615"],
+                "--idle 18446744073709551615: counts from 1 to 100000",
             ),
         ] {
             let e = refused(args);
