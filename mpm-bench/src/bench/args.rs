@@ -10,6 +10,15 @@ use mpm_core::Seconds;
 use super::engine::{Limit, Load};
 use crate::workload::{Workload, WorkloadRequest, DEFAULT_CONNECTIONS};
 
+/// One of `--expect`'s statuses, or the complaint naming the values it
+/// takes (the number's own parse error named none).
+fn status(word: &str) -> Result<u16, String> {
+    match word.trim().parse::<u16>() {
+        Ok(n) if (100..=599).contains(&n) => Ok(n),
+        _ => Err(format!("'{word}' is not a status (100 to 599)")),
+    }
+}
+
 /// `mpm bench URL`: load an HTTP server, as wrk and ab do.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
@@ -27,6 +36,7 @@ pub struct BenchArgs {
         long,
         value_delimiter = ',',
         value_name = "STATUS,...",
+        value_parser = status,
         conflicts_with = "workload"
     )]
     pub expect: Vec<u16>,
@@ -166,9 +176,11 @@ impl BenchArgs {
                     headers.push((name.trim().to_string(), value.trim().to_string()))
                 }
                 _ => {
+                    // Escaped: a line break in it must not break the line.
                     return Err(Error::config(format!(
-                        "-H '{h}': a header is `Name: value` on one line"
-                    )))
+                        "-H '{}': a header is `Name: value` on one line",
+                        h.escape_debug()
+                    )));
                 }
             }
         }
@@ -284,6 +296,30 @@ mod tests {
         assert_eq!(name.as_deref(), Some("::1"));
         assert!(Target::parse("ftp://127.0.0.1/").is_err());
         assert!(Target::parse("127.0.0.1:80/").is_err());
+    }
+
+    #[test]
+    fn expect_and_header_complaints_name_the_values_on_one_line() {
+        use clap::Parser;
+        #[derive(clap::Parser, Debug)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        // Once "invalid digit found in string": no word of what a status is.
+        for bad in ["abc", "", "99", "600"] {
+            let e = Cli::try_parse_from(["bench", "--expect", bad, "http://127.0.0.1:1/"])
+                .expect_err(bad)
+                .to_string();
+            assert!(e.contains("is not a status (100 to 599)"), "{bad}: {e}");
+        }
+        let ok = Cli::try_parse_from(["bench", "--expect", "200,404", "http://127.0.0.1:1/"])
+            .expect("valid");
+        assert_eq!(ok.bench.expect, [200, 404]);
+        // A line break in -H's value was printed as it is: two lines.
+        let args = Cli::parse_from(["bench", "-H", "X: a\nb", "http://127.0.0.1:1/"]);
+        let e = args.bench.load().expect_err("refused").to_string();
+        assert!(e.contains("X: a\\nb") && !e.contains('\n'), "{e}");
     }
 
     #[test]
