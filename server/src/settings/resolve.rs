@@ -477,8 +477,12 @@ mod tests {
             ..ConfigLayer::default()
         };
         let err = Config::resolve(many).unwrap_err().to_string();
+        // Named by the flags it was worked out from, not a flag not given.
         assert!(
-            err.contains("--threads-per-child 100000: at most 20000"),
+            err.contains(
+                "--max-request-workers 100000 over --server-limit 1 is 100000 threads a \
+                 process: at most 20000"
+            ),
             "{err}"
         );
     }
