@@ -364,13 +364,13 @@ fn http2(l: &ConfigLayer) -> Result<bool> {
         if h2c {
             return Err(Error::config(
                 "--h2c on: prefork serves one stream at a time per child, so it offers \
-                 HTTP/1.1 only; use --mpm worker or event for HTTP/2",
+                 HTTP/1.1 only; use --mpm worker, event or uring for HTTP/2",
             ));
         }
         if l.http2.is_some_and(|on| on.0) {
             return Err(Error::config(
                 "--http2 on: prefork serves one stream at a time per child, so it offers \
-                 HTTP/1.1 only; use --mpm worker or event for HTTP/2",
+                 HTTP/1.1 only; use --mpm worker, event or uring for HTTP/2",
             ));
         }
         return Ok(false);
