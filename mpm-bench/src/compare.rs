@@ -44,6 +44,7 @@ use mpm_core::allocator::AllocatorKind;
 use mpm_core::Seconds;
 use mpm_core::{Error, MpmKind};
 
+use crate::numbers::count;
 use crate::workload::{Workload, MAX_CONNECTIONS};
 use experiments::{Experiment, Selection, EXPERIMENTS};
 use origin::Origin;
@@ -87,11 +88,11 @@ pub struct CompareArgs {
     #[arg(long, value_name = "DURATION")]
     pub upstream_delay: Option<Seconds>,
     /// Bytes in each of the origin's answers (with `--upstream-delay`).
-    #[arg(long, default_value_t = UPSTREAM_BODY, value_name = "BYTES")]
+    #[arg(long, default_value_t = UPSTREAM_BODY, value_name = "BYTES", value_parser = count::<0, { origin::MAX_BODY }>)]
     pub upstream_body: usize,
     /// Clients of the `upstream` scenario, each a keep-alive connection
     /// with one request in flight: N concurrent requests.
-    #[arg(long, default_value_t = 1000, value_name = "N")]
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = count::<1, { MAX_CONNECTIONS }>)]
     pub connections: usize,
     /// Requests the `waiting` experiment holds, comma-separated: a server
     /// of each model sized for each count.
@@ -99,7 +100,8 @@ pub struct CompareArgs {
         long,
         value_delimiter = ',',
         default_value = "100,1000,10000",
-        value_name = "N,..."
+        value_name = "N,...",
+        value_parser = count::<1, { MAX_CONNECTIONS }>
     )]
     pub waiting: Vec<usize>,
     /// Idle keep-alive connection counts to measure memory at, comma-separated.
@@ -107,7 +109,8 @@ pub struct CompareArgs {
         long,
         value_delimiter = ',',
         default_value = "100,500",
-        value_name = "N,..."
+        value_name = "N,...",
+        value_parser = count::<1, { MAX_CONNECTIONS }>
     )]
     pub idle: Vec<usize>,
     /// Length of each timed run.
@@ -118,7 +121,7 @@ pub struct CompareArgs {
     pub warmup: Seconds,
     /// Runs of each cell, interleaved across the variants (A B C A B C):
     /// the report gives their median and min–max.
-    #[arg(long, default_value_t = 3, value_name = "R")]
+    #[arg(long, default_value_t = 3, value_name = "R", value_parser = count::<1, { MAX_REPEAT }>)]
     pub repeat: usize,
     /// Where the report goes.
     #[arg(long, default_value = "target/mpm-report", value_name = "DIR")]
@@ -607,28 +610,44 @@ mod option_tests {
 
     #[test]
     fn upstream_and_waiting_values_out_of_bounds_are_one_line_and_exit_2() {
+        // Counts are refused as they are read, with their range.
         for (args, says) in [
             (
                 &["--upstream-delay", "20ms", "--connections", "0"][..],
-                "--connections 0",
+                "'0' is not a whole number from 1 to 100000",
             ),
             (
                 &["--upstream-delay", "20ms", "--upstream-body", "999999999"],
-                "--upstream-body",
-            ),
-            (&["--upstream-delay", "1000s"], "--upstream-delay"),
-            (
-                &["--upstream-delay", "20ms", "--experiment", "tls"],
-                "with the default experiment (matrix) only",
+                "'999999999' is not a whole number from 0 to 67108864",
             ),
             (
                 &["--experiment", "waiting", "--waiting", "100,0"],
-                "--waiting 0",
+                "'0' is not a whole number from 1 to 100000",
             ),
-            (&["--idle", "0"], "--idle 0: counts from 1 to 100000"),
+            (
+                &["--idle", "0"],
+                "'0' is not a whole number from 1 to 100000",
+            ),
             (
                 &["--idle", "100,18446744073709551615"],
-                "--idle 18446744073709551615: counts from 1 to 100000",
+                "'18446744073709551615' is not a whole number from 1 to 100000",
+            ),
+            (
+                &["--repeat", "x"],
+                "'x' is not a whole number from 1 to 100",
+            ),
+        ] {
+            let e = parse(args).expect_err("refused as read");
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            assert_eq!(e.exit_code(), 2, "{args:?}: {text}");
+            assert!(first.contains(says), "{args:?}: {text}");
+        }
+        for (args, says) in [
+            (&["--upstream-delay", "1000s"][..], "--upstream-delay"),
+            (
+                &["--upstream-delay", "20ms", "--experiment", "tls"],
+                "with the default experiment (matrix) only",
             ),
         ] {
             let e = refused(args);

@@ -23,6 +23,8 @@
 pub mod bench;
 #[cfg(feature = "commands")]
 pub mod compare;
+#[cfg(feature = "commands")]
+mod numbers;
 pub mod workload;
 
 pub use workload::{Expect, SlowClients, Workload, WorkloadRequest};

@@ -8,7 +8,10 @@ use mpm_core::Error;
 use mpm_core::Seconds;
 
 use super::engine::{Limit, Load};
-use crate::workload::{Workload, WorkloadRequest, DEFAULT_CONNECTIONS};
+use crate::numbers::{count, positive};
+use crate::workload::{
+    Workload, WorkloadRequest, DEFAULT_CONNECTIONS, MAX_CONNECTIONS, MAX_PIPELINE, MAX_STREAMS,
+};
 
 /// One of `--expect`'s statuses, or the complaint naming the values it
 /// takes (the number's own parse error named none).
@@ -41,10 +44,10 @@ pub struct BenchArgs {
     )]
     pub expect: Vec<u16>,
     /// Concurrent connections [default: 50, or the workload's].
-    #[arg(short = 'c', long)]
+    #[arg(short = 'c', long, value_parser = count::<1, { MAX_CONNECTIONS }>)]
     pub connections: Option<usize>,
     /// Stop after this many requests (answered or failed).
-    #[arg(short = 'n', long, conflicts_with = "duration")]
+    #[arg(short = 'n', long, conflicts_with = "duration", value_parser = positive)]
     pub requests: Option<u64>,
     /// Run this long (`10`, `2.5s`, `500ms`); 10s unless -n is given.
     #[arg(short = 'd', long)]
@@ -56,10 +59,10 @@ pub struct BenchArgs {
     /// Requests each connection sends at once before reading the answers
     /// (HTTP/1.1 pipelining) [default: 1, or the workload's]. Under `-n`,
     /// a connection's last batch may take the count past it by less than this.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = count::<1, { MAX_PIPELINE }>)]
     pub pipeline: Option<usize>,
     /// Client threads, each driving its share of the connections from one epoll set.
-    #[arg(short = 't', long, default_value_t = 1)]
+    #[arg(short = 't', long, default_value_t = 1, value_parser = count::<1, { MAX_CONNECTIONS }>)]
     pub threads: usize,
     /// How long one request may take before it counts as a timeout.
     #[arg(long, default_value = "10s")]
@@ -77,7 +80,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub h2: bool,
     /// With --h2: requests in flight on each connection (h2load's -m).
-    #[arg(long, default_value_t = 1, value_name = "N", requires = "h2")]
+    #[arg(long, default_value_t = 1, value_name = "N", requires = "h2", value_parser = count::<1, { MAX_STREAMS }>)]
     pub streams: usize,
     /// https: trust the certificates of this authority (PEM), or the
     /// server's own self-signed certificate.
@@ -379,13 +382,18 @@ mod tests {
                 &["--h2", "--close", "http://127.0.0.1:1/"],
                 "--close and --h2",
             ),
-            (
-                &["--h2", "--streams", "0", "http://127.0.0.1:1/"],
-                "--streams",
-            ),
         ] {
             let e = parse(args).expect_err("refused").to_string();
             assert!(e.contains(says) && !e.contains('\n'), "{args:?}: {e}");
         }
+        // Refused as it is read, with the range.
+        let e = Cli::try_parse_from(["bench", "--h2", "--streams", "0", "http://127.0.0.1:1/"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("'0' is not a whole number from 1 to 1024"),
+            "{e}"
+        );
     }
 }
