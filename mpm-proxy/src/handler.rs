@@ -416,23 +416,22 @@ impl Call {
             let until = mpm_core::turn_clock::now() + route.connect_timeout;
             // A request that can go again on a fresh connection (idempotent,
             // its body held) is sent again on one if the pooled connection
-            // it took turns out closed.
-            let conn = if is_idempotent(forward.method()) && body.whole().is_some() {
-                call.pool.connect_replayable(target, until).await
-            } else {
-                call.pool.connect(target, until).await
-            };
+            // it took turns out closed (the pool checks every idle one
+            // alike, whichever the request).
+            let (conn, idle) = call.pool.connect_counted(target, until).await;
+            // The idle connections the pool holds now: one fewer for a
+            // reuse, and none of those it dropped on the way (closed by the
+            // upstream, expired), whether a connection came of it or not.
+            // (The gauge below is made once the head is read, not held in
+            // the future while it waits.)
+            set_idle(
+                call.idle_seen_of(forward.route, attempt.upstream),
+                attempt.state,
+                idle,
+            );
             let mut conn = conn.map_err(|e| fail(e, false, false))?;
             let reused = conn.requests_served() > 0;
             if reused {
-                // One fewer idle: the gauge (below) is made once the head
-                // is read, not held in the future while it waits.
-                let seen = call.idle_seen_of(forward.route, attempt.upstream);
-                set_idle(
-                    seen,
-                    attempt.state,
-                    seen.load(Ordering::Relaxed).saturating_sub(1),
-                );
                 attempt.state.count_reused();
             } else {
                 attempt.state.count_opened();

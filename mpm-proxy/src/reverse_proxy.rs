@@ -18,7 +18,7 @@ use crate::handler::Call;
 use crate::health::{http_probe, Checker, Probe};
 use crate::path::RouteTable;
 use crate::plan::Picker;
-use crate::shared_state::ProxyState;
+use crate::shared_state::{ProxyState, UpstreamState};
 use crate::stats::UpstreamSnapshot;
 use crate::{DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_TIMEOUT};
 
@@ -167,6 +167,7 @@ impl ReverseProxy {
                     idle_timeout: self.pools.keepalive_timeout,
                 }));
                 *pool = Some((me, p.clone()));
+                idle_back_at_exit(&self.state, &self.idle_seen);
                 p
             }
         }
@@ -221,6 +222,37 @@ impl ReverseProxy {
 
 /// A pool and the process it belongs to.
 type ProcessPool = (u32, Arc<Pool>);
+
+/// What this process counts in the shared gauges of idle connections
+/// (`pool_idle`): per upstream, its slot and this process's share.
+type IdleShares = Vec<(UpstreamState, Arc<AtomicU64>)>;
+
+/// This process's shares, taken back from the gauges when it exits.
+static IDLE_SHARES: Mutex<IdleShares> = Mutex::new(Vec::new());
+
+/// When this process exits (a graceful restart's old generation, a
+/// prefork child retired), its pools' idle connections close with it:
+/// its share of each upstream's `pool_idle` is taken back then, or the
+/// gauge would count them for as long as the server runs. (A process
+/// killed, not exiting, still leaves its share.)
+fn idle_back_at_exit(state: &ProxyState, seen: &[Vec<Arc<AtomicU64>>]) {
+    let mut shares = IDLE_SHARES.lock();
+    if shares.is_empty() {
+        // Once a process: a child's registration is its own (made after
+        // the fork), and a process with nothing in the list gives back
+        // nothing.
+        let _ = mpm_sys::at_exit::at_exit(give_back_idle_shares);
+    }
+    let states = (0..seen.len()).flat_map(|i| state.route(i).iter().copied());
+    shares.extend(states.zip(seen.iter().flatten().cloned()));
+}
+
+extern "C" fn give_back_idle_shares() {
+    for (state, seen) in IDLE_SHARES.lock().iter() {
+        let had = seen.swap(0, std::sync::atomic::Ordering::Relaxed);
+        state.count_pool_idle(had, 0);
+    }
+}
 
 /// Where to connect to `url`: its host name resolved now (an address is
 /// its own answer), the first address taken.

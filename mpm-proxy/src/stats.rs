@@ -86,9 +86,10 @@ impl ProxyState {
                 connections_opened: u.total(hot::OPENED),
                 connections_reused: u.total(hot::REUSED),
                 // A gauge several processes add to and take from: a read
-                // between one's take and another's add may be one off
-                // (wrapped below zero), never more.
-                pool_idle: u.total(hot::POOL_IDLE).min(i64::MAX as u64),
+                // between one's take and another's add may be one off,
+                // never more, and below zero it reads 0 (a wrapped sum,
+                // not 2^63 - 1 idle connections).
+                pool_idle: u64::try_from(u.total(hot::POOL_IDLE) as i64).unwrap_or(0),
             })
             .collect()
     }
@@ -155,6 +156,12 @@ mod tests {
             ),
             (2, 1, 1, 1)
         );
+        // A read that sums a take before the add it follows: 0, not a
+        // wrapped count.
+        let b = s.route(1)[1];
+        b.count_pool_idle(1, 0);
+        assert_eq!(s.snapshot()[3].pool_idle, 0);
+        b.count_pool_idle(0, 1);
         let totals = s.totals();
         let get = |k: &str| totals.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
         assert_eq!(get("upstreams"), Some(4));

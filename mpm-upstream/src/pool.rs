@@ -190,7 +190,7 @@ impl Pool {
     /// upstream neither closed it nor sent anything since), or a new one,
     /// opened (TCP, then the TLS handshake) by `until`.
     pub async fn connect(&self, target: &Target, until: Instant) -> Result<Connection> {
-        self.connect_checking(target, until).await
+        self.connect_checking(target, until).await.0
     }
 
     /// As [`connect`](Self::connect), for a request that can be sent
@@ -208,13 +208,27 @@ impl Pool {
     /// loop's word, no system call; elsewhere a peek (see
     /// `Connection::is_fresh`).
     pub async fn connect_replayable(&self, target: &Target, until: Instant) -> Result<Connection> {
+        self.connect_checking(target, until).await.0
+    }
+
+    /// As [`connect_replayable`](Self::connect_replayable), and how many
+    /// idle connections to `target` the pool holds once it has taken one
+    /// out (and dropped those it found closed or expired on the way),
+    /// whether a connection came of it or not: what a gauge of them reads
+    /// (as [`give_back`](Self::give_back)'s count), without a lock of its
+    /// own on a reuse.
+    pub async fn connect_counted(
+        &self,
+        target: &Target,
+        until: Instant,
+    ) -> (Result<Connection>, u64) {
         self.connect_checking(target, until).await
     }
 
-    async fn connect_checking(&self, target: &Target, until: Instant) -> Result<Connection> {
+    async fn connect_checking(&self, target: &Target, until: Instant) -> (Result<Connection>, u64) {
         let key = &target.key;
         loop {
-            let (candidate, expired) = self.pop_idle(key);
+            let (candidate, expired, left) = self.pop_idle(key);
             drop(expired);
             let Some(mut conn) = candidate else {
                 break;
@@ -222,7 +236,7 @@ impl Pool {
             // Counted reused as it was taken (one lock a request, not
             // two); the rare stale one is counted back.
             if conn.is_fresh() {
-                return Ok(conn);
+                return (Ok(conn), left);
             }
             self.count(key, |s| {
                 s.reused -= 1;
@@ -232,9 +246,18 @@ impl Pool {
         // Boxed: the opening's state (a TCP connect, a TLS handshake) is
         // over 2 KiB, and inline it would be in every request's future for
         // as long as the request waits, a pooled connection or not.
-        let conn = Box::pin(Self::open(target, until)).await?;
-        self.count(key, |s| s.opened += 1);
-        Ok(conn)
+        let opened = Box::pin(Self::open(target, until)).await;
+        // Counted after the opening (others may have given connections
+        // back meanwhile), in the same lock as the count of opened ones.
+        let left = {
+            let mut slots = self.slots.lock();
+            let slot = slots.entry(PoolKey::clone(key)).or_default();
+            if opened.is_ok() {
+                slot.stats.opened += 1;
+            }
+            slot.idle.len() as u64
+        };
+        (opened, left)
     }
 
     /// A new connection to `target`: TCP, then the TLS handshake.
@@ -307,12 +330,13 @@ impl Pool {
     /// The newest idle connection to `key` within the idle timeout (its
     /// age to the turn, as when it was given back: no read of the clock a
     /// request); the expired ones, to close outside the lock.
-    fn pop_idle(&self, key: &PoolKey) -> (Option<Connection>, Vec<(Connection, Instant)>) {
+    /// Also how many idle connections are left.
+    fn pop_idle(&self, key: &PoolKey) -> (Option<Connection>, Vec<(Connection, Instant)>, u64) {
         let mut expired = Vec::new();
         let now = mpm_core::turn_clock::now();
         let mut slots = self.slots.lock();
         let Some(slot) = slots.get_mut(key) else {
-            return (None, expired);
+            return (None, expired, 0);
         };
         // The newest first.
         let mut taken = None;
@@ -332,7 +356,7 @@ impl Pool {
         if !slot.idle.is_empty() {
             self.expire(slot, now, &mut expired);
         }
-        (taken, expired)
+        (taken, expired, slot.idle.len() as u64)
     }
 
     fn expire(&self, slot: &mut Slot, now: Instant, into: &mut Vec<(Connection, Instant)>) {

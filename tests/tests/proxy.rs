@@ -1767,6 +1767,95 @@ fn each_upstreams_counters_are_on_the_status_page_and_in_prometheus(mpm: &str) {
     assert_eq!(rows.len(), 2, "{rows:?}");
 }
 
+/// Each upstream's `mpm_proxy_pool_idle` now, as (route, port, value).
+fn pool_idle(server: &Server) -> Vec<(String, u16, f64)> {
+    let metrics = ask(
+        server.addr(),
+        "GET",
+        "/server-status?format=prometheus",
+        &[],
+    );
+    assert_eq!(metrics.status, 200);
+    let scrape =
+        prometheus_parse::Scrape::parse(metrics.text().lines().map(|l| Ok(l.to_string()))).unwrap();
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "mpm_proxy_pool_idle")
+        .map(|s| {
+            let upstream = s.labels.get("upstream").unwrap_or_default();
+            let port = upstream
+                .trim_end_matches('/')
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("no port in {upstream:?}"));
+            let v = match s.value {
+                prometheus_parse::Value::Gauge(v) => v,
+                ref other => panic!("pool_idle is {other:?}"),
+            };
+            (
+                s.labels.get("route").unwrap_or_default().to_string(),
+                port,
+                v,
+            )
+        })
+        .collect()
+}
+
+/// The idle connections the gauge shows over every upstream, once it
+/// reads `want` (or what it read last, after 10 s).
+fn pool_idle_settles(server: &Server, want: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let sum: f64 = pool_idle(server).iter().map(|(_, _, v)| v).sum();
+        if sum == want || Instant::now() >= deadline {
+            return sum;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn the_idle_gauge_drops_what_the_pools_dropped_and_what_an_old_generation_held(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/a", Script::ok(b"a\n"));
+    let addr = origin.addr();
+    let server = serve_all_to(mpm, &origin, &one_worker(mpm));
+    assert_eq!(ask(server.addr(), "GET", "/a", &[]).status, 200);
+    assert_eq!(pool_idle_settles(&server, 1.0), 1.0, "one connection kept");
+    // The upstream goes away: the pool finds its kept connection closed,
+    // drops it, and cannot open another (502). The gauge read 1 for as
+    // long as nothing was given back.
+    drop(origin);
+    // Its listener closes once its accepting thread has seen the stop.
+    while std::net::TcpStream::connect(addr).is_ok() {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(ask(server.addr(), "GET", "/a", &[]).status, 502);
+    assert_eq!(
+        pool_idle_settles(&server, 0.0),
+        0.0,
+        "the pool holds nothing after its connection was found closed"
+    );
+    let origin = Origin::start_on(addr).unwrap();
+    origin.on("/a", Script::ok(b"a\n"));
+    assert_eq!(ask(server.addr(), "GET", "/a", &[]).status, 200);
+    assert_eq!(pool_idle_settles(&server, 1.0), 1.0, "one connection kept");
+    // A graceful restart: the old generation's process exits and its
+    // pool's connections close with it. The gauge kept its share forever.
+    let mut server = server;
+    server.server.signal(libc::SIGUSR1);
+    assert!(
+        server.wait_for_stderr("graceful restart", Duration::from_secs(10)),
+        "no graceful restart"
+    );
+    assert_eq!(
+        pool_idle_settles(&server, 0.0),
+        0.0,
+        "the exited generation's connections are no one's idle ones"
+    );
+}
+
 fn a_graceful_stop_waits_for_a_request_waiting_on_its_upstream(mpm: &str) {
     let origin = Origin::start();
     origin.on("/w", Script::ok(b"answered\n").hold());
@@ -1934,6 +2023,7 @@ mpm_suite!(
     a_hash_of_a_header_sends_each_value_to_one_upstream,
     the_upstream_format_logs_the_upstreams_address_status_and_time,
     each_upstreams_counters_are_on_the_status_page_and_in_prometheus,
+    the_idle_gauge_drops_what_the_pools_dropped_and_what_an_old_generation_held,
     a_graceful_stop_waits_for_a_request_waiting_on_its_upstream,
     a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits,
     a_proxied_request_costs_a_bounded_number_of_allocations,
