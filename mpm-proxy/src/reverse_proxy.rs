@@ -121,13 +121,20 @@ impl ReverseProxy {
             .iter()
             .map(|r| InFlight::new(r.upstreams.len()))
             .collect();
+        // Each upstream's connections in a pool group of its own: two
+        // routes to one address would otherwise take each other's idle
+        // connections, and each would count them in its `pool_idle`.
+        let mut group = 0;
         let targets = table
             .routes()
             .iter()
             .map(|r| {
                 r.upstreams
                     .iter()
-                    .map(|u| resolve(&u.url, r.ca_file.as_deref()))
+                    .map(|u| {
+                        group += 1;
+                        resolve(&u.url, r.ca_file.as_deref()).map(|t| t.in_group(group))
+                    })
                     .collect()
             })
             .collect::<Result<Vec<Vec<Target>>>>()?;

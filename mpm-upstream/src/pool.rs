@@ -42,6 +42,7 @@ impl Target {
                 addr,
                 server_name: None,
                 config: None,
+                group: 0,
             }),
         }
     }
@@ -52,6 +53,7 @@ impl Target {
             addr,
             server_name: Some(server_name.to_string()),
             config: Some(config.id()),
+            group: 0,
         };
         Target {
             tls: Some((server_name.to_string(), config)),
@@ -76,6 +78,18 @@ impl Target {
     pub fn key(&self) -> PoolKey {
         PoolKey::clone(&self.key)
     }
+
+    /// The same target, its connections filed apart from those of every
+    /// other group (a target made by [`plain`](Self::plain) or
+    /// [`tls`](Self::tls) is in group 0): the reverse proxy gives each of
+    /// its upstreams its own, so that the idle connections it counts for
+    /// one are never also another's to the same address.
+    pub fn in_group(mut self, group: usize) -> Target {
+        let mut key = PoolKey::clone(&self.key);
+        key.group = group;
+        self.key = Arc::new(key);
+        self
+    }
 }
 
 /// What the pool files connections under: the address and, for TLS, the
@@ -87,6 +101,8 @@ pub struct PoolKey {
     /// The TLS server name, `None` for plain TCP.
     pub server_name: Option<String>,
     config: Option<usize>,
+    /// Connections of another group are never handed out ([`Target::in_group`]).
+    group: usize,
 }
 
 impl fmt::Display for PoolKey {

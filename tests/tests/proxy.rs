@@ -1856,6 +1856,27 @@ fn the_idle_gauge_drops_what_the_pools_dropped_and_what_an_old_generation_held(m
     );
 }
 
+fn two_routes_to_one_upstream_count_each_idle_connection_once(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/x", Script::ok(b"x\n"));
+    let (a, b) = (
+        format!("/a/={}", origin.url("/")),
+        format!("/b/={}", origin.url("/")),
+    );
+    let mut args = vec!["--proxy", a.as_str(), "--proxy", b.as_str()];
+    args.extend(one_worker(mpm));
+    let server = serve(mpm, &args);
+    for path in ["/a/x", "/b/x", "/a/x", "/b/x"] {
+        assert_eq!(ask(server.addr(), "GET", path, &[]).status, 200, "{path}");
+    }
+    // Every connection the origin accepted is kept (none was closed), and
+    // counted under one route only: the two rows shared one pooled
+    // connection, and each showed it.
+    let rows = pool_idle(&server);
+    let sum: f64 = rows.iter().map(|(_, _, v)| v).sum();
+    assert_eq!(sum, origin.accepted() as f64, "{rows:?}");
+}
+
 fn a_graceful_stop_waits_for_a_request_waiting_on_its_upstream(mpm: &str) {
     let origin = Origin::start();
     origin.on("/w", Script::ok(b"answered\n").hold());
@@ -2024,6 +2045,7 @@ mpm_suite!(
     the_upstream_format_logs_the_upstreams_address_status_and_time,
     each_upstreams_counters_are_on_the_status_page_and_in_prometheus,
     the_idle_gauge_drops_what_the_pools_dropped_and_what_an_old_generation_held,
+    two_routes_to_one_upstream_count_each_idle_connection_once,
     a_graceful_stop_waits_for_a_request_waiting_on_its_upstream,
     a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits,
     a_proxied_request_costs_a_bounded_number_of_allocations,
