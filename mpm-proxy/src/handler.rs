@@ -248,6 +248,9 @@ impl Call {
                             forward.path(),
                             self.picker.route(&forward).prefix
                         );
+                        // No upstream gave it, none was tried: the access
+                        // log's `"-" - -`, not an empty address and a time.
+                        return Response::error(502);
                     }
                     return Response::error(502).upstream(
                         self.shown(&forward, &tried),

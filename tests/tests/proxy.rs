@@ -1638,12 +1638,15 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
     let origin = Origin::start();
     origin.on("/up/a", Script::new(201).body(b"made\n"));
     let dead = free_port();
+    let (gone_a, gone_b) = (free_port(), free_port());
     let logs = TempDir::new("proxy-logs");
     let log = logs.path().join("access.log");
     let (up, down) = (
         format!("/up/={}", origin.url("")),
         format!("/down/=http://{dead}"),
     );
+    // Two upstreams, each marked down by its first failure.
+    let gone = format!("/gone/=http://{gone_a},http://{gone_b}");
     let server = serve(
         mpm,
         &[
@@ -1651,6 +1654,8 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
             &up,
             "--proxy",
             &down,
+            "--proxy",
+            &gone,
             "--access-log",
             log.to_str().unwrap(),
             "--log-format",
@@ -1658,7 +1663,14 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
         ],
     );
     let mut c = server.connect();
-    for (path, status) in [("/up/a", 201), ("/down/b", 502), ("/hello.txt", 200)] {
+    let asked = [
+        ("/up/a", 201),
+        ("/down/b", 502),
+        ("/gone/a", 502),
+        ("/gone/b", 502),
+        ("/hello.txt", 200),
+    ];
+    for (path, status) in asked {
         c.send(&request("GET", path, &[])).unwrap();
         assert_eq!(c.read_response().unwrap().status, status, "{path}");
     }
@@ -1666,12 +1678,12 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
     let lines = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= 3 || Instant::now() >= deadline {
+        if lines.len() >= asked.len() || Instant::now() >= deadline {
             break lines;
         }
         thread::sleep(Duration::from_millis(20));
     };
-    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines.len(), asked.len(), "{lines:?}");
     // `... "$upstream_addr" $upstream_status $upstream_response_time`.
     let tail = |line: &str| -> (String, String, f64) {
         let mut words = line.rsplitn(3, ' ');
@@ -1702,10 +1714,24 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
         lines[1]
     );
     assert_eq!((addr, status), (format!("\"{dead}\""), "-".to_string()));
+    // Both tried, one after the other (in either order), neither answering.
     assert!(
-        lines[2].ends_with("\"-\" - -"),
-        "the site's answer names no upstream: {}",
+        [(gone_a, gone_b), (gone_b, gone_a)]
+            .iter()
+            .any(|(x, y)| lines[2].contains(&format!("\"{x}, {y}\" - "))),
+        "{}",
         lines[2]
+    );
+    // Both down now: no upstream tried, none named (it was `"" - 0.000`).
+    assert!(
+        lines[3].ends_with("\"-\" - -"),
+        "a 502 no upstream was tried for names none: {}",
+        lines[3]
+    );
+    assert!(
+        lines[4].ends_with("\"-\" - -"),
+        "the site's answer names no upstream: {}",
+        lines[4]
     );
 }
 
