@@ -53,6 +53,7 @@ use mpm_upstream::{
 };
 use smallvec::SmallVec;
 
+use crate::balance::InFlightGuard;
 use crate::config::ProxyRoute;
 use crate::headers::{passes, response_fields, streams, Framing};
 use crate::health::Transition;
@@ -557,7 +558,7 @@ enum Answer {
 fn answer(
     forward: &Forward,
     route: &ProxyRoute,
-    attempt: &Attempt,
+    attempt: &mut Attempt,
     head: &mut ResponseHead,
     conn: Connection,
     gauge: IdleGauge,
@@ -595,6 +596,8 @@ fn answer(
             conn,
             early,
             idle: route.read_timeout,
+            // A least-conn route counts the tunnel in flight until it ends.
+            _in_flight: attempt.in_flight.take(),
         }))));
     }
     // Made here and filled in place (its head, then its body): a
@@ -608,6 +611,10 @@ fn answer(
         reader,
         gauge,
         state: attempt.state,
+        // A least-conn route counts the request in flight until its body
+        // ends, as nginx's `least_conn` counts it until the upstream is
+        // done with it, not only until its head came.
+        in_flight: attempt.in_flight.take(),
         read_timeout: route.read_timeout,
         deadline: mpm_core::turn_clock::now() + route.read_timeout,
         len: None,
@@ -768,6 +775,8 @@ struct UpstreamBody {
     /// The pool it goes back to, and the gauge of its idle connections.
     gauge: IdleGauge,
     state: UpstreamState,
+    /// Counts the request in flight (least-conn) until the body ends.
+    in_flight: Option<InFlightGuard>,
     read_timeout: Duration,
     /// The upstream must send more by then (moved on by every byte).
     deadline: Instant,
@@ -780,6 +789,7 @@ struct UpstreamBody {
 impl UpstreamBody {
     /// The body ended: the connection back to the pool if it may be kept.
     fn finish(&mut self) {
+        self.in_flight = None;
         if let Some(conn) = self.conn.take() {
             if self.reader.reusable() {
                 let idle = self.gauge.pool().give_back(conn);
@@ -843,6 +853,7 @@ impl PollRead for UpstreamBody {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if mpm_core::turn_clock::now() >= self.deadline {
                     self.conn = None;
+                    self.in_flight = None;
                     self.state.record_failure(now_ms());
                     return Polled::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
@@ -854,6 +865,7 @@ impl PollRead for UpstreamBody {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Polled::Again,
             Err(e) => {
                 self.conn = None;
+                self.in_flight = None;
                 self.state.record_failure(now_ms());
                 Polled::Ready(Err(e))
             }
@@ -871,6 +883,8 @@ struct UpstreamTunnel {
     /// Bytes the upstream sent after its 101 head.
     early: Vec<u8>,
     idle: Duration,
+    /// Counts the tunnel in flight (least-conn) until it is dropped.
+    _in_flight: Option<InFlightGuard>,
 }
 
 impl Tunnel for UpstreamTunnel {

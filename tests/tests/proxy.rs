@@ -697,6 +697,59 @@ fn a_get_is_retried_on_the_next_upstream_after_a_connect_error_and_a_post_is_not
     assert_eq!(posts + refused, 4, "a POST that failed was sent on");
 }
 
+/// `least-conn` counts a request in flight until its body ends, as
+/// nginx's `least_conn` does, not only until the upstream's head came: while
+/// one upstream streams a long answer, the next requests go to the other.
+/// Under event, one process and one thread (one balancer), the long answer
+/// parked on the loop.
+#[test]
+fn under_event_least_conn_counts_a_streamed_answer_in_flight_until_it_ends() {
+    let (a, b) = (Origin::start(), Origin::start());
+    for (o, name) in [(&a, "a"), (&b, "b")] {
+        o.on(
+            "/long",
+            Script::new(200).chunked().steps(vec![
+                Step::Send(format!("{name} first\n").into_bytes()),
+                Step::Hold,
+                Step::Send(b"rest\n".to_vec()),
+            ]),
+        )
+        .on("/short", Script::ok(format!("{name}\n").as_bytes()));
+    }
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\nupstreams = [\"{a}\", \"{b}\"]\nbalance = \"least-conn\"\n",
+        a = a.url(""),
+        b = b.url("")
+    );
+    let (server, _dir) = serve_with_file("event", &toml, &one_worker("event"));
+    let mut long = RawConn::connect(server.addr());
+    long.send(&request("GET", "/long", &[])).unwrap();
+    assert_eq!(long.read_head().unwrap().status, 200);
+    let mut got = Vec::new();
+    while !contains(&got, b" first\n") {
+        let more = long.read_some(1024).unwrap();
+        assert!(!more.is_empty(), "closed before the first part");
+        got.extend(more);
+    }
+    let busy = if contains(&got, b"a first") { "a" } else { "b" };
+    for i in 0..4 {
+        let r = ask(server.addr(), "GET", "/short", &[]);
+        assert_eq!(r.status, 200, "request {i}");
+        assert_ne!(
+            r.text().trim(),
+            busy,
+            "request {i} went to {busy}, which is still streaming an answer"
+        );
+    }
+    a.release();
+    b.release();
+    while !contains(&got, b"rest\n") {
+        let more = long.read_some(1024).unwrap();
+        assert!(!more.is_empty(), "closed before the end");
+        got.extend(more);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Streaming
 // ---------------------------------------------------------------------------
