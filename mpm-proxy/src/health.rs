@@ -97,6 +97,9 @@ impl UpstreamState {
         let was = self
             .at(word::DOWN_UNTIL)
             .fetch_max(now.saturating_add(window), Ordering::Relaxed);
+        // Active checks bring it back after `rise` passes in a row from
+        // now on: those before it failed do not count.
+        self.at(word::OK_STREAK).store(0, Ordering::Relaxed);
         // Only the failure that found it up reports the change.
         (was <= now).then(|| {
             self.add(word::MARKED_DOWN, 1);
@@ -446,6 +449,26 @@ mod tests {
         assert_eq!(u.record_failure(now), Some(Transition::Down));
         assert!(!u.is_up(now));
         assert_eq!(u.record_check(true, 1, 3), Some(Transition::Up));
+        assert!(u.is_up(now_ms()));
+    }
+
+    #[test]
+    fn a_passively_downed_upstream_needs_rise_passes_after_its_mark() {
+        let (_, s) = state("/active-c/=http://a,http://b", 1, Duration::from_secs(3600));
+        let u = s.route(0)[0];
+        // Up and passing its checks for a while...
+        for _ in 0..5 {
+            assert_eq!(u.record_check(true, 2, 3), None);
+        }
+        // ...until its requests fail: the passes before do not count.
+        assert_eq!(u.record_failure(now_ms()), Some(Transition::Down));
+        assert_eq!(
+            u.record_check(true, 2, 3),
+            None,
+            "one pass of health_rise = 2"
+        );
+        assert!(!u.is_up(now_ms()));
+        assert_eq!(u.record_check(true, 2, 3), Some(Transition::Up));
         assert!(u.is_up(now_ms()));
     }
 
