@@ -141,6 +141,10 @@ impl Balancer {
                 // Ties go by weighted round-robin, as nginx's least_conn.
                 self.smooth(|i| eligible(i) && load[i].0 * wb == lb * load[i].1)
             }
+            // No key (a header hash whose header is missing or empty):
+            // weighted round-robin, as nginx's `hash` does, rather than
+            // every such request on the one upstream of the empty key.
+            How::Hash(_) if key.is_empty() => self.smooth(eligible),
             How::Hash(ring) => ring.find(hash(key), eligible),
         }
     }
@@ -370,6 +374,17 @@ mod tests {
             (1800..3200).contains(&moved),
             "about a quarter moved: {moved}"
         );
+    }
+
+    #[test]
+    fn an_empty_hash_key_goes_round_robin_as_nginx() {
+        let mut b = balancer(Balance::Hash(HashKey::Header("X-User".into())), &[1, 1, 1]);
+        let mut n = [0; 3];
+        for _ in 0..300 {
+            n[b.pick(b"", |_| true).unwrap()] += 1;
+        }
+        assert_eq!(n, [100, 100, 100], "requests without the header spread");
+        assert_eq!(b.pick(b"", |i| i == 2), Some(2), "down ones skipped");
     }
 
     #[test]

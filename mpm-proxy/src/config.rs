@@ -251,7 +251,8 @@ pub enum HashKey {
     /// The client's IP address (without its port).
     ClientAddr,
     /// The value of this request header (case-insensitive name); a request
-    /// without it is hashed on the empty value.
+    /// without it (or with it empty) goes by weighted round-robin, as
+    /// nginx's `hash` does with an empty key.
     Header(String),
 }
 
