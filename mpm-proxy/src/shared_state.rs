@@ -275,6 +275,14 @@ impl ProxyState {
                 };
                 if fresh {
                     state.clear();
+                } else if state.max_fails == 0 {
+                    // Its failures take it out no more (now a route's only
+                    // upstream, or `max_fails = 0`): a passive mark kept
+                    // from the last configuration would refuse every
+                    // request to it until it ran out.
+                    for w in [word::FAILS, word::WINDOW_START, word::DOWN_UNTIL] {
+                        state.words[w].store(0, Ordering::Relaxed);
+                    }
                 }
                 states.push(state);
             }
@@ -352,6 +360,22 @@ mod tests {
             second.route(0)[1].total(hot::REQUESTS),
             0,
             "the new upstream starts at zero"
+        );
+    }
+
+    #[test]
+    fn a_reload_that_leaves_an_upstream_alone_on_its_route_lifts_its_passive_mark() {
+        let slots = Slots::new(4).unwrap();
+        let two = ProxyState::with_slots(&table(&["/lone-a/=http://a,http://b"]), &slots).unwrap();
+        let a = two.route(0)[0];
+        let now = now_ms();
+        assert!(a.record_failure(now).is_some());
+        assert!(!a.is_up(now));
+        // As nginx: a group of one is never considered unavailable.
+        let one = ProxyState::with_slots(&table(&["/lone-a/=http://a"]), &slots).unwrap();
+        assert!(
+            one.route(0)[0].is_up(now),
+            "the only upstream was left down"
         );
     }
 
