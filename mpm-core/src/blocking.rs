@@ -286,7 +286,19 @@ pub fn serve_blocking<H: ConnectionHandler>(
                 // client's, when the step asks), then the step resumes.
                 last_read = true;
                 stream.set_state(WorkerState::Writing);
-                crate::waiting::block_until(&wait, Some(stream.socket().as_raw_fd()));
+                let client = stream.socket().as_raw_fd();
+                crate::waiting::block_until(&wait, Some(client));
+                // Cut while it waited, by a fast stop (a prefork child's
+                // SIGTERM, which interrupts the poll) or by a drain that
+                // shut the client's socket down (worker): the request is
+                // over, and its upstream closes with it, now rather than
+                // when the upstream answers or the master kills the child.
+                if stream.is_cut()
+                    || (!wait.client_read && !wait.client_write && crate::waiting::hung_up(client))
+                {
+                    park.closing();
+                    return steps;
+                }
                 catch(|| handler.readable(&mut conn, &mut stream))
             }
             Interest::Yield => unreachable!("made a read above"),

@@ -124,7 +124,7 @@ impl Drain {
                 continue;
             }
             close_idle();
-            if workers.all_finished() || now >= self.give_up_at() {
+            if workers.all_finished() {
                 break;
             }
             if now >= self.deadline() {
@@ -135,6 +135,13 @@ impl Drain {
                     said = true;
                     self.log_cut(cut);
                 }
+            }
+            // Only once what is left was cut: a fast stop that comes more
+            // than `ABANDON_AFTER` into a graceful drain (the master's, at
+            // its graceful deadline) is already past its give-up time, and
+            // its workers must still be told before the join waits for them.
+            if now >= self.give_up_at() {
+                break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }

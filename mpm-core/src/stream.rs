@@ -562,6 +562,11 @@ impl Stream {
         self.cut = Some(flag);
     }
 
+    /// Has a fast stop cut this connection ([`cut_on`](Self::cut_on))?
+    pub fn is_cut(&self) -> bool {
+        self.check_cut().is_err()
+    }
+
     /// Cut by a fast stop ([`cut_on`](Self::cut_on)): the error every read
     /// and write returns from then on.
     fn check_cut(&self) -> io::Result<()> {

@@ -239,6 +239,12 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// Block in `poll(2)` until `wait` is over: its descriptor (and, given
 /// `client`, the client's socket) ready as it asks, or its deadline passed.
 /// Returns whether something was (or may be) ready; false: the time ran out.
+///
+/// The client's socket is watched even when the wait asks nothing of it:
+/// its hang-up (shut down both ways by a drain that cuts it, or reset)
+/// ends the wait, as does a signal (a prefork child's fast stop), so that
+/// the driver can see the request is over ([`hung_up`]) instead of
+/// waiting on for an upstream nobody will be answered from.
 pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
     use mpm_sys::readiness::{poll_numbers, Ready};
     // On the stack: a blocking worker waits this way once per upstream wait.
@@ -254,7 +260,7 @@ pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
         );
         n += 1;
     }
-    if let Some(c) = client.filter(|_| wait.client_read || wait.client_write) {
+    if let Some(c) = client {
         fds[n] = (
             c,
             Ready {
@@ -273,12 +279,23 @@ pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
         match poll_numbers(fds, Some(left.max(Duration::from_millis(1)))) {
             Ok(ready) if ready.iter().any(|r| r.read || r.write) => return true,
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // A spurious resume (allowed): the signal may have stopped the
+            // server, which the driver looks at before the step runs.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return true,
             // Nothing to wait on that poll accepts: the step finds out
             // when it resumes and tries its I/O.
             Err(_) => return true,
         }
     }
+}
+
+/// Has the socket `fd` hung up: shut down both ways (a drain cutting the
+/// connection from another thread) or failed (reset)? A client that only
+/// half-closed has not: it may still read its answer.
+pub fn hung_up(fd: RawFd) -> bool {
+    use mpm_sys::readiness::{poll_numbers, Ready};
+    // Nothing asked: only a hang-up, an error or a bad descriptor is told.
+    poll_numbers(&[(fd, Ready::default())], Some(Duration::ZERO)).is_ok_and(|r| r[0].read)
 }
 
 /// A new [stamp](Await::stamp) for a socket just made: unique in this

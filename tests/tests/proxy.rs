@@ -1993,6 +1993,7 @@ fn a_graceful_stop_waits_for_a_request_waiting_on_its_upstream(mpm: &str) {
 fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(mpm: &str) {
     let origin = Origin::start();
     origin.on("/w", Script::ok(b"never\n").hold());
+    origin.on("/ws", Script::websocket_echo());
     let route = format!("/={}", origin.url(""));
     let root = site::docroot();
     let mut server = Server::start(
@@ -2003,6 +2004,7 @@ fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(m
     let mut c = server.connect();
     c.send(&request("GET", "/w", &[])).unwrap();
     assert!(origin.wait_until(Duration::from_secs(10), |o| o.holding() == 1));
+    let mut tunnel = open_tunnel(&server);
     server.graceful_stop();
     let status = server.wait_exit(Duration::from_secs(15));
     let stderr = server.stderr_text();
@@ -2010,10 +2012,90 @@ fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(m
         panic!("still running 15 s after SIGWINCH with --graceful-timeout 1s:\n{stderr}")
     });
     assert!(status.success(), "exit {status}:\n{stderr}");
+    assert_cut_in_time(&stderr);
     // The client was not answered by the origin: cut, or told so.
     match c.read_response() {
         Err(_) => {}
         Ok(r) => assert!(r.status >= 500, "the cut request got {}", r.status),
+    }
+    assert_closed(&mut tunnel);
+}
+
+/// A fast stop (SIGTERM) closes a request waiting on its upstream and a
+/// tunnel at once, under every model: a prefork child waiting in `poll` on
+/// the upstream sees the signal, a worker thread sees its client's socket
+/// shut down, and neither waits for the upstream (which never answers
+/// here). Before, prefork's child was killed 2 s later and worker's
+/// process left its thread behind a second later.
+fn a_fast_stop_closes_a_request_waiting_on_its_upstream_and_a_tunnel_at_once(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/w", Script::ok(b"never\n").hold());
+    origin.on("/ws", Script::websocket_echo());
+    let route = format!("/={}", origin.url(""));
+    let root = site::docroot();
+    let mut server = Server::start(
+        mpm,
+        Some(root.path()),
+        &["--proxy", &route, "--graceful-timeout", "30s"],
+    );
+    let mut c = server.connect();
+    c.send(&request("GET", "/w", &[])).unwrap();
+    assert!(origin.wait_until(Duration::from_secs(10), |o| o.holding() == 1));
+    let mut tunnel = open_tunnel(&server);
+    let began = Instant::now();
+    server.terminate();
+    let status = server.wait_exit(Duration::from_secs(15));
+    let took = began.elapsed();
+    let stderr = server.stderr_text();
+    let status = status.unwrap_or_else(|| panic!("still running 15 s after SIGTERM:\n{stderr}"));
+    assert!(status.success(), "exit {status}:\n{stderr}");
+    assert_cut_in_time(&stderr);
+    assert!(
+        took < Duration::from_millis(900),
+        "the stop took {took:?}:\n{stderr}"
+    );
+    assert!(
+        c.read_response().is_err(),
+        "the waiting request was answered"
+    );
+    assert_closed(&mut tunnel);
+}
+
+/// A WebSocket tunnel through the server to the origin's echo, one round
+/// trip made.
+fn open_tunnel(server: &Server) -> RawConn {
+    let mut t = server.connect();
+    t.send(&request(
+        "GET",
+        "/ws",
+        &["Upgrade: websocket", "Connection: Upgrade"],
+    ))
+    .unwrap();
+    assert_eq!(t.read_head().unwrap().status, 101);
+    t.send(b"ping").unwrap();
+    let mut back = Vec::new();
+    while back.len() < 4 {
+        let more = t.read_some(4 - back.len()).unwrap();
+        assert!(!more.is_empty(), "the tunnel closed");
+        back.extend(more);
+    }
+    assert_eq!(back, b"ping");
+    t
+}
+
+/// Closed by the server: end-of-file or an error, nothing more read.
+fn assert_closed(c: &mut RawConn) {
+    match c.read_some(100) {
+        Ok(more) => assert!(more.is_empty(), "{} bytes after the stop", more.len()),
+        Err(_) => {}
+    }
+}
+
+/// The stop's cut reached what waited on an upstream: no prefork child had
+/// to be killed, no worker thread left behind.
+fn assert_cut_in_time(stderr: &str) {
+    for sign in ["killing it", "abandoned"] {
+        assert!(!stderr.contains(sign), "`{sign}` in the log:\n{stderr}");
     }
 }
 
@@ -2127,6 +2209,7 @@ mpm_suite!(
     two_routes_to_one_upstream_count_each_idle_connection_once,
     a_graceful_stop_waits_for_a_request_waiting_on_its_upstream,
     a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits,
+    a_fast_stop_closes_a_request_waiting_on_its_upstream_and_a_tunnel_at_once,
     a_proxied_request_costs_a_bounded_number_of_allocations,
 );
 
