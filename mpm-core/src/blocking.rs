@@ -287,15 +287,13 @@ pub fn serve_blocking<H: ConnectionHandler>(
                 last_read = true;
                 stream.set_state(WorkerState::Writing);
                 let client = stream.socket().as_raw_fd();
-                crate::waiting::block_until(&wait, Some(client));
+                let woke = crate::waiting::block_until_watching(&wait, Some(client));
                 // Cut while it waited, by a fast stop (a prefork child's
                 // SIGTERM, which interrupts the poll) or by a drain that
                 // shut the client's socket down (worker): the request is
                 // over, and its upstream closes with it, now rather than
                 // when the upstream answers or the master kills the child.
-                if stream.is_cut()
-                    || (!wait.client_read && !wait.client_write && crate::waiting::hung_up(client))
-                {
+                if stream.is_cut() || woke.client_hung_up {
                     park.closing();
                     return steps;
                 }

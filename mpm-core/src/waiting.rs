@@ -243,9 +243,28 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// The client's socket is watched even when the wait asks nothing of it:
 /// its hang-up (shut down both ways by a drain that cuts it, or reset)
 /// ends the wait, as does a signal (a prefork child's fast stop), so that
-/// the driver can see the request is over ([`hung_up`]) instead of
+/// the driver can see the request is over ([`Woke::client_hung_up`]) instead of
 /// waiting on for an upstream nobody will be answered from.
 pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
+    block_until_watching(wait, client).ready
+}
+
+/// What [`block_until_watching`] woke to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Woke {
+    /// Something was (or may be) ready; false: the time ran out.
+    pub ready: bool,
+    /// The client's socket, asked nothing by the wait, hung up: shut down
+    /// both ways (a drain cutting the connection from another thread) or
+    /// failed (reset). A client that only half-closed has not: it may still
+    /// read its answer. Told by the wait's own `poll`, no system call of
+    /// its own.
+    pub client_hung_up: bool,
+}
+
+/// [`block_until`], saying also whether the client's socket hung up while
+/// the wait asked nothing of it.
+pub fn block_until_watching(wait: &Await, client: Option<RawFd>) -> Woke {
     use mpm_sys::readiness::{poll_numbers, Ready};
     // On the stack: a blocking worker waits this way once per upstream wait.
     let mut fds = [(-1, Ready::default()); 2];
@@ -271,31 +290,39 @@ pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
         n += 1;
     }
     let fds = &fds[..n];
+    // The client's entry, when the wait asks nothing of it: readiness
+    // told for it is a hang-up or an error (POLLHUP, POLLERR).
+    let watched = client
+        .filter(|_| !wait.client_read && !wait.client_write)
+        .map(|_| n - 1);
+    let woke = |ready: bool| Woke {
+        ready,
+        client_hung_up: false,
+    };
     loop {
         let left = wait.until.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return false;
+            return woke(false);
         }
         match poll_numbers(fds, Some(left.max(Duration::from_millis(1)))) {
-            Ok(ready) if ready.iter().any(|r| r.read || r.write) => return true,
+            Ok(ready) if ready.iter().any(|r| r.read || r.write) => {
+                let hung = watched
+                    .and_then(|i| ready.get(i))
+                    .is_some_and(|r| r.read || r.write);
+                return Woke {
+                    ready: true,
+                    client_hung_up: hung,
+                };
+            }
             Ok(_) => {}
             // A spurious resume (allowed): the signal may have stopped the
             // server, which the driver looks at before the step runs.
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return woke(true),
             // Nothing to wait on that poll accepts: the step finds out
             // when it resumes and tries its I/O.
-            Err(_) => return true,
+            Err(_) => return woke(true),
         }
     }
-}
-
-/// Has the socket `fd` hung up: shut down both ways (a drain cutting the
-/// connection from another thread) or failed (reset)? A client that only
-/// half-closed has not: it may still read its answer.
-pub fn hung_up(fd: RawFd) -> bool {
-    use mpm_sys::readiness::{poll_numbers, Ready};
-    // Nothing asked: only a hang-up, an error or a bad descriptor is told.
-    poll_numbers(&[(fd, Ready::default())], Some(Duration::ZERO)).is_ok_and(|r| r[0].read)
 }
 
 /// A new [stamp](Await::stamp) for a socket just made: unique in this
