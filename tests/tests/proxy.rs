@@ -1990,29 +1990,63 @@ fn a_graceful_stop_waits_for_a_request_waiting_on_its_upstream(mpm: &str) {
     assert!(status.success(), "exit {status}:\n{stderr}");
 }
 
-fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(mpm: &str) {
+/// A server proxying to an origin that never answers `/w`, with one
+/// request waiting there and a WebSocket tunnel open: what a stop must
+/// cut. The origin and the docroot are kept alive with it.
+struct Waiting {
+    server: Server,
+    _origin: Origin,
+    _root: TempDir,
+    request: RawConn,
+    tunnel: RawConn,
+}
+
+fn a_request_waiting_and_a_tunnel(mpm: &str, graceful_timeout: &str) -> Waiting {
     let origin = Origin::start();
     origin.on("/w", Script::ok(b"never\n").hold());
     origin.on("/ws", Script::websocket_echo());
     let route = format!("/={}", origin.url(""));
     let root = site::docroot();
-    let mut server = Server::start(
+    let server = Server::start(
         mpm,
         Some(root.path()),
-        &["--proxy", &route, "--graceful-timeout", "1s"],
+        &["--proxy", &route, "--graceful-timeout", graceful_timeout],
     );
-    let mut c = server.connect();
-    c.send(&request("GET", "/w", &[])).unwrap();
+    let mut request = server.connect();
+    request.send(&self::request("GET", "/w", &[])).unwrap();
     assert!(origin.wait_until(Duration::from_secs(10), |o| o.holding() == 1));
-    let mut tunnel = open_tunnel(&server);
-    server.graceful_stop();
+    let tunnel = open_tunnel(&server);
+    Waiting {
+        server,
+        _origin: origin,
+        _root: root,
+        request,
+        tunnel,
+    }
+}
+
+/// The server's exit after `signal`: within 15 s, with status 0, and no
+/// child killed or thread abandoned on the way. Its standard error.
+fn exits_cleanly(server: &mut Server, signal: &str) -> String {
     let status = server.wait_exit(Duration::from_secs(15));
     let stderr = server.stderr_text();
-    let status = status.unwrap_or_else(|| {
-        panic!("still running 15 s after SIGWINCH with --graceful-timeout 1s:\n{stderr}")
-    });
+    let status = status.unwrap_or_else(|| panic!("still running 15 s after {signal}:\n{stderr}"));
     assert!(status.success(), "exit {status}:\n{stderr}");
     assert_cut_in_time(&stderr);
+    stderr
+}
+
+fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(mpm: &str) {
+    let Waiting {
+        mut server,
+        request: mut c,
+        mut tunnel,
+        // Bound, so that they live to the end of the test.
+        _origin: _kept_origin,
+        _root: _kept_root,
+    } = a_request_waiting_and_a_tunnel(mpm, "1s");
+    server.graceful_stop();
+    exits_cleanly(&mut server, "SIGWINCH with --graceful-timeout 1s");
     // The client was not answered by the origin: cut, or told so.
     match c.read_response() {
         Err(_) => {}
@@ -2028,28 +2062,18 @@ fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(m
 /// here). Before, prefork's child was killed 2 s later and worker's
 /// process left its thread behind a second later.
 fn a_fast_stop_closes_a_request_waiting_on_its_upstream_and_a_tunnel_at_once(mpm: &str) {
-    let origin = Origin::start();
-    origin.on("/w", Script::ok(b"never\n").hold());
-    origin.on("/ws", Script::websocket_echo());
-    let route = format!("/={}", origin.url(""));
-    let root = site::docroot();
-    let mut server = Server::start(
-        mpm,
-        Some(root.path()),
-        &["--proxy", &route, "--graceful-timeout", "30s"],
-    );
-    let mut c = server.connect();
-    c.send(&request("GET", "/w", &[])).unwrap();
-    assert!(origin.wait_until(Duration::from_secs(10), |o| o.holding() == 1));
-    let mut tunnel = open_tunnel(&server);
+    let Waiting {
+        mut server,
+        request: mut c,
+        mut tunnel,
+        // Bound, so that they live to the end of the test.
+        _origin: _kept_origin,
+        _root: _kept_root,
+    } = a_request_waiting_and_a_tunnel(mpm, "30s");
     let began = Instant::now();
     server.terminate();
-    let status = server.wait_exit(Duration::from_secs(15));
+    let stderr = exits_cleanly(&mut server, "SIGTERM");
     let took = began.elapsed();
-    let stderr = server.stderr_text();
-    let status = status.unwrap_or_else(|| panic!("still running 15 s after SIGTERM:\n{stderr}"));
-    assert!(status.success(), "exit {status}:\n{stderr}");
-    assert_cut_in_time(&stderr);
     assert!(
         took < Duration::from_millis(900),
         "the stop took {took:?}:\n{stderr}"
