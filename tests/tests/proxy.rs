@@ -1071,22 +1071,20 @@ fn a_request_pipelined_behind_a_chunked_upload_is_served_after_it(mpm: &str) {
     }
 }
 
+/// A WebSocket handshake's fields (RFC 6455's sample key).
+const WEBSOCKET_UPGRADE: [&str; 4] = [
+    "Upgrade: websocket",
+    "Connection: Upgrade",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version: 13",
+];
+
 fn a_websocket_echo_goes_through_the_proxy(mpm: &str) {
     let origin = Origin::start();
     origin.on("/ws", Script::websocket_echo());
     let server = serve_all_to(mpm, &origin, &[]);
     let mut c = server.connect();
-    c.send(&request(
-        "GET",
-        "/ws",
-        &[
-            "Upgrade: websocket",
-            "Connection: Upgrade",
-            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-            "Sec-WebSocket-Version: 13",
-        ],
-    ))
-    .unwrap();
+    c.send(&request("GET", "/ws", &WEBSOCKET_UPGRADE)).unwrap();
     let head = c.read_head().unwrap();
     assert_eq!(head.status, 101);
     assert!(head
@@ -1125,17 +1123,7 @@ fn an_idle_websocket_tunnel_is_closed_after_the_routes_read_timeout(mpm: &str) {
     );
     let (server, _dir) = serve_with_file(mpm, &toml, &[]);
     let mut c = server.connect();
-    c.send(&request(
-        "GET",
-        "/ws",
-        &[
-            "Upgrade: websocket",
-            "Connection: Upgrade",
-            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-            "Sec-WebSocket-Version: 13",
-        ],
-    ))
-    .unwrap();
+    c.send(&request("GET", "/ws", &WEBSOCKET_UPGRADE)).unwrap();
     assert_eq!(c.read_head().unwrap().status, 101);
     let frame = pattern(100, 7);
     c.send(&frame).unwrap();
