@@ -1790,15 +1790,7 @@ fn each_upstreams_counters_are_on_the_status_page_and_in_prometheus(mpm: &str) {
     }
     // Prefork's one process is free again once the client has gone.
     drop(c);
-    let metrics = ask(
-        server.addr(),
-        "GET",
-        "/server-status?format=prometheus",
-        &[],
-    );
-    assert_eq!(metrics.status, 200);
-    let scrape =
-        prometheus_parse::Scrape::parse(metrics.text().lines().map(|l| Ok(l.to_string()))).unwrap();
+    let (scrape, text) = prometheus(&server);
     // A family's sample for the upstream at `origin`.
     let value = |name: &str, origin: &Origin| -> f64 {
         let port = format!(":{}", origin.addr().port());
@@ -1814,7 +1806,7 @@ fn each_upstreams_counters_are_on_the_status_page_and_in_prometheus(mpm: &str) {
                 prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
                 ref other => panic!("{name} is {other:?}"),
             })
-            .unwrap_or_else(|| panic!("no {name} for {origin:?} in:\n{}", metrics.text()))
+            .unwrap_or_else(|| panic!("no {name} for {origin:?} in:\n{text}"))
     };
     assert_eq!(value("mpm_proxy_requests_total", &live), 10.0);
     assert_eq!(value("mpm_proxy_up", &live), 1.0);
@@ -1834,8 +1826,8 @@ fn each_upstreams_counters_are_on_the_status_page_and_in_prometheus(mpm: &str) {
     assert_eq!(rows.len(), 2, "{rows:?}");
 }
 
-/// Each upstream's `mpm_proxy_pool_idle` now, as (route, port, value).
-fn pool_idle(server: &Server) -> Vec<(String, u16, f64)> {
+/// The server's Prometheus page, parsed, and its text.
+fn prometheus(server: &Server) -> (prometheus_parse::Scrape, String) {
     let metrics = ask(
         server.addr(),
         "GET",
@@ -1843,8 +1835,14 @@ fn pool_idle(server: &Server) -> Vec<(String, u16, f64)> {
         &[],
     );
     assert_eq!(metrics.status, 200);
-    let scrape =
-        prometheus_parse::Scrape::parse(metrics.text().lines().map(|l| Ok(l.to_string()))).unwrap();
+    let text = metrics.text().to_string();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    (scrape, text)
+}
+
+/// Each upstream's `mpm_proxy_pool_idle` now, as (route, port, value).
+fn pool_idle(server: &Server) -> Vec<(String, u16, f64)> {
+    let (scrape, _) = prometheus(server);
     scrape
         .samples
         .iter()
