@@ -1101,14 +1101,7 @@ fn a_websocket_echo_goes_through_the_proxy(mpm: &str) {
     // Frames either way: bytes in, the same bytes back, several times.
     for round in 0..3u64 {
         let frame = pattern(1000 + round as usize * 3000, 30 + round);
-        c.send(&frame).unwrap();
-        let mut back = Vec::new();
-        while back.len() < frame.len() {
-            let more = c.read_some(frame.len() - back.len()).unwrap();
-            assert!(!more.is_empty(), "round {round}: the tunnel closed");
-            back.extend(more);
-        }
-        assert!(back == frame, "round {round}: the echo differs");
+        echoed(&mut c, &frame, &format!("round {round}"));
     }
 }
 
@@ -1126,13 +1119,7 @@ fn an_idle_websocket_tunnel_is_closed_after_the_routes_read_timeout(mpm: &str) {
     c.send(&request("GET", "/ws", &WEBSOCKET_UPGRADE)).unwrap();
     assert_eq!(c.read_head().unwrap().status, 101);
     let frame = pattern(100, 7);
-    c.send(&frame).unwrap();
-    let mut back = Vec::new();
-    while back.len() < frame.len() {
-        let more = c.read_some(frame.len() - back.len()).unwrap();
-        assert!(!more.is_empty(), "the tunnel closed before its echo");
-        back.extend(more);
-    }
+    echoed(&mut c, &frame, "before the idle time");
     let idle_from = Instant::now();
     // Then nothing either way: the proxy closes the client's side.
     let got = c.read_some(64);
@@ -1200,14 +1187,7 @@ fn a_101_switches_only_to_a_protocol_the_client_offered_and_never_to_h2c(mpm: &s
         let (mut c, status) = upgrade("/ws", list);
         assert_eq!(status, 101, "Upgrade: {list}");
         let frame = pattern(2000, 7);
-        c.send(&frame).unwrap();
-        let mut back = Vec::new();
-        while back.len() < frame.len() {
-            let more = c.read_some(frame.len() - back.len()).unwrap();
-            assert!(!more.is_empty(), "Upgrade: {list}: the tunnel closed");
-            back.extend(more);
-        }
-        assert!(back == frame, "Upgrade: {list}: the echo differs");
+        echoed(&mut c, &frame, &format!("Upgrade: {list}"));
     }
     let seen = origin.requests();
     assert_eq!(seen.len(), 6);
@@ -2082,15 +2062,21 @@ fn open_tunnel(server: &Server) -> RawConn {
     ))
     .unwrap();
     assert_eq!(t.read_head().unwrap().status, 101);
-    t.send(b"ping").unwrap();
+    echoed(&mut t, b"ping", "the tunnel's first round trip");
+    t
+}
+
+/// `frame` sent through the tunnel `c`, and the same bytes back from the
+/// origin's echo before the tunnel closes.
+fn echoed(c: &mut RawConn, frame: &[u8], what: &str) {
+    c.send(frame).unwrap();
     let mut back = Vec::new();
-    while back.len() < 4 {
-        let more = t.read_some(4 - back.len()).unwrap();
-        assert!(!more.is_empty(), "the tunnel closed");
+    while back.len() < frame.len() {
+        let more = c.read_some(frame.len() - back.len()).unwrap();
+        assert!(!more.is_empty(), "{what}: the tunnel closed");
         back.extend(more);
     }
-    assert_eq!(back, b"ping");
-    t
+    assert!(back == frame, "{what}: the echo differs");
 }
 
 /// Closed by the server: end-of-file or an error, nothing more read.
