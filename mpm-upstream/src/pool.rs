@@ -205,14 +205,6 @@ impl Pool {
     /// A connection to `target`: an idle one that is still fresh (its
     /// upstream neither closed it nor sent anything since), or a new one,
     /// opened (TCP, then the TLS handshake) by `until`.
-    pub async fn connect(&self, target: &Target, until: Instant) -> Result<Connection> {
-        self.connect_checking(target, until).await.0
-    }
-
-    /// As [`connect`](Self::connect), for a request that can be sent
-    /// again on a new connection if this one turns out closed (an
-    /// idempotent one whose body is still at hand): the caller sends it
-    /// again on [`Error::Closed`](crate::Error::Closed).
     ///
     /// Every idle connection is checked before reuse, however recently it
     /// was given back: an upstream that sends bytes after a complete answer
@@ -222,26 +214,24 @@ impl Pool {
     /// such bytes to the next GET: found by a fuzz of hostile upstreams.)
     /// On an event loop that keeps the socket registered the check is the
     /// loop's word, no system call; elsewhere a peek (see
-    /// `Connection::is_fresh`).
-    pub async fn connect_replayable(&self, target: &Target, until: Instant) -> Result<Connection> {
-        self.connect_checking(target, until).await.0
+    /// `Connection::is_fresh`). A request that can be sent again (an
+    /// idempotent one whose body is still at hand) is sent again on a new
+    /// connection on [`Error::Closed`](crate::Error::Closed).
+    pub async fn connect(&self, target: &Target, until: Instant) -> Result<Connection> {
+        self.connect_counted(target, until).await.0
     }
 
-    /// As [`connect_replayable`](Self::connect_replayable), and how many
-    /// idle connections to `target` the pool holds once it has taken one
-    /// out (and dropped those it found closed or expired on the way),
-    /// whether a connection came of it or not: what a gauge of them reads
-    /// (as [`give_back`](Self::give_back)'s count), without a lock of its
-    /// own on a reuse.
+    /// As [`connect`](Self::connect), and how many idle connections to
+    /// `target` the pool holds once it has taken one out (and dropped
+    /// those it found closed or expired on the way), whether a connection
+    /// came of it or not: what a gauge of them reads (as
+    /// [`give_back`](Self::give_back)'s count), without a lock of its own
+    /// on a reuse.
     pub async fn connect_counted(
         &self,
         target: &Target,
         until: Instant,
     ) -> (Result<Connection>, u64) {
-        self.connect_checking(target, until).await
-    }
-
-    async fn connect_checking(&self, target: &Target, until: Instant) -> (Result<Connection>, u64) {
         let key = &target.key;
         loop {
             let (candidate, expired, left) = self.pop_idle(key);
