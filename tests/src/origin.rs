@@ -374,10 +374,20 @@ impl Origin {
             .unwrap_or_else(|e| panic!("starting an origin: {e}"))
     }
 
-    /// Start on `addr` (a port a test reserved with [`free_port`], to bring
-    /// a dead upstream to life).
+    /// Start on `addr`: a port an origin of the test held before
+    /// ([`Origin::addr`]), to bring it back after its stop.
     pub fn start_on(addr: SocketAddr) -> io::Result<Origin> {
-        let listener = TcpListener::bind(addr)?;
+        Origin::listen_on(TcpListener::bind(addr)?)
+    }
+
+    /// Start on a [`DeadPort`]: the dead upstream comes to life, on the
+    /// socket that kept its port, so that nothing took it meanwhile.
+    pub fn revive(dead: DeadPort) -> io::Result<Origin> {
+        dead.socket.listen(128)?;
+        Origin::listen_on(TcpListener::from(dead.socket))
+    }
+
+    fn listen_on(listener: TcpListener) -> io::Result<Origin> {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::default());
         let s = Arc::clone(&shared);
@@ -489,11 +499,48 @@ impl Drop for Origin {
     }
 }
 
-/// A port on 127.0.0.1 nothing listens on (it was free a moment ago): a
-/// dead upstream, which [`Origin::start_on`] may bring to life later.
-pub fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("binding :0: {e}"));
-    l.local_addr().unwrap_or_else(|e| panic!("local_addr: {e}"))
+/// A port on 127.0.0.1 that refuses every connection for as long as this
+/// lives: a dead upstream. A socket is bound to it and never listens, so a
+/// connection there is reset as at a port nothing holds; and it is bound
+/// without `SO_REUSEADDR`, so that no other bind takes the port meanwhile.
+/// (A port that was merely free a moment ago is not dead: the suite's other
+/// servers and origins bind port 0 all the time, and one of them took such a
+/// port once, answering a request the test expected refused.)
+/// [`Origin::revive`] brings it to life. Shown as its address.
+#[derive(Debug)]
+pub struct DeadPort {
+    socket: socket2::Socket,
+    addr: SocketAddr,
+}
+
+impl DeadPort {
+    /// Its address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl std::fmt::Display for DeadPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.addr.fmt(f)
+    }
+}
+
+/// A [`DeadPort`] of the system's choosing.
+pub fn dead_port() -> DeadPort {
+    // socket2's socket, unlike std's listener, binds without listening and
+    // without SO_REUSEADDR.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .unwrap_or_else(|e| panic!("a socket for a dead port: {e}"));
+    socket
+        .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap_or_else(|e| panic!("binding a dead port: {e}"));
+    let addr = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .unwrap_or_else(|| panic!("the dead port's address"));
+    DeadPort { socket, addr }
 }
 
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {

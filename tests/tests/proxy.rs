@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tests::origin::{free_port, Origin, Script, Step};
+use tests::origin::{dead_port, Origin, Script, Step};
 use tests::{mpm_suite, pattern, run_mpm, site, threads, Exit, RawConn, Reply, Server, TempDir};
 
 /// The origin's own `Date` and `Last-Modified`: fixed, so that an answer
@@ -476,7 +476,7 @@ fn an_origin_down_is_502_its_timeout_504_and_the_server_serves_on(mpm: &str) {
             Script::ok(b"late\n").delay(Duration::from_secs(3)),
         )
         .on("/fine/*", Script::ok(b"fine\n"));
-    let dead = free_port();
+    let dead = dead_port();
     let toml = format!(
         "[[proxy]]\nprefix = \"/down/\"\nupstreams = [\"http://{dead}\"]\n\n\
          [[proxy]]\nprefix = \"/slow/\"\nupstreams = [\"{o}\"]\nread_timeout = \"300ms\"\n\n\
@@ -575,7 +575,7 @@ fn passive_health_skips_a_dead_upstream_and_an_active_check_brings_it_back(mpm: 
     let live = Origin::start();
     live.on("/p", Script::ok(b"live\n"))
         .on("/health", Script::ok(b"ok\n"));
-    let dead = free_port();
+    let dead = dead_port();
     let toml = format!(
         "[[proxy]]\nprefix = \"/\"\nupstreams = [\"http://{dead}\", \"{live}\"]\n\
          health_interval = \"200ms\"\nhealth_path = \"/health\"\nhealth_rise = 1\n",
@@ -590,8 +590,8 @@ fn passive_health_skips_a_dead_upstream_and_an_active_check_brings_it_back(mpm: 
     assert_eq!(live.requests_to("/p").len(), 10);
     // The dead one comes to life: an active check sees it, and requests
     // reach it again.
-    let revived = Origin::start_on(dead).unwrap_or_else(|e| {
-        panic!("listening on {dead} again: {e}");
+    let revived = Origin::revive(dead).unwrap_or_else(|e| {
+        panic!("listening on the dead port: {e}");
     });
     revived
         .on("/p", Script::ok(b"revived\n"))
@@ -650,7 +650,7 @@ fn passive_health_sends_nothing_more_to_an_upstream_after_its_failure(mpm: &str)
 fn a_get_is_retried_on_the_next_upstream_after_a_connect_error_and_a_post_is_not(mpm: &str) {
     let live = Origin::start();
     live.on("/r", Script::ok(b"live\n"));
-    let dead = free_port();
+    let dead = dead_port();
     // max_fails = 0: the dead one is never taken out, so that it keeps its
     // turn in the round.
     let toml = format!(
@@ -1658,8 +1658,8 @@ fn a_hash_of_a_header_sends_each_value_to_one_upstream(mpm: &str) {
 fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
     let origin = Origin::start();
     origin.on("/up/a", Script::new(201).body(b"made\n"));
-    let dead = free_port();
-    let (gone_a, gone_b) = (free_port(), free_port());
+    let dead = dead_port();
+    let (gone_a, gone_b) = (dead_port(), dead_port());
     let logs = TempDir::new("proxy-logs");
     let log = logs.path().join("access.log");
     let (up, down) = (
@@ -1737,7 +1737,7 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
     assert_eq!((addr, status), (format!("\"{dead}\""), "-".to_string()));
     // Both tried, one after the other (in either order), neither answering.
     assert!(
-        [(gone_a, gone_b), (gone_b, gone_a)]
+        [(&gone_a, &gone_b), (&gone_b, &gone_a)]
             .iter()
             .any(|(x, y)| lines[2].contains(&format!("\"{x}, {y}\" - "))),
         "{}",
