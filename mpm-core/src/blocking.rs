@@ -287,10 +287,11 @@ pub fn serve_blocking<H: ConnectionHandler>(
                 last_read = true;
                 stream.set_state(WorkerState::Writing);
                 let client = stream.socket().as_raw_fd();
-                let woke = crate::waiting::block_until_watching(&wait, Some(client));
-                // Cut while it waited, by a fast stop (a prefork child's
-                // SIGTERM, which interrupts the poll) or by a drain that
-                // shut the client's socket down (worker): the request is
+                let cut = stream.cut_fd().map(|fd| fd.as_raw_fd());
+                let woke = crate::waiting::block_until_watching(&wait, Some(client), cut);
+                // Cut before or while it waited, by a fast stop (a prefork
+                // child's SIGTERM, whose pipe the poll watches) or by a drain
+                // that shut the client's socket down (worker): the request is
                 // over, and its upstream closes with it, now rather than
                 // when the upstream answers or the master kills the child.
                 if stream.is_cut() || woke.client_hung_up {

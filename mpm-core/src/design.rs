@@ -67,8 +67,10 @@
 //! in [`Drain::wait`](crate::Drain::wait), event in its loop then
 //! [`Drain::join`](crate::Drain::join); a prefork child, single-threaded,
 //! has no thread to keep a deadline while it blocks in a write, so its
-//! stream fails once the fast-stop flag is up
-//! ([`Stream::cut_on`](crate::Stream::cut_on)) and the master, which tells
+//! stream fails once the fast-stop flag is up, and a wait on an upstream
+//! ends on the fast stop's pipe
+//! ([`Stream::cut_on`](crate::Stream::cut_on), [`FastStop`](crate::FastStop)),
+//! and the master, which tells
 //! children a fast stop with SIGTERM and a graceful one with SIGWINCH,
 //! sends the SIGTERM at the graceful deadline.
 //!

@@ -107,7 +107,7 @@ pub use duration::{deadline, Seconds};
 pub use error::{Error, Result};
 pub use hand_over::HandOver;
 pub use ledger::{ConnectionLedger, LedgerSeat};
-pub use lifecycle::{signal_name, Lifecycle, Phase};
+pub use lifecycle::{signal_name, FastStop, Lifecycle, Phase};
 pub use listener::Listener;
 pub use mpm::{Mpm, MpmKind};
 pub use plural::plural;

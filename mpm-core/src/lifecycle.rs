@@ -49,14 +49,47 @@ struct Inner {
     // workers poll it beside their listeners so that none sleeps in accept.
     wake_read: OwnedFd,
     wake_write: OwnedFd,
+    // Another, readable once a *fast* stop is asked (`FastStop`): a wait
+    // that must end at a fast stop but go on through a graceful one polls
+    // it, and it is never readable for a graceful stop.
+    cut_read: Arc<OwnedFd>,
+    cut_write: OwnedFd,
+}
+
+/// A fast stop as a process that has no other thread to tell it sees one
+/// (a prefork child): a flag, and a descriptor that turns readable when the
+/// flag is set and stays so. A wait in `poll(2)` that includes the
+/// descriptor ends at a fast stop whenever it came: before the wait began,
+/// or during it. (A signal's `EINTR` alone would miss a stop that came
+/// between the last look at the flag and the call to `poll`, and the wait
+/// would go on until its own deadline.) From [`Lifecycle::fast_stop`].
+#[derive(Debug, Clone)]
+pub struct FastStop {
+    flag: Arc<AtomicBool>,
+    fd: Arc<OwnedFd>,
+}
+
+impl FastStop {
+    /// Has the fast stop been asked?
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+
+    /// The descriptor, readable once the fast stop is asked, for `poll`.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 impl Lifecycle {
     /// A lifecycle in [`Phase::Starting`].
     pub fn new() -> Result<Lifecycle> {
-        let (r, w) =
+        let pipe = || {
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
-                .map_err(|e| Error::io("creating the stop pipe", e.into()))?;
+                .map_err(|e| Error::io("creating the stop pipe", e.into()))
+        };
+        let (r, w) = pipe()?;
+        let (cut_read, cut_write) = pipe()?;
         Ok(Lifecycle {
             inner: Arc::new(Inner {
                 phase: Mutex::new(Phase::Starting),
@@ -68,6 +101,8 @@ impl Lifecycle {
                 generation: std::sync::atomic::AtomicU32::new(1),
                 wake_read: r,
                 wake_write: w,
+                cut_read: Arc::new(cut_read),
+                cut_write,
             }),
         })
     }
@@ -125,6 +160,7 @@ impl Lifecycle {
             // Written again even if a graceful stop wrote before: a loop
             // that waits on the pipe edge-triggered must wake for this one.
             let _ = nix::unistd::write(&self.inner.wake_write, b"x");
+            let _ = nix::unistd::write(&self.inner.cut_write, b"x");
         }
         self.enter_draining();
     }
@@ -134,11 +170,15 @@ impl Lifecycle {
         self.inner.fast.load(Ordering::Relaxed)
     }
 
-    /// The flag [`stop_now`](Self::stop_now) sets, for what must notice a
-    /// fast stop without a thread to tell it
+    /// The fast stop ([`stop_now`](Self::stop_now), or a signal installed
+    /// with [`stop_now_on_quietly`](Self::stop_now_on_quietly)), for what
+    /// must notice it without a thread to tell it
     /// ([`Stream::cut_on`](crate::Stream::cut_on)).
-    pub fn fast_stop_flag(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.inner.fast)
+    pub fn fast_stop(&self) -> FastStop {
+        FastStop {
+            flag: Arc::clone(&self.inner.fast),
+            fd: Arc::clone(&self.inner.cut_read),
+        }
     }
 
     fn enter_draining(&self) {
@@ -256,6 +296,8 @@ impl Lifecycle {
             // draining one.
             if fast {
                 signal_hook::flag::register(sig, Arc::clone(&self.inner.fast)).map_err(io)?;
+                let cut = self.inner.cut_write.try_clone().map_err(io)?;
+                signal_hook::low_level::pipe::register(sig, cut).map_err(io)?;
             }
             signal_hook::flag::register(sig, Arc::clone(&self.inner.draining)).map_err(io)?;
             let wake = self.inner.wake_write.try_clone().map_err(io)?;

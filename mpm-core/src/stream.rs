@@ -94,7 +94,7 @@ pub struct Stream {
     draining: Arc<AtomicBool>,
     /// Set by a fast stop, for a stream no other thread can shut down (a
     /// prefork child's): its reads and writes then fail at once.
-    cut: Option<Arc<AtomicBool>>,
+    cut: Option<crate::FastStop>,
     read_timeout: Option<Duration>,
     slot: Option<&'static Slot>,
     on_loop: bool,
@@ -553,13 +553,22 @@ impl Stream {
         self.draining.load(Ordering::Relaxed)
     }
 
-    /// Fail every read and write from the moment `flag` turns true (a fast
-    /// stop: [`Lifecycle::fast_stop_flag`](crate::Lifecycle::fast_stop_flag)),
-    /// including one interrupted by the signal that set it. For a
-    /// single-threaded process, where no other thread can shut the
-    /// connection down; a threaded model cuts connections with `shutdown(2)`.
-    pub fn cut_on(&mut self, flag: Arc<AtomicBool>) {
-        self.cut = Some(flag);
+    /// Fail every read and write from the moment `stop` is asked (a fast
+    /// stop: [`Lifecycle::fast_stop`](crate::Lifecycle::fast_stop)),
+    /// including one interrupted by the signal that set it, and end a wait
+    /// on an upstream ([`cut_fd`](Self::cut_fd)). For a single-threaded
+    /// process, where no other thread can shut the connection down; a
+    /// threaded model cuts connections with `shutdown(2)`.
+    pub fn cut_on(&mut self, stop: crate::FastStop) {
+        self.cut = Some(stop);
+    }
+
+    /// The descriptor that turns readable when this stream is cut
+    /// ([`cut_on`](Self::cut_on)): a blocking wait polls it beside its own,
+    /// so that a fast stop ends the wait even if its signal came just
+    /// before the wait began.
+    pub fn cut_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.cut.as_ref().map(crate::FastStop::fd)
     }
 
     /// Has a fast stop cut this connection ([`cut_on`](Self::cut_on))?
@@ -571,7 +580,7 @@ impl Stream {
     /// and write returns from then on.
     fn check_cut(&self) -> io::Result<()> {
         match &self.cut {
-            Some(cut) if cut.load(Ordering::Relaxed) => Err(io::Error::new(
+            Some(cut) if cut.is_set() => Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "closed by a fast stop",
             )),

@@ -246,7 +246,7 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// the driver can see the request is over ([`Woke::client_hung_up`]) instead of
 /// waiting on for an upstream nobody will be answered from.
 pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
-    block_until_watching(wait, client).ready
+    block_until_watching(wait, client, None).ready
 }
 
 /// What [`block_until_watching`] woke to.
@@ -263,12 +263,24 @@ pub struct Woke {
 }
 
 /// [`block_until`], saying also whether the client's socket hung up while
-/// the wait asked nothing of it.
-pub fn block_until_watching(wait: &Await, client: Option<RawFd>) -> Woke {
+/// the wait asked nothing of it; and ended, given `cut`, as soon as that
+/// descriptor turns readable ([`FastStop::fd`](crate::FastStop::fd): a
+/// fast stop, already asked or asked meanwhile).
+pub fn block_until_watching(wait: &Await, client: Option<RawFd>, cut: Option<RawFd>) -> Woke {
     use mpm_sys::readiness::{poll_numbers, Ready};
     // On the stack: a blocking worker waits this way once per upstream wait.
-    let mut fds = [(-1, Ready::default()); 2];
+    let mut fds = [(-1, Ready::default()); mpm_sys::readiness::MAX_POLLED];
     let mut n = 0;
+    if let Some(fd) = cut {
+        fds[n] = (
+            fd,
+            Ready {
+                read: true,
+                write: false,
+            },
+        );
+        n += 1;
+    }
     if let Some(fd) = wait.fd {
         fds[n] = (
             fd,
@@ -493,6 +505,40 @@ mod tests {
             Polled::Ready(v) => assert_eq!(v, b"hi"),
             other => panic!("expected the bytes, got {other:?}"),
         }
+    }
+
+    /// The race this closes: a prefork child's SIGTERM that lands after
+    /// the driver last looked at the flag and before `poll` was entered
+    /// interrupts nothing; the child waited on the upstream until the
+    /// master killed it. The fast stop's pipe ends the wait whenever the
+    /// stop came, and a graceful stop leaves the wait alone.
+    #[test]
+    fn a_fast_stop_asked_before_the_wait_began_ends_it_and_a_graceful_one_does_not() {
+        let (_upstream, never) = UnixStream::pair().unwrap();
+        // A client that stays, watched as the driver watches it: the wait
+        // polls three descriptors.
+        let (_peer, client) = UnixStream::pair().unwrap();
+        let client = Some(client.as_raw_fd());
+        let graceful = crate::Lifecycle::new().unwrap();
+        graceful.stop();
+        let cut = graceful.fast_stop();
+        let soon = Await::readable(
+            never.as_raw_fd(),
+            Instant::now() + Duration::from_millis(50),
+        );
+        let woke = block_until_watching(&soon, client, Some(cut.fd().as_raw_fd()));
+        assert!(!woke.ready, "a graceful stop ended a wait on an upstream");
+        assert!(!cut.is_set());
+
+        let fast = crate::Lifecycle::new().unwrap();
+        fast.stop_now();
+        let cut = fast.fast_stop();
+        // Were the stop missed, this would wait its whole minute and say
+        // the time ran out.
+        let long = Await::readable(never.as_raw_fd(), Instant::now() + Duration::from_secs(60));
+        let woke = block_until_watching(&long, client, Some(cut.fd().as_raw_fd()));
+        assert!(woke.ready && !woke.client_hung_up, "{woke:?}");
+        assert!(cut.is_set());
     }
 
     #[test]

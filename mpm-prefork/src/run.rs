@@ -67,7 +67,7 @@ impl Mpm for Prefork {
         let errors = AcceptErrors::new();
         let mut handler = factory.build();
         let draining = lifecycle.draining_flag();
-        let fast_stop = lifecycle.fast_stop_flag();
+        let fast_stop = lifecycle.fast_stop();
         let hand_over = listeners.iter().find_map(Listener::hand_over_channel);
         // Serve: one connection at a time, the process itself the worker.
         lifecycle.set_phase(Phase::Serving);
@@ -94,7 +94,7 @@ impl Mpm for Prefork {
             // No other thread can shut this connection down: a fast stop
             // (SIGTERM, from the master at once or at its graceful
             // deadline) makes its reads and writes fail instead.
-            stream.cut_on(Arc::clone(&fast_stop));
+            stream.cut_on(fast_stop.clone());
             let mut park = KeepAliveWait {
                 lifecycle,
                 timeout: settings.keepalive_timeout,

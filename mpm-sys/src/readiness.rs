@@ -18,8 +18,8 @@ pub struct Ready {
 }
 
 /// The most descriptors one [`poll_numbers`] call watches: a connection's
-/// upstream and its client.
-pub const MAX_POLLED: usize = 2;
+/// upstream, its client, and the pipe a fast stop writes to.
+pub const MAX_POLLED: usize = 3;
 
 /// `poll(2)` on descriptors by number (at most [`MAX_POLLED`]), at most
 /// `timeout` (`None`: no limit). Returns, for each, what it reported (a
@@ -33,7 +33,7 @@ pub fn poll_numbers(
     if fds.len() > MAX_POLLED {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "poll_numbers watches at most two descriptors",
+            "poll_numbers watches at most three descriptors",
         ));
     }
     let mut set = [libc::pollfd {
