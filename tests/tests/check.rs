@@ -56,11 +56,24 @@ fn a_good_configuration_file_is_ok_and_nothing_is_bound_or_started() {
 #[test]
 fn a_bad_configuration_file_is_one_line_and_exit_2() {
     let dir = TempDir::new("check-bad");
+    let upgrade_not_executable = format!(
+        "upgrade-binary = \"{}\"\n",
+        dir.path().join("bad.toml").display()
+    );
     for (text, says) in [
         ("listen = [\"nowhere\"]\n", "nowhere"),
         ("no-such-key = 1\n", "no-such-key"),
         ("threads-per-child = 0\n", "threads-per-child"),
         ("upgrade-binary = \"/no/such/mpm\"\n", "/no/such/mpm"),
+        // A file that is there but cannot be run: this very file.
+        (&upgrade_not_executable, "not executable"),
+        // Paths no request can reach, and one path for two pages.
+        ("status-path = \"/server status\"\n", "a space"),
+        ("metrics-path = \"/metrics?x\"\n", "a query"),
+        (
+            "status-path = \"/s\"\nmetrics-path = \"/s\"\n",
+            "--metrics-path /s",
+        ),
     ] {
         let config = dir.write("bad.toml", text.as_bytes());
         let out = run_mpm(

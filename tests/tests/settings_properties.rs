@@ -98,7 +98,7 @@ const SETTINGS: &[(&str, Kind)] = &[
     ("limit-request-body", Kind::Count),
     (
         "status-path",
-        Kind::Text(&["/status", "off", "/"], &["no-slash", ""]),
+        Kind::Text(&["/status", "off", "/"], &["no-slash", "", "/a b", "/s?x"]),
     ),
     ("status-remote", Kind::Switch),
     ("pid-file", Kind::PidFile),
@@ -150,7 +150,7 @@ const SETTINGS: &[(&str, Kind)] = &[
     ),
     (
         "metrics-path",
-        Kind::Text(&["/metrics", "off"], &["metrics", ""]),
+        Kind::Text(&["/metrics", "off"], &["metrics", "", "/m#x"]),
     ),
     (
         "proxy",

@@ -36,6 +36,7 @@ impl Config {
         check_output_file("access-log", l.access_log.as_deref())?;
         check_output_file("error-log", l.error_log.as_deref())?;
         let dotfiles = given(l.dotfiles, "dotfiles")?;
+        let (status_path, metrics_path) = status_and_metrics(&l)?;
         let by_hand = ByHand {
             listen,
             listen_tls,
@@ -46,8 +47,8 @@ impl Config {
             start_servers: p.start_servers,
             min_spare: p.min_spare,
             max_spare: p.max_spare,
-            status_path: path_or_off("status-path", l.status_path.clone())?,
-            metrics_path: path_or_off("metrics-path", l.metrics_path.clone())?,
+            status_path,
+            metrics_path,
             run_as: resolve_user(l.user.as_deref(), l.group.as_deref())?,
             gzip,
             error_pages: error_pages(&l.error_page, l.docroot.as_deref(), dotfiles)?,
@@ -209,20 +210,67 @@ fn path_or_off(name: &str, value: Option<String>) -> Result<Option<String>> {
     match value {
         None => Ok(None),
         Some(p) if p == "off" => Ok(None),
-        Some(p) if p.starts_with('/') => Ok(Some(p)),
+        Some(p) if p.starts_with('/') => {
+            // Compared with a request's path, which never holds these: such
+            // a page could never be asked for.
+            match p
+                .chars()
+                .find(|&c| c.is_whitespace() || c.is_control() || c == '?' || c == '#')
+            {
+                Some(c) => Err(Error::config(format!(
+                    "--{name} '{}': {} is never part of a request's path, so no \
+                     request could reach it (give a path such as /server-status, or off)",
+                    p.escape_debug(),
+                    match c {
+                        '?' => "a query (?)".to_string(),
+                        '#' => "a fragment (#)".to_string(),
+                        ' ' => "a space".to_string(),
+                        c if c.is_whitespace() => format!("white space ({})", c.escape_debug()),
+                        c => format!("a control character ({})", c.escape_debug()),
+                    }
+                ))),
+                None => Ok(Some(p)),
+            }
+        }
         Some(p) => Err(Error::config(format!(
-            "--{name} '{p}': must start with / (or be off)"
+            "--{name} '{}': must start with / (or be off)",
+            p.escape_debug()
         ))),
     }
 }
 
-/// `--upgrade-binary`: a file that exists.
+/// `--status-path` and `--metrics-path` (each checked by [`path_or_off`]):
+/// one path cannot answer both pages.
+fn status_and_metrics(l: &ConfigLayer) -> Result<(Option<String>, Option<String>)> {
+    let status = path_or_off("status-path", l.status_path.clone())?;
+    let metrics = path_or_off("metrics-path", l.metrics_path.clone())?;
+    match (&status, &metrics) {
+        (Some(s), Some(m)) if s == m => Err(Error::config(format!(
+            "--metrics-path {m}: the status page's path too (--status-path); \
+             give it another path, or off (the status page answers \
+             {s}?format=prometheus anyway)"
+        ))),
+        _ => Ok((status, metrics)),
+    }
+}
+
+/// `--upgrade-binary`: a file that exists and may be run.
 fn check_upgrade_binary(path: Option<&Path>) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     match path {
         Some(p) if !p.is_file() => Err(Error::config(format!(
             "--upgrade-binary {}: no such file",
             p.display()
         ))),
+        Some(p)
+            if p.metadata()
+                .is_ok_and(|m| m.permissions().mode() & 0o111 == 0) =>
+        {
+            Err(Error::config(format!(
+                "--upgrade-binary {}: not executable (chmod +x it, or name the binary)",
+                p.display()
+            )))
+        }
         _ => Ok(()),
     }
 }
