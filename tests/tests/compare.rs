@@ -407,6 +407,30 @@ fn unknown_experiments_and_scenarios_are_one_line_and_exit_2() {
     }
 }
 
+/// Flags after `--` that `serve` refuses are told once, before any server
+/// starts (they were a report whose every cell said the server did not
+/// start, and exit 1).
+#[test]
+fn serve_flags_the_server_refuses_are_one_line_and_exit_2() {
+    for (flags, says) in [
+        (&["--bogus"][..], "--bogus"),
+        (&["--threads-per-child", "0"], "--threads-per-child 0"),
+    ] {
+        let args: Vec<&str> = ["compare", "--mpm", "worker", "--allocator", "system", "--"]
+            .iter()
+            .chain(flags)
+            .copied()
+            .collect();
+        let out = run_mpm(&args, Duration::from_secs(20));
+        out.assert_one_line_error(&format!("{args:?}"));
+        assert!(
+            out.stderr.contains("the serve flags after --") && out.stderr.contains(says),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
+
 /// Run `mpm compare` with `args` and a short timing; the report.
 fn run_experiment(label: &str, args: &[&str]) -> Value {
     let (r, _dir) = short_compare(mpm_bin(), label, args, 0);
