@@ -287,7 +287,18 @@ fn command_line<S: Service>(service: &S) -> i32 {
     for sub in ["serve", "check"] {
         command = command.mut_subcommand(sub, |c| shape::<S::Settings>(c, hidden, &heading));
     }
-    let matches = match command.try_get_matches() {
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let parsed = loop {
+        match command.try_get_matches_from_mut(&argv) {
+            // Each retry joins two words into one: it ends.
+            Err(e) => match negative_value(&argv, &e) {
+                Some(joined) => argv = joined,
+                None => break Err(e),
+            },
+            ok => break ok,
+        }
+    };
+    let matches = match parsed {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -514,6 +525,44 @@ impl<T: Settings> Invocation<T> {
 /// problem with its useful part: the missing arguments' names (and the
 /// usage), the valid values, and clap's suggestion, or ours when it has
 /// none ("did you mean").
+/// A value that starts with `-` and a digit, not a number (`--keepalive-timeout
+/// -5s`, `--listen -1.2.3.4`), is taken by clap for a flag of its own:
+/// "unexpected argument '-5' found", which names neither the setting nor
+/// what it takes. Given such an error, the command line with that value
+/// joined to its flag (`--keepalive-timeout=-5s`), which clap hands to the
+/// flag's parser whatever the value's first letter, so that the setting's
+/// own check speaks; `None` for any other error.
+fn negative_value(argv: &[std::ffi::OsString], e: &clap::Error) -> Option<Vec<std::ffi::OsString>> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(unknown)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let digit_after_dash = |t: &str| {
+        t.strip_prefix('-')
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit() || c == '.'))
+    };
+    if !digit_after_dash(unknown) {
+        return None;
+    }
+    // The value as given (clap names only its first letters), and the flag
+    // before it.
+    let at = argv.iter().position(|a| {
+        a.to_str()
+            .is_some_and(|a| a.starts_with(unknown.as_str()) && digit_after_dash(a))
+    })?;
+    let flag = argv.get(at.checked_sub(1)?)?.to_str()?;
+    if !flag.starts_with("--") || flag.contains('=') || flag == "--" {
+        return None;
+    }
+    let mut joined: Vec<std::ffi::OsString> = argv[..at - 1].to_vec();
+    joined.push(format!("{flag}={}", argv[at].to_str()?).into());
+    joined.extend(argv[at + 1..].iter().cloned());
+    Some(joined)
+}
+
 fn one_line(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
     let message = e.to_string();

@@ -190,6 +190,10 @@ fn a_negative_number_is_the_settings_value_and_named_with_it() {
         ("--backlog", "-1", "from 1 to 4294967295"),
         ("--proxy-keepalive", "-1", "from 0 to 10000"),
         ("--keepalive-timeout", "-5", "try 5, 2.5s or 500ms"),
+        // Not a number: clap took it for a flag of its own ("unexpected
+        // argument '-5'"), naming neither the setting nor what it takes.
+        ("--keepalive-timeout", "-5s", "try 5, 2.5s or 500ms"),
+        ("--gzip-level", "-3x", "from 1 to 9"),
         ("--server-limit", "-2", "or auto"),
     ] {
         let exit = run_mpm(&["check", flag, value], EXIT_WITHIN);
