@@ -83,6 +83,26 @@ fn a_bad_configuration_file_is_one_line_and_exit_2() {
         out.assert_one_line_error(text);
         assert!(out.stderr.contains(says), "{text}: {}", out.stderr);
     }
+    // A value out of bounds in the file is refused even when a flag
+    // overrides it this time (it was accepted, to fail once the flag went).
+    let config = dir.write("overridden.toml", b"threads-per-child = 0\n");
+    let out = run_mpm(
+        &[
+            "check",
+            "--config",
+            config.to_str().unwrap(),
+            "--threads-per-child",
+            "5",
+        ],
+        Duration::from_secs(20),
+    );
+    out.assert_one_line_error("a bad value a flag overrides");
+    assert!(
+        out.stderr
+            .contains("line 1: threads-per-child: 0: at least 1"),
+        "{}",
+        out.stderr
+    );
     let out = run_mpm(
         &["check", "--config", "/no/such/mpm.toml"],
         Duration::from_secs(20),

@@ -305,6 +305,19 @@ macro_rules! settings {
                 $($(
                     if key == stringify!($field).replace('_', "-") {
                         self.$field = <$slot as Slot>::from_toml(value, $bounds)?;
+                        // Checked here too, not only once merged: a value
+                        // out of bounds in the file is refused even when a
+                        // flag overrides it this time.
+                        for v in Slot::items(&self.$field) {
+                            // Said as the file's other errors are, after
+                            // the key: "threads-per-child: 0: at least 1".
+                            ($bounds).check(key, v).map_err(|e| {
+                                let flag = format!("--{key}");
+                                e.strip_prefix(flag.as_str())
+                                    .map(|rest| rest.trim_start().to_string())
+                                    .unwrap_or(e)
+                            })?;
+                        }
                         return Ok(true);
                     }
                 )*)*

@@ -18,7 +18,8 @@ pub(crate) fn configuration_md() -> String {
          MPM_BLESS=1 cargo test -p mpm --lib the_settings_table_in_the_docs_is_current -->\n\n\
          Every setting is a flag of `mpm serve` and `mpm check`, and a key of the TOML file\n\
          given with `--config FILE.toml` (the flag's name without `--`: `max-request-workers = 64`).\n\
-         A flag given on the command line wins over the file, the file over the defaults.\n\
+         A flag given on the command line wins over the file, the file over the defaults\n\
+         (a value in the file is checked against its bounds all the same).\n\
          A setting marked *repeatable* is given several times on the command line and is an\n\
          array in the file. A switch is `on` or `off` (in the file, also `true` or `false`).\n\
          A duration is seconds (`5`, `2.5`) or has a unit (`500ms`, `5s`, `2m`).\n",
