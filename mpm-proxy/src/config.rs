@@ -736,9 +736,11 @@ impl ActiveHealth {
         if !self.path.starts_with('/')
             || self.path.len() > MAX_TEXT
             || !self.path.bytes().all(|b| b.is_ascii_graphic())
+            // A fragment is never part of a request's target (RFC 9112 3.2).
+            || self.path.contains('#')
         {
             return Err(Error::config(at(&format!(
-                "health_path '{}': a path starting with /, without spaces or controls",
+                "health_path '{}': a path starting with /, without spaces, controls or a fragment (#)",
                 self.path
             ))));
         }
@@ -943,6 +945,11 @@ mod tests {
             ..ActiveHealth::default()
         });
         assert!(r.check().unwrap_err().to_string().contains("health_path"));
+        r.health = Some(ActiveHealth {
+            path: "/health#now".into(),
+            ..ActiveHealth::default()
+        });
+        assert!(r.check().unwrap_err().to_string().contains("fragment"));
         r.health = Some(ActiveHealth::default());
         assert!(r.check().is_ok());
     }
