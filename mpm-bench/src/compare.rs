@@ -521,6 +521,40 @@ fn describe_estimate(total: Duration) -> String {
     }
 }
 
+/// The `serve` flags after `--`, checked once by the program's own `check`
+/// before any server starts: a flag it refuses is then one line and exit 2,
+/// not a report in which every cell says its server did not start. Only a
+/// refusal (`check`'s exit 2) stops the run; anything else (a program
+/// without `check`, which compare cannot tell from here) is left for the
+/// servers to tell.
+fn check_serve_flags(bin: &std::path::Path, flags: &[String]) -> Result<(), Error> {
+    if flags.is_empty() {
+        return Ok(());
+    }
+    let out = std::process::Command::new(bin)
+        .arg("check")
+        .args(flags)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::io(format!("running {} check", bin.display()), e))?;
+    if out.status.code() != Some(2) {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&out.stderr);
+    let said = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("refused");
+    // Its own words, without its program's prefix: compare adds its own.
+    let said = said.split_once("error: ").map_or(said, |(_, rest)| rest);
+    Err(Error::config(format!(
+        "the serve flags after --: {said} (`{} check {}` says so)",
+        bin.display(),
+        flags.join(" ")
+    )))
+}
+
 #[cfg(test)]
 mod estimate_tests {
     use super::*;
@@ -700,38 +734,4 @@ mod option_tests {
             .expect("valid")
             .is_none());
     }
-}
-
-/// The `serve` flags after `--`, checked once by the program's own `check`
-/// before any server starts: a flag it refuses is then one line and exit 2,
-/// not a report in which every cell says its server did not start. Only a
-/// refusal (`check`'s exit 2) stops the run; anything else (a program
-/// without `check`, which compare cannot tell from here) is left for the
-/// servers to tell.
-fn check_serve_flags(bin: &std::path::Path, flags: &[String]) -> Result<(), Error> {
-    if flags.is_empty() {
-        return Ok(());
-    }
-    let out = std::process::Command::new(bin)
-        .arg("check")
-        .args(flags)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| Error::io(format!("running {} check", bin.display()), e))?;
-    if out.status.code() != Some(2) {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&out.stderr);
-    let said = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("refused");
-    // Its own words, without its program's prefix: compare adds its own.
-    let said = said.split_once("error: ").map_or(said, |(_, rest)| rest);
-    Err(Error::config(format!(
-        "the serve flags after --: {said} (`{} check {}` says so)",
-        bin.display(),
-        flags.join(" ")
-    )))
 }

@@ -521,10 +521,6 @@ impl<T: Settings> Invocation<T> {
     }
 }
 
-/// Clap's messages span lines (usage, tips); keep one line that names the
-/// problem with its useful part: the missing arguments' names (and the
-/// usage), the valid values, and clap's suggestion, or ours when it has
-/// none ("did you mean").
 /// A value that starts with `-` and a digit, not a number (`--keepalive-timeout
 /// -5s`, `--listen -1.2.3.4`), is taken by clap for a flag of its own:
 /// "unexpected argument '-5' found", which names neither the setting nor
@@ -563,6 +559,10 @@ fn negative_value(argv: &[std::ffi::OsString], e: &clap::Error) -> Option<Vec<st
     Some(joined)
 }
 
+/// Clap's messages span lines (usage, tips); keep one line that names the
+/// problem with its useful part: the missing arguments' names (and the
+/// usage), the valid values, and clap's suggestion, or ours when it has
+/// none ("did you mean").
 fn one_line(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
     let message = e.to_string();
