@@ -529,7 +529,10 @@ fn bad_site_feature_values_are_one_line_and_exit_2() {
     // The same in a file, naming the file and the key's line.
     let dir = TempDir::new("bad-site-config");
     for (toml, mention) in [
-        ("gzip-level = 10\ngzip = \"on\"\n", "--gzip-level"),
+        (
+            "gzip-level = 10\ngzip = \"on\"\n",
+            "line 1: gzip-level: 10: at most 9",
+        ),
         ("\nautoindex = \"perhaps\"\n", "line 2"),
         ("expires = [\".css=1 fortnight\"]\n", "fortnight"),
         ("error-page = [\"404=/missing.html\"]\n", "no such file"),
