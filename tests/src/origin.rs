@@ -370,21 +370,45 @@ impl std::fmt::Debug for Origin {
 impl Origin {
     /// Start on a port of the system's choosing.
     pub fn start() -> Origin {
-        Origin::start_on(SocketAddr::from(([127, 0, 0, 1], 0)))
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(Origin::listen_on)
             .unwrap_or_else(|e| panic!("starting an origin: {e}"))
     }
 
-    /// Start on `addr`: a port an origin of the test held before
-    /// ([`Origin::addr`]), to bring it back after its stop.
-    pub fn start_on(addr: SocketAddr) -> io::Result<Origin> {
-        Origin::listen_on(TcpListener::bind(addr)?)
-    }
-
-    /// Start on a [`DeadPort`]: the dead upstream comes to life, on the
-    /// socket that kept its port, so that nothing took it meanwhile.
+    /// Start on a [`DeadPort`] ([`dead_port`], [`Origin::stop_keeping_port`]):
+    /// the dead upstream comes to life, on the socket that kept its port,
+    /// so that nothing took it meanwhile.
     pub fn revive(dead: DeadPort) -> io::Result<Origin> {
         dead.socket.listen(128)?;
         Origin::listen_on(TcpListener::from(dead.socket))
+    }
+
+    /// Stop this origin and keep its port dead ([`DeadPort`]): taken the
+    /// moment its listener closes (its accepting thread sees the stop a
+    /// little later), so that no other test's bind takes the port before
+    /// the test brings the origin back with [`Origin::revive`]. Bound with
+    /// `SO_REUSEADDR` (the connections the origin closed hold the port in
+    /// TIME_WAIT); the kernel still never hands the port to a bind that
+    /// asks for any port while this socket holds it.
+    pub fn stop_keeping_port(self) -> DeadPort {
+        let addr = self.addr;
+        drop(self);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                .unwrap_or_else(|e| panic!("a socket for a dead port: {e}"));
+            socket
+                .set_reuse_address(true)
+                .unwrap_or_else(|e| panic!("SO_REUSEADDR: {e}"));
+            match socket.bind(&addr.into()) {
+                Ok(()) => return DeadPort { socket, addr },
+                // The listener is open yet.
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => panic!("keeping {addr} after its origin stopped: {e}"),
+            }
+        }
     }
 
     fn listen_on(listener: TcpListener) -> io::Result<Origin> {

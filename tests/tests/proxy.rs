@@ -1869,25 +1869,20 @@ fn pool_idle_settles(server: &Server, want: f64) -> f64 {
 fn the_idle_gauge_drops_what_the_pools_dropped_and_what_an_old_generation_held(mpm: &str) {
     let origin = Origin::start();
     origin.on("/a", Script::ok(b"a\n"));
-    let addr = origin.addr();
     let server = serve_all_to(mpm, &origin, &one_worker(mpm));
     assert_eq!(ask(server.addr(), "GET", "/a", &[]).status, 200);
     assert_eq!(pool_idle_settles(&server, 1.0), 1.0, "one connection kept");
     // The upstream goes away: the pool finds its kept connection closed,
     // drops it, and cannot open another (502). The gauge read 1 for as
     // long as nothing was given back.
-    drop(origin);
-    // Its listener closes once its accepting thread has seen the stop.
-    while std::net::TcpStream::connect(addr).is_ok() {
-        thread::sleep(Duration::from_millis(10));
-    }
+    let dead = origin.stop_keeping_port();
     assert_eq!(ask(server.addr(), "GET", "/a", &[]).status, 502);
     assert_eq!(
         pool_idle_settles(&server, 0.0),
         0.0,
         "the pool holds nothing after its connection was found closed"
     );
-    let origin = Origin::start_on(addr).unwrap();
+    let origin = Origin::revive(dead).unwrap();
     origin.on("/a", Script::ok(b"a\n"));
     assert_eq!(ask(server.addr(), "GET", "/a", &[]).status, 200);
     assert_eq!(pool_idle_settles(&server, 1.0), 1.0, "one connection kept");
