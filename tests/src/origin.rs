@@ -567,6 +567,29 @@ pub fn dead_port() -> DeadPort {
     DeadPort { socket, addr }
 }
 
+/// A port on 127.0.0.1 for a server the test starts on it, held until
+/// the test drops it: a socket bound there with `SO_REUSEADDR` and never
+/// listening. A server that binds with `SO_REUSEADDR` too (mpm does) binds
+/// and listens on it meanwhile; a bind for any port (every other server
+/// and origin of the suite) is never given it, as it could be given a port
+/// that was merely free a moment ago.
+pub fn port_for_a_server() -> DeadPort {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .unwrap_or_else(|e| panic!("a socket to hold a port: {e}"));
+    socket
+        .set_reuse_address(true)
+        .unwrap_or_else(|e| panic!("SO_REUSEADDR: {e}"));
+    socket
+        .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap_or_else(|e| panic!("holding a port: {e}"));
+    let addr = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .unwrap_or_else(|| panic!("the held port's address"));
+    DeadPort { socket, addr }
+}
+
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     for stream in listener.incoming() {
         if shared.stop.load(Ordering::SeqCst) {

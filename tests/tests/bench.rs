@@ -376,11 +376,9 @@ fn slow_clients_send_their_requests_in_pieces() {
 /// with one line that says why, and exit 1.
 #[test]
 fn a_closed_port_fails_fast_with_one_line_and_exit_1() {
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let url = format!("http://127.0.0.1:{port}/");
+    // Refusing for the whole test: no other test's bind can take it.
+    let closed = tests::origin::dead_port();
+    let url = format!("http://{closed}/");
     for limit in [&["-d", "60s"][..], &["-n", "1000000"]] {
         let mut args = vec!["bench", "-c", "3"];
         args.extend_from_slice(limit);

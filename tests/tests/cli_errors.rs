@@ -336,13 +336,12 @@ fn listen_takes_a_host_name_for_every_address_it_has() {
     let check = run_mpm(&["check", "--listen", "localhost:8080"], EXIT_WITHIN);
     assert!(check.status.success(), "{check:?}");
     assert!(check.stdout.contains("127.0.0.1:8080"), "{}", check.stdout);
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Held (not merely free a moment ago) until the server listens on it.
+    let held = tests::origin::port_for_a_server();
+    let port = held.addr().port();
     let named = format!("localhost:{port}");
     let server = Server::start("worker", None, &["--listen", &named]);
+    drop(held);
     let r = tests::exchange(
         format!("127.0.0.1:{port}").parse().unwrap(),
         b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
