@@ -395,13 +395,8 @@ impl Origin {
         drop(self);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-                .unwrap_or_else(|e| panic!("a socket for a dead port: {e}"));
-            socket
-                .set_reuse_address(true)
-                .unwrap_or_else(|e| panic!("SO_REUSEADDR: {e}"));
-            match socket.bind(&addr.into()) {
-                Ok(()) => return DeadPort { socket, addr },
+            match DeadPort::hold(addr, true) {
+                Ok(kept) => return kept,
                 // The listener is open yet.
                 Err(e) if e.kind() == io::ErrorKind::AddrInUse && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1));
@@ -550,21 +545,27 @@ impl std::fmt::Display for DeadPort {
     }
 }
 
+impl DeadPort {
+    /// A socket bound to `addr` (port 0: one of the system's choosing) and
+    /// never listening; with `SO_REUSEADDR` if `reuse`. (socket2's socket,
+    /// unlike std's listener, binds without listening, and without
+    /// `SO_REUSEADDR` unless asked.)
+    fn hold(addr: SocketAddr, reuse: bool) -> io::Result<DeadPort> {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+        socket.set_reuse_address(reuse)?;
+        socket.bind(&addr.into())?;
+        let addr = socket
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("not an IP address"))?;
+        Ok(DeadPort { socket, addr })
+    }
+}
+
 /// A [`DeadPort`] of the system's choosing.
 pub fn dead_port() -> DeadPort {
-    // socket2's socket, unlike std's listener, binds without listening and
-    // without SO_REUSEADDR.
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-        .unwrap_or_else(|e| panic!("a socket for a dead port: {e}"));
-    socket
-        .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
-        .unwrap_or_else(|e| panic!("binding a dead port: {e}"));
-    let addr = socket
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_socket())
-        .unwrap_or_else(|| panic!("the dead port's address"));
-    DeadPort { socket, addr }
+    DeadPort::hold(SocketAddr::from(([127, 0, 0, 1], 0)), false)
+        .unwrap_or_else(|e| panic!("holding a dead port: {e}"))
 }
 
 /// A port on 127.0.0.1 for a server the test starts on it, held until
@@ -574,20 +575,8 @@ pub fn dead_port() -> DeadPort {
 /// and origin of the suite) is never given it, as it could be given a port
 /// that was merely free a moment ago.
 pub fn port_for_a_server() -> DeadPort {
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-        .unwrap_or_else(|e| panic!("a socket to hold a port: {e}"));
-    socket
-        .set_reuse_address(true)
-        .unwrap_or_else(|e| panic!("SO_REUSEADDR: {e}"));
-    socket
-        .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
-        .unwrap_or_else(|e| panic!("holding a port: {e}"));
-    let addr = socket
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_socket())
-        .unwrap_or_else(|| panic!("the held port's address"));
-    DeadPort { socket, addr }
+    DeadPort::hold(SocketAddr::from(([127, 0, 0, 1], 0)), true)
+        .unwrap_or_else(|e| panic!("holding a port for a server: {e}"))
 }
 
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {

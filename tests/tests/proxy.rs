@@ -2003,50 +2003,36 @@ fn exits_cleanly(server: &mut Server, signal: &str) -> String {
 }
 
 fn a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits(mpm: &str) {
-    let Waiting {
-        mut server,
-        request: mut c,
-        mut tunnel,
-        // Bound, so that they live to the end of the test.
-        _origin: _kept_origin,
-        _root: _kept_root,
-    } = a_request_waiting_and_a_tunnel(mpm, "1s");
-    server.graceful_stop();
-    exits_cleanly(&mut server, "SIGWINCH with --graceful-timeout 1s");
+    let mut w = a_request_waiting_and_a_tunnel(mpm, "1s");
+    w.server.graceful_stop();
+    exits_cleanly(&mut w.server, "SIGWINCH with --graceful-timeout 1s");
     // The client was not answered by the origin: cut, or told so.
-    match c.read_response() {
+    match w.request.read_response() {
         Err(_) => {}
         Ok(r) => assert!(r.status >= 500, "the cut request got {}", r.status),
     }
-    assert_closed(&mut tunnel);
+    assert_closed(&mut w.tunnel);
 }
 
 /// A fast stop (SIGTERM) closes a request waiting on its upstream and a
 /// tunnel at once, under every model: a prefork child waiting in `poll` on
 /// the upstream sees the fast stop's pipe turn readable (whether the
 /// SIGTERM came during the wait or just before it), a worker thread sees
-/// its client's socket shut down, and neither waits for the upstream (which never answers
-/// here). Before, prefork's child was killed 2 s later and worker's
+/// its client's socket shut down, and neither waits for the upstream
+/// (which never answers here). Before, prefork's child was killed 2 s later and worker's
 /// process left its thread behind a second later.
 fn a_fast_stop_closes_a_request_waiting_on_its_upstream_and_a_tunnel_at_once(mpm: &str) {
-    let Waiting {
-        mut server,
-        request: mut c,
-        mut tunnel,
-        // Bound, so that they live to the end of the test.
-        _origin: _kept_origin,
-        _root: _kept_root,
-    } = a_request_waiting_and_a_tunnel(mpm, "30s");
-    server.terminate();
+    let mut w = a_request_waiting_and_a_tunnel(mpm, "30s");
+    w.server.terminate();
     // Neither waited for the upstream: no child killed, no thread left
     // behind (their signs in the log; a time bound would be one more
     // test that fails on a busy machine).
-    exits_cleanly(&mut server, "SIGTERM");
+    exits_cleanly(&mut w.server, "SIGTERM");
     assert!(
-        c.read_response().is_err(),
+        w.request.read_response().is_err(),
         "the waiting request was answered"
     );
-    assert_closed(&mut tunnel);
+    assert_closed(&mut w.tunnel);
 }
 
 /// A WebSocket tunnel through the server to the origin's echo, one round

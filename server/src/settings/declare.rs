@@ -311,12 +311,9 @@ macro_rules! settings {
                         for v in Slot::items(&self.$field) {
                             // Said as the file's other errors are, after
                             // the key: "threads-per-child: 0: at least 1".
-                            ($bounds).check(key, v).map_err(|e| {
-                                let flag = format!("--{key}");
-                                e.strip_prefix(flag.as_str())
-                                    .map(|rest| rest.trim_start().to_string())
-                                    .unwrap_or(e)
-                            })?;
+                            if let Some(c) = ($bounds).complaint(v) {
+                                return Err(c);
+                            }
                         }
                         return Ok(true);
                     }

@@ -114,13 +114,21 @@ impl Bounds {
 
     /// `value` of `--name` if it is within bounds, else the one-line complaint.
     pub fn check<V: Value>(self, name: &str, value: &V) -> Result<(), String> {
-        let Some(m) = value.magnitude() else {
-            return Ok(());
-        };
+        match self.complaint(value) {
+            Some(c) => Err(format!("--{name} {c}")),
+            None => Ok(()),
+        }
+    }
+
+    /// What is wrong with `value` for these bounds, said as it follows the
+    /// setting's name (`0: at least 1 (between 1 and 20000)`): after the
+    /// flag in [`check`](Self::check), after the key in a file's error.
+    pub fn complaint<V: Value>(self, value: &V) -> Option<String> {
+        let m = value.magnitude()?;
         match self {
-            Bounds::Any => Ok(()),
-            Bounds::NonZero if m == 0 => Err(format!("--{name} must be more than zero")),
-            Bounds::NonZero => Ok(()),
+            Bounds::Any => None,
+            Bounds::NonZero if m == 0 => Some(format!("{}: must be more than zero", value.show())),
+            Bounds::NonZero => None,
             Bounds::Between(min, max) if m < min || m > max => {
                 let bound = if m < min {
                     format!("at least {min}")
@@ -133,9 +141,9 @@ impl Bounds {
                 } else {
                     String::new()
                 };
-                Err(format!("--{name} {}: {bound}{range}", value.show()))
+                Some(format!("{}: {bound}{range}", value.show()))
             }
-            Bounds::Between(..) => Ok(()),
+            Bounds::Between(..) => None,
         }
     }
 
