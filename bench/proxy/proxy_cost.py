@@ -106,11 +106,17 @@ def main():
     ap.add_argument("--only", default="nginx,floor,ours-event", help="servers, comma-separated "
                     "(nginx, floor, ours-prefork, ours-worker, ours-event, ours-uring)")
     ap.add_argument("--secs", type=int, default=4, help="seconds of wrk (and of perf) per server")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep each server's perf.data in DIR/NAME/ (DIR a new directory), for perf report")
     args = ap.parse_args()
     if not shutil.which("perf") or not shutil.which("wrk"):
         sys.exit("needs perf and wrk (proxy_peers.py --install installs wrk)")
     pp.ensure_upstream()
-    base = tempfile.mkdtemp(prefix="proxy-cost-")
+    if args.keep:
+        os.makedirs(args.keep)  # a new directory: an error if it exists, so no run's files mix
+        base = os.path.abspath(args.keep)
+    else:
+        base = tempfile.mkdtemp(prefix="proxy-cost-")
     os.chmod(base, 0o755)
     plan = {"nginx": lambda p, u, d, pre: pp.nginx_conf(p, u, d, 64),
             "floor": lambda p, u, d, pre: pp.floor_cmd(base, p, u)}
@@ -133,7 +139,8 @@ def main():
                     rows[name] = {"error": repr(e)[:120]}
                 time.sleep(0.5)
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
     cols = ["user", "sends", "wake", "receives", "waits", "other"]
     print(f"CPU of the proxy a request, µs, by what perf saw it doing (`fast`: wrk -t1 -c50, {args.secs} s); "
           "context switches a request")

@@ -206,6 +206,8 @@ def main():
     ap.add_argument("--port", type=int, default=18350,
                     help="the proxy's port; the origin's is PORT + 645 (runs at once need ports of their own)")
     ap.add_argument("--top", type=int, default=0, help="list each server's N costliest functions (exclusive)")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep the callgrind outputs in DIR (a new directory) for callgrind_annotate")
     args = ap.parse_args()
     if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
         sys.exit("needs valgrind (Debian's valgrind package)")
@@ -218,7 +220,11 @@ def main():
             sys.exit("the build failed")
         args.ours = os.path.join(CG_TARGET, "release", "mpm")
     pp.ensure_upstream()
-    work = tempfile.mkdtemp(prefix="proxy-instructions-")
+    if args.keep:
+        os.makedirs(args.keep)  # a new directory: an error if it exists, so no run's files mix
+        work = os.path.abspath(args.keep)
+    else:
+        work = tempfile.mkdtemp(prefix="proxy-instructions-")
     os.chmod(work, 0o755)
     port, up_port = args.port, args.port + 645
 
@@ -261,7 +267,8 @@ def main():
                 except Exception as e:  # a server that fails is reported, not fatal
                     rows[name] = (None, repr(e)[:300])
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     base = rows.get("nginx", (None,))[0]
     code = rows.get("nginx", (None, None, None))[2]
     print(f"User-space instructions per proxied request (callgrind; one serving process; "

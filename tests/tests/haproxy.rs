@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::io::Read;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -40,6 +40,8 @@ struct Balancer {
     child: Child,
     addr: SocketAddr,
     log: Arc<Mutex<String>>,
+    /// Its port, held from before HAProxy binds it until it is killed.
+    _port: tests::origin::DeadPort,
 }
 
 impl Balancer {
@@ -56,11 +58,10 @@ impl Drop for Balancer {
 }
 
 fn start_balancer(bin: &Path, servers: [SocketAddr; 2]) -> Balancer {
-    // An ephemeral port, free a moment ago, for HAProxy to bind.
-    let addr = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A port held for HAProxy (which binds with SO_REUSEADDR, as mpm
+    // does), so that no other test's bind takes it before HAProxy does.
+    let port = tests::origin::port_for_a_server();
+    let addr = port.addr();
     let child = Command::new(bin)
         .arg("-db")
         .arg("-f")
@@ -89,7 +90,12 @@ fn start_balancer(bin: &Path, servers: [SocketAddr; 2]) -> Balancer {
                 .push_str(&String::from_utf8_lossy(&buf[..n]));
         }
     });
-    Balancer { child, addr, log }
+    Balancer {
+        child,
+        addr,
+        log,
+        _port: port,
+    }
 }
 
 fn instance(mpm: &str, root: &TempDir, name: &str, extra: &[&str]) -> Server {
