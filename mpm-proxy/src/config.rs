@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::cidr::Cidr;
 use crate::error::{Error, Result};
+use crate::redirect::{Redirect, MAX_REDIRECTS};
 
 /// The longest a timeout, a health interval or a `fail_timeout` may be: a
 /// day (state in shared memory is kept in milliseconds, and nothing a
@@ -75,6 +76,10 @@ pub struct ProxyRoute {
     /// A PEM file of the certificate authorities an `https://` upstream's
     /// certificate is verified against, instead of the Mozilla roots.
     pub ca_file: Option<std::path::PathBuf>,
+    /// How the `Location` and `Refresh` fields of the upstream's answers
+    /// are rewritten, as nginx's `proxy_redirect` (`[Redirect::Default]`
+    /// by default, as nginx's; empty: `off`).
+    pub redirect: Vec<Redirect>,
 }
 
 /// One upstream of a route, with nginx's `server` parameters.
@@ -613,6 +618,7 @@ impl ProxyRoute {
             trusted_proxies: Vec::new(),
             host: HostMode::default(),
             ca_file: None,
+            redirect: vec![Redirect::Default],
         };
         route.check()?;
         Ok(route)
@@ -719,6 +725,16 @@ impl ProxyRoute {
         }
         if let Some(h) = &self.health {
             h.check(p)?;
+        }
+        if self.redirect.len() > MAX_REDIRECTS {
+            return Err(Error::config(format!(
+                "route {p}: {} redirect rules, at most {MAX_REDIRECTS}",
+                self.redirect.len()
+            )));
+        }
+        for r in &self.redirect {
+            r.check()
+                .map_err(|e| Error::config(format!("route {p}: redirect: {e}")))?;
         }
         Ok(())
     }

@@ -591,7 +591,7 @@ fn answer(
         }
         let early = std::mem::take(&mut head.bytes_after_head);
         let mut response = Response::new(head.status);
-        copy_head(&mut response, head, true);
+        copy_head(&mut response, head, route, true);
         return Ok(Answer::Now(response.tunnel(Box::new(UpstreamTunnel {
             conn,
             early,
@@ -604,7 +604,7 @@ fn answer(
     // response returned by a callee, or by a by-value builder, was
     // copied whole once more.
     let mut response = Response::new(head.status);
-    copy_head(&mut response, head, false);
+    copy_head(&mut response, head, route, false);
     let reader = BodyReader::for_response(forward.method(), head).map_err(bad)?;
     let mut source = UpstreamBody {
         conn: Some(conn),
@@ -699,9 +699,10 @@ fn record(response: &mut Response, upstreams: HeaderText, time: Duration) {
 /// fields that pass ([`passes`]; those the layer writes itself, `Date`
 /// among them, are left to it), copied as bytes into `response`'s block
 /// of fields ([`Response::try_header_bytes`]; `response` is made with the
-/// upstream's status).
+/// upstream's status); `Location` and `Refresh` rewritten by the route's
+/// `redirect` rules ([`crate::rewrite`]).
 /// `upgrade`: the `101` to a tunnelled request.
-fn copy_head(response: &mut Response, head: &ResponseHead, upgrade: bool) {
+fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, upgrade: bool) {
     // A phrase the layer would refuse (a control, a byte past ASCII) is
     // dropped for the registered one rather than turned into a 500; the
     // registered one itself needs no copy.
@@ -735,7 +736,17 @@ fn copy_head(response: &mut Response, head: &ResponseHead, upgrade: bool) {
         {
             continue;
         }
-        let _ = response.try_header_bytes(name, value);
+        // Told by length first: nearly every field is neither.
+        let rewritten = match name.len() {
+            8 if name.eq_ignore_ascii_case(b"location") => {
+                crate::rewrite(value, &route.redirect, &route.prefix, &route.upstreams)
+            }
+            7 if name.eq_ignore_ascii_case(b"refresh") => {
+                crate::rewrite_refresh(value, &route.redirect, &route.prefix, &route.upstreams)
+            }
+            _ => None,
+        };
+        let _ = response.try_header_bytes(name, rewritten.as_deref().unwrap_or(value));
     }
 }
 

@@ -28,6 +28,9 @@
 //!   [`request_fields_into`] its fields into a buffer; [`response_fields`]
 //!   reads the upstream's answer, [`passes`] says which of its fields go
 //!   on; [`streams`] says whether it is buffered.
+//! * Redirects (`redirect.rs`): [`Redirect`], a route's rules for the
+//!   `Location` and `Refresh` fields of answers ([`rewrite`],
+//!   [`rewrite_refresh`]), nginx's `proxy_redirect`.
 //! * Counters (`stats.rs`): [`UpstreamSnapshot`] for the status page.
 //! * [`ReverseProxy`] (`reverse_proxy.rs`): all of the above as the server
 //!   holds it, built once before the processes fork, and [`Proxy`], one
@@ -54,6 +57,7 @@ mod headers;
 mod health;
 mod path;
 mod plan;
+mod redirect;
 mod reverse_proxy;
 mod shared_state;
 mod stats;
@@ -76,6 +80,7 @@ pub use plan::{
     is_idempotent, streams_upload, wants_upgrade, Attempt, Forward, Picker, Plan,
     STREAMED_BODY_ABOVE,
 };
+pub use redirect::{rewrite, rewrite_refresh, Redirect, MAX_REDIRECTS};
 pub use reverse_proxy::{PoolSettings, Proxy, ReverseProxy};
 pub use shared_state::{now_ms, ProxyState, Slots, UpstreamState, MAX_UPSTREAMS};
 pub use stats::UpstreamSnapshot;

@@ -1428,6 +1428,75 @@ fn start_stray_upstream(sent: std::sync::mpsc::Sender<()>) -> std::net::SocketAd
     addr
 }
 
+/// nginx's `proxy_redirect default`: a `Location` (and a `Refresh`) the
+/// upstream builds from the URL it was sent becomes the route's (a URL
+/// with a path gives the prefix, one without gives `/`); one naming
+/// elsewhere passes as it came; `redirect = "off"` passes every one; a
+/// route's own rule is tried before `default`.
+fn an_upstreams_redirect_to_its_own_url_is_rewritten_to_the_routes_prefix(mpm: &str) {
+    let origin = Origin::start();
+    let refresh = format!("3; url={}", origin.url("/v1/later"));
+    origin
+        .on(
+            "/v1/go",
+            Script::new(302)
+                .header("Location", &origin.url("/v1/login?next=%2Fhome"))
+                .header("Refresh", &refresh),
+        )
+        .on(
+            "/v1/away",
+            Script::new(301).header("Location", "https://elsewhere.example/v1/x"),
+        )
+        .on(
+            "/v1/admin",
+            Script::new(303).header("Location", &origin.url("/v1/admin/panel")),
+        )
+        .on(
+            "/plain/go",
+            Script::new(201).header("Location", &origin.url("/plain/there")),
+        );
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/api/\"\nupstreams = [\"{v1}\"]\n\n\
+         [[proxy]]\nprefix = \"/raw/\"\nupstreams = [\"{v1}\"]\nredirect = \"off\"\n\n\
+         [[proxy]]\nprefix = \"/own/\"\nupstreams = [\"{v1}\"]\n\
+         redirect = [{{ from = \"{admin}\", to = \"/console/\" }}, \"default\"]\n\n\
+         [[proxy]]\nprefix = \"/plain\"\nupstreams = [\"{bare}\"]\n",
+        v1 = origin.url("/v1/"),
+        admin = origin.url("/v1/admin/"),
+        bare = origin.url(""),
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let location = |path: &str| {
+        let r = ask(server.addr(), "GET", path, &[]);
+        (r.status, r.header("location").map(str::to_string))
+    };
+    let go = ask(server.addr(), "GET", "/api/go", &[]);
+    assert_eq!(
+        (go.status, go.header("location"), go.header("refresh")),
+        (
+            302,
+            Some("/api/login?next=%2Fhome"),
+            Some("3; url=/api/later")
+        )
+    );
+    assert_eq!(
+        location("/api/away"),
+        (301, Some("https://elsewhere.example/v1/x".into())),
+        "elsewhere: as it came"
+    );
+    assert_eq!(
+        location("/raw/go"),
+        (302, Some(origin.url("/v1/login?next=%2Fhome"))),
+        "redirect = off"
+    );
+    assert_eq!(location("/own/admin"), (303, Some("/console/panel".into())));
+    assert_eq!(
+        location("/own/go"),
+        (302, Some("/own/login?next=%2Fhome".into()))
+    );
+    assert_eq!(location("/plain/go"), (201, Some("/plain/there".into())));
+}
+
 fn bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request(mpm: &str) {
     let (sent, stray_sent) = std::sync::mpsc::channel();
     let up = start_stray_upstream(sent);
@@ -2178,6 +2247,7 @@ mpm_suite!(
     a_get_on_a_kept_connection_the_origin_closed_goes_again_on_a_new_one,
     a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else,
     bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request,
+    an_upstreams_redirect_to_its_own_url_is_rewritten_to_the_routes_prefix,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,
     a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,

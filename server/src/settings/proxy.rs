@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use mpm_core::Seconds;
-use mpm_proxy::{ActiveHealth, Cidr, ProxyRoute, UpstreamSpec, MAX_COUNT, MAX_WEIGHT};
+use mpm_proxy::{ActiveHealth, Cidr, ProxyRoute, Redirect, UpstreamSpec, MAX_COUNT, MAX_WEIGHT};
 
 use super::values::{did_you_mean, Bounds, OnOff, Value};
 
@@ -75,6 +75,13 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
         "ca_file",
         "a PEM file of the certificate authorities `https://` upstreams are verified against \
          (default: the Mozilla roots); verification is never off",
+    ),
+    (
+        "redirect",
+        "how `Location` and `Refresh` in answers are rewritten (nginx's `proxy_redirect`): \
+         `default` (an upstream's URL becomes the prefix; the default), `off`, or a list of \
+         `{ from = \"http://10.0.0.2:8080/\", to = \"/\" }` and `\"default\"`, the first that \
+         matches applied",
     ),
 ];
 
@@ -255,6 +262,9 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
     if let Some(w) = word("ca_file")? {
         route.ca_file = Some(std::path::PathBuf::from(w));
     }
+    if let Some(v) = t.get("redirect") {
+        route.redirect = redirects_of(v).map_err(|e| at("redirect", e))?;
+    }
     // Active checks of https:// upstreams verify as the requests do.
     if let Some(h) = &mut route.health {
         h.ca_file.clone_from(&route.ca_file);
@@ -263,6 +273,45 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
         .check()
         .map_err(|e| format!("[[proxy]] {prefix}: {e}"))?;
     Ok(route)
+}
+
+/// A route's `redirect`: `"default"`, `"off"`, or a list of `"default"`
+/// and `{ from, to }` tables.
+fn redirects_of(v: &toml::Value) -> Result<Vec<Redirect>, String> {
+    let one = |v: &toml::Value| -> Result<Redirect, String> {
+        match v {
+            toml::Value::String(w) if w == "off" => {
+                Err("`off` stands alone (redirect = \"off\"), not in a list".into())
+            }
+            toml::Value::String(w) => w.parse().map_err(|e: mpm_proxy::Error| e.to_string()),
+            toml::Value::Table(t) => {
+                if let Some(bad) = t.keys().find(|k| !["from", "to"].contains(&k.as_str())) {
+                    return Err(format!("unknown key `{bad}`; a rule's keys are from, to"));
+                }
+                match (t.get("from"), t.get("to")) {
+                    (Some(toml::Value::String(from)), Some(toml::Value::String(to))) => {
+                        Redirect::replace(from, to).map_err(|e| e.to_string())
+                    }
+                    _ => Err("a rule needs `from` and `to` strings, e.g. \
+                              { from = \"http://10.0.0.2:8080/\", to = \"/\" }"
+                        .into()),
+                }
+            }
+            other => Err(format!(
+                "expected \"default\" or a {{ from, to }} table, found {}",
+                other.type_str()
+            )),
+        }
+    };
+    match v {
+        toml::Value::String(w) if w == "off" => Ok(Vec::new()),
+        toml::Value::String(_) => Ok(vec![one(v)?]),
+        toml::Value::Array(items) => items.iter().map(one).collect(),
+        other => Err(format!(
+            "expected \"default\", \"off\" or a list of rules, found {}",
+            other.type_str()
+        )),
+    }
 }
 
 /// One of `upstreams`: a URL, or `{ url, weight, max_fails, fail_timeout }`.
@@ -346,6 +395,7 @@ mod tests {
             forwarded = "forwarded"
             trusted_proxies = ["10.0.0.0/8", "::1"]
             host = "pass"
+            redirect = [{ from = "http://10.0.0.9/", to = "/old/" }, "default"]
 
             [[proxy]]
             prefix = "/static/"
@@ -380,7 +430,50 @@ mod tests {
         assert_eq!(a.forwarded, ForwardedStyle::Forwarded);
         assert_eq!(a.trusted_proxies.len(), 2);
         assert_eq!(a.host, HostMode::Pass);
+        assert_eq!(
+            a.redirect,
+            vec![
+                Redirect::replace("http://10.0.0.9/", "/old/").unwrap(),
+                Redirect::Default
+            ]
+        );
         assert!(r[1].health.is_none(), "no health_ key: no active checks");
+        assert_eq!(r[1].redirect, vec![Redirect::Default], "nginx's default");
+    }
+
+    #[test]
+    fn redirect_takes_default_off_or_a_list_of_rules() {
+        let one = |v: &str| {
+            routes(&format!(
+                "[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nredirect = {v}\n"
+            ))
+            .map(|r| r[0].redirect.clone())
+        };
+        assert_eq!(one("\"off\"").unwrap(), vec![]);
+        assert_eq!(one("\"default\"").unwrap(), vec![Redirect::Default]);
+        assert_eq!(one("[]").unwrap(), vec![]);
+        for (v, says) in [
+            ("\"on\"", "expected default, off"),
+            ("[\"off\"]", "`off` stands alone"),
+            ("[{ from = \"http://a/\" }]", "needs `from` and `to`"),
+            (
+                "[{ from = \"http://a/\", to = \"/\", as = 1 }]",
+                "unknown key `as`",
+            ),
+            ("[{ from = \"\", to = \"/\" }]", "`from` is empty"),
+            (
+                "[{ from = \"http://a/\", to = \"/x y\" }]",
+                "no spaces or controls",
+            ),
+            ("3", "expected \"default\", \"off\" or a list"),
+        ] {
+            let e = one(v).unwrap_err();
+            assert!(
+                e.contains("/a/: redirect") && e.contains(says),
+                "{v}\n=> {e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
     }
 
     #[test]
