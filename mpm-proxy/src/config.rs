@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::cidr::Cidr;
 use crate::error::{Error, Result};
 use crate::redirect::{Redirect, MAX_REDIRECTS};
+use crate::set_header::{check_hidden, written_by_forwarded, SetHeader, MAX_SET_HEADERS};
 
 /// The longest a timeout, a health interval or a `fail_timeout` may be: a
 /// day (state in shared memory is kept in milliseconds, and nothing a
@@ -80,6 +81,13 @@ pub struct ProxyRoute {
     /// are rewritten, as nginx's `proxy_redirect` (`[Redirect::Default]`
     /// by default, as nginx's; empty: `off`).
     pub redirect: Vec<Redirect>,
+    /// Fields set on every forwarded request, replacing the client's of
+    /// the same name (an empty value removes them), as nginx's
+    /// `proxy_set_header`.
+    pub set_header: Vec<SetHeader>,
+    /// Fields of the upstream's answers never passed to the client, as
+    /// nginx's `proxy_hide_header`.
+    pub hide_header: Vec<String>,
 }
 
 /// One upstream of a route, with nginx's `server` parameters.
@@ -619,6 +627,8 @@ impl ProxyRoute {
             host: HostMode::default(),
             ca_file: None,
             redirect: vec![Redirect::Default],
+            set_header: Vec::new(),
+            hide_header: Vec::new(),
         };
         route.check()?;
         Ok(route)
@@ -735,6 +745,38 @@ impl ProxyRoute {
         for r in &self.redirect {
             r.check()
                 .map_err(|e| Error::config(format!("route {p}: redirect: {e}")))?;
+        }
+        for (what, n) in [
+            ("set_header", self.set_header.len()),
+            ("hide_header", self.hide_header.len()),
+        ] {
+            if n > MAX_SET_HEADERS {
+                return Err(Error::config(format!(
+                    "route {p}: {n} {what} fields, at most {MAX_SET_HEADERS}"
+                )));
+            }
+        }
+        for (i, h) in self.set_header.iter().enumerate() {
+            if self.set_header[..i]
+                .iter()
+                .any(|o| o.name().eq_ignore_ascii_case(h.name()))
+            {
+                return Err(Error::config(format!(
+                    "route {p}: set_header {}: given twice",
+                    h.name()
+                )));
+            }
+            if self.forwarded != ForwardedStyle::Off && written_by_forwarded(h.name()) {
+                return Err(Error::config(format!(
+                    "route {p}: set_header {}: the route's `forwarded` ({}) writes it; \
+                     set forwarded = \"off\" to write it yourself",
+                    h.name(),
+                    self.forwarded
+                )));
+            }
+        }
+        for name in &self.hide_header {
+            check_hidden(name).map_err(|e| Error::config(format!("route {p}: {e}")))?;
         }
         Ok(())
     }

@@ -700,7 +700,7 @@ fn record(response: &mut Response, upstreams: HeaderText, time: Duration) {
 /// among them, are left to it), copied as bytes into `response`'s block
 /// of fields ([`Response::try_header_bytes`]; `response` is made with the
 /// upstream's status); `Location` and `Refresh` rewritten by the route's
-/// `redirect` rules ([`crate::rewrite`]).
+/// `redirect` rules ([`crate::rewrite`]), its `hide_header` fields left out.
 /// `upgrade`: the `101` to a tunnelled request.
 fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, upgrade: bool) {
     // A phrase the layer would refuse (a control, a byte past ASCII) is
@@ -732,7 +732,12 @@ fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, u
         let (Some(name), Some(value)) = (bytes.get(n), bytes.get(v)) else {
             continue;
         };
-        if name.eq_ignore_ascii_case(b"date") || !passes(name, connection.iter().copied(), upgrade)
+        if name.eq_ignore_ascii_case(b"date")
+            || !passes(name, connection.iter().copied(), upgrade)
+            || route
+                .hide_header
+                .iter()
+                .any(|h| h.as_bytes().eq_ignore_ascii_case(name))
         {
             continue;
         }

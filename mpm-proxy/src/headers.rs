@@ -220,8 +220,26 @@ pub fn request_fields_into<'a, I>(
             _ if name.as_bytes().contains(&b'_') => false,
             _ => !(connection && named_by(name.as_bytes(), connection_values(fields.clone()))),
         };
-        if passed {
+        // A field the route sets replaces the client's of that name.
+        let replaced = || {
+            route
+                .set_header
+                .iter()
+                .any(|h| h.name().eq_ignore_ascii_case(name))
+        };
+        if passed && (route.set_header.is_empty() || !replaced()) {
             push_field(out, name, value);
+        }
+    }
+    if !route.set_header.is_empty() {
+        let vars = crate::Variables {
+            remote_addr: client.addr,
+            tls: client.tls,
+            host: client.host,
+            upstream_host: upstream.host(),
+        };
+        for h in &route.set_header {
+            h.write_into(out, &vars);
         }
     }
     // The values a trusted proxy sent in the fields `name`, trimmed, the

@@ -31,6 +31,9 @@
 //! * Redirects (`redirect.rs`): [`Redirect`], a route's rules for the
 //!   `Location` and `Refresh` fields of answers ([`rewrite`],
 //!   [`rewrite_refresh`]), nginx's `proxy_redirect`.
+//! * Set and hidden fields (`set_header.rs`): [`SetHeader`], a route's
+//!   fields for the requests it forwards (nginx's `proxy_set_header`,
+//!   with [`Variables`]), and the check of its `hide_header` names.
 //! * Counters (`stats.rs`): [`UpstreamSnapshot`] for the status page.
 //! * [`ReverseProxy`] (`reverse_proxy.rs`): all of the above as the server
 //!   holds it, built once before the processes fork, and [`Proxy`], one
@@ -59,6 +62,7 @@ mod path;
 mod plan;
 mod redirect;
 mod reverse_proxy;
+mod set_header;
 mod shared_state;
 mod stats;
 
@@ -82,6 +86,7 @@ pub use plan::{
 };
 pub use redirect::{rewrite, rewrite_refresh, Redirect, MAX_REDIRECTS};
 pub use reverse_proxy::{PoolSettings, Proxy, ReverseProxy};
+pub use set_header::{SetHeader, Variables, MAX_SET_HEADERS};
 pub use shared_state::{now_ms, ProxyState, Slots, UpstreamState, MAX_UPSTREAMS};
 pub use stats::UpstreamSnapshot;
 

@@ -1497,6 +1497,54 @@ fn an_upstreams_redirect_to_its_own_url_is_rewritten_to_the_routes_prefix(mpm: &
     assert_eq!(location("/plain/go"), (201, Some("/plain/there".into())));
 }
 
+/// nginx's `proxy_set_header` and `proxy_hide_header`: a route's fields
+/// replace the client's of the same name on the way up (variables filled
+/// in, an empty value removing the field), and its hidden fields never
+/// reach the client on the way back.
+fn a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the_client(mpm: &str) {
+    let origin = Origin::start();
+    origin.on(
+        "/app",
+        origin_fields(Script::ok(b"app\n"))
+            .header("X-Powered-By", "PHP/5.0")
+            .header("X-Kept", "yes"),
+    );
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\nupstreams = [\"{o}\"]\n\
+         set_header = {{ \"X-Real-IP\" = \"$remote_addr\", \"X-Via\" = \"$scheme://$host\", \
+         \"Accept-Encoding\" = \"\" }}\n\
+         hide_header = [\"x-powered-by\"]\n",
+        o = origin.url("")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let r = ask(
+        server.addr(),
+        "GET",
+        "/app",
+        &["X-Real-IP: 6.6.6.6", "Accept-Encoding: gzip", "X-Other: 1"],
+    );
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"app\n"[..]));
+    assert_eq!(r.header("x-powered-by"), None, "hidden");
+    assert_eq!(r.header("x-kept"), Some("yes"));
+    let seen = origin.requests_to("/app");
+    let got = &seen[0];
+    let named = |n: &str| {
+        got.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.as_str())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(named("x-real-ip"), ["127.0.0.1"], "the client's replaced");
+    let scheme = if server.is_tls() { "https" } else { "http" };
+    assert_eq!(named("x-via"), [format!("{scheme}://proxy.test").as_str()]);
+    assert!(
+        named("accept-encoding").is_empty(),
+        "an empty value removes it"
+    );
+    assert_eq!(named("x-other"), ["1"], "the rest passes");
+}
+
 fn bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request(mpm: &str) {
     let (sent, stray_sent) = std::sync::mpsc::channel();
     let up = start_stray_upstream(sent);
@@ -2248,6 +2296,7 @@ mpm_suite!(
     a_hostile_upstream_gets_the_client_a_502_and_disturbs_nothing_else,
     bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request,
     an_upstreams_redirect_to_its_own_url_is_rewritten_to_the_routes_prefix,
+    a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the_client,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,
     a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use mpm_core::Seconds;
-use mpm_proxy::{ActiveHealth, Cidr, ProxyRoute, Redirect, UpstreamSpec, MAX_COUNT, MAX_WEIGHT};
+use mpm_proxy::{
+    ActiveHealth, Cidr, ProxyRoute, Redirect, SetHeader, UpstreamSpec, MAX_COUNT, MAX_WEIGHT,
+};
 
 use super::values::{did_you_mean, Bounds, OnOff, Value};
 
@@ -82,6 +84,17 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
          `default` (an upstream's URL becomes the prefix; the default), `off`, or a list of \
          `{ from = \"http://10.0.0.2:8080/\", to = \"/\" }` and `\"default\"`, the first that \
          matches applied",
+    ),
+    (
+        "set_header",
+        "fields set on every forwarded request, replacing the client's (nginx's \
+         `proxy_set_header`): `{ \"X-Real-IP\" = \"$remote_addr\" }`; the variables are \
+         `$remote_addr`, `$scheme`, `$host`; an empty value removes the field",
+    ),
+    (
+        "hide_header",
+        "fields of the upstream's answers never passed on (nginx's `proxy_hide_header`): \
+         `[\"X-Powered-By\"]`",
     ),
 ];
 
@@ -265,6 +278,34 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
     if let Some(v) = t.get("redirect") {
         route.redirect = redirects_of(v).map_err(|e| at("redirect", e))?;
     }
+    match t.get("set_header") {
+        None => {}
+        Some(toml::Value::Table(fields)) => {
+            for (name, value) in fields {
+                let toml::Value::String(value) = value else {
+                    return Err(at(
+                        "set_header",
+                        format!("{name}: expected a string, found {}", value.type_str()),
+                    ));
+                };
+                route
+                    .set_header
+                    .push(SetHeader::new(name, value).map_err(|e| parsed("set_header", e))?);
+            }
+        }
+        Some(other) => {
+            return Err(at(
+                "set_header",
+                format!(
+                    "expected a table {{ \"X-Real-IP\" = \"$remote_addr\" }}, found {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    }
+    if let Some(v) = t.get("hide_header") {
+        route.hide_header = Vec::<String>::from_toml(v).map_err(|e| at("hide_header", e))?;
+    }
     // Active checks of https:// upstreams verify as the requests do.
     if let Some(h) = &mut route.health {
         h.ca_file.clone_from(&route.ca_file);
@@ -396,6 +437,8 @@ mod tests {
             trusted_proxies = ["10.0.0.0/8", "::1"]
             host = "pass"
             redirect = [{ from = "http://10.0.0.9/", to = "/old/" }, "default"]
+            set_header = { "X-Real-IP" = "$remote_addr", "Accept-Encoding" = "" }
+            hide_header = ["X-Powered-By"]
 
             [[proxy]]
             prefix = "/static/"
@@ -437,6 +480,15 @@ mod tests {
                 Redirect::Default
             ]
         );
+        assert_eq!(
+            a.set_header,
+            vec![
+                SetHeader::new("Accept-Encoding", "").unwrap(),
+                SetHeader::new("X-Real-IP", "$remote_addr").unwrap()
+            ],
+            "in the table's order (toml's: by name)"
+        );
+        assert_eq!(a.hide_header, vec!["X-Powered-By".to_string()]);
         assert!(r[1].health.is_none(), "no health_ key: no active checks");
         assert_eq!(r[1].redirect, vec![Redirect::Default], "nginx's default");
     }
@@ -492,6 +544,12 @@ mod tests {
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nnext_upstream = \"maybe\"\n", "next_upstream"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\n[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://b\"]\n", "/a/ is given twice"),
             ("proxy = 3\n", "expected an array"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nset_header = { \"X-A\" = \"$cookie\" }\n", "'$cookie' is not a variable here"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nset_header = { \"X-Forwarded-For\" = \"$remote_addr\" }\n", "set forwarded = \"off\""),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nset_header = { \"Host\" = \"a\" }\n", "the route's `host` sets it"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nset_header = { \"X-A\" = 1 }\n", "X-A: expected a string"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nset_header = \"X-A: 1\"\n", "expected a table"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nhide_header = [\"X A\"]\n", "hide_header 'X A'"),
         ] {
             let e = routes(text).unwrap_err();
             assert!(e.contains(says), "{text}\n=> {e}");
