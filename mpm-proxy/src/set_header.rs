@@ -216,6 +216,19 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
+/// Is `name` one the route's `forwarded` style writes itself (so that a
+/// route setting it must have `forwarded = "off"`)?
+pub(crate) fn written_by_forwarded(name: &str) -> bool {
+    [
+        "x-forwarded-for",
+        "x-forwarded-proto",
+        "x-forwarded-host",
+        "forwarded",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,17 +299,4 @@ mod tests {
         assert!(check_hidden("X-Powered-By").is_ok());
         assert!(check_hidden("X Powered").is_err());
     }
-}
-
-/// Is `name` one the route's `forwarded` style writes itself (so that a
-/// route setting it must have `forwarded = "off"`)?
-pub(crate) fn written_by_forwarded(name: &str) -> bool {
-    [
-        "x-forwarded-for",
-        "x-forwarded-proto",
-        "x-forwarded-host",
-        "forwarded",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
 }
