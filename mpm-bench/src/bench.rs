@@ -53,9 +53,9 @@ pub fn command(args: &BenchArgs) -> Result<i32, Error> {
         ));
     }
     if args.json {
-        println!("{}", summary.to_json());
+        crate::output::out(format_args!("{}\n", summary.to_json()));
     } else {
-        print!("{}", summary.to_text());
+        crate::output::out(summary.to_text());
     }
     // A success is what its request expects: any 2xx unless --expect or
     // the workload says otherwise.

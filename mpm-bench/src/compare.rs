@@ -34,6 +34,7 @@ pub mod server_child;
 pub mod shape;
 pub mod strace;
 
+use crate::output::out;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -219,7 +220,7 @@ fn workloads(args: &CompareArgs, app: &[Workload]) -> Result<(Vec<Workload>, Vec
 pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     if args.experiment == "list" {
         for e in EXPERIMENTS {
-            println!("{:<10} {}", e.name, e.question);
+            out(format_args!("{:<10} {}\n", e.name, e.question));
         }
         return Ok(0);
     }
@@ -372,7 +373,10 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     };
     let cells = run::run_all(&settings, &variants, &scenarios, |label, cell| {
         let idle = cell.idle_connections.is_some();
-        println!("{}", terminal_row(label, cell, &columns, idle));
+        out(format_args!(
+            "{}\n",
+            terminal_row(label, cell, &columns, idle)
+        ));
     })?;
     let (machine, mut warnings) = watch.finish();
     if args.repeat == 1 {
@@ -416,10 +420,9 @@ pub fn command(args: &CompareArgs, app: &[Workload]) -> Result<i32, Error> {
     }
     report.recommendations = experiments::recommend(&report);
     html::write_all(&report, &args.out)?;
-    println!("\n{}", report.findings);
-    println!("\nWhich to choose:");
+    out(format_args!("\n{}\n\nWhich to choose:\n", report.findings));
     for r in &report.recommendations {
-        println!("  {r}");
+        out(format_args!("  {r}\n"));
     }
     for w in &report.warnings {
         eprintln!("mpm compare: warning: {w}");

@@ -25,6 +25,8 @@ pub mod bench;
 pub mod compare;
 #[cfg(feature = "commands")]
 mod numbers;
+#[cfg(feature = "commands")]
+mod output;
 pub mod workload;
 
 pub use workload::{Expect, SlowClients, Workload, WorkloadRequest};

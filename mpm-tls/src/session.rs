@@ -336,7 +336,6 @@ impl Session {
         // what it said to discard.
         let status = conn.process_tls_records(&mut incoming[..*in_len]);
         let discard = status.discard;
-        eprintln!("encode_alerts: {:?}", status.state);
         let more = match status.state {
             Ok(ConnectionState::EncodeTlsData(mut encode)) => {
                 if outgoing.len() < *out_len + 64 {
@@ -599,8 +598,7 @@ mod tests {
         s.incoming[..garbage.len()].copy_from_slice(&garbage);
         s.in_len = garbage.len();
         let e = s.process(None);
-        eprintln!("error: {e:?}");
-        assert!(e.is_err());
+        assert!(e.is_err(), "{e:?}");
         let sent = &s.outgoing[s.out_pos..s.out_len];
         assert_eq!(sent.first(), Some(&0x15), "{sent:?}");
     }

@@ -650,7 +650,7 @@ fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), E
     };
     let refused = uring_refused(&config);
     if refused.is_err() {
-        println!("{uring}");
+        out(&uring);
     }
     refused?;
     // Every certificate loaded as `serve` would: readable, the key matching,
@@ -664,19 +664,31 @@ fn check<S: Service>(run: &Invocation<S::Settings>, service: &S) -> Result<(), E
     reverse_proxy(&config, service.is_http())?;
     let mut listen: Vec<String> = config.listen.iter().map(ToString::to_string).collect();
     listen.extend(config.listen_tls.iter().map(|a| format!("https://{a}")));
-    println!(
+    out(format_args!(
         "{}: configuration OK: {} MPM, server-limit {}, threads-per-child {}, listening on {}",
         run.name,
         config.mpm,
         config.server_limit,
         config.threads_per_child,
         listen.join(", ")
-    );
-    println!("{uring}");
+    ));
+    out(&uring);
     for cert in certs.certs() {
-        println!("{}: certificate {}", run.name, cert.describe());
+        out(format_args!(
+            "{}: certificate {}",
+            run.name,
+            cert.describe()
+        ));
     }
     Ok(())
+}
+
+/// `text` and a newline on standard output. A reader that went away
+/// (`| head -1`) ends what it reads, not this program: the error is
+/// dropped, where `println!` would panic.
+fn out(text: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
 fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), Error> {

@@ -456,3 +456,24 @@ mpm_suite!(
     config_file_with_a_bad_value_is_one_line_and_exit_2,
     config_file_is_honoured_and_flags_override_it,
 );
+
+/// `mpm check | head -0`: a reader that closes its end before the report
+/// is written ends the report, not with a panic (`println!`'s, with a
+/// backtrace where `RUST_BACKTRACE` is set), and the verdict (exit 0)
+/// stands.
+#[test]
+fn check_whose_reader_went_away_ends_quietly_with_its_verdict() {
+    let mut child = std::process::Command::new(tests::mpm_bin())
+        .args(["check", "--listen", "127.0.0.1:9"])
+        .env("RUST_BACKTRACE", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader gone before a byte is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

@@ -857,6 +857,15 @@ fn garbage_and_stalled_handshakes_are_cut_off_while_others_are_served(mpm: &str)
     assert_eq!(counts["failed_bad_message"], 1, "{counts}");
     assert_eq!(counts["failed_timeout"], stalls, "{counts}");
     assert_eq!(counts["handshakes_full"], 5, "{counts}");
+    // Every line the server wrote is the error log's own, prefixed and
+    // filtered by --log-level: a refused handshake once left a bare debug
+    // line there.
+    let log = server.stderr_text();
+    let stray: Vec<&str> = log.lines().filter(|l| !l.starts_with('[')).collect();
+    assert!(
+        stray.is_empty(),
+        "lines outside the error log's form: {stray:?}"
+    );
 }
 
 fn a_flood_of_full_handshakes_leaves_keepalive_clients_served(mpm: &str) {
