@@ -646,6 +646,17 @@ fn conflicting_content_lengths_are_400(mpm: &str) {
     assert_refused(mpm, &[], request, 400);
 }
 
+/// RFC 9110 §10.1.1: an expectation the server cannot meet (anything but
+/// `100-continue`) is a 417, and the request is not served.
+fn an_expectation_other_than_100_continue_is_417(mpm: &str) {
+    assert_refused(
+        mpm,
+        &[],
+        b"GET /hello.txt HTTP/1.1\r\nHost: test\r\nExpect: 200-ok\r\n\r\n",
+        417,
+    );
+}
+
 fn unsupported_http_version_is_505(mpm: &str) {
     assert_refused(
         mpm,
@@ -1164,6 +1175,7 @@ fn a_file_truncated_after_it_was_served_is_announced_with_its_new_length(mpm: &s
 mpm_suite!(
     over transports:
     welcome_site_names_the_mpm_and_has_no_other_pages,
+    an_expectation_other_than_100_continue_is_417,
     files_are_served_with_type_validators_date_and_server,
     head_answers_the_get_headers_without_a_body,
     directory_without_trailing_slash_redirects_to_it,

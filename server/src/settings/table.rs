@@ -57,7 +57,7 @@ settings! {
     /// any that die and turns signals into restarts and upgrades; auto: one
     /// per CPU the server may use.
     server_limit: Option<ServerLimit>, "N|auto",
-        default = text("event: auto (one per CPU); worker: 1; prefork: max-request-workers"),
+        default = text("event and uring: auto (one per CPU); worker: 1; prefork: max-request-workers"),
         bounds = Bounds::Any,
         config by hand {
             /// Serving processes; more than one runs under the process manager.
@@ -73,7 +73,7 @@ settings! {
 
     /// Threads in each process.
     threads_per_child: Option<usize>, "N",
-        default = text("max-request-workers / server-limit; event: at most 32; prefork: 1"),
+        default = text("max-request-workers / server-limit; event and uring: at most 32; prefork: 1"),
         bounds = Bounds::Between(1, MAX_THREADS_PER_CHILD as u128),
         config by hand {
             /// Threads per serving process.
