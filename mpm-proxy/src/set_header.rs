@@ -55,7 +55,7 @@ pub struct Variables<'a> {
 
 impl SetHeader {
     /// `name: value`, checked: a token for a name the route may set, a
-    /// value of visible ASCII, spaces and the [variables](self).
+    /// value of visible ASCII, spaces and the variables ([`Variables`]).
     pub fn new(name: &str, value: &str) -> Result<SetHeader> {
         let bad = |why: String| Error::config(format!("set_header {name}: {why}"));
         if name.is_empty() || name.len() > MAX_TEXT || !name.bytes().all(is_tchar) {

@@ -773,7 +773,9 @@ impl BodyFraming {
     /// The framing of `head`, the answer to a `method` request. Both
     /// `Transfer-Encoding` and `Content-Length`, or a `Content-Length` that
     /// is not one number, is a [`Error::BadResponse`]: a message framed two
-    /// ways is how responses are smuggled.
+    /// ways is how responses are smuggled. So is a `Transfer-Encoding`
+    /// other than `chunked` alone (as nginx refuses it): no other transfer
+    /// coding is decoded, and its bytes would be read as the content.
     pub fn for_response(method: &str, head: &ResponseHead) -> Result<BodyFraming> {
         let status = head.status;
         if method.eq_ignore_ascii_case("HEAD")
@@ -795,16 +797,27 @@ impl BodyFraming {
             ));
         }
         if has_te {
-            let last = head
+            // `chunked` alone, as nginx takes it: any other transfer coding
+            // (`gzip`, `chunked, gzip`, `xchunked`) would reach the reader
+            // still coded, the coding's name dropped with the hop-by-hop
+            // field that carried it (RFC 9112 §6.1: the coding is the
+            // message's), so it is refused rather than passed as content.
+            let mut codings = head
                 .headers_named("transfer-encoding")
                 .flat_map(|v| v.split(|b| *b == b','))
                 .map(|t| t.trim_ascii())
-                .filter(|t| !t.is_empty())
-                .last();
-            return Ok(match last {
-                Some(t) if t.eq_ignore_ascii_case(b"chunked") => BodyFraming::Chunked,
-                _ => BodyFraming::UntilClose,
-            });
+                .filter(|t| !t.is_empty());
+            return match (codings.next(), codings.next()) {
+                (Some(t), None) if t.eq_ignore_ascii_case(b"chunked") => Ok(BodyFraming::Chunked),
+                _ => {
+                    let te: Vec<&[u8]> = head.headers_named("transfer-encoding").collect();
+                    Err(Error::BadResponse(format!(
+                        "its Transfer-Encoding {:?} is not chunked alone (no other transfer \
+                         coding is decoded)",
+                        String::from_utf8_lossy(&te.join(&b", "[..]))
+                    )))
+                }
+            };
         }
         if !has_cl {
             return Ok(BodyFraming::UntilClose);
@@ -1320,13 +1333,21 @@ mod tests {
     fn framing_follows_transfer_encoding_then_content_length_then_close() {
         let get = |f: &[(&str, &str)]| BodyFraming::for_response("GET", &head(200, f));
         assert_eq!(
-            get(&[("Transfer-Encoding", "gzip, chunked")]).unwrap(),
+            get(&[("Transfer-Encoding", "Chunked")]).unwrap(),
             BodyFraming::Chunked
         );
-        assert_eq!(
-            get(&[("Transfer-Encoding", "gzip")]).unwrap(),
-            BodyFraming::UntilClose
-        );
+        // Any other coding would be passed on still coded: refused, as
+        // nginx refuses it (502 through the proxy).
+        for te in [
+            "gzip, chunked",
+            "gzip",
+            "chunked, gzip",
+            "xchunked",
+            "chunked, chunked",
+        ] {
+            let e = get(&[("Transfer-Encoding", te)]).unwrap_err().to_string();
+            assert!(e.contains("is not chunked alone"), "{te}: {e}");
+        }
         assert_eq!(get(&[]).unwrap(), BodyFraming::UntilClose);
         assert_eq!(
             get(&[("Content-Length", "5"), ("content-length", "5")]).unwrap(),
