@@ -8,6 +8,7 @@
 //! crate's settings table reads `[[proxy]]` tables with them.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -119,6 +120,9 @@ pub struct UpstreamUrl {
     port: u16,
     authority: String,
     path: Option<String>,
+    /// The one address of the host it stands for, when the host's name
+    /// resolved to several ([`one_upstream_per_address`](crate::one_upstream_per_address)).
+    address: Option<SocketAddr>,
 }
 
 impl UpstreamUrl {
@@ -151,6 +155,30 @@ impl UpstreamUrl {
     /// The path, if the URL has one (even just `/`).
     pub fn path(&self) -> Option<&str> {
         self.path.as_deref()
+    }
+
+    /// The one address of its host this upstream stands for, when the
+    /// host's name resolved to several (nginx makes each address a server
+    /// of its own; [`one_upstream_per_address`](crate::one_upstream_per_address)
+    /// does so); `None` for a URL as written, connected to at its host's
+    /// first address.
+    pub fn address(&self) -> Option<SocketAddr> {
+        self.address
+    }
+
+    /// This URL standing for one address of its host.
+    pub fn at_address(&self, addr: SocketAddr) -> UpstreamUrl {
+        UpstreamUrl {
+            address: Some(addr),
+            ..self.clone()
+        }
+    }
+
+    /// How the status page and the metrics name it: the URL, and the
+    /// address it stands for if it stands for one of several
+    /// (`http://app:8080/ (10.0.0.3:8080)`).
+    pub fn label(&self) -> String {
+        self.to_string()
     }
 }
 
@@ -189,6 +217,7 @@ impl FromStr for UpstreamUrl {
             port: port.unwrap_or(if tls { 443 } else { 80 }),
             authority: authority.to_string(),
             path: (!path.is_empty()).then(|| path.to_string()),
+            address: None,
         })
     }
 }
@@ -236,9 +265,15 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
     Ok((host, port))
 }
 
+/// As written, and the address it stands for when it stands for one of
+/// several ([`label`](UpstreamUrl::label)): what the error log names.
 impl fmt::Display for UpstreamUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(&self.text)?;
+        match self.address {
+            Some(a) => write!(f, " ({a})"),
+            None => Ok(()),
+        }
     }
 }
 

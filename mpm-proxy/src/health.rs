@@ -194,7 +194,11 @@ fn tls_probe(url: &UpstreamUrl, health: &ActiveHealth) -> Option<u16> {
     if let Some(ca) = &health.ca_file {
         upstream.set_ca_file(ca).ok()?;
     }
-    upstream.resolve().ok()?;
+    match url.address() {
+        // One address of several: checked there, not at the name's first.
+        Some(a) => upstream.pin(a),
+        None => upstream.resolve().ok()?,
+    }
     let answer = mpm_core::waiting::block_on(async {
         client
             .request_to("GET", &upstream, &health.path)
@@ -216,7 +220,10 @@ fn probe_once(url: &UpstreamUrl, health: &ActiveHealth) -> Option<u16> {
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
     };
-    let addr = (url.host(), url.port()).to_socket_addrs().ok()?.next()?;
+    let addr = match url.address() {
+        Some(a) => a,
+        None => (url.host(), url.port()).to_socket_addrs().ok()?.next()?,
+    };
     let mut stream = TcpStream::connect_timeout(&addr, left()?).ok()?;
     stream.set_write_timeout(left()).ok()?;
     let request = format!(

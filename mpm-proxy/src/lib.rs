@@ -12,6 +12,9 @@
 //!   [`Buffering`], [`ActiveHealth`], [`ForwardedStyle`], [`HostMode`];
 //!   the flag form ([`ProxyRoute::from_flag`]) and every bound
 //!   ([`check_routes`]). [`Cidr`] (`cidr.rs`): the trusted proxies.
+//! * [`one_upstream_per_address`] (`addresses.rs`): a host name that
+//!   resolves to several addresses becomes an upstream per address, as
+//!   nginx makes each a server ([`system_resolver`]).
 //! * [`RouteTable`] and [`map_target`] ([`map_target_into`]) (`path.rs`): which route a path
 //!   belongs to (longest prefix, at segment boundaries, after resolving dot
 //!   segments) and the path the upstream is sent, as nginx's `proxy_pass`.
@@ -51,6 +54,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod addresses;
 mod balance;
 mod cidr;
 mod config;
@@ -66,6 +70,7 @@ mod set_header;
 mod shared_state;
 mod stats;
 
+pub use addresses::{one_upstream_per_address, system_resolver};
 pub use balance::{Balancer, InFlight, InFlightGuard};
 pub use cidr::Cidr;
 pub use config::{

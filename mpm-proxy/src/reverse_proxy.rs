@@ -101,8 +101,11 @@ impl ReverseProxy {
     /// The proxy of `routes` (checked together: no prefix twice), its
     /// upstreams' state in the server's shared memory (kept from the last
     /// one built for upstreams still listed: call this again on a reload).
+    /// A host name that resolves to several addresses is an upstream per
+    /// address ([`one_upstream_per_address`](crate::one_upstream_per_address)).
     pub fn new(routes: Vec<ProxyRoute>, pools: PoolSettings) -> Result<ReverseProxy> {
         check_routes(&routes)?;
+        let routes = crate::one_upstream_per_address(routes, crate::system_resolver)?;
         let table = RouteTable::new(routes);
         let state = ProxyState::new(&table)?;
         ReverseProxy::with_state(table, state, pools)
@@ -268,6 +271,10 @@ fn resolve(url: &UpstreamUrl, ca_file: Option<&std::path::Path>) -> Result<Targe
     let mut upstream = mpm_upstream::Upstream::parse(url.as_str()).map_err(bad)?;
     if let (Some(ca), true) = (ca_file, upstream.is_tls()) {
         upstream.set_ca_file(ca).map_err(bad)?;
+    }
+    // One address of several, as `one_upstream_per_address` made it.
+    if let Some(a) = url.address() {
+        return Ok(upstream.target(a));
     }
     upstream.resolve().map_err(bad)?;
     match upstream.targets().next() {

@@ -16,7 +16,8 @@ use crate::shared_state::{hot, now_ms, word, ProxyState, UpstreamState};
 pub struct UpstreamSnapshot {
     /// The route's prefix.
     pub route: String,
-    /// The upstream's URL as configured.
+    /// The upstream's URL as configured, with the address it stands for
+    /// when its host's name resolved to several ([`crate::UpstreamUrl::label`]).
     pub url: String,
     /// May it take requests now (neither passive nor active checks have it down)?
     pub up: bool,

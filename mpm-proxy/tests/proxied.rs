@@ -481,3 +481,60 @@ fn an_upstreams_status_and_reason_pass_and_an_impossible_status_is_a_502() {
     // A route's only upstream is never marked down (nginx's rule).
     assert_eq!(lines.len(), 1, "{lines:?}");
 }
+
+/// A host name with several addresses is an upstream per address, as
+/// nginx makes each a server: requests go round-robin to both live ones
+/// with the name as their `Host`, a dead one is retried past and marked
+/// down, and the status page names each by URL and address.
+#[test]
+fn a_name_with_several_addresses_is_balanced_over_them_and_each_is_counted() {
+    let answer = |who: &'static str| {
+        move |_: &[u8]| {
+            Some(format!("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n{who}").into_bytes())
+        }
+    };
+    let (a, seen_a) = origin(answer("a"));
+    // The same port on another loopback address (Linux routes 127/8 to lo).
+    let Ok(listener_b) = std::net::TcpListener::bind(("127.0.0.2", a.port())) else {
+        eprintln!("skipped: 127.0.0.2:{} cannot be bound here", a.port());
+        return;
+    };
+    let (b, seen_b) = origin_on(listener_b, answer("b"));
+    let dead: std::net::SocketAddr = format!("127.0.0.3:{}", a.port()).parse().unwrap();
+    // Its failure and its marking down, each named with its address.
+    let errors = mpm_core::error_log::expect(naming(format!("({dead})")));
+    let route = ProxyRoute::from_flag(&format!("/=http://scaled.test:{}", a.port())).unwrap();
+    let routes = mpm_proxy::one_upstream_per_address(vec![route], |host, _| {
+        assert_eq!(host, "scaled.test");
+        Ok(vec![a, dead, b])
+    })
+    .unwrap();
+    let rp = proxy_of(routes);
+    let state = rp.state().clone();
+    let p = serve(rp);
+    let mut answers = String::new();
+    for _ in 0..6 {
+        let (head, body) = get(p, "GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        answers.push_str(std::str::from_utf8(&body).unwrap());
+    }
+    assert!(answers.contains('a') && answers.contains('b'), "{answers}");
+    for seen in [&seen_a, &seen_b] {
+        let first = String::from_utf8(seen.requests.lock().unwrap()[0].clone()).unwrap();
+        let host = format!("\r\nHost: scaled.test:{}\r\n", a.port());
+        assert!(first.contains(&host), "{first}");
+    }
+    let snap = state.snapshot();
+    let rows: Vec<(&str, bool)> = snap.iter().map(|s| (s.url.as_str(), s.up)).collect();
+    let url = format!("http://scaled.test:{}", a.port());
+    assert_eq!(
+        rows,
+        [
+            (format!("{url} ({a})").as_str(), true),
+            (format!("{url} ({dead})").as_str(), false),
+            (format!("{url} ({b})").as_str(), true),
+        ]
+    );
+    assert!(snap[1].failures >= 1, "{:?}", snap[1]);
+    assert!(errors.count() >= 2, "{:?}", errors.lines());
+}

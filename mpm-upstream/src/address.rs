@@ -158,6 +158,12 @@ impl Upstream {
         Ok(())
     }
 
+    /// Connect to `addr` only (one address of several its host name has,
+    /// found elsewhere), as if [`resolve`](Upstream::resolve) had found it.
+    pub fn pin(&mut self, addr: SocketAddr) {
+        self.addrs = vec![addr];
+    }
+
     /// The addresses [`resolve`](Upstream::resolve) found (or the IP
     /// address given); empty for a host name not resolved yet.
     pub fn addrs(&self) -> &[SocketAddr] {

@@ -97,7 +97,14 @@ pub(crate) fn origin<F>(answer: F) -> (SocketAddr, Arc<Seen>)
 where
     F: Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    origin_on(TcpListener::bind("127.0.0.1:0").unwrap(), answer)
+}
+
+/// [`origin`] on a listener of the test's.
+pub(crate) fn origin_on<F>(listener: TcpListener, answer: F) -> (SocketAddr, Arc<Seen>)
+where
+    F: Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync + 'static,
+{
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
     let answer = Arc::new(answer);
