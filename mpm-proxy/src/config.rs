@@ -103,6 +103,9 @@ pub struct UpstreamSpec {
     pub max_fails: u32,
     /// The window failures are counted in, and how long it stays down.
     pub fail_timeout: Duration,
+    /// Taken only while no other upstream of the route may be (nginx's
+    /// `server ... backup`): all down, or all tried by this request.
+    pub backup: bool,
 }
 
 /// An upstream's URL: `http://` or `https://`, a host (a name, an IPv4
@@ -590,6 +593,7 @@ impl UpstreamSpec {
             weight: 1,
             max_fails: 1,
             fail_timeout: Duration::from_secs(10),
+            backup: false,
         })
     }
 
@@ -739,6 +743,18 @@ impl ProxyRoute {
                     u.url
                 )));
             }
+        }
+        if self.upstreams.iter().all(|u| u.backup) {
+            return Err(Error::config(format!(
+                "route {p}: every upstream is a backup; at least one must not be"
+            )));
+        }
+        if matches!(self.balance, Balance::Hash(_)) && self.upstreams.iter().any(|u| u.backup) {
+            return Err(Error::config(format!(
+                "route {p}: a backup upstream cannot be used with balance = \"{}\" (as \
+                 nginx's hash): a key's upstream would move to the backup and back",
+                self.balance
+            )));
         }
         let one_ms = Duration::from_millis(1);
         check_duration(

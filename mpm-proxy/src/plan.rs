@@ -417,7 +417,17 @@ impl Picker {
             eligible(0).then_some(0)?
         } else {
             let mut balancers = choices.balancers.lock();
-            balancers.get_mut(r)?.pick(&forward.hash_key, eligible)?
+            let b = balancers.get_mut(r)?;
+            let ups = &route.upstreams;
+            let backup = |i: usize| ups.get(i).is_some_and(|u| u.backup);
+            match b.pick(&forward.hash_key, |i| !backup(i) && eligible(i)) {
+                Some(u) => u,
+                // nginx's `backup`: only when no other may be taken.
+                None if ups.iter().any(|u| u.backup) => {
+                    b.pick(&forward.hash_key, |i| backup(i) && eligible(i))?
+                }
+                None => return None,
+            }
         };
         let in_flight = match route.balance {
             Balance::LeastConn => Some(choices.in_flight.get(r)?.start(u)),

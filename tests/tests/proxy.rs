@@ -1545,6 +1545,35 @@ fn a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the
     assert_eq!(named("x-other"), ["1"], "the rest passes");
 }
 
+/// nginx's `server ... backup`: a backup upstream takes requests only
+/// while the route's other upstreams may not (down, or tried by this
+/// request), and none while they may.
+fn a_backup_upstream_is_taken_only_while_the_others_cannot_be(mpm: &str) {
+    let primary = Origin::start();
+    primary.on("/*", Script::ok(b"primary\n"));
+    let backup = Origin::start();
+    backup.on("/*", Script::ok(b"backup\n"));
+    let dead = dead_port();
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/up/\"\nupstreams = [\"{p}\", {{ url = \"{b}\", backup = true }}]\n\n\
+         [[proxy]]\nprefix = \"/down/\"\nupstreams = [\"http://{dead}\", {{ url = \"{b}\", backup = true }}]\n",
+        p = primary.url(""),
+        b = backup.url(""),
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    for _ in 0..4 {
+        assert_eq!(ask(server.addr(), "GET", "/up/x", &[]).body, b"primary\n");
+    }
+    assert!(backup.requests().is_empty(), "{:?}", backup.requests());
+    // The primary refused: this GET goes on to the backup, and so do the
+    // next while the primary is marked down.
+    for _ in 0..3 {
+        let r = ask(server.addr(), "GET", "/down/x", &[]);
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"backup\n"[..]));
+    }
+    assert_eq!(backup.requests().len(), 3);
+}
+
 fn bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request(mpm: &str) {
     let (sent, stray_sent) = std::sync::mpsc::channel();
     let up = start_stray_upstream(sent);
@@ -2309,6 +2338,7 @@ mpm_suite!(
     bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request,
     an_upstreams_redirect_to_its_own_url_is_rewritten_to_the_routes_prefix,
     a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the_client,
+    a_backup_upstream_is_taken_only_while_the_others_cannot_be,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,
     a_trusted_proxys_forwarded_for_is_kept_and_rfc_7239_is_a_choice,

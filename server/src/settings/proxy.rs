@@ -19,7 +19,8 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
     (
         "upstreams",
         "URLs (`\"http://10.0.0.2:8080/v1/\"`), or tables `{ url, weight = 1, max_fails = 1, \
-         fail_timeout = \"10s\" }` (required)",
+         fail_timeout = \"10s\", backup = false }` (required; a backup is taken only while no \
+         other may be)",
     ),
     (
         "balance",
@@ -355,12 +356,13 @@ fn redirects_of(v: &toml::Value) -> Result<Vec<Redirect>, String> {
     }
 }
 
-/// One of `upstreams`: a URL, or `{ url, weight, max_fails, fail_timeout }`.
+/// One of `upstreams`: a URL, or `{ url, weight, max_fails, fail_timeout,
+/// backup }`.
 fn upstream_of(v: &toml::Value) -> Result<UpstreamSpec, String> {
     match v {
         toml::Value::String(url) => UpstreamSpec::new(url).map_err(|e| e.to_string()),
         toml::Value::Table(t) => {
-            const KEYS: [&str; 4] = ["url", "weight", "max_fails", "fail_timeout"];
+            const KEYS: [&str; 5] = ["url", "weight", "max_fails", "fail_timeout", "backup"];
             let t: toml::Table = t
                 .iter()
                 .map(|(k, v)| (k.replace('-', "_"), v.clone()))
@@ -387,6 +389,11 @@ fn upstream_of(v: &toml::Value) -> Result<UpstreamSpec, String> {
             if let Some(d) = t.get("fail_timeout") {
                 u.fail_timeout = Seconds::from_toml(d)
                     .map_err(|e| format!("{url}: fail_timeout: {e}"))?
+                    .0;
+            }
+            if let Some(b) = t.get("backup") {
+                u.backup = OnOff::from_toml(b)
+                    .map_err(|e| format!("{url}: backup: {e}"))?
                     .0;
             }
             u.check().map_err(|e| e.to_string())?;
@@ -550,6 +557,9 @@ mod tests {
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nset_header = { \"X-A\" = 1 }\n", "X-A: expected a string"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nset_header = \"X-A: 1\"\n", "expected a table"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nhide_header = [\"X A\"]\n", "hide_header 'X A'"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [{ url = \"http://a\", backup = true }]\n", "every upstream is a backup"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\", { url = \"http://b\", backup = true }]\nbalance = \"hash:client\"\n", "cannot be used with balance = \"hash:client\""),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\", { url = \"http://b\", backup = \"maybe\" }]\n", "http://b: backup"),
         ] {
             let e = routes(text).unwrap_err();
             assert!(e.contains(says), "{text}\n=> {e}");
