@@ -32,6 +32,8 @@
 //!   feature `Json` and `Request::json`.
 //! * A request body read as it arrives: [`HttpHandler::streams_body`] and
 //!   [`Request::body_reader`].
+//! * [`AddedFields`] — fields the server adds to every response
+//!   (`--add-header`: nginx's `add_header`), whatever handler made it.
 //! * [`ErrorPages`] — pages that replace the built-in error pages, status
 //!   kept: the layer's own refusals as much as a handler's.
 //! * [`access_log`] — the access log, in the formats of [`log_format`].
@@ -65,6 +67,7 @@
 #![warn(missing_docs)]
 
 pub mod access_log;
+mod added_fields;
 mod body;
 mod buffer_pool;
 mod byte_classes;
@@ -98,6 +101,7 @@ mod wire_fields;
 mod writing;
 
 /// The allocator trait and collections a [`RequestPool`] plugs into.
+pub use added_fields::{AddedFields, MAX_ADDED_FIELDS};
 pub use allocator_api2;
 pub use connection::HttpService;
 pub use error::{Error, Result};

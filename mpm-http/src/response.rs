@@ -253,7 +253,7 @@ impl fmt::Display for HeaderError {
 impl std::error::Error for HeaderError {}
 
 /// The fields the layer writes; see [`Response`].
-fn is_layer_field(name: &[u8]) -> bool {
+pub(crate) fn is_layer_field(name: &[u8]) -> bool {
     // Told by the length first: every field of every response is asked,
     // and most are none of these four.
     let known = match name.len() {
@@ -267,7 +267,7 @@ fn is_layer_field(name: &[u8]) -> bool {
 }
 
 /// RFC 9110 `token`: what a field name is made of.
-fn is_token(name: &[u8]) -> bool {
+pub(crate) fn is_token(name: &[u8]) -> bool {
     !name.is_empty() && name.iter().all(|&b| is_tchar(b))
 }
 
@@ -285,7 +285,7 @@ const FIELD_VALUE: [bool; 256] = {
 };
 
 /// RFC 9110 `field-value` (see [`FIELD_VALUE`]).
-fn is_field_value(value: &[u8]) -> bool {
+pub(crate) fn is_field_value(value: &[u8]) -> bool {
     value.iter().all(|&b| FIELD_VALUE[usize::from(b)])
 }
 

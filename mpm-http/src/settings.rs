@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::access_log::AccessLog;
+use crate::added_fields::AddedFields;
 use crate::buffer_pool::BufferPool;
 use crate::error_pages::ErrorPages;
 use crate::h2::H2Settings;
@@ -55,6 +56,8 @@ pub struct HttpSettings {
     pub server: String,
     /// Pages that replace the built-in error pages, by status.
     pub error_pages: ErrorPages,
+    /// Fields added to responses (`--add-header`, `--add-header-always`).
+    pub added_fields: AddedFields,
     /// HTTP/2: whether it is served (over TLS, in clear) and its limits.
     pub h2: H2Settings,
 }
@@ -84,6 +87,7 @@ impl Default for HttpSettings {
             request_pool: true,
             server: format!("mpm/{}", env!("CARGO_PKG_VERSION")),
             error_pages: ErrorPages::new(),
+            added_fields: AddedFields::default(),
             h2: H2Settings::default(),
         }
     }
@@ -109,6 +113,7 @@ pub(crate) struct ServiceSettings {
     pub(crate) request_pool: bool,
     pub(crate) server: String,
     pub(crate) error_pages: ErrorPages,
+    pub(crate) added_fields: Arc<AddedFields>,
     pub(crate) buffers: Arc<BufferPool>,
     pub(crate) access_log: Option<Arc<AccessLog>>,
     pub(crate) h2: H2Settings,
@@ -140,6 +145,7 @@ impl ServiceSettings {
             request_pool: settings.request_pool,
             server: settings.server.clone(),
             error_pages: settings.error_pages.clone(),
+            added_fields: Arc::new(settings.added_fields.clone()),
             buffers: Arc::default(),
             access_log: None,
             h2: settings.h2,

@@ -229,6 +229,13 @@ impl Sender {
         }
         // Checked as they were added, each ending in CRLF.
         out.extend_from_slice(head.wire);
+        // The server's own (`--add-header`), checked at start.
+        for (name, value) in self.settings.added_fields.for_status(status) {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
         if let Some(n) = length {
             out.extend_from_slice(b"Content-Length: ");
             out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());

@@ -556,7 +556,8 @@ fn a_post_body_reaches_the_upstream(mpm: &str) {
 /// proxy passes them: in one block of bytes, not as pairs of texts),
 /// with the server's own `date` and nothing of HTTP/1.1's connection
 /// management.
-fn an_upstreams_fields_reach_an_http2_client(mpm: &str) {
+/// And the fields the server adds (`--add-header`) come after them.
+fn an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client(mpm: &str) {
     let origin = Origin::start();
     origin.on(
         "/fields",
@@ -567,7 +568,16 @@ fn an_upstreams_fields_reach_an_http2_client(mpm: &str) {
             .header("Keep-Alive", "timeout=5"),
     );
     let route = format!("/up/={}", origin.url("/"));
-    let Some(server) = h2_server(mpm, None, &["--proxy", &route]) else {
+    let Some(server) = h2_server(
+        mpm,
+        None,
+        &[
+            "--proxy",
+            &route,
+            "--add-header",
+            "Strict-Transport-Security: max-age=60",
+        ],
+    ) else {
         return;
     };
     let fields: Vec<(String, String)> = if server.is_tls() {
@@ -607,6 +617,11 @@ fn an_upstreams_fields_reach_an_http2_client(mpm: &str) {
     assert_eq!(get("date").len(), 1, "{fields:?}");
     assert!(get("keep-alive").is_empty(), "{fields:?}");
     assert!(get("connection").is_empty(), "{fields:?}");
+    assert_eq!(
+        get("strict-transport-security"),
+        ["max-age=60"],
+        "{fields:?}"
+    );
 }
 
 fn a_large_file_keeps_to_a_small_client_window(mpm: &str) {
@@ -1203,7 +1218,7 @@ tests::mpm_suite!(over transports:
     python_h2_client_is_answered,
     streams_of_one_connection_wait_on_an_upstream_together,
     a_post_body_reaches_the_upstream,
-    an_upstreams_fields_reach_an_http2_client,
+    an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client,
     http2_requests_are_held_to_http1s_rules_before_an_upstream_sees_them,
     an_http2_upload_expecting_100_continue_hears_it_before_sending_its_body,
     a_large_file_keeps_to_a_small_client_window,

@@ -646,6 +646,37 @@ fn conflicting_content_lengths_are_400(mpm: &str) {
     assert_refused(mpm, &[], request, 400);
 }
 
+/// `--add-header` (nginx's `add_header`) adds its field to successes and
+/// redirects, `--add-header-always` to every answer, errors included.
+fn added_fields_reach_successes_and_always_ones_every_answer(mpm: &str) {
+    let root = site::docroot();
+    let server = Server::start(
+        mpm,
+        Some(root.path()),
+        &[
+            "--add-header",
+            "Strict-Transport-Security: max-age=63072000",
+            "--add-header-always",
+            "X-Frame-Options: DENY",
+        ],
+    );
+    let hsts = "strict-transport-security";
+    for (path, status, with_hsts) in [
+        ("/hello.txt", 200, true),
+        ("/sub", 301, true),
+        ("/missing", 404, false),
+    ] {
+        let r = raw_status(&server, path);
+        assert_eq!(r.status, status, "{path}");
+        assert_eq!(
+            r.header(hsts),
+            with_hsts.then_some("max-age=63072000"),
+            "{path}"
+        );
+        assert_eq!(r.header("x-frame-options"), Some("DENY"), "{path}");
+    }
+}
+
 /// RFC 9110 §10.1.1: an expectation the server cannot meet (anything but
 /// `100-continue`) is a 417, and the request is not served.
 fn an_expectation_other_than_100_continue_is_417(mpm: &str) {
@@ -1176,6 +1207,7 @@ mpm_suite!(
     over transports:
     welcome_site_names_the_mpm_and_has_no_other_pages,
     an_expectation_other_than_100_continue_is_417,
+    added_fields_reach_successes_and_always_ones_every_answer,
     files_are_served_with_type_validators_date_and_server,
     head_answers_the_get_headers_without_a_body,
     directory_without_trailing_slash_redirects_to_it,

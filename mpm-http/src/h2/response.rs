@@ -157,7 +157,11 @@ pub(crate) fn head(
     let server = (!parts.has_server && !settings.server.is_empty()).then_some(&*settings.server);
     let mut headers = std::mem::take(&mut parts.headers);
     headers.retain(|(name, _)| !is_connection_specific(name.as_bytes()));
-    let wire = std::mem::take(&mut parts.wire);
+    let mut wire = std::mem::take(&mut parts.wire);
+    // The server's own (`--add-header`), checked at start.
+    for (name, value) in settings.added_fields.for_status(status) {
+        wire.push_checked(name.as_bytes(), value.as_bytes());
+    }
     let length = if no_body { None } else { parts.body.len() };
     let body = if no_body || is_head {
         Body::Empty

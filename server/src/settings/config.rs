@@ -96,6 +96,7 @@ impl Config {
             sendfile_max_chunk: self.sendfile_max_chunk,
             request_pool: self.request_pool,
             error_pages: self.error_pages.clone(),
+            added_fields: self.added_fields.clone(),
             h2: mpm_http::H2Settings {
                 tls: self.http2,
                 cleartext: self.h2c,

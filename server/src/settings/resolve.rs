@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use mpm_core::listener_poller::PollerKind;
 use mpm_core::{Error, MpmKind, Result};
-use mpm_http::{ErrorPage, ErrorPages};
+use mpm_http::{AddedFields, ErrorPage, ErrorPages};
 use mpm_site::{CacheRules, Dotfiles, Gzip, StaticFiles};
 
 use super::config::{slots_per_process, TlsConfig};
@@ -53,6 +53,8 @@ impl Config {
             gzip,
             error_pages: error_pages(&l.error_page, l.docroot.as_deref(), dotfiles)?,
             expires: CacheRules::parse(&l.expires).map_err(Error::config)?,
+            added_fields: AddedFields::parse(&l.add_header, &l.add_header_always)
+                .map_err(|e| Error::config(format!("--add-header: {e}")))?,
             request_header_max_timeout: header_max_timeout(&l)?,
             proxy: proxy_routes(&l.proxy)?,
             http2: http2(&l)?,

@@ -20,8 +20,8 @@ use mpm_core::{MpmKind, MpmSettings, Seconds};
 use mpm_http::access_log::{LogWrite, MAX_LOG_BUFFER};
 use mpm_http::log_format::LogFormat;
 use mpm_http::{
-    ErrorPages, H2Settings, HttpSettings, MAX_FRAME_SIZE, MAX_REQUEST_FIELDS, MAX_WINDOW_SIZE,
-    MIN_FRAME_SIZE,
+    AddedFields, ErrorPages, H2Settings, HttpSettings, MAX_FRAME_SIZE, MAX_REQUEST_FIELDS,
+    MAX_WINDOW_SIZE, MIN_FRAME_SIZE,
 };
 use mpm_master::upgrade::READY_TIMEOUT;
 use mpm_prefork::AcceptMutex;
@@ -347,6 +347,23 @@ settings! {
             /// The most the header timeout is extended to.
             request_header_max_timeout: Duration,
         };
+
+    /// Add this field to every response of status 200, 201, 204, 206, 301,
+    /// 302, 303, 304, 307 or 308, whatever answered it (the site, the proxy,
+    /// an application), as nginx's `add_header`: `Strict-Transport-Security:
+    /// max-age=63072000`; repeat for several.
+    add_header: Vec<String>, "NAME: VALUE",
+        default = text("none"), bounds = Bounds::Any,
+        config by hand {
+            /// Fields added to responses (`--add-header` and `--add-header-always`).
+            added_fields: AddedFields,
+        };
+
+    /// Add this field to every response, errors included, as nginx's
+    /// `add_header ... always`: `X-Frame-Options: DENY`; repeat for several.
+    add_header_always: Vec<String>, "NAME: VALUE",
+        default = text("none"), bounds = Bounds::Any,
+        config by hand {};
 
     [Site]
 
