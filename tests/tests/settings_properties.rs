@@ -153,6 +153,20 @@ const SETTINGS: &[(&str, Kind)] = &[
         Kind::Text(&["/metrics", "off"], &["metrics", "", "/m#x"]),
     ),
     (
+        "add-header",
+        Kind::Text(
+            &["Strict-Transport-Security: max-age=60", "X-A:b"],
+            &["X-A B", "Content-Length: 5", "X-A:", ""],
+        ),
+    ),
+    (
+        "add-header-always",
+        Kind::Text(
+            &["X-Frame-Options: DENY"],
+            &["X Frame: DENY", "Date: now", ""],
+        ),
+    ),
+    (
         "proxy",
         Kind::Text(
             &[
@@ -418,7 +432,7 @@ fn as_flags(settings: &[(&str, String)]) -> Vec<String> {
 
 /// The same settings as a TOML file: numbers bare, `true`/`false` as
 /// booleans, the rest as strings; the lists (`listen`, `error-page`,
-/// `expires`, `gzip-types`) as arrays of one.
+/// `expires`, `gzip-types`, `add-header`...) as arrays of one.
 fn as_toml(settings: &[(&str, String)]) -> String {
     let mut text = String::new();
     for (name, v) in settings {
@@ -431,6 +445,8 @@ fn as_toml(settings: &[(&str, String)]) -> String {
             "error-page",
             "expires",
             "gzip-types",
+            "add-header",
+            "add-header-always",
         ]
         .contains(name)
         {
