@@ -78,6 +78,10 @@ pub struct ProxyRoute {
     /// A PEM file of the certificate authorities an `https://` upstream's
     /// certificate is verified against, instead of the Mozilla roots.
     pub ca_file: Option<std::path::PathBuf>,
+    /// PEM files of the certificate chain and private key presented to an
+    /// `https://` upstream that asks for one (mutual TLS: nginx's
+    /// `proxy_ssl_certificate` and `proxy_ssl_certificate_key`).
+    pub client_cert: Option<ClientCert>,
     /// How the `Location` and `Refresh` fields of the upstream's answers
     /// are rewritten, as nginx's `proxy_redirect` (`[Redirect::Default]`
     /// by default, as nginx's; empty: `off`).
@@ -410,6 +414,18 @@ pub struct ActiveHealth {
     /// The route's `ca_file`, for checks of `https://` upstreams (set
     /// from the route when it is read).
     pub ca_file: Option<std::path::PathBuf>,
+    /// The route's `client_cert`, presented by checks as by requests.
+    pub client_cert: Option<ClientCert>,
+}
+
+/// A client certificate for mutual TLS to upstreams: PEM files of the
+/// certificate chain and of its private key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCert {
+    /// The certificate chain, the client's certificate first.
+    pub cert: std::path::PathBuf,
+    /// Its private key.
+    pub key: std::path::PathBuf,
 }
 
 impl Default for ActiveHealth {
@@ -422,6 +438,7 @@ impl Default for ActiveHealth {
             fall: 3,
             timeout: Duration::from_secs(2),
             ca_file: None,
+            client_cert: None,
         }
     }
 }
@@ -665,6 +682,7 @@ impl ProxyRoute {
             trusted_proxies: Vec::new(),
             host: HostMode::default(),
             ca_file: None,
+            client_cert: None,
             redirect: vec![Redirect::Default],
             set_header: Vec::new(),
             hide_header: Vec::new(),
@@ -786,6 +804,11 @@ impl ProxyRoute {
         }
         if let Some(h) = &self.health {
             h.check(p)?;
+        }
+        if self.client_cert.is_some() && !self.upstreams.iter().any(|u| u.url.is_tls()) {
+            return Err(Error::config(format!(
+                "route {p}: client_cert is for https:// upstreams, and the route has none"
+            )));
         }
         if self.redirect.len() > MAX_REDIRECTS {
             return Err(Error::config(format!(

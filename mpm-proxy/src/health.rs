@@ -191,8 +191,10 @@ fn tls_probe(url: &UpstreamUrl, health: &ActiveHealth) -> Option<u16> {
     // Verified as the route's requests are: against its CA file if it has one.
     let mut upstream =
         mpm_upstream::Upstream::parse(&format!("https://{}", url.authority())).ok()?;
-    if let Some(ca) = &health.ca_file {
-        upstream.set_ca_file(ca).ok()?;
+    if let Some(config) =
+        crate::reverse_proxy::tls_config(health.ca_file.as_deref(), health.client_cert.as_ref())
+    {
+        upstream.set_tls_config(config.ok()?).ok()?;
     }
     match url.address() {
         // One address of several: checked there, not at the name's first.

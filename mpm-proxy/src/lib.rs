@@ -74,8 +74,8 @@ pub use addresses::{one_upstream_per_address, system_resolver};
 pub use balance::{Balancer, InFlight, InFlightGuard};
 pub use cidr::Cidr;
 pub use config::{
-    check_routes, show_duration, ActiveHealth, Balance, Buffering, ForwardedStyle, HashKey,
-    HostMode, ProxyRoute, StatusMatch, UpstreamSpec, UpstreamUrl, MAX_COUNT, MAX_DURATION,
+    check_routes, show_duration, ActiveHealth, Balance, Buffering, ClientCert, ForwardedStyle,
+    HashKey, HostMode, ProxyRoute, StatusMatch, UpstreamSpec, UpstreamUrl, MAX_COUNT, MAX_DURATION,
     MAX_ROUTES, MAX_TEXT, MAX_TRUSTED, MAX_UPSTREAMS_PER_ROUTE, MAX_WEIGHT, MIN_HEALTH_INTERVAL,
 };
 pub use error::{Error, Result};

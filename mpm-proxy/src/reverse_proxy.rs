@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use mpm_upstream::{Pool, Target};
 
 use crate::balance::InFlight;
-use crate::config::{check_routes, ProxyRoute, UpstreamUrl};
+use crate::config::{check_routes, ClientCert, ProxyRoute, UpstreamUrl};
 use crate::error::{Error, Result};
 use crate::handler::Call;
 use crate::health::{http_probe, Checker, Probe};
@@ -136,7 +136,7 @@ impl ReverseProxy {
                     .iter()
                     .map(|u| {
                         group += 1;
-                        resolve(&u.url, r.ca_file.as_deref()).map(|t| t.in_group(group))
+                        resolve(&u.url, r).map(|t| t.in_group(group))
                     })
                     .collect()
             })
@@ -264,13 +264,17 @@ extern "C" fn give_back_idle_shares() {
     }
 }
 
-/// Where to connect to `url`: its host name resolved now (an address is
-/// its own answer), the first address taken.
-fn resolve(url: &UpstreamUrl, ca_file: Option<&std::path::Path>) -> Result<Target> {
+/// Where to connect to `url`, an upstream of `route`: its host name
+/// resolved now (an address is its own answer), the first address taken;
+/// over TLS, verified against the route's CA file and presenting its
+/// client certificate, if it has them.
+fn resolve(url: &UpstreamUrl, route: &ProxyRoute) -> Result<Target> {
     let bad = |e: mpm_upstream::Error| Error::config(format!("upstream '{url}': {e}"));
     let mut upstream = mpm_upstream::Upstream::parse(url.as_str()).map_err(bad)?;
-    if let (Some(ca), true) = (ca_file, upstream.is_tls()) {
-        upstream.set_ca_file(ca).map_err(bad)?;
+    if upstream.is_tls() {
+        if let Some(config) = tls_config(route.ca_file.as_deref(), route.client_cert.as_ref()) {
+            upstream.set_tls_config(config.map_err(bad)?).map_err(bad)?;
+        }
     }
     // One address of several, as `one_upstream_per_address` made it.
     if let Some(a) = url.address() {
@@ -311,4 +315,19 @@ impl Proxy {
     pub fn shared(&self) -> &ReverseProxy {
         &self.shared
     }
+}
+
+/// The TLS configuration of a route's `ca_file` and `client_cert`: `None`
+/// with neither (the Mozilla roots, no client certificate).
+pub(crate) fn tls_config(
+    ca_file: Option<&std::path::Path>,
+    client: Option<&ClientCert>,
+) -> Option<mpm_upstream::Result<mpm_upstream::TlsConfig>> {
+    if ca_file.is_none() && client.is_none() {
+        return None;
+    }
+    Some(mpm_upstream::TlsConfig::new(
+        ca_file,
+        client.map(|c| (c.cert.as_path(), c.key.as_path())),
+    ))
 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use mpm_core::waiting::{ready, Await};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore};
 
 use crate::error::{Error, Phase, Result};
@@ -48,37 +48,105 @@ impl TlsConfig {
     /// Verify against the CA certificates of the PEM file at `path` (and
     /// only those).
     pub fn with_ca_file(path: &Path) -> Result<TlsConfig> {
-        let text = std::fs::read(path).map_err(|e| {
+        TlsConfig::new(Some(path), None)
+    }
+
+    /// Verify against the CA file at `ca_file` (the Mozilla roots without
+    /// one), and present the certificate chain and private key of the PEM
+    /// files `client` names to an upstream that asks for one (mutual TLS,
+    /// nginx's `proxy_ssl_certificate` and `proxy_ssl_certificate_key`).
+    pub fn new(ca_file: Option<&Path>, client: Option<(&Path, &Path)>) -> Result<TlsConfig> {
+        let roots = match ca_file {
+            Some(path) => ca_roots(path)?,
+            None => RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            },
+        };
+        let client = client.map(|(c, k)| client_identity(c, k)).transpose()?;
+        TlsConfig::build(roots, client)
+    }
+}
+
+/// The CA certificates of the PEM file at `path`.
+fn ca_roots(path: &Path) -> Result<RootCertStore> {
+    let text = std::fs::read(path).map_err(|e| {
+        Error::Tls(format!(
+            "the CA file {} cannot be read: {e}",
+            path.display()
+        ))
+    })?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&text) {
+        let cert = cert.map_err(|e| {
             Error::Tls(format!(
-                "the CA file {} cannot be read: {e}",
+                "the CA file {} is not valid PEM: {e}",
                 path.display()
             ))
         })?;
-        let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(&text) {
-            let cert = cert.map_err(|e| {
-                Error::Tls(format!(
-                    "the CA file {} is not valid PEM: {e}",
-                    path.display()
-                ))
-            })?;
-            roots.add(cert).map_err(|e| {
-                Error::Tls(format!(
-                    "the CA file {} holds a certificate rustls refuses: {e}",
-                    path.display()
-                ))
-            })?;
-        }
-        if roots.is_empty() {
-            return Err(Error::Tls(format!(
-                "the CA file {} holds no CERTIFICATE block",
+        roots.add(cert).map_err(|e| {
+            Error::Tls(format!(
+                "the CA file {} holds a certificate rustls refuses: {e}",
                 path.display()
-            )));
+            ))
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(Error::Tls(format!(
+            "the CA file {} holds no CERTIFICATE block",
+            path.display()
+        )));
+    }
+    Ok(roots)
+}
+
+/// A client certificate chain and its key, from PEM files.
+type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+/// The certificate chain of the PEM file `cert` and the private key of
+/// `key`, checked to belong together.
+fn client_identity(cert: &Path, key: &Path) -> Result<Identity> {
+    let read = |path: &Path, what: &str| {
+        std::fs::read(path).map_err(|e| {
+            Error::Tls(format!(
+                "the client {what} file {} cannot be read: {e}",
+                path.display()
+            ))
+        })
+    };
+    let chain = CertificateDer::pem_slice_iter(&read(cert, "certificate")?)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| {
+            Error::Tls(format!(
+                "the client certificate file {} is not valid PEM: {e}",
+                cert.display()
+            ))
+        })?;
+    if chain.is_empty() {
+        return Err(Error::Tls(format!(
+            "the client certificate file {} holds no CERTIFICATE block",
+            cert.display()
+        )));
+    }
+    let private = PrivateKeyDer::from_pem_slice(&read(key, "key")?).map_err(|e| {
+        Error::Tls(format!(
+            "the client key file {} holds no private key rustls reads: {e}",
+            key.display()
+        ))
+    })?;
+    Ok((chain, private))
+}
+
+impl TlsConfig {
+    /// The Mozilla roots, without a client certificate.
+    fn from_roots(roots: RootCertStore) -> TlsConfig {
+        match TlsConfig::build(roots, None) {
+            Ok(c) => c,
+            // Without a client certificate there is nothing to refuse.
+            Err(e) => unreachable!("a client configuration without a certificate: {e}"),
         }
-        Ok(TlsConfig::from_roots(roots))
     }
 
-    fn from_roots(roots: RootCertStore) -> TlsConfig {
+    fn build(roots: RootCertStore, client: Option<Identity>) -> Result<TlsConfig> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = match ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -88,13 +156,22 @@ impl TlsConfig {
             // rustls's own configuration, not a user's.
             Err(e) => unreachable!("ring supports TLS 1.2 and 1.3: {e}"),
         };
-        let mut config = builder.with_root_certificates(roots).with_no_client_auth();
+        let builder = builder.with_root_certificates(roots);
+        let mut config = match client {
+            None => builder.with_no_client_auth(),
+            Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|e| {
+                Error::Tls(format!(
+                    "the client certificate and key do not make an identity rustls takes \
+                     (a key of another certificate?): {e}"
+                ))
+            })?,
+        };
         // HTTP/1.1 is all this client speaks: say so, so that a server
         // offering h2 does not pick it.
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        TlsConfig {
+        Ok(TlsConfig {
             config: Arc::new(config),
-        }
+        })
     }
 
     /// Whether two handles share one configuration (the pool's key treats

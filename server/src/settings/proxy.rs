@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use mpm_core::Seconds;
 use mpm_proxy::{
-    ActiveHealth, Cidr, ProxyRoute, Redirect, SetHeader, UpstreamSpec, MAX_COUNT, MAX_WEIGHT,
+    ActiveHealth, Cidr, ClientCert, ProxyRoute, Redirect, SetHeader, UpstreamSpec, MAX_COUNT,
+    MAX_WEIGHT,
 };
 
 use super::values::{did_you_mean, Bounds, OnOff, Value};
@@ -79,6 +80,12 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
         "a PEM file of the certificate authorities `https://` upstreams are verified against \
          (default: the Mozilla roots); verification is never off",
     ),
+    (
+        "client_cert",
+        "a PEM file of the certificate chain presented to `https://` upstreams that ask for one \
+         (mutual TLS, nginx's `proxy_ssl_certificate`); with `client_key`",
+    ),
+    ("client_key", "the PEM file of `client_cert`'s private key"),
     (
         "redirect",
         "how `Location` and `Refresh` in answers are rewritten (nginx's `proxy_redirect`): \
@@ -276,6 +283,17 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
     if let Some(w) = word("ca_file")? {
         route.ca_file = Some(std::path::PathBuf::from(w));
     }
+    match (word("client_cert")?, word("client_key")?) {
+        (None, None) => {}
+        (Some(cert), Some(key)) => {
+            route.client_cert = Some(ClientCert {
+                cert: cert.into(),
+                key: key.into(),
+            });
+        }
+        (Some(_), None) => return Err(at("client_cert", "needs client_key too".into())),
+        (None, Some(_)) => return Err(at("client_key", "needs client_cert too".into())),
+    }
     if let Some(v) = t.get("redirect") {
         route.redirect = redirects_of(v).map_err(|e| at("redirect", e))?;
     }
@@ -310,6 +328,7 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
     // Active checks of https:// upstreams verify as the requests do.
     if let Some(h) = &mut route.health {
         h.ca_file.clone_from(&route.ca_file);
+        h.client_cert.clone_from(&route.client_cert);
     }
     route
         .check()
@@ -558,6 +577,8 @@ mod tests {
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nset_header = \"X-A: 1\"\n", "expected a table"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nhide_header = [\"X A\"]\n", "hide_header 'X A'"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [{ url = \"http://a\", backup = true }]\n", "every upstream is a backup"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"https://a\"]\nclient_cert = \"/c.pem\"\n", "client_cert: needs client_key too"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nclient_cert = \"/c.pem\"\nclient_key = \"/k.pem\"\n", "client_cert is for https:// upstreams"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\", { url = \"http://b\", backup = true }]\nbalance = \"hash:client\"\n", "cannot be used with balance = \"hash:client\""),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\", { url = \"http://b\", backup = \"maybe\" }]\n", "http://b: backup"),
         ] {
