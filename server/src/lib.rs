@@ -51,8 +51,9 @@ pub mod prelude {
 /// The layers `mpm` is built from, for what the prelude does not cover: a
 /// protocol of your own on [`mpm_core::ConnectionHandler`], driving a
 /// process model directly, the static site (`mpm_site`), the status page
-/// (`mpm_status`), the bench (`mpm_bench`: its workloads always, `bench`
-/// and `compare` with the `bench` feature).
+/// (`mpm_status`), the reverse proxy (`mpm_proxy`: a route of a program's
+/// own that proxies), the bench (`mpm_bench`: its workloads always,
+/// `bench` and `compare` with the `bench` feature).
 ///
 /// # Driving a process model directly
 ///
@@ -110,6 +111,7 @@ pub mod layers {
     pub use mpm_http;
     pub use mpm_master;
     pub use mpm_prefork;
+    pub use mpm_proxy;
     pub use mpm_site;
     pub use mpm_status;
     pub use mpm_tls;
