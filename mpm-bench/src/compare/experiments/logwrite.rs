@@ -17,7 +17,7 @@ pub(super) const LOGWRITE: Experiment = Experiment {
             flushed when full and within a second). Each log is a file in compare's temporary \
             directory. Loads: the 1456-byte page on 50 keep-alive connections, and a connection \
             per request, 20 at once. The criterion micro-benchmark of one line \
-            (`cargo bench -p mpm-core --bench log_write`) isolates the write itself.",
+            (`cargo bench -p mpm-http --bench log_write`) isolates the write itself.",
     variants,
     scenarios,
     columns: &[
