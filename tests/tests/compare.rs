@@ -545,6 +545,61 @@ fn the_h2_experiment_measures_worker_and_event_and_skips_prefork_with_its_reason
     );
 }
 
+/// Issue 26's question: requests parked on a slow upstream (an origin
+/// compare starts, answering after 10 s), each held to the end; prefork
+/// grows a process for each, event's loop holds them with the threads it
+/// had idle, and the words say so (not "a thread per waiting request" for
+/// a pool larger than the requests).
+#[test]
+fn the_waiting_experiment_holds_requests_on_a_slow_upstream_and_says_what_each_costs() {
+    let r = run_experiment(
+        "compare-waiting",
+        &[
+            "--experiment",
+            "waiting",
+            "--mpm",
+            "event,prefork",
+            "--waiting",
+            "20",
+        ],
+    );
+    assert_eq!(labels(&r), ["event", "prefork"]);
+    let cell = |v: &str| {
+        r["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["variant"] == v)
+            .unwrap()
+            .clone()
+    };
+    let (event, prefork) = (cell("event"), cell("prefork"));
+    assert_eq!(event["valid"], true, "{event}");
+    assert_eq!(event["waiting_requests"].as_f64(), Some(20.0), "{event}");
+    assert!(event["pss_per_waiting_kib"].as_f64().is_some(), "{event}");
+    assert_eq!(
+        event["threads"], event["baseline_threads"],
+        "no thread added: {event}"
+    );
+    // Prefork forks as they wait (a busy machine may hold fewer by the
+    // sample): a process apiece, and the master.
+    let held = prefork["waiting_requests"].as_f64().unwrap_or(0.0);
+    assert!(held >= 1.0, "{prefork}");
+    assert!(
+        prefork["processes"].as_f64().unwrap_or(0.0) > held,
+        "a process apiece: {prefork}"
+    );
+    let findings = r["findings"].as_str().unwrap();
+    assert!(
+        findings.contains("(a process per waiting request)"),
+        "{findings}"
+    );
+    assert!(
+        !findings.contains("threads in 3 processes (a thread per waiting request)"),
+        "{findings}"
+    );
+}
+
 #[test]
 fn the_poller_experiment_runs_every_poller_at_one_and_a_hundred_ports() {
     let r = run_experiment(

@@ -204,6 +204,10 @@ pub struct Point {
     pub kib: Option<f64>,
     /// PSS of the tree before them (sized for `asked`), KiB.
     pub idle_kib: Option<f64>,
+    /// Threads of the tree before them, if measured.
+    pub idle_threads: Option<f64>,
+    /// Processes of the tree before them, if measured.
+    pub idle_processes: Option<f64>,
 }
 
 /// Idle PSS growth per request a server was sized for, below which the
@@ -245,10 +249,20 @@ pub fn series_sentence(label: &str, points: &[Point]) -> String {
         }
     };
     let (w, t, pr) = (last.held.waiting, last.held.threads, last.held.processes);
+    // As many threads as requests or more: one apiece only if the tree
+    // grew for them (from idle, or with the counts it was sized for); a
+    // pool made at start and larger than the requests (the event loop's
+    // workers, at a count under them) says nothing either way.
+    let grew_from_idle =
+        last.idle_threads.is_none_or(|i| t > i) || last.idle_processes.is_some_and(|i| pr > i);
+    let grew_with_counts = reached.len() >= 2 && t > reached[0].held.threads;
     let shape = if t * 4.0 <= w {
         "no thread per waiting request"
     } else if t < w {
         "fewer threads than waiting requests"
+    } else if !grew_from_idle && !grew_with_counts {
+        "threads made at start, more than the requests waiting: these counts cannot tell a \
+         thread per waiting request from a pool larger than them"
     } else if pr >= w {
         "a process per waiting request"
     } else {
@@ -401,7 +415,39 @@ mod tests {
             held: held(waiting, threads, processes, None),
             kib: Some(kib),
             idle_kib: Some(10_000.0),
+            idle_threads: None,
+            idle_processes: None,
         }
+    }
+
+    /// A pool made at start and larger than the requests is not read as a
+    /// thread apiece (event's 67 threads holding 20 waiting requests once
+    /// were); a tree that grew for them is.
+    #[test]
+    fn a_pool_larger_than_the_requests_it_held_is_not_a_thread_apiece() {
+        let idle = |p: Point, threads: f64, processes: f64| Point {
+            idle_threads: Some(threads),
+            idle_processes: Some(processes),
+            ..p
+        };
+        let event = [idle(point(20, 20.0, 67.0, 3.0, 16.0), 67.0, 3.0)];
+        let s = series_sentence("event", &event);
+        assert!(
+            s.contains("cannot tell a thread per waiting request"),
+            "{s}"
+        );
+        assert!(!s.contains("(a thread per waiting request)"), "{s}");
+        let prefork = [idle(point(20, 20.0, 24.0, 24.0, 129.0), 9.0, 9.0)];
+        let s = series_sentence("prefork", &prefork);
+        assert!(s.contains("(a process per waiting request)"), "{s}");
+        // Threads made at start for each count (worker sized N + 64): the
+        // tree grows with the counts.
+        let worker = [
+            idle(point(100, 100.0, 166.0, 2.0, 40.0), 166.0, 2.0),
+            idle(point(1000, 1000.0, 1066.0, 2.0, 38.0), 1066.0, 2.0),
+        ];
+        let s = series_sentence("worker", &worker);
+        assert!(s.contains("(a thread per waiting request)"), "{s}");
     }
 
     #[test]

@@ -83,6 +83,8 @@ fn findings(report: &Report) -> String {
                     held: shape::held(c)?,
                     kib: c.median.pss_per_waiting_kib,
                     idle_kib: c.median.baseline_pss_kib,
+                    idle_threads: c.median.baseline_threads,
+                    idle_processes: c.median.baseline_processes,
                 })
             })
             .collect();
