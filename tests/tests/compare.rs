@@ -600,6 +600,40 @@ fn the_waiting_experiment_holds_requests_on_a_slow_upstream_and_says_what_each_c
     );
 }
 
+/// `--upstream-delay`: every model behind a proxy route to compare's own
+/// origin; each cell answered through it, the requests waiting on the
+/// upstream counted mid-run, and the shape said in words.
+#[test]
+fn an_upstream_delay_puts_every_model_behind_a_proxy_and_counts_the_requests_waiting() {
+    let r = run_experiment(
+        "compare-upstream",
+        &[
+            "--upstream-delay",
+            "20ms",
+            "--connections",
+            "20",
+            "--mpm",
+            "event,worker",
+            "--allocator",
+            "system",
+        ],
+    );
+    assert_eq!(labels(&r), ["event/system", "worker/system"]);
+    for c in r["cells"].as_array().unwrap() {
+        assert_eq!(c["scenario"], "upstream", "{c}");
+        assert_eq!(c["valid"], true, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+        assert!(c["responses"].as_u64() > Some(0), "{c}");
+        assert!(c["waiting_requests"].as_f64() >= Some(1.0), "{c}");
+        assert!(c["upstream_conns_per_1k"].as_f64().is_some(), "{c}");
+    }
+    let findings = r["findings"].as_str().unwrap();
+    assert!(
+        findings.contains("waiting on the upstream held"),
+        "{findings}"
+    );
+}
+
 #[test]
 fn the_poller_experiment_runs_every_poller_at_one_and_a_hundred_ports() {
     let r = run_experiment(
