@@ -9,6 +9,7 @@
 
 use std::fs;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -631,6 +632,64 @@ fn an_upstream_delay_puts_every_model_behind_a_proxy_and_counts_the_requests_wai
     assert!(
         findings.contains("waiting on the upstream held"),
         "{findings}"
+    );
+}
+
+/// The FreeBSD lists' `truss -c` question: the server's system calls a
+/// request, by name, from `strace -c -f` attached for the run.
+#[test]
+fn the_syscalls_experiment_counts_a_requests_system_calls_by_name() {
+    if !Command::new("strace")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        tests::skip("strace is not installed (apt-get install strace)");
+        return;
+    }
+    let r = run_experiment(
+        "compare-syscalls",
+        &[
+            "--experiment",
+            "syscalls",
+            "--mpm",
+            "event",
+            "--allocator",
+            "system",
+            "--scenario",
+            "keepalive",
+        ],
+    );
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1, "{r}");
+    let c = &cells[0];
+    assert_eq!(c["valid"], true, "{c}");
+    assert!(c["syscalls_per_req"].as_f64() > Some(0.0), "{c}");
+    let names: Vec<&str> = c["syscalls_by_name"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_str().unwrap())
+        .collect();
+    // A keep-alive request is received and answered: a receive and a send
+    // among the calls counted, whichever the kernel's names for them.
+    assert!(
+        names
+            .iter()
+            .any(|n| ["recvfrom", "read", "recvmsg", "readv"].contains(n))
+            && names
+                .iter()
+                .any(|n| ["sendto", "write", "writev", "sendmsg", "sendfile"].contains(n)),
+        "{names:?}"
+    );
+    assert!(
+        r["findings"]
+            .as_str()
+            .unwrap()
+            .contains("system calls per request"),
+        "{r}"
     );
 }
 
