@@ -116,7 +116,7 @@ mod tests {
         .unwrap();
         route.upstreams[0].weight = 3;
         let r = &one_upstream_per_address(vec![route], fake).unwrap()[0];
-        let labels: Vec<String> = r.upstreams.iter().map(|u| u.url.label()).collect();
+        let labels: Vec<String> = r.upstreams.iter().map(|u| u.url.to_string()).collect();
         assert_eq!(
             labels,
             [

@@ -180,13 +180,6 @@ impl UpstreamUrl {
             ..self.clone()
         }
     }
-
-    /// How the status page and the metrics name it: the URL, and the
-    /// address it stands for if it stands for one of several
-    /// (`http://app:8080/ (10.0.0.3:8080)`).
-    pub fn label(&self) -> String {
-        self.to_string()
-    }
 }
 
 impl FromStr for UpstreamUrl {
@@ -273,7 +266,8 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
 }
 
 /// As written, and the address it stands for when it stands for one of
-/// several ([`label`](UpstreamUrl::label)): what the error log names.
+/// several (`http://app:8080/ (10.0.0.3:8080)`): what the error log, the
+/// status page and the metrics name it by.
 impl fmt::Display for UpstreamUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)?;

@@ -58,7 +58,7 @@ pub enum Framing {
 
 /// What a field's name is to the proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     /// Hop-by-hop, never passed on: `Connection`, `Keep-Alive`, `TE`,
     /// `Trailer`, `Transfer-Encoding`, `Content-Length` (the body is framed
     /// anew), every `Proxy-*`.
@@ -79,7 +79,7 @@ enum Kind {
 /// The kind of `name`, told by its length first: a name is compared with
 /// the few known names of its length, not with each of them (every field
 /// of every request and every answer is asked).
-fn kind(name: &[u8]) -> Kind {
+pub(crate) fn kind(name: &[u8]) -> Kind {
     let is = |known: &str| is_lowercase_of(name, known.as_bytes());
     match name.len() {
         2 if is("te") => Kind::Hop,

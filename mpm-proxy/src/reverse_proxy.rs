@@ -132,11 +132,20 @@ impl ReverseProxy {
             .routes()
             .iter()
             .map(|r| {
+                // The route's CA and client certificate files read once,
+                // one configuration its https:// upstreams share.
+                let https = r.upstreams.iter().any(|u| u.url.is_tls());
+                let tls = match tls_config(r.ca_file.as_deref(), r.client_cert.as_ref()) {
+                    Some(made) if https => {
+                        Some(made.map_err(|e| Error::config(format!("route {}: {e}", r.prefix)))?)
+                    }
+                    _ => None,
+                };
                 r.upstreams
                     .iter()
                     .map(|u| {
                         group += 1;
-                        resolve(&u.url, r).map(|t| t.in_group(group))
+                        resolve(&u.url, tls.as_ref()).map(|t| t.in_group(group))
                     })
                     .collect()
             })
@@ -264,17 +273,15 @@ extern "C" fn give_back_idle_shares() {
     }
 }
 
-/// Where to connect to `url`, an upstream of `route`: its host name
-/// resolved now (an address is its own answer), the first address taken;
-/// over TLS, verified against the route's CA file and presenting its
-/// client certificate, if it has them.
-fn resolve(url: &UpstreamUrl, route: &ProxyRoute) -> Result<Target> {
+/// Where to connect to `url`: its host name resolved now (an address is
+/// its own answer), the first address taken; over TLS with `tls` (its
+/// route's CA file and client certificate) if given, else the Mozilla
+/// roots.
+fn resolve(url: &UpstreamUrl, tls: Option<&mpm_upstream::TlsConfig>) -> Result<Target> {
     let bad = |e: mpm_upstream::Error| Error::config(format!("upstream '{url}': {e}"));
     let mut upstream = mpm_upstream::Upstream::parse(url.as_str()).map_err(bad)?;
-    if upstream.is_tls() {
-        if let Some(config) = tls_config(route.ca_file.as_deref(), route.client_cert.as_ref()) {
-            upstream.set_tls_config(config.map_err(bad)?).map_err(bad)?;
-        }
+    if let (Some(config), true) = (tls, upstream.is_tls()) {
+        upstream.set_tls_config(config.clone()).map_err(bad)?;
     }
     // One address of several, as `one_upstream_per_address` made it.
     if let Some(a) = url.address() {

@@ -16,8 +16,9 @@ use std::fmt;
 use std::io::Write;
 use std::net::IpAddr;
 
-use crate::config::MAX_TEXT;
+use crate::config::{is_token, MAX_TEXT};
 use crate::error::{Error, Result};
+use crate::headers::{kind, Kind};
 
 /// The most fields one route may set, or hide.
 pub const MAX_SET_HEADERS: usize = 64;
@@ -58,7 +59,7 @@ impl SetHeader {
     /// value of visible ASCII, spaces and the variables ([`Variables`]).
     pub fn new(name: &str, value: &str) -> Result<SetHeader> {
         let bad = |why: String| Error::config(format!("set_header {name}: {why}"));
-        if name.is_empty() || name.len() > MAX_TEXT || !name.bytes().all(is_tchar) {
+        if name.len() > MAX_TEXT || !is_token(name) {
             return Err(bad(
                 "not a field name (letters, digits, - and the like)".into()
             ));
@@ -160,10 +161,9 @@ impl fmt::Display for SetHeader {
     }
 }
 
-/// A field name a route's `hide_header` may list: a token, and not one
-/// the layer writes itself or the proxy drops anyway.
+/// A field name a route's `hide_header` may list: a token.
 pub(crate) fn check_hidden(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > MAX_TEXT || !name.bytes().all(is_tchar) {
+    if name.len() > MAX_TEXT || !is_token(name) {
         return Err(Error::config(format!(
             "hide_header '{name}': not a field name (letters, digits, - and the like)"
         )));
@@ -184,49 +184,22 @@ fn host_without_port<'a>(client: Option<&'a str>, upstream: &'a str) -> &'a [u8]
     &h.as_bytes()[..end]
 }
 
-/// Why `name` may not be set (what to use instead), or `None`.
+/// Why `name` may not be set (what to use instead), or `None`: the
+/// proxy's own classification of field names ([`crate::headers`]).
 fn refused(name: &str) -> Option<&'static str> {
-    let is = |n: &str| name.eq_ignore_ascii_case(n);
-    if is("host") {
-        return Some("the route's `host` sets it");
+    match kind(name.as_bytes()) {
+        Kind::Host => Some("the route's `host` sets it"),
+        Kind::Hop | Kind::Upgrade | Kind::Expect => {
+            Some("hop-by-hop or framing: the proxy writes its own")
+        }
+        _ => None,
     }
-    let hop = [
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "content-length",
-        "upgrade",
-        "expect",
-        "http2-settings",
-    ];
-    if hop.iter().any(|h| is(h))
-        || name
-            .get(..6)
-            .is_some_and(|p| p.eq_ignore_ascii_case("proxy-"))
-    {
-        return Some("hop-by-hop or framing: the proxy writes its own");
-    }
-    None
-}
-
-/// RFC 9110's `tchar`.
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// Is `name` one the route's `forwarded` style writes itself (so that a
 /// route setting it must have `forwarded = "off"`)?
 pub(crate) fn written_by_forwarded(name: &str) -> bool {
-    [
-        "x-forwarded-for",
-        "x-forwarded-proto",
-        "x-forwarded-host",
-        "forwarded",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
+    matches!(kind(name.as_bytes()), Kind::XForwarded | Kind::Forwarded)
 }
 
 #[cfg(test)]

@@ -312,7 +312,7 @@ fn names(route: &ProxyRoute) -> Vec<(String, String)> {
     route
         .upstreams
         .iter()
-        .map(|u| (route.prefix.clone(), u.url.label()))
+        .map(|u| (route.prefix.clone(), u.url.to_string()))
         .collect()
 }
 

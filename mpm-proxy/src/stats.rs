@@ -17,7 +17,7 @@ pub struct UpstreamSnapshot {
     /// The route's prefix.
     pub route: String,
     /// The upstream's URL as configured, with the address it stands for
-    /// when its host's name resolved to several ([`crate::UpstreamUrl::label`]).
+    /// when its host's name resolved to several (the [`crate::UpstreamUrl`]'s `Display`).
     pub url: String,
     /// May it take requests now (neither passive nor active checks have it down)?
     pub up: bool,

@@ -69,12 +69,7 @@ impl TlsConfig {
 
 /// The CA certificates of the PEM file at `path`.
 fn ca_roots(path: &Path) -> Result<RootCertStore> {
-    let text = std::fs::read(path).map_err(|e| {
-        Error::Tls(format!(
-            "the CA file {} cannot be read: {e}",
-            path.display()
-        ))
-    })?;
+    let text = read_pem(path, "CA")?;
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&text) {
         let cert = cert.map_err(|e| {
@@ -99,21 +94,23 @@ fn ca_roots(path: &Path) -> Result<RootCertStore> {
     Ok(roots)
 }
 
+/// The bytes of the `what` PEM file at `path` (`CA`, `client key`, ...).
+fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| {
+        Error::Tls(format!(
+            "the {what} file {} cannot be read: {e}",
+            path.display()
+        ))
+    })
+}
+
 /// A client certificate chain and its key, from PEM files.
 type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
 /// The certificate chain of the PEM file `cert` and the private key of
 /// `key`, checked to belong together.
 fn client_identity(cert: &Path, key: &Path) -> Result<Identity> {
-    let read = |path: &Path, what: &str| {
-        std::fs::read(path).map_err(|e| {
-            Error::Tls(format!(
-                "the client {what} file {} cannot be read: {e}",
-                path.display()
-            ))
-        })
-    };
-    let chain = CertificateDer::pem_slice_iter(&read(cert, "certificate")?)
+    let chain = CertificateDer::pem_slice_iter(&read_pem(cert, "client certificate")?)
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| {
             Error::Tls(format!(
@@ -127,7 +124,7 @@ fn client_identity(cert: &Path, key: &Path) -> Result<Identity> {
             cert.display()
         )));
     }
-    let private = PrivateKeyDer::from_pem_slice(&read(key, "key")?).map_err(|e| {
+    let private = PrivateKeyDer::from_pem_slice(&read_pem(key, "client key")?).map_err(|e| {
         Error::Tls(format!(
             "the client key file {} holds no private key rustls reads: {e}",
             key.display()

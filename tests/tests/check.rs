@@ -154,7 +154,16 @@ fn proxy_upstreams_serve_refuses_are_refused_with_the_same_line() {
     };
     let missing_ca = dir.write("missing-ca.toml", route(&missing).as_bytes());
     let bad_ca = dir.write("bad-ca.toml", route(&no_pem).as_bytes());
-    let cases: [(&[&str], &str); 4] = [
+    let missing_client = dir.write(
+        "missing-client.toml",
+        format!(
+            "[[proxy]]\nprefix = \"/p/\"\nupstreams = [\"https://127.0.0.1:9/\"]\n\
+             client_cert = \"{m}\"\nclient_key = \"{m}\"\n",
+            m = missing.display()
+        )
+        .as_bytes(),
+    );
+    let cases: [(&[&str], &str); 5] = [
         (
             &["--proxy", "/a/=http://no-such-host.invalid:80/"],
             "could not be resolved",
@@ -167,6 +176,10 @@ fn proxy_upstreams_serve_refuses_are_refused_with_the_same_line() {
         (
             &["--config", bad_ca.to_str().unwrap()],
             "no CERTIFICATE block",
+        ),
+        (
+            &["--config", missing_client.to_str().unwrap()],
+            "the client certificate file",
         ),
     ];
     for (args, says) in cases {

@@ -576,6 +576,8 @@ fn an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client(mpm: &st
             &route,
             "--add-header",
             "Strict-Transport-Security: max-age=60",
+            "--add-header",
+            "X-Up: added",
         ],
     ) else {
         return;
@@ -612,7 +614,8 @@ fn an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client(mpm: &st
             .collect()
     };
     assert_eq!(get("server"), ["origin/1.0"], "{fields:?}");
-    assert_eq!(get("x-up"), ["yes"], "{fields:?}");
+    // The upstream's field, then the server's of the same name.
+    assert_eq!(get("x-up"), ["yes", "added"], "{fields:?}");
     assert_eq!(get("cache-control"), ["max-age=60"], "{fields:?}");
     assert_eq!(get("date").len(), 1, "{fields:?}");
     assert!(get("keep-alive").is_empty(), "{fields:?}");

@@ -1543,6 +1543,16 @@ fn a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the
         "an empty value removes it"
     );
     assert_eq!(named("x-other"), ["1"], "the rest passes");
+    let at = |n: &str| {
+        got.headers
+            .iter()
+            .position(|(k, _)| k.eq_ignore_ascii_case(n))
+    };
+    assert!(
+        at("x-real-ip") > at("x-other"),
+        "after the client's: {:?}",
+        got.headers
+    );
 }
 
 /// nginx's `server ... backup`: a backup upstream takes requests only
@@ -1572,6 +1582,18 @@ fn a_backup_upstream_is_taken_only_while_the_others_cannot_be(mpm: &str) {
         assert_eq!((r.status, r.body.as_slice()), (200, &b"backup\n"[..]));
     }
     assert_eq!(backup.requests().len(), 3);
+    // The primary is not the route's only upstream: its failure marks it
+    // down (so the next requests go straight to the backup).
+    let (scrape, text) = prometheus(&server);
+    let dead_down = scrape.samples.iter().any(|s| {
+        s.metric == "mpm_proxy_marked_down_total"
+            && s.labels.get("route") == Some("/down/")
+            && s.labels
+                .get("upstream")
+                .is_some_and(|u| u.contains(&dead.to_string()))
+            && matches!(s.value, prometheus_parse::Value::Counter(v) if v >= 1.0)
+    });
+    assert!(dead_down, "{text}");
 }
 
 fn bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request(mpm: &str) {
