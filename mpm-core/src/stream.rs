@@ -398,6 +398,13 @@ impl Stream {
         if r.read_at == r.input.len() {
             r.input.clear();
             r.read_at = 0;
+        } else if r.read_at >= r.input.len() - r.read_at {
+            // Read in part, and more read than left: the read bytes go
+            // (a move of no more than them), or a queue never read to its
+            // end (a tunnel, an upload read as fast as its upstream takes
+            // it) would keep every byte it ever received.
+            r.input.drain(..r.read_at);
+            r.read_at = 0;
         }
         r.input.extend_from_slice(bytes);
     }
@@ -1258,6 +1265,38 @@ mod tests {
         assert!(!stream.drained(), "an edge the loop did not read at once");
         assert!(stream.read(&mut buf).is_err());
         assert!(stream.drained(), "the read found nothing: drained again");
+    }
+
+    /// A queue that is read in part while more keeps coming (a tunnel, an
+    /// upload read as fast as its upstream takes it) holds what is unread
+    /// and some, not every byte it ever received.
+    #[test]
+    fn a_ring_queue_never_read_to_its_end_keeps_only_about_what_is_unread() {
+        let (_client, mut stream) = pair();
+        stream.set_ring_mode();
+        stream.set_ring_owns(true, true);
+        let mut sent = Vec::new();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1000];
+        for i in 0..2000u32 {
+            let block: Vec<u8> = (0..1024u32).map(|b| (b * 7 + i) as u8).collect();
+            stream.ring_input(&block);
+            sent.extend_from_slice(&block);
+            // Reads less than comes: 1,000 bytes behind each 1,024.
+            let n = stream.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+            let capacity = stream.ring.as_ref().map_or(0, |r| r.input.capacity());
+            assert!(
+                capacity <= 4 * stream.ring_input_len() + 8192,
+                "{capacity} bytes of queue for {} unread",
+                stream.ring_input_len()
+            );
+        }
+        while stream.ring_input_len() > 0 {
+            let n = stream.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got == sent, "the bytes came out in order");
     }
 
     #[test]
