@@ -15,6 +15,7 @@ use mpm_core::waiting::{poll_once, Polled};
 use mpm_core::{ConnectionHandler, Interest, Prefetch, Stream, Wait};
 
 use crate::access_log::Record;
+use crate::awaited_body::Upload;
 use crate::chunked;
 use crate::h2::{self, H2Conn, Preface};
 use crate::head::{self, Framing, Parsed, Spans, SLOTS};
@@ -363,12 +364,25 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             headers: Headers::Parsed(head.headers),
             body: &[],
             stream: None,
+            awaited: None,
             params: &[],
             peer: s.peer_addr(),
             secure: s.has_transport(),
             pool: self.reader.arena.pool(),
             framing: BodyFraming::of(&head),
         };
+        // A body a future reads as it arrives (never blocking): the handler
+        // runs as soon as the head is here, where it says it may.
+        if head.framing != Framing::None
+            && !s.is_blocking()
+            && self.reader.handler.awaits_body(&req)
+        {
+            return if self.reader.handler.answers_without_blocking(&req) {
+                Prefetch::ReadyInline
+            } else {
+                Prefetch::Ready
+            };
+        }
         // A streamed body is read by the worker that runs the handler, as
         // it arrives: hand the request over as soon as its head is here.
         if head.framing != Framing::None && self.reader.handler.streams_body(&req) {
@@ -561,6 +575,19 @@ impl<H: HttpHandler> HttpService<H> {
                 Waiting::Answer(later) => later,
                 Waiting::Vacant => return Interest::Close,
             };
+            if let Some(mut upload) = later.upload.take() {
+                let stop = self.pump_upload(c, s, &mut upload);
+                if let Some(Waiting::Answer(later)) = c.waiting_mut() {
+                    later.upload = Some(upload);
+                }
+                if let Some(stop) = stop {
+                    return stop;
+                }
+            }
+            let buffered = c.start < c.filled;
+            let Some(Waiting::Answer(later)) = c.waiting_mut() else {
+                return Interest::Close;
+            };
             // The answer is put where it stays, not returned through
             // `poll_once`'s and `catch`'s results: a response is some 450
             // bytes, and each move of it a copy.
@@ -574,6 +601,16 @@ impl<H: HttpHandler> HttpService<H> {
                 Polled::Again => Polled::Again,
             });
             match polled {
+                // Waiting for the client's bytes while some are buffered
+                // (the pipe was full when they came): into the pipe, and
+                // poll again, rather than wait for input already here.
+                Ok(Polled::Wait(wait))
+                    if wait.client_read
+                        && buffered
+                        && later.upload.as_ref().is_some_and(|u| u.wants_input()) =>
+                {
+                    continue;
+                }
                 Ok(Polled::Wait(wait)) => {
                     // Waiting costs the connection's state, not its
                     // buffers (unless a pipelined request is in them).
@@ -625,6 +662,18 @@ impl<H: HttpHandler> HttpService<H> {
         later: &mut LaterState,
         answer: &mut Response,
     ) {
+        // An awaited body that broke a limit, or was cut, is answered by
+        // the layer whatever the future made of it; one left on the wire
+        // closes the connection after the answer.
+        let mut unfinished = later.unfinished;
+        if let Some(upload) = later.upload.take() {
+            let (done, failed) = upload.outcome();
+            if let Some(status) = failed {
+                mpm_core::log_info!("mpm: {}: request body refused with {status}", later.request);
+                *answer = Response::error(status);
+            }
+            unfinished |= !done || failed.is_some();
+        }
         self.sender.begin_response(c);
         c.log = std::mem::take(&mut later.record);
         c.log.set_status(answer.status);
@@ -634,11 +683,74 @@ impl<H: HttpHandler> HttpService<H> {
             slot.record_status(answer.status);
         }
         // A server that began stopping meanwhile closes after this answer.
-        let keep = later.keep && !s.is_draining();
+        let keep = later.keep && !s.is_draining() && !unfinished;
         let keep = self
             .sender
             .queue(c, answer, later.is_head, keep, later.version);
-        c.after = crate::reading::after(keep, c, later.unfinished);
+        c.after = crate::reading::after(keep, c, unfinished);
+    }
+
+    /// Move what the client sent of an awaited body into its future's
+    /// pipe (`awaited_body.rs`), as much as the pipe has room for: the
+    /// bytes buffered first, then reads of the socket until it has no
+    /// more (`WouldBlock`: the future then waits for the client's input).
+    /// `100 Continue` goes out first, once. A close, a read error or the
+    /// body's deadline fails the body (the future's next read says so).
+    /// Returns where to stop instead of polling: the `100 Continue` could
+    /// not be written whole yet, or the connection failed.
+    fn pump_upload(
+        &mut self,
+        c: &mut HttpConn,
+        s: &mut Stream,
+        upload: &mut Upload,
+    ) -> Option<Interest> {
+        if upload.send_continue {
+            upload.send_continue = false;
+            if c.out.capacity() == 0 {
+                c.out = c.pool.write_buffer();
+            }
+            c.out.clear();
+            c.out_pos = 0;
+            c.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            match self.sender.write_queued(c, s) {
+                Flush::Done => {}
+                Flush::Failed => return Some(Interest::Close),
+                // The rest once the socket has room; then the body is read.
+                stop => {
+                    c.interim = true;
+                    return Some(stop.interest().unwrap_or(Interest::Close));
+                }
+            }
+        }
+        while upload.wants_input() {
+            if c.start < c.filled {
+                let used = upload.take_input(&c.buf[c.start..c.filled]);
+                if used == 0 {
+                    break;
+                }
+                c.consume(used);
+                continue;
+            }
+            let now = mpm_core::turn_clock::now();
+            if now >= upload.deadline() {
+                upload.fail(408);
+                break;
+            }
+            c.make_room();
+            match s.read(&mut c.buf[c.filled..]) {
+                Ok(0) => upload.fail(400),
+                Ok(n) => {
+                    c.filled += n;
+                    upload.received(n, now);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => upload.fail(400),
+            }
+        }
+        // A WouldBlock here is a wait for the client, not a timeout.
+        s.take_would_block();
+        None
     }
 }
 

@@ -64,6 +64,15 @@
 //! 16 KiB toward the client. What this costs an idle connection is one
 //! pointer, in the box of occasional state it already had.
 //!
+//! A request body can be waited for the same way
+//! ([`awaits_body`](crate::HttpHandler::awaits_body), over HTTP/1.1 on a
+//! non-blocking socket): the connection moves what the client sent into a
+//! pipe of at most 64 KiB before each poll of the answer's future
+//! (`awaited_body.rs`), the future takes it with
+//! [`AwaitedBody`](crate::AwaitedBody) and, finding it empty, waits for the
+//! client's input; a full pipe is read no further, so the client's bytes
+//! wait in its socket. A slow upload then holds no thread either.
+//!
 //! ## Each worker has its own open-file table
 //!
 //! The static site's cache of open files (`mpm-site`) is two-level: each

@@ -30,8 +30,10 @@
 //!   parameters, and whole handlers mounted under a prefix;
 //!   [`IntoResponse`] for what route handlers return, and with the `json`
 //!   feature `Json` and `Request::json`.
-//! * A request body read as it arrives: [`HttpHandler::streams_body`] and
-//!   [`Request::body_reader`].
+//! * A request body read as it arrives: on the handler's thread
+//!   ([`HttpHandler::streams_body`], [`Request::body_reader`]), or by its
+//!   future without a thread ([`HttpHandler::awaits_body`],
+//!   [`AwaitedBody`], fed by `awaited_body.rs`).
 //! * [`AddedFields`] — fields the server adds to every response
 //!   (`--add-header`: nginx's `add_header`), whatever handler made it.
 //! * [`ErrorPages`] — pages that replace the built-in error pages, status
@@ -68,6 +70,7 @@
 
 pub mod access_log;
 mod added_fields;
+mod awaited_body;
 mod body;
 mod buffer_pool;
 mod byte_classes;
@@ -103,6 +106,7 @@ mod writing;
 /// The allocator trait and collections a [`RequestPool`] plugs into.
 pub use added_fields::{AddedFields, MAX_ADDED_FIELDS};
 pub use allocator_api2;
+pub use awaited_body::AwaitedBody;
 pub use connection::HttpService;
 pub use error::{Error, Result};
 pub use error_pages::{ErrorPage, ErrorPages};

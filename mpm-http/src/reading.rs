@@ -11,6 +11,7 @@ use mpm_core::panics::{catch, catch_into};
 use mpm_core::scoreboard::WorkerState;
 use mpm_core::Stream;
 
+use crate::awaited_body::{AwaitedBody, Upload};
 use crate::body::{self, BodySource, BodyStream, Timing};
 use crate::chunked::{self, ChunkError};
 use crate::head::{self, Framing, Head, Parsed, Spans, KEPT_FIELDS, SLOTS};
@@ -179,10 +180,14 @@ impl<H: HttpHandler> Reader<H> {
             let _ = out.reject(c, s, 413);
             return Step::Responded;
         }
-        // A handler that reads the body as it arrives is called now.
-        let streamed = head.framing != Framing::None && self.streams_body(&head, s);
+        // A handler that reads the body as it arrives is called now: from
+        // its future where the socket does not block (awaited_body.rs),
+        // else on its thread.
+        let awaited =
+            head.framing != Framing::None && !s.is_blocking() && self.awaits_body(&head, s);
+        let streamed = !awaited && head.framing != Framing::None && self.streams_body(&head, s);
         let body_range = match head.framing {
-            _ if streamed => Some((head.len, head.len, head.len)),
+            _ if streamed || awaited => Some((head.len, head.len, head.len)),
             Framing::None => Some((head.len, head.len, head.len)),
             Framing::Length(n) => {
                 // n is at most the body limit, so this fits; checked all the same.
@@ -235,7 +240,7 @@ impl<H: HttpHandler> Reader<H> {
             }
             return Step::Incomplete;
         };
-        let body = if streamed {
+        let body = if streamed || awaited {
             &[][..]
         } else if head.framing == Framing::Chunked {
             c.occasional
@@ -259,6 +264,27 @@ impl<H: HttpHandler> Reader<H> {
         }
         s.set_state(WorkerState::Writing);
         let (mut response, mut consumed, mut keep, mut outcome) = (None, consumed, keep, None);
+        let mut upload = None;
+        if awaited {
+            // The body's bytes stay in the connection's buffer: the
+            // connection moves them into the future's pipe as it resumes.
+            let timing = Timing {
+                started: *c.started.body.get_or_insert_with(Instant::now),
+                body_timeout: out.settings.request_body_timeout,
+                min_rate: out.settings.request_body_min_rate,
+                timeout: out.settings.timeout,
+            };
+            let framing = match head.framing {
+                Framing::Length(n) => body::Framing::Length(n),
+                _ => body::Framing::Chunked(chunked::Decoder::new(limits.body)),
+            };
+            let send_continue =
+                head.expect_continue && !c.continue_sent && version == Version::Http11;
+            let (up, handle) = Upload::new(framing, timing, data.len() - head.len, send_continue);
+            let peer = (s.peer_addr(), s.has_transport());
+            self.call_into(&mut response, &head, b"", (None, Some(&handle)), peer);
+            upload = Some(up);
+        }
         if streamed {
             let timing = Timing {
                 started: *c.started.body.get_or_insert_with(Instant::now),
@@ -301,7 +327,7 @@ impl<H: HttpHandler> Reader<H> {
         }
         if response.is_none() {
             let peer = (s.peer_addr(), s.has_transport());
-            self.call_into(&mut response, &head, body, None, peer);
+            self.call_into(&mut response, &head, body, (None, None), peer);
         }
         // Answered in place: a response is some 450 bytes, and each move
         // of it a copy.
@@ -309,7 +335,8 @@ impl<H: HttpHandler> Reader<H> {
         let line = request_line(data, head.method, head.target);
         let unfinished = outcome
             .as_ref()
-            .is_some_and(|o| !o.done || o.failed.is_some());
+            .is_some_and(|o| !o.done || o.failed.is_some())
+            || upload.as_ref().is_some_and(|u| u.outcome() != (true, None));
         let mut later = None;
         let keep = match response.take_later() {
             // A later answer: its log line and slot are started now, while
@@ -322,18 +349,25 @@ impl<H: HttpHandler> Reader<H> {
                 }
                 // Made in its box at once: moving it there later is a copy
                 // of some 300 bytes.
-                later = Some(self.boxed(Waiting::Answer(LaterState {
-                    answer,
-                    record,
-                    request: RequestName::new(head.method, head.target),
-                    is_head,
-                    keep,
-                    version,
-                    unfinished,
-                })));
+                later = Some(
+                    self.boxed(Waiting::Answer(LaterState {
+                        answer,
+                        record,
+                        request: RequestName::new(head.method, head.target),
+                        is_head,
+                        keep,
+                        version,
+                        unfinished: outcome
+                            .as_ref()
+                            .is_some_and(|o| !o.done || o.failed.is_some()),
+                        upload: upload.map(Box::new),
+                    })),
+                );
                 keep
             }
             None => {
+                // Answered at once, its awaited body unread: it closes after.
+                let keep = keep && !unfinished;
                 out.log_start(&mut c.log, data, Some(head.headers), response.status);
                 out.log_upstream(&mut c.log, response.upstream.as_deref());
                 if let Some(slot) = s.score_slot() {
@@ -441,6 +475,7 @@ impl<H: HttpHandler> Reader<H> {
             headers: Headers::Parsed(head.headers),
             body,
             stream: None,
+            awaited: None,
             params: &[],
             peer: s.peer_addr(),
             secure: s.has_transport(),
@@ -459,6 +494,7 @@ impl<H: HttpHandler> Reader<H> {
             headers: Headers::Parsed(head.headers),
             body: &[],
             stream: None,
+            awaited: None,
             params: &[],
             peer: s.peer_addr(),
             secure: s.has_transport(),
@@ -466,6 +502,26 @@ impl<H: HttpHandler> Reader<H> {
             framing: BodyFraming::of(head),
         };
         catch(|| self.handler.streams_body(&req)).unwrap_or(false)
+    }
+
+    /// Does the user's handler read this request's body from its future
+    /// (`HttpHandler::awaits_body`)? A panic in it counts as no.
+    fn awaits_body(&self, head: &Head<'_, '_>, s: &Stream) -> bool {
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version: head.version,
+            headers: Headers::Parsed(head.headers),
+            body: &[],
+            stream: None,
+            awaited: None,
+            params: &[],
+            peer: s.peer_addr(),
+            secure: s.has_transport(),
+            pool: self.arena.pool(),
+            framing: BodyFraming::of(head),
+        };
+        catch(|| self.handler.awaits_body(&req)).unwrap_or(false)
     }
 
     /// Run the user's handler; a panic becomes a 500 for this request only,
@@ -478,7 +534,7 @@ impl<H: HttpHandler> Reader<H> {
         peer: (std::net::SocketAddr, bool),
     ) -> Response {
         let mut answer = None;
-        self.call_into(&mut answer, head, body, stream, peer);
+        self.call_into(&mut answer, head, body, (stream, None), peer);
         // Filled, whether the handler panicked or not.
         answer.unwrap_or_else(|| Response::error(500))
     }
@@ -490,7 +546,7 @@ impl<H: HttpHandler> Reader<H> {
         answer: &mut Option<Response>,
         head: &Head<'_, '_>,
         body: &[u8],
-        stream: Option<&dyn BodySource>,
+        (stream, awaited): (Option<&dyn BodySource>, Option<&AwaitedBody>),
         (peer, secure): (std::net::SocketAddr, bool),
     ) {
         let req = Request {
@@ -500,6 +556,7 @@ impl<H: HttpHandler> Reader<H> {
             headers: Headers::Parsed(head.headers),
             body,
             stream,
+            awaited,
             params: &[],
             peer,
             secure,

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::io::{self, Read};
 use std::net::SocketAddr;
 
+use crate::awaited_body::AwaitedBody;
 use crate::body::BodySource;
 use crate::request_pool::RequestPool;
 
@@ -36,6 +37,9 @@ pub struct Request<'a> {
     pub(crate) body: &'a [u8],
     /// The body still on the wire, for a streamed request.
     pub(crate) stream: Option<&'a (dyn BodySource + 'a)>,
+    /// The body still on the wire, for a future to read
+    /// ([`HttpHandler::awaits_body`](crate::HttpHandler::awaits_body)).
+    pub(crate) awaited: Option<&'a AwaitedBody>,
     pub(crate) params: &'a [(&'a str, Cow<'a, str>)],
     pub(crate) peer: SocketAddr,
     /// Did it come over TLS?
@@ -107,6 +111,7 @@ impl<'a> Request<'a> {
             headers: Headers::Pairs(headers),
             body,
             stream: None,
+            awaited: None,
             params: &[],
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
             secure: false,
@@ -309,6 +314,16 @@ impl<'a> Request<'a> {
             rest: self.body,
             stream: self.stream,
         }
+    }
+
+    /// The body as it arrives, for the handler's [`Response::later`](
+    /// crate::Response::later) future to read without a thread: there when
+    /// the handler [awaits bodies](crate::HttpHandler::awaits_body) and
+    /// the layer can give it one (HTTP/1.1 under the event and uring MPMs);
+    /// otherwise `None`, and the body is [streamed](Self::is_streamed) or
+    /// was read whole. A clone of the one handle: take it once.
+    pub fn awaited_body(&self) -> Option<AwaitedBody> {
+        self.awaited.cloned()
     }
 
     /// Is the body being streamed (read from the connection as the handler

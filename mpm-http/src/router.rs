@@ -636,6 +636,19 @@ impl<S> HttpHandler for Router<S> {
             _ => false,
         }
     }
+
+    fn awaits_body(&self, request: &Request<'_>) -> bool {
+        // A route's own endpoints read bodies whole or streamed; a mounted
+        // handler (a proxy) may await them.
+        let table = &*self.routes.table;
+        match table.find(request.method(), request.path()) {
+            Found::Nothing => table
+                .mount_for(request.path())
+                .and_then(|i| self.mounted.get(i))
+                .is_some_and(|m| m.awaits_body(request)),
+            _ => false,
+        }
+    }
 }
 
 impl<S> Router<S> {

@@ -10,6 +10,7 @@ use std::time::Instant;
 use mpm_core::Wait;
 
 use crate::access_log::Record;
+use crate::awaited_body::Upload;
 use crate::buffer_pool::BufferPool;
 use crate::request::Version;
 use crate::response::Part;
@@ -89,6 +90,9 @@ pub(crate) struct LaterState {
     pub(crate) version: Version,
     /// A streamed request body was not read to its end: close after.
     pub(crate) unfinished: bool,
+    /// A body the future reads as it arrives (`awaited_body.rs`): the
+    /// connection fills its pipe before each poll.
+    pub(crate) upload: Option<Box<Upload>>,
 }
 
 /// A request's method and target for an error-log line, kept inline: a

@@ -26,13 +26,16 @@
 //! ([`Response::upstream`]).
 //!
 //! **Uploads.** A request whose body is larger than
-//! [`STREAMED_BODY_ABOVE`] (or chunked) is streamed: the layer runs the
-//! handler on a worker with the body still on the wire
-//! ([`HttpHandler::streams_body`]), and the exchange runs there with
-//! [`block_on`], copying the body to the upstream a buffer at a time
-//! (bounded memory). Such an upload holds a worker thread while it
-//! arrives; nginx buffers uploads to a file first instead. Its answer's
-//! body is still streamed from a [`Body::Polled`], without the thread.
+//! [`STREAMED_BODY_ABOVE`] (or chunked) is copied to the upstream as it
+//! arrives, a buffer at a time (bounded memory). Over HTTP/1.1 under the
+//! event and uring MPMs the future reads it ([`HttpHandler::awaits_body`],
+//! [`AwaitedBody`]): the request waits for the client's bytes as it waits
+//! for the upstream, parked on the loop, and a slow upload holds no
+//! thread (nginx buffers uploads to a file first instead). Elsewhere
+//! (HTTP/2, prefork, worker) the layer runs the handler on its thread with
+//! the body still on the wire ([`HttpHandler::streams_body`]), and the
+//! exchange runs there with [`block_on`]; its answer's body is still
+//! streamed from a [`Body::Polled`], without the thread.
 //!
 //! **Tunnels.** A request with `Upgrade` (a WebSocket) that the upstream
 //! answers `101` becomes a [`Tunnel`] ([`Response::tunnel`]): bytes pumped
@@ -43,10 +46,13 @@
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use mpm_core::waiting::{block_on, Polled};
-use mpm_http::{reason_phrase, Body, HeaderText, HttpHandler, PollRead, Request, Response, Tunnel};
+use mpm_http::{
+    reason_phrase, AwaitedBody, Body, HeaderText, HttpHandler, PollRead, Request, Response, Tunnel,
+};
 use mpm_upstream::{
     read_response_head, write_request, BodyReader, BodyWriter, Connection, HeadLimits, Pool,
     RequestFraming, ResponseHead, Target,
@@ -81,6 +87,11 @@ impl HttpHandler for Proxy {
             Plan::Forward(f) => f,
         };
         let call = Arc::clone(&self.call);
+        if let Some(body) = request.awaited_body() {
+            // Read by the future as it arrives: under event and uring the
+            // upload waits for the client, and the upstream, on the loop.
+            return Response::later(call.exchange(forward, Awaited(body)));
+        }
         if request.is_streamed() {
             // On a worker (the layer runs body-streaming handlers there):
             // this thread may wait while the upload arrives.
@@ -93,10 +104,17 @@ impl HttpHandler for Proxy {
 
     fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
         // The answer is a future: under event the loop runs handle itself.
-        self.takes(request) && !streams_upload(request)
+        // An upload is read by the future too where the layer can give it
+        // one (`awaits_body`); where it cannot, the layer streams it on a
+        // worker, whatever this says.
+        self.takes(request)
     }
 
     fn streams_body(&self, request: &Request<'_>) -> bool {
+        self.takes(request) && streams_upload(request)
+    }
+
+    fn awaits_body(&self, request: &Request<'_>) -> bool {
         self.takes(request) && streams_upload(request)
     }
 }
@@ -107,9 +125,11 @@ trait Upload {
     /// a retry).
     fn whole(&self) -> Option<&[u8]>;
 
-    /// More of a body still on the client's connection (blocking: only on
-    /// a worker); `Ok(0)` at its end.
-    fn read_more(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// More of a body still on the client's connection, in `buf` (what
+    /// it held before is replaced); `Ok(false)` at its end. A streamed
+    /// body's read blocks (it runs on a worker); an awaited one's is
+    /// pending until the client sends more.
+    fn poll_more(&mut self, buf: &mut Vec<u8>) -> Poll<io::Result<bool>>;
 }
 
 /// A body the layer read whole.
@@ -120,8 +140,8 @@ impl Upload for Held {
         Some(&self.0)
     }
 
-    fn read_more(&mut self, _: &mut [u8]) -> io::Result<usize> {
-        Ok(0)
+    fn poll_more(&mut self, _: &mut Vec<u8>) -> Poll<io::Result<bool>> {
+        Poll::Ready(Ok(false))
     }
 }
 
@@ -133,8 +153,36 @@ impl Upload for Streamed<'_> {
         None
     }
 
-    fn read_more(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf)
+    fn poll_more(&mut self, buf: &mut Vec<u8>) -> Poll<io::Result<bool>> {
+        // One buffer for the whole upload, read into again and again.
+        buf.resize(UPLOAD_CHUNK, 0);
+        let n = self.0.read(buf);
+        buf.truncate(*n.as_ref().unwrap_or(&0));
+        Poll::Ready(n.map(|n| n > 0))
+    }
+}
+
+/// A body still on the client's connection, read by the future as it
+/// arrives (`HttpHandler::awaits_body`).
+struct Awaited(AwaitedBody);
+
+impl Upload for Awaited {
+    fn whole(&self) -> Option<&[u8]> {
+        None
+    }
+
+    fn poll_more(&mut self, buf: &mut Vec<u8>) -> Poll<io::Result<bool>> {
+        // The layer's piece itself, no copy: and while the future waits
+        // for the client it holds no buffer.
+        self.0.poll_chunk().map(|piece| {
+            Ok(match piece? {
+                Some(piece) => {
+                    *buf = piece;
+                    true
+                }
+                None => false,
+            })
+        })
     }
 }
 
@@ -480,17 +528,16 @@ impl Call {
                 // its largest state, and every waiting request holds one.
                 Box::pin(async {
                     let mut writer = BodyWriter::new(framing);
-                    let mut buf = vec![0u8; UPLOAD_CHUNK];
+                    let mut buf = Vec::new();
                     loop {
-                        // Blocking: a streamed upload runs on a worker.
-                        let n = body
-                            .read_more(&mut buf)
+                        let more = std::future::poll_fn(|_| body.poll_more(&mut buf))
+                            .await
                             .map_err(|e| fail(mpm_upstream::Error::Io(e), false, true))?;
-                        if n == 0 {
+                        if !more {
                             break;
                         }
                         writer
-                            .write_all(&mut conn, &buf[..n], send_until())
+                            .write_all(&mut conn, &buf, send_until())
                             .await
                             .map_err(|e| fail(e, false, true))?;
                     }

@@ -489,14 +489,15 @@ impl Picker {
 }
 
 /// How the request's body is framed to the upstream: the length of a body
-/// read whole, the announced length of a streamed one (else chunked), none
+/// read whole, the announced length of one read as it arrives (streamed
+/// or awaited; else chunked), none
 /// for a request that had no body framing at all, but `Content-Length: 0`
 /// for a POST, PUT or PATCH (a method that gives content a meaning, for
 /// which RFC 9110 §8.6 asks a length: an HTTP/2 client ends such a
 /// request's empty body with a DATA frame, not a length, and an upstream
 /// may answer 411 to a POST without one; nginx sends the 0 too).
 fn framing(request: &Request<'_>) -> Framing {
-    if request.is_streamed() {
+    if request.is_streamed() || request.awaited_body().is_some() {
         return match request.content_length() {
             Some(n) => Framing::Length(n),
             None => Framing::Chunked,

@@ -43,8 +43,8 @@ pub mod prelude {
     #[cfg(feature = "json")]
     pub use mpm_http::Json;
     pub use mpm_http::{
-        Body, BodyReader, FileBody, HeaderError, HttpHandler, IntoResponse, Rejection, Request,
-        Response, Router, Routes, Version,
+        AwaitedBody, Body, BodyReader, FileBody, HeaderError, HttpHandler, IntoResponse, Rejection,
+        Request, Response, Router, Routes, Version,
     };
 }
 

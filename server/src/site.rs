@@ -168,4 +168,12 @@ impl<H: HttpHandler> HttpHandler for Site<H> {
                 None => self.app.streams_body(request),
             }
     }
+
+    fn awaits_body(&self, request: &Request<'_>) -> bool {
+        self.status.for_request(request).is_none()
+            && match self.proxy_for(request) {
+                Some(proxy) => proxy.awaits_body(request),
+                None => self.app.awaits_body(request),
+            }
+    }
 }

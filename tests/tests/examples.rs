@@ -111,6 +111,60 @@ fn streaming_sends_a_large_body_chunked_and_to_http10_until_close(mpm: &str) {
     assert_eq!(body.lines().count(), 500);
 }
 
+/// Adler-32 of `bytes`, to check the example's.
+fn adler32(bytes: &[u8]) -> u32 {
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in bytes {
+        a = (a + u32::from(x)) % 65_521;
+        b = (b + a) % 65_521;
+    }
+    (b << 16) | a
+}
+
+/// `POST /count` reads an upload as it arrives, announced or chunked, in
+/// pieces that come apart, and answers its length and checksum; the
+/// connection then serves on. (Under event and uring the answer's future
+/// reads it; elsewhere the handler's thread.)
+fn streaming_counts_an_upload_as_it_arrives(mpm: &str) {
+    // Past the default 1 MiB limit.
+    let server = Server::start_example("streaming", mpm, &["--limit-request-body", "4194304"]);
+    let body = tests::pattern(3 * 1024 * 1024 + 5, 11);
+    let expected = format!("{} bytes, adler32 {:08x}\n", body.len(), adler32(&body));
+    let mut c = RawConn::connect(server.addr());
+    // Announced, sent in pieces.
+    c.send(
+        format!(
+            "POST /count HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    for piece in body.chunks(700_001) {
+        c.send(piece).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.text()), (200, expected.clone()));
+    // Chunked, in the same connection.
+    let mut framed =
+        b"POST /count HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for piece in body.chunks(100_000) {
+        framed.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        framed.extend_from_slice(piece);
+        framed.extend_from_slice(b"\r\n");
+    }
+    framed.extend_from_slice(b"0\r\n\r\n");
+    for piece in framed.chunks(1_000_003) {
+        c.send(piece).unwrap();
+    }
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.text()), (200, expected));
+    c.send(b"GET /lines?count=3 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(c.read_response().unwrap().text().lines().count(), 3);
+}
+
 fn shop_answers_its_endpoints_with_the_statuses_its_workloads_expect(mpm: &str) {
     let server = Server::start_example("shop", mpm, &[]);
     assert_eq!(
@@ -236,6 +290,7 @@ tests::mpm_suite!(
     json_api_answers_cpu_bound_blocking_and_trivial_endpoints,
     per_worker_state_is_each_workers_own,
     streaming_sends_a_large_body_chunked_and_to_http10_until_close,
+    streaming_counts_an_upload_as_it_arrives,
     shop_answers_its_endpoints_with_the_statuses_its_workloads_expect,
     line_echo_protocol_echoes_lines,
 );

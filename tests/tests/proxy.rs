@@ -1052,6 +1052,112 @@ fn a_large_chunked_upload_sent_in_one_write_reaches_the_upstream_whole(mpm: &str
     }
 }
 
+/// Past `--limit-request-body`, a chunked upload (whose length only its
+/// bytes tell) is refused by the server itself with 413, whatever the
+/// upstream made of the part it got, and the server serves on.
+fn a_proxied_chunked_upload_past_the_body_limit_is_413_and_the_server_serves_on(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on("/up", Script::ok(b"stored\n"))
+        .on("/small", Script::ok(b"small\n"));
+    let server = serve_all_to(mpm, &origin, &["--limit-request-body", "100000"]);
+    let mut c = server.connect();
+    let r = upload_in_one_write(&mut c, &chunked(&pattern(150_000, 3), &[8192]), b"");
+    assert_eq!(r.status, 413);
+    assert!(
+        origin
+            .requests_to("/up")
+            .iter()
+            .all(|u| u.body_len < 150_000),
+        "the origin received the whole body past the limit"
+    );
+    assert_eq!(ask(server.addr(), "GET", "/small", &[]).body, b"small\n");
+}
+
+/// An upload that stops coming mid-body is answered 408 once the body
+/// timeout has passed (the upstream's own timeouts are a minute), and the
+/// server serves on.
+fn a_proxied_upload_that_stops_coming_is_408_at_the_body_timeout(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on("/up", Script::ok(b"stored\n"))
+        .on("/small", Script::ok(b"small\n"));
+    let server = serve_all_to(
+        mpm,
+        &origin,
+        &[
+            "--request-body-timeout",
+            "1s",
+            "--request-body-min-rate",
+            "0",
+        ],
+    );
+    let mut c = server.connect();
+    c.send(&request("POST", "/up", &["Content-Length: 200000"]))
+        .unwrap();
+    c.send(&pattern(100_000, 5)).unwrap();
+    let began = Instant::now();
+    let r = c.read_response().unwrap();
+    assert_eq!(r.status, 408);
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "answered after {:?}",
+        began.elapsed()
+    );
+    assert_eq!(ask(server.addr(), "GET", "/small", &[]).body, b"small\n");
+}
+
+/// `Expect: 100-continue` on a proxied upload is answered before the body
+/// is sent (the client waits for it), and the body then reaches the
+/// origin whole.
+fn a_proxied_upload_expecting_100_continue_hears_it_before_its_body(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/up", Script::ok(b"stored\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    let body = pattern(100_000, 9);
+    let mut c = server.connect();
+    c.send(&request(
+        "POST",
+        "/up",
+        &["Content-Length: 100000", "Expect: 100-continue"],
+    ))
+    .unwrap();
+    let interim = c.read_head().unwrap();
+    assert_eq!(interim.status, 100);
+    c.send(&body).unwrap();
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, b"stored\n".as_slice()));
+    let up = origin.requests_to("/up");
+    assert_eq!(up.len(), 1);
+    assert!(up[0].body == body, "the origin received other bytes");
+}
+
+/// A client that closes mid-upload loses its request and nothing else:
+/// the next client is served.
+fn a_client_gone_mid_upload_disturbs_nothing_else(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on("/up", Script::ok(b"stored\n"))
+        .on("/small", Script::ok(b"small\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    for framing in ["Content-Length: 300000", "Transfer-Encoding: chunked"] {
+        let mut c = server.connect();
+        c.send(&request("POST", "/up", &[framing])).unwrap();
+        let part = if framing.starts_with("Content") {
+            pattern(100_000, 1)
+        } else {
+            chunked(&pattern(100_000, 1), &[4096])[..90_000].to_vec()
+        };
+        c.send(&part).unwrap();
+        drop(c);
+        assert_eq!(
+            ask(server.addr(), "GET", "/small", &[]).body,
+            b"small\n",
+            "{framing}"
+        );
+    }
+}
+
 /// A request pipelined behind a chunked upload, in the same write, is
 /// served after it, on the same connection.
 fn a_request_pipelined_behind_a_chunked_upload_is_served_after_it(mpm: &str) {
@@ -2350,6 +2456,10 @@ mpm_suite!(
     a_chunked_upload_whose_last_chunk_comes_with_its_data_reaches_the_upstream_whole,
     a_large_chunked_upload_sent_in_one_write_reaches_the_upstream_whole,
     a_request_pipelined_behind_a_chunked_upload_is_served_after_it,
+    a_proxied_chunked_upload_past_the_body_limit_is_413_and_the_server_serves_on,
+    a_proxied_upload_that_stops_coming_is_408_at_the_body_timeout,
+    a_proxied_upload_expecting_100_continue_hears_it_before_its_body,
+    a_client_gone_mid_upload_disturbs_nothing_else,
     a_websocket_echo_goes_through_the_proxy,
     an_idle_websocket_tunnel_is_closed_after_the_routes_read_timeout,
     an_upstreams_last_bytes_before_its_close_reach_the_tunnels_client,
@@ -2494,4 +2604,90 @@ fn under_event_a_thousand_requests_parked_on_a_slow_upstream_add_no_thread() {
             .unwrap_or_else(|e| panic!("client {i}: {e}"));
         assert_eq!(r.body, b"at last\n", "client {i}");
     }
+}
+
+/// Under event and uring, an upload that arrives slowly waits for its
+/// client on the loop, as a request waits for its upstream: hundreds of
+/// them, each part sent and the rest to come (what the origin has of them
+/// counted), add no thread; then every one is answered.
+#[test]
+fn under_event_slow_uploads_through_the_proxy_add_no_thread() {
+    slow_uploads_add_no_thread("event");
+}
+
+#[test]
+fn under_uring_slow_uploads_through_the_proxy_add_no_thread() {
+    slow_uploads_add_no_thread("uring");
+}
+
+fn slow_uploads_add_no_thread(mpm: &str) {
+    const UPLOADS: usize = 200;
+    const SENT: usize = 100_000;
+    const WHOLE: usize = 300_000;
+    if !allow_descriptors(3 * UPLOADS as u64 + 512) {
+        tests::skip(&format!(
+            "this process may not open {} sockets (hard RLIMIT_NOFILE)",
+            3 * UPLOADS
+        ));
+        return;
+    }
+    let origin = Origin::start();
+    origin.on("/up", Script::ok(b"stored\n"));
+    let server = serve_all_to(
+        mpm,
+        &origin,
+        &["--server-limit", "1", "--max-request-workers", "4000"],
+    );
+    let first = pattern(SENT, 7);
+    let rest = pattern(WHOLE - SENT, 8);
+    let head = request("POST", "/up", &[&format!("Content-Length: {WHOLE}")]);
+    // Warm: one upload through, so that every thread the server makes at
+    // its first proxied upload exists before counting.
+    let mut warm = RawConn::connect(server.addr());
+    warm.send(&head).unwrap();
+    warm.send(&first).unwrap();
+    warm.send(&rest).unwrap();
+    assert_eq!(warm.read_response().unwrap().body, b"stored\n");
+    let before = server_threads(&server);
+    let at_start = origin.body_bytes();
+
+    let mut clients: Vec<RawConn> = (0..UPLOADS)
+        .map(|_| {
+            let mut c = RawConn::connect(server.addr());
+            c.send(&head).unwrap();
+            c.send(&first).unwrap();
+            c
+        })
+        .collect();
+    let expected = at_start + (UPLOADS * SENT) as u64;
+    assert!(
+        origin.wait_until(Duration::from_secs(60), |o| o.body_bytes() >= expected),
+        "{} of {} bytes sent reached the origin",
+        origin.body_bytes() - at_start,
+        UPLOADS * SENT
+    );
+    let during = server_threads(&server);
+    assert_eq!(
+        during, before,
+        "{UPLOADS} uploads waiting for their clients changed the server's threads"
+    );
+    // And none were made ahead for them (the loop's worker pool is made
+    // at start, a few dozen threads; a model sized with a thread per
+    // waiting upload would pass the count above).
+    assert!(
+        during < UPLOADS / 2,
+        "{during} threads hold {UPLOADS} waiting uploads"
+    );
+    for c in clients.iter_mut() {
+        c.send(&rest).unwrap();
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("client {i}: {e}"));
+        assert_eq!(r.body, b"stored\n", "client {i}");
+    }
+    let up = origin.requests_to("/up");
+    assert_eq!(up.len(), UPLOADS + 1);
+    assert!(up.iter().all(|u| u.body_len == WHOLE as u64));
 }
