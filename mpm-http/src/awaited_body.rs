@@ -16,7 +16,7 @@
 //! lock that only the thread stepping the connection ever takes: one step
 //! at a time, so it is never contended.
 
-use std::io::{self, ErrorKind};
+use std::io;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -24,7 +24,7 @@ use std::time::Instant;
 use mpm_core::waiting::{wait_on, Await};
 use parking_lot::Mutex;
 
-use crate::body::{earned, Framing, Timing};
+use crate::body::{earned, failure, Framing, Timing};
 use crate::chunked::ChunkError;
 
 /// The most body bytes the pipe holds for the future: what one resume of
@@ -275,28 +275,11 @@ impl Upload {
     }
 }
 
-/// What a read of a failed body returns.
-fn failure(status: u16) -> io::Error {
-    match status {
-        413 => io::Error::new(
-            ErrorKind::InvalidData,
-            "request body exceeds --limit-request-body (answered 413)",
-        ),
-        408 => io::Error::new(
-            ErrorKind::TimedOut,
-            "request body took longer than --request-body-timeout allows (answered 408)",
-        ),
-        _ => io::Error::new(
-            ErrorKind::InvalidData,
-            "request body is malformed or ended early (answered 400)",
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use std::io::ErrorKind;
     use std::time::Duration;
 
     use mpm_core::waiting::{poll_once, Polled};

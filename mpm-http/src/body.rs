@@ -286,7 +286,7 @@ pub(crate) fn earned(received: u64, rate: u64) -> Duration {
 }
 
 /// What a read of a failed body returns, again and again.
-fn failure(status: u16) -> io::Error {
+pub(crate) fn failure(status: u16) -> io::Error {
     match status {
         413 => io::Error::new(
             ErrorKind::InvalidData,

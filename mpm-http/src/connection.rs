@@ -706,12 +706,7 @@ impl<H: HttpHandler> HttpService<H> {
     ) -> Option<Interest> {
         if upload.send_continue {
             upload.send_continue = false;
-            if c.out.capacity() == 0 {
-                c.out = c.pool.write_buffer();
-            }
-            c.out.clear();
-            c.out_pos = 0;
-            c.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            c.queue_continue();
             match self.sender.write_queued(c, s) {
                 Flush::Done => {}
                 Flush::Failed => return Some(Interest::Close),

@@ -230,12 +230,7 @@ impl<H: HttpHandler> Reader<H> {
                 && !c.has_output()
             {
                 c.continue_sent = true;
-                if c.out.capacity() == 0 {
-                    c.out = c.pool.write_buffer();
-                }
-                c.out.clear();
-                c.out_pos = 0;
-                c.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                c.queue_continue();
                 return Step::Interim;
             }
             return Step::Incomplete;
@@ -268,36 +263,16 @@ impl<H: HttpHandler> Reader<H> {
         if awaited {
             // The body's bytes stay in the connection's buffer: the
             // connection moves them into the future's pipe as it resumes.
-            let timing = Timing {
-                started: *c.started.body.get_or_insert_with(Instant::now),
-                body_timeout: out.settings.request_body_timeout,
-                min_rate: out.settings.request_body_min_rate,
-                timeout: out.settings.timeout,
-            };
-            let framing = match head.framing {
-                Framing::Length(n) => body::Framing::Length(n),
-                _ => body::Framing::Chunked(chunked::Decoder::new(limits.body)),
-            };
-            let send_continue =
-                head.expect_continue && !c.continue_sent && version == Version::Http11;
+            let (framing, timing, send_continue) =
+                read_as_it_comes(&head, out, &mut c.started, c.continue_sent, limits.body);
             let (up, handle) = Upload::new(framing, timing, data.len() - head.len, send_continue);
             let peer = (s.peer_addr(), s.has_transport());
             self.call_into(&mut response, &head, b"", (None, Some(&handle)), peer);
             upload = Some(up);
         }
         if streamed {
-            let timing = Timing {
-                started: *c.started.body.get_or_insert_with(Instant::now),
-                body_timeout: out.settings.request_body_timeout,
-                min_rate: out.settings.request_body_min_rate,
-                timeout: out.settings.timeout,
-            };
-            let framing = match head.framing {
-                Framing::Length(n) => body::Framing::Length(n),
-                _ => body::Framing::Chunked(chunked::Decoder::new(limits.body)),
-            };
-            let send_continue =
-                head.expect_continue && !c.continue_sent && version == Version::Http11;
+            let (framing, timing, send_continue) =
+                read_as_it_comes(&head, out, &mut c.started, c.continue_sent, limits.body);
             let peer = (s.peer_addr(), s.has_transport());
             let source = RefCell::new(BodyStream::new(
                 s,
@@ -401,6 +376,29 @@ impl<H: HttpHandler> Reader<H> {
     }
 }
 
+/// How a body read as it arrives (streamed or awaited) is framed, the
+/// clocks it is read against, and whether `100 Continue` is owed first.
+fn read_as_it_comes(
+    head: &Head<'_, '_>,
+    out: &Sender,
+    started: &mut Started,
+    continue_sent: bool,
+    limit: u64,
+) -> (body::Framing, Timing, bool) {
+    let timing = Timing {
+        started: *started.body.get_or_insert_with(Instant::now),
+        body_timeout: out.settings.request_body_timeout,
+        min_rate: out.settings.request_body_min_rate,
+        timeout: out.settings.timeout,
+    };
+    let framing = match head.framing {
+        Framing::Length(n) => body::Framing::Length(n),
+        _ => body::Framing::Chunked(chunked::Decoder::new(limit)),
+    };
+    let send_continue = head.expect_continue && !continue_sent && head.version == Version::Http11;
+    (framing, timing, send_continue)
+}
+
 /// What follows a response: keep-alive, or a close (lingering when input
 /// is left unread: pipelined requests, or a streamed body not read to its end).
 pub(crate) fn after(keep: bool, c: &HttpConn, unfinished: bool) -> After {
@@ -468,6 +466,28 @@ impl<H: HttpHandler> Reader<H> {
     /// panic in it counts as no (a worker then runs the request, and the
     /// handler's panic there answers 500).
     fn answers_without_blocking(&self, head: &Head<'_, '_>, body: &[u8], s: &Stream) -> bool {
+        self.ask(head, body, s, H::answers_without_blocking)
+    }
+
+    /// Does the handler read this request's body as it arrives?
+    fn streams_body(&self, head: &Head<'_, '_>, s: &Stream) -> bool {
+        self.ask(head, &[], s, H::streams_body)
+    }
+
+    /// Does it read it from its future (`HttpHandler::awaits_body`)?
+    fn awaits_body(&self, head: &Head<'_, '_>, s: &Stream) -> bool {
+        self.ask(head, &[], s, H::awaits_body)
+    }
+
+    /// One of the handler's questions about a request (before it runs);
+    /// a panic in it counts as no.
+    fn ask(
+        &self,
+        head: &Head<'_, '_>,
+        body: &[u8],
+        s: &Stream,
+        question: fn(&H, &Request<'_>) -> bool,
+    ) -> bool {
         let req = Request {
             method: head.method,
             target: head.target,
@@ -482,46 +502,7 @@ impl<H: HttpHandler> Reader<H> {
             pool: self.arena.pool(),
             framing: BodyFraming::of(head),
         };
-        catch(|| self.handler.answers_without_blocking(&req)).unwrap_or(false)
-    }
-
-    /// Does the handler read this request's body as it arrives?
-    fn streams_body(&self, head: &Head<'_, '_>, s: &Stream) -> bool {
-        let req = Request {
-            method: head.method,
-            target: head.target,
-            version: head.version,
-            headers: Headers::Parsed(head.headers),
-            body: &[],
-            stream: None,
-            awaited: None,
-            params: &[],
-            peer: s.peer_addr(),
-            secure: s.has_transport(),
-            pool: self.arena.pool(),
-            framing: BodyFraming::of(head),
-        };
-        catch(|| self.handler.streams_body(&req)).unwrap_or(false)
-    }
-
-    /// Does the user's handler read this request's body from its future
-    /// (`HttpHandler::awaits_body`)? A panic in it counts as no.
-    fn awaits_body(&self, head: &Head<'_, '_>, s: &Stream) -> bool {
-        let req = Request {
-            method: head.method,
-            target: head.target,
-            version: head.version,
-            headers: Headers::Parsed(head.headers),
-            body: &[],
-            stream: None,
-            awaited: None,
-            params: &[],
-            peer: s.peer_addr(),
-            secure: s.has_transport(),
-            pool: self.arena.pool(),
-            framing: BodyFraming::of(head),
-        };
-        catch(|| self.handler.awaits_body(&req)).unwrap_or(false)
+        catch(|| question(&self.handler, &req)).unwrap_or(false)
     }
 
     /// Run the user's handler; a panic becomes a 500 for this request only,

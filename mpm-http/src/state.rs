@@ -330,6 +330,16 @@ impl HttpConn {
         true
     }
 
+    /// Queue `100 Continue` as the output (nothing else is queued).
+    pub(crate) fn queue_continue(&mut self) {
+        if self.out.capacity() == 0 {
+            self.out = self.pool.write_buffer();
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+
     /// Before a read: take a buffer from the pool if the connection parked
     /// without one, and move unconsumed bytes to its front.
     pub(crate) fn make_room(&mut self) {
