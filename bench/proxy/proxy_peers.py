@@ -4,6 +4,7 @@ three MPMs, every one forwarding everything to the same origin, measured in one 
 
   python3 bench/proxy/proxy_peers.py --ours target/release/mpm
   python3 bench/proxy/proxy_peers.py --only nginx,apache-event --secs 2 --slow-conns 300 --waiting 300
+  python3 bench/proxy/proxy_peers.py --ours target/release/mpm --scenarios uploading --uploading 1000
 
 The origin is upstream/ (a small Rust epoll server, built here with cargo on first use or with
 --build): one per scenario, started with that scenario's delay and body size, counting the
@@ -24,6 +25,14 @@ Scenarios:
            later while requests are still reaching the origin, at most 8 s after the first is sent)
            the proxy's PSS, threads and processes against its idle figures, per request that reached
            the origin: KiB and threads per waiting request. Then the connections are closed.
+  uploading  (not in the default list) UPLOADING connections each send a POST announcing a
+           1,000,000-byte body and its first 96 KiB, then send nothing more: uploads from slow
+           clients, each past what a proxy reads into memory first (nginx's client_body_buffer_size,
+           ours' 64 KiB). 3 s after the last byte went out, the proxy's PSS, threads and processes
+           against its idle figures, per upload it holds (a client connection it accepted; one in
+           its listen queue costs it nothing yet): KiB and threads per slow upload, and the requests
+           the origin got meanwhile (nginx spools what came to a file and calls the origin once the
+           body is whole, so never here; httpd and ours stream it). Then the connections close.
 Each wrk load is preceded by a 1 s warm-up with the same load.
 
 --rounds N runs fast and big N times, the servers in turn (in reverse order every other round), and
@@ -31,7 +40,7 @@ shows each server's medians; fast then also gets a table of each round's ratios 
 of the same round (req/s, and the proxy's CPU per request), and their medians. The machine's speed
 drifts between runs, and a ratio taken within one round is what holds.
 
-Servers and their settings (workers W = max(SLOW_CONNS, WAITING) + 64, as peers.py sizes for its idle
+Servers and their settings (workers W = max(SLOW_CONNS, WAITING, UPLOADING when run) + 64, as peers.py sizes for its idle
 connections; prefork, httpd's and ours, is capped at 256 processes):
   nginx           worker_processes auto; upstream keepalive 64; proxy_http_version 1.1 with the
                   Connection header cleared; access_log off; worker_connections max(20000, 2W)
@@ -80,7 +89,9 @@ FLOOR_DIR = os.path.join(HERE, "floor")
 SMALL, BIG = peers.SMALL, peers.BIG
 PREFORK_CAP = 256
 # scenario: (origin delay ms, body bytes)
-SCENARIOS = {"fast": (0, SMALL), "big": (0, BIG), "slow": (100, SMALL), "waiting": (10_000, SMALL)}
+SCENARIOS = {"fast": (0, SMALL), "big": (0, BIG), "slow": (100, SMALL), "waiting": (10_000, SMALL),
+             "uploading": (0, SMALL)}
+UPLOAD_LEN, UPLOAD_SENT = 1_000_000, 96 * 1024  # uploading: announced, and sent before the pause
 WAIT_AT_LEAST, WAIT_AT_MOST = 3.0, 8.0  # waiting: seconds after sending (the origin answers at 10 s)
 
 
@@ -451,7 +462,118 @@ def run_waiting(srv, up, args):
             "threads_per_req": (threads - threads0) / per if reached else None}
 
 
-RUN = {"fast": run_fast, "big": run_big, "slow": run_slow, "waiting": run_waiting}
+def accepted_clients(srv):
+    """Client connections the proxy has accepted and holds (ESTABLISHED on its port, with a descriptor
+    in one of its processes), not those still in its listen queue, which the kernel took in for it."""
+    inodes = set()
+    for pid in srv.pids():
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:["):-1])
+    n = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[3] == "01" and int(parts[1].rsplit(":", 1)[1], 16) == srv.port \
+                            and parts[9] in inodes:
+                        n += 1
+        except OSError:
+            pass
+    return n
+
+
+def run_uploading(srv, up, args):
+    """Holds UPLOADING uploads half sent; see the module docstring."""
+    n = args.uploading
+    pss0, rss0, procs0, threads0 = srv.footprint()
+    before = up.stats()["requests"]
+    head = (f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nContent-Type: application/octet-stream\r\n"
+            f"Content-Length: {UPLOAD_LEN}\r\n\r\n").encode()
+    first = head + b"u" * UPLOAD_SENT
+    sel = selectors.DefaultSelector()
+    socks, refused, done, early, closed, statuses = [], 0, 0, 0, 0, {}
+    at = {}  # socket -> bytes of `first` sent
+    holding = set()  # sockets whose part is sent and that have heard nothing
+    t0 = time.time()
+    last_sent = t0
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            socks.append(s)
+            if s.connect_ex(("127.0.0.1", srv.port)) not in (0, errno.EINPROGRESS):
+                refused += 1
+                continue
+            at[s] = 0
+            sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        # Until every upload has sent its part (or WAIT_AT_MOST), then WAIT_AT_LEAST more.
+        while True:
+            now = time.time()
+            if done + refused + early + closed >= n and now - last_sent >= WAIT_AT_LEAST:
+                break
+            if now - t0 >= WAIT_AT_MOST + WAIT_AT_LEAST:
+                break
+            for key, ev in sel.select(timeout=0.1):
+                s = key.fileobj
+                try:
+                    if ev & selectors.EVENT_READ:
+                        data = s.recv(4096)  # an answer before the body ended (an error), or a close
+                        sel.unregister(s)
+                        holding.discard(s)
+                        if data:
+                            early += 1
+                            status = data.split(b" ", 2)[1].decode(errors="replace") if b" " in data else "?"
+                            statuses[status] = statuses.get(status, 0) + 1
+                        else:
+                            closed += 1
+                        continue
+                    if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                        refused += 1
+                        sel.unregister(s)
+                        continue
+                    at[s] += s.send(first[at[s]:])
+                    last_sent = time.time()
+                    if at[s] == len(first):
+                        done += 1
+                        holding.add(s)
+                        sel.modify(s, selectors.EVENT_READ)
+                except OSError:
+                    sel.unregister(s)
+                    holding.discard(s)
+                    closed += 1
+        waited = time.time() - t0
+        pss, rss, procs, threads = srv.footprint()
+        accepted = accepted_clients(srv)
+        reached = up.stats()["requests"] - before
+    finally:
+        sel.close()
+        for s in socks:
+            s.close()
+    # Per upload the proxy took in: the rest wait in its listen queue, costing it nothing yet.
+    held = min(len(holding), accepted)
+    per = max(1, held)
+    return {"n": n, "sent_whole_part": done, "sent_and_waiting": len(holding), "held": held,
+            "refused": refused, "early_answers": early,
+            "early_statuses": statuses, "early_closes": closed, "waited_s": round(waited, 2),
+            "origin_requests": reached,
+            "idle": {"pss_kb": pss0, "rss_kb": rss0, "procs": procs0, "threads": threads0},
+            "during": {"pss_kb": pss, "rss_kb": rss, "procs": procs, "threads": threads},
+            "kib_per_upload": (pss - pss0) / per if held else None,
+            "threads_per_upload": (threads - threads0) / per if held else None}
+
+
+RUN = {"fast": run_fast, "big": run_big, "slow": run_slow, "waiting": run_waiting, "uploading": run_uploading}
 
 
 def fmt(x, spec=".0f"):
@@ -574,6 +696,18 @@ def print_tables(results, args, scenarios):
                         (f"{f['early_answers']} {f['early_statuses']}" if f["early_answers"] else "0")
                         + (f", {f['early_closes']} closed" if f["early_closes"] else "")
                         + (f", {f['refused']} refused" if f["refused"] else ""), f["sizing"]])
+    if "uploading" in scenarios:
+        print(f"### uploading: {args.uploading} uploads of {UPLOAD_LEN:,} bytes paused after their first "
+              f"{UPLOAD_SENT // 1024} KiB; per upload the proxy accepted (held), the rest in its listen queue")
+        rows("uploading", ["held", "origin requests", "after s", "idle PSS MiB", "PSS MiB", "KiB/upload",
+                           "idle procs/threads", "procs/threads", "threads/upload", "answered early", "sizing"],
+             lambda f: [f"{f['held']}/{f['sent_and_waiting']}", str(f["origin_requests"]), fmt(f["waited_s"], ".1f"),
+                        fmt(f["idle"]["pss_kb"] / 1024, ".1f"), fmt(f["during"]["pss_kb"] / 1024, ".1f"),
+                        fmt(f["kib_per_upload"], ".1f"), f"{f['idle']['procs']}/{f['idle']['threads']}",
+                        f"{f['during']['procs']}/{f['during']['threads']}", fmt(f["threads_per_upload"], ".2f"),
+                        (f"{f['early_answers']} {f['early_statuses']}" if f["early_answers"] else "0")
+                        + (f", {f['early_closes']} closed" if f["early_closes"] else "")
+                        + (f", {f['refused']} refused" if f["refused"] else ""), f["sizing"]])
 
 
 def main():
@@ -589,6 +723,7 @@ def main():
                     help="runs of fast and big, servers in turn; medians and per-round ratios to nginx")
     ap.add_argument("--slow-conns", type=int, default=1000, help="wrk connections in slow")
     ap.add_argument("--waiting", type=int, default=1000, help="requests held in waiting")
+    ap.add_argument("--uploading", type=int, default=1000, help="uploads held in uploading")
     ap.add_argument("--upstream-threads", type=int, default=os.cpu_count(), help="origin threads")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (configs, logs) and print its path")
@@ -615,7 +750,7 @@ def main():
 
     base = tempfile.mkdtemp(prefix="proxy-peers-")
     os.chmod(base, 0o755)
-    workers = max(args.slow_conns, args.waiting) + 64
+    workers = max(args.slow_conns, args.waiting, args.uploading if "uploading" in scenarios else 0) + 64
     pworkers = min(workers, PREFORK_CAP)
     capped = f" (capped at {PREFORK_CAP})" if pworkers < workers else ""
     # name -> build(port, origin port, work dir, prespawn) -> (argv, sizing)
@@ -686,7 +821,8 @@ def main():
 
     print_tables(results, args, scenarios)
     if args.json:
-        run = {"secs": args.secs, "slow_conns": args.slow_conns, "waiting": args.waiting, "cpus": os.cpu_count(),
+        run = {"secs": args.secs, "slow_conns": args.slow_conns, "waiting": args.waiting,
+               "uploading": args.uploading, "cpus": os.cpu_count(),
                "upstream_threads": args.upstream_threads, "workers": workers, "prefork_workers": pworkers,
                "scenarios": scenarios, "ours": args.ours, "ours_flags": args.ours_flag}
         with open(args.json, "w") as f:

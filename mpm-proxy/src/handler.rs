@@ -172,8 +172,9 @@ impl Upload for Awaited {
     }
 
     fn poll_more(&mut self, buf: &mut Vec<u8>) -> Poll<io::Result<bool>> {
-        // The layer's piece itself, no copy: and while the future waits
-        // for the client it holds no buffer.
+        // The layer's piece itself, no copy; the last one, written, goes
+        // first: while the future waits for the client it holds no buffer.
+        *buf = Vec::new();
         self.0.poll_chunk().map(|piece| {
             Ok(match piece? {
                 Some(piece) => {
