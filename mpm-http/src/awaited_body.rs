@@ -137,12 +137,23 @@ impl AwaitedBody {
     }
 }
 
+/// Where an awaited body's bytes come from.
+#[derive(Debug)]
+enum Source {
+    /// An HTTP/1.1 connection's bytes, framed by `Content-Length` or
+    /// chunked.
+    Framed(Framing),
+    /// An HTTP/2 stream's DATA, its end told by the stream: `total` of at
+    /// most `limit` so far.
+    Frames { limit: u64, total: u64 },
+}
+
 /// The layer's side of an awaited body: its framing and clocks, and the
 /// pipe it fills.
 #[derive(Debug)]
 pub(crate) struct Upload {
     pipe: Arc<Mutex<Pipe>>,
-    framing: Framing,
+    source: Source,
     timing: Timing,
     /// Bytes received from the client for the body (what earns time at
     /// the minimum rate).
@@ -166,16 +177,46 @@ impl Upload {
             Framing::Length(n) => Some(n),
             Framing::Chunked(_) => None,
         };
+        let ended = matches!(framing, Framing::Length(0));
+        Upload::made(
+            Source::Framed(framing),
+            content_length,
+            ended,
+            timing,
+            buffered,
+            send_continue,
+        )
+    }
+
+    /// An HTTP/2 stream's body, of at most `limit` bytes (the length the
+    /// client announced, if it did, is `content_length`).
+    pub(crate) fn for_frames(
+        limit: u64,
+        content_length: Option<u64>,
+        timing: Timing,
+    ) -> (Upload, AwaitedBody) {
+        let source = Source::Frames { limit, total: 0 };
+        Upload::made(source, content_length, false, timing, 0, false)
+    }
+
+    fn made(
+        source: Source,
+        content_length: Option<u64>,
+        ended: bool,
+        timing: Timing,
+        buffered: usize,
+        send_continue: bool,
+    ) -> (Upload, AwaitedBody) {
         let pipe = Arc::new(Mutex::new(Pipe {
             bytes: Vec::new(),
             pos: 0,
-            ended: matches!(framing, Framing::Length(0)),
+            ended,
             failed: None,
             until: timing.started,
         }));
         let upload = Upload {
             pipe: Arc::clone(&pipe),
-            framing,
+            source,
             timing,
             received: buffered as u64,
             last_read: timing.started,
@@ -212,7 +253,21 @@ impl Upload {
             p.pos = 0;
         }
         let room = PIPE_MAX.saturating_sub(p.bytes.len());
-        match &mut self.framing {
+        let framing = match &mut self.source {
+            Source::Framed(framing) => framing,
+            Source::Frames { limit, total } => {
+                // DATA as it came: the stream's window bounds what waits.
+                let n = input.len().min(room);
+                *total += n as u64;
+                if *total > *limit {
+                    p.failed = Some(413);
+                    return n;
+                }
+                p.bytes.extend_from_slice(&input[..n]);
+                return n;
+            }
+        };
+        match framing {
             Framing::Length(left) => {
                 let n = input
                     .len()
@@ -237,6 +292,12 @@ impl Upload {
                 used
             }
         }
+    }
+
+    /// An HTTP/2 stream's body ended (END_STREAM, trailers) and every byte
+    /// of it was taken.
+    pub(crate) fn end_of_frames(&mut self) {
+        self.pipe.lock().ended = true;
     }
 
     /// `n` bytes came from the client's socket.

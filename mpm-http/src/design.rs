@@ -65,8 +65,9 @@
 //! pointer, in the box of occasional state it already had.
 //!
 //! A request body can be waited for the same way
-//! ([`awaits_body`](crate::HttpHandler::awaits_body), over HTTP/1.1 on a
-//! non-blocking socket): the connection moves what the client sent into a
+//! ([`awaits_body`](crate::HttpHandler::awaits_body), on a non-blocking
+//! socket): the connection moves what the client sent (de-chunked; over
+//! HTTP/2, the stream's DATA, its window opened by what is taken) into a
 //! pipe of at most 64 KiB before each poll of the answer's future
 //! (`awaited_body.rs`), the future takes it with
 //! [`AwaitedBody`](crate::AwaitedBody) and, finding it empty, waits for the
@@ -170,7 +171,11 @@
 //! once, on a worker, and its reads drive the connection (frames out,
 //! one read of the socket within the body timeout, frames in; the
 //! connection's other streams wait meanwhile, their body kept for them
-//! within their windows). The request is run by the same
+//! within their windows); or, where the socket does not block (event,
+//! uring), by its future ([`awaits_body`](crate::HttpHandler::awaits_body)):
+//! the stream's DATA fills the future's pipe as it comes, its window opened
+//! by what is taken, and the stream waits without a thread, the others
+//! going on. The request is run by the same
 //! [`HttpHandler`](crate::HttpHandler):
 //! on the loop when it answers without blocking, else the step yields and
 //! a worker runs it. Within one step, handlers that run to completion run

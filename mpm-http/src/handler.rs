@@ -94,8 +94,8 @@ pub trait HttpHandler {
     /// Does [`handle`](Self::handle) read this request's body as it
     /// arrives from the future it answers with ([`Response::later`](
     /// crate::Response::later)), with [`Request::awaited_body`]? Asked
-    /// once the head is in, for a request with a body. Yes, over HTTP/1.1
-    /// under the event and uring MPMs: the handler runs at once (on the
+    /// once the head is in, for a request with a body. Yes, under the event
+    /// and uring MPMs (HTTP/1.1 and HTTP/2): the handler runs at once (on the
     /// loop, if it [answers without blocking](Self::answers_without_blocking)),
     /// and its future reads the body as it comes, a bounded piece at a
     /// time, waiting for the client without a thread: a slow upload costs
@@ -103,8 +103,9 @@ pub trait HttpHandler {
     /// [`streams_body`](Self::streams_body) (the layer answers 413, 408 or
     /// 400 whatever the future returns), `Expect: 100-continue` is answered
     /// when the handler has run, and a body the future left unread closes
-    /// the connection after the answer. Where the layer cannot (HTTP/2, the
-    /// blocking prefork and worker MPMs), `awaited_body` is `None` and the
+    /// the connection after the answer (over HTTP/2: the rest is dropped as
+    /// it comes). Where the layer cannot (the blocking prefork and worker
+    /// MPMs), `awaited_body` is `None` and the
     /// request goes on as [`streams_body`](Self::streams_body) says: a
     /// handler that says yes here says yes there too, and reads whichever
     /// it is given. The default, no.

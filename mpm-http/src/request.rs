@@ -319,7 +319,8 @@ impl<'a> Request<'a> {
     /// The body as it arrives, for the handler's [`Response::later`](
     /// crate::Response::later) future to read without a thread: there when
     /// the handler [awaits bodies](crate::HttpHandler::awaits_body) and
-    /// the layer can give it one (HTTP/1.1 under the event and uring MPMs);
+    /// the layer can give it one (under the event and uring MPMs, HTTP/1.1
+    /// and HTTP/2);
     /// otherwise `None`, and the body is [streamed](Self::is_streamed) or
     /// was read whole. A clone of the one handle: take it once.
     pub fn awaited_body(&self) -> Option<AwaitedBody> {

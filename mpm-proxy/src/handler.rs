@@ -27,12 +27,12 @@
 //!
 //! **Uploads.** A request whose body is larger than
 //! [`STREAMED_BODY_ABOVE`] (or chunked) is copied to the upstream as it
-//! arrives, a buffer at a time (bounded memory). Over HTTP/1.1 under the
-//! event and uring MPMs the future reads it ([`HttpHandler::awaits_body`],
-//! [`AwaitedBody`]): the request waits for the client's bytes as it waits
-//! for the upstream, parked on the loop, and a slow upload holds no
-//! thread (nginx buffers uploads to a file first instead). Elsewhere
-//! (HTTP/2, prefork, worker) the layer runs the handler on its thread with
+//! arrives, a buffer at a time (bounded memory). Under the event and uring
+//! MPMs (HTTP/1.1 and HTTP/2) the future reads it
+//! ([`HttpHandler::awaits_body`], [`AwaitedBody`]): the request waits for
+//! the client's bytes as it waits for the upstream, parked on the loop, and
+//! a slow upload holds no thread (nginx buffers uploads to a file first
+//! instead). Under prefork and worker the layer runs the handler on its thread with
 //! the body still on the wire ([`HttpHandler::streams_body`]), and the
 //! exchange runs there with [`block_on`]; its answer's body is still
 //! streamed from a [`Body::Polled`], without the thread.

@@ -5,8 +5,8 @@
 //! connection closes). `POST /count` reads an upload as it arrives and
 //! answers its length and checksum: under the event and uring MPMs its
 //! future reads it ([`HttpHandler::awaits_body`]), and an upload waiting
-//! for its client holds no thread; under prefork and worker, and over
-//! HTTP/2, the handler reads it on its thread ([`HttpHandler::streams_body`]).
+//! for its client holds no thread; under prefork and worker the handler
+//! reads it on its thread ([`HttpHandler::streams_body`]).
 //!
 //! ```text
 //! cargo run -p mpm --example streaming -- serve --listen 127.0.0.1:8080
@@ -137,8 +137,8 @@ impl HttpHandler for Streamer {
     }
 
     // An upload to `/count` is read as it arrives: by the answer's future
-    // where the layer can give it the body (HTTP/1.1 under event and
-    // uring), else on the handler's thread.
+    // where the layer can give it the body (under event and uring), else
+    // on the handler's thread.
     fn awaits_body(&self, req: &Request<'_>) -> bool {
         req.path() == "/count"
     }

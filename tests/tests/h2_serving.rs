@@ -1195,6 +1195,114 @@ fn an_http2_upload_expecting_100_continue_hears_it_before_sending_its_body(mpm: 
     assert_eq!(origin.requests_to("/post").len(), 1);
 }
 
+/// Under event and uring, streams whose uploads arrive slowly wait for
+/// their bodies without a thread, each on its own: fifty streams of one
+/// connection, each with its first kilobyte sent and the rest to come, all
+/// reach the origin at once (a stream whose handler read its body on a
+/// thread held the whole connection there), and the server's threads do
+/// not change. The streams are then reset, and the connection serves on.
+#[test]
+fn under_event_slow_http2_uploads_wait_without_a_thread_each_on_its_own() {
+    slow_http2_uploads_wait_without_a_thread("event");
+}
+
+#[test]
+fn under_uring_slow_http2_uploads_wait_without_a_thread_each_on_its_own() {
+    slow_http2_uploads_wait_without_a_thread("uring");
+}
+
+fn slow_http2_uploads_wait_without_a_thread(mpm: &str) {
+    const STREAMS: u32 = 50;
+    const FIRST: usize = 1000;
+    let origin = Origin::start();
+    origin.on("/post", Script::ok(b"got it\n"));
+    let route = format!("/up/={}", origin.url("/"));
+    let Some(server) = h2_server(mpm, None, &["--proxy", &route, "--server-limit", "1"]) else {
+        return;
+    };
+    let t = raw_target(&server);
+    let mut c = H2Conn::handshake(&t);
+    // Warm: one upload through, whole (its body in one DATA frame).
+    let post = |length: &str| {
+        let mut fields = t.pseudo("POST", "/up/post");
+        fields.push(Field::literal("content-length", length));
+        tests::h2::hpack::encode(&fields)
+    };
+    c.send_headers(1, &post("3"), false);
+    c.send(&Frame::data(1, flag::END_STREAM, b"abc"));
+    assert_eq!(c.expect_response(1).status, 200);
+    let before = threads_of(&server);
+    let at_start = origin.body_bytes();
+    let part = tests::pattern(FIRST, 4);
+    let ids: Vec<u32> = (0..STREAMS).map(|i| 3 + 2 * i).collect();
+    for &id in &ids {
+        c.send_headers(id, &post("300000"), false);
+        c.send(&Frame::data(id, 0, &part));
+    }
+    let expected = at_start + u64::from(STREAMS) * FIRST as u64;
+    assert!(
+        origin.wait_until(PATIENCE, |o| o.body_bytes() >= expected),
+        "{} of {} bytes sent reached the origin",
+        origin.body_bytes() - at_start,
+        u64::from(STREAMS) * FIRST as u64
+    );
+    assert_eq!(
+        threads_of(&server),
+        before,
+        "{STREAMS} uploads waiting for their bodies changed the server's threads"
+    );
+    for &id in &ids {
+        c.send(&Frame::rst_stream(id, code::CANCEL));
+    }
+    let next = 3 + 2 * STREAMS;
+    c.send_headers(next, &post("2"), false);
+    c.send(&Frame::data(next, flag::END_STREAM, b"ok"));
+    let a = c.expect_response(next);
+    assert_eq!((a.status, a.body.as_slice()), (200, &b"got it\n"[..]));
+}
+
+/// A proxied HTTP/2 upload that stops coming mid-body is answered 408 at
+/// the body timeout, on its stream; the connection serves on.
+fn an_http2_upload_that_stops_coming_is_408_at_the_body_timeout(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/post", Script::ok(b"got it\n"));
+    let route = format!("/up/={}", origin.url("/"));
+    let args = [
+        "--proxy",
+        &route,
+        "--request-body-timeout",
+        "1s",
+        "--request-body-min-rate",
+        "0",
+    ];
+    let Some(server) = h2_server(mpm, None, &args) else {
+        return;
+    };
+    let t = raw_target(&server);
+    let mut c = H2Conn::handshake(&t);
+    let post = |length: &str| {
+        let mut fields = t.pseudo("POST", "/up/post");
+        fields.push(Field::literal("content-length", length));
+        tests::h2::hpack::encode(&fields)
+    };
+    c.send_headers(1, &post("300000"), false);
+    c.send(&Frame::data(1, 0, &tests::pattern(1000, 2)));
+    let began = Instant::now();
+    let a = c.expect_response(1);
+    assert_eq!(a.status, 408);
+    assert!(
+        began.elapsed() < PATIENCE,
+        "answered after {:?}",
+        began.elapsed()
+    );
+    // The rest of the body is not wanted (RFC 9113 §8.1).
+    c.expect_rst_stream(1, code::NO_ERROR);
+    c.send_headers(3, &post("2"), false);
+    c.send(&Frame::data(3, flag::END_STREAM, b"ok"));
+    let a = c.expect_response(3);
+    assert_eq!((a.status, a.body.as_slice()), (200, &b"got it\n"[..]));
+}
+
 /// The raw-frame client's target for this server: h2c, or TLS with ALPN
 /// `h2`, asked for `/hello.txt`.
 fn raw_target(server: &Server) -> Target {
@@ -1224,6 +1332,7 @@ tests::mpm_suite!(over transports:
     an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client,
     http2_requests_are_held_to_http1s_rules_before_an_upstream_sees_them,
     an_http2_upload_expecting_100_continue_hears_it_before_sending_its_body,
+    an_http2_upload_that_stops_coming_is_408_at_the_body_timeout,
     a_large_file_keeps_to_a_small_client_window,
     a_stream_waiting_on_its_upstream_leaves_the_window_to_the_others,
     a_stopping_server_sends_goaway_and_finishes_the_streams_in_flight,

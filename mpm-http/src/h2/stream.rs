@@ -1,6 +1,8 @@
 //! One stream of a connection, from its HEADERS to its last DATA frame: the
-//! request body gathered (its window opened as it is taken), the handler
-//! run (on a worker unless it answers without blocking), an answer still
+//! request body gathered (its window opened as it is taken), or read as it
+//! comes by the handler's thread (`Pump`) or its future (`awaited_body.rs`,
+//! filled before each poll), the handler run (on a worker unless it
+//! answers without blocking), an answer still
 //! to come polled on each resume, and the response sent a window at a
 //! time.
 
@@ -20,7 +22,8 @@ use super::connection::Link;
 use super::request;
 use super::response::{self, Chunk, Outgoing};
 use crate::access_log::Record;
-use crate::body::BodySource;
+use crate::awaited_body::{AwaitedBody, Upload};
+use crate::body::{BodySource, Timing};
 use crate::reading::Reader;
 use crate::request::{Headers, Request, Version};
 use crate::waiting::LaterAnswer;
@@ -91,6 +94,10 @@ enum Phase {
     },
     /// The handler reads the body as it comes: it runs now (off a loop).
     Streaming,
+    /// The handler's future reads the body as it comes
+    /// ([`HttpHandler::awaits_body`]): it runs now (on a loop if it
+    /// answers without blocking).
+    Awaiting,
     /// Whole: for the handler.
     Ready {
         body: Vec<u8>,
@@ -114,6 +121,9 @@ pub(crate) struct StreamTask {
     phase: Phase,
     record: Record,
     is_head: bool,
+    /// The body its answer's future reads, filled from what arrives
+    /// before each poll (`Awaiting`).
+    upload: Option<Box<Upload>>,
 }
 
 /// `METHOD target HTTP/2.0`, for the error log.
@@ -156,6 +166,7 @@ impl StreamTask {
             phase,
             record: Record::default(),
             is_head,
+            upload: None,
         }
     }
 
@@ -174,7 +185,10 @@ impl StreamTask {
             let phase = std::mem::replace(&mut self.phase, Phase::Done);
             let (next, outcome) = match phase {
                 Phase::Arriving => {
-                    if self.streams_body(turn) {
+                    // A future reads it where waiting costs no thread.
+                    if !wire.stream.is_blocking() && self.asks(turn, H::awaits_body) {
+                        (Phase::Awaiting, None)
+                    } else if self.asks(turn, H::streams_body) {
                         (Phase::Streaming, None)
                     } else {
                         let got = Vec::new();
@@ -183,6 +197,7 @@ impl StreamTask {
                 }
                 Phase::Receiving { got } => self.receive(turn, wire.link, got),
                 Phase::Streaming => self.stream_body(turn, wire),
+                Phase::Awaiting => self.await_body(turn, wire.link),
                 Phase::Ready { body } => self.answer(turn, wire.link, body, None),
                 Phase::Later(answer) => self.poll_later(turn, wire.link, answer),
                 Phase::Sending { out } => self.send(turn, wire.link, out),
@@ -239,8 +254,14 @@ impl StreamTask {
         }
     }
 
-    /// Does the handler read this request's body as it arrives?
-    fn streams_body<H: HttpHandler>(&self, turn: &mut Turn<'_, H>) -> bool {
+    /// One of the handler's questions about the request (does it read the
+    /// body as it arrives, from its thread or its future?); a panic in it
+    /// counts as no.
+    fn asks<H: HttpHandler>(
+        &self,
+        turn: &mut Turn<'_, H>,
+        question: fn(&H, &Request<'_>) -> bool,
+    ) -> bool {
         let head = &self.head;
         let fields = request::fields(head);
         let req = Request {
@@ -257,7 +278,63 @@ impl StreamTask {
             pool: turn.reader.arena.pool(),
             framing: None,
         };
-        catch(|| turn.reader.handler.streams_body(&req)).unwrap_or(false)
+        catch(|| question(&turn.reader.handler, &req)).unwrap_or(false)
+    }
+
+    /// The handler run with its body to be read by its future: the answer
+    /// is that future (the body fills its pipe as it arrives: `poll_later`),
+    /// or one made at once, the body unread (the rest of it is dropped as
+    /// it comes, its window given back).
+    fn await_body<H: HttpHandler>(
+        &mut self,
+        turn: &mut Turn<'_, H>,
+        link: &mut Link,
+    ) -> (Phase, Option<Advance>) {
+        let settings = &turn.sender.settings;
+        let timing = Timing {
+            started: Instant::now(),
+            body_timeout: settings.request_body_timeout,
+            min_rate: settings.request_body_min_rate,
+            timeout: settings.timeout,
+        };
+        let (upload, handle) =
+            Upload::for_frames(settings.limits.body, self.head.content_length(), timing);
+        let Some(mut answer) = self.run_with(turn, &[], (None, Some(&handle))) else {
+            return (Phase::Awaiting, Some(Advance::NeedsWorker));
+        };
+        match answer.take_later() {
+            Some(later) => {
+                self.upload = Some(Box::new(upload));
+                (Phase::Later(later), None)
+            }
+            None => (self.respond_with(turn, link, answer), None),
+        }
+    }
+
+    /// Move what arrived of an awaited body into its future's pipe (as
+    /// much as it takes), the stream's window opened by as much; its end,
+    /// once all of it is taken; a 408 past the body's deadline.
+    fn fill_upload(&mut self, link: &mut Link) {
+        let Some(up) = self.upload.as_mut() else {
+            return;
+        };
+        let (taken, ended) = match link.inbound(self.id) {
+            Some(inbound) if up.wants_input() => {
+                let n = up.take_input(&inbound.body);
+                inbound.body.drain(..n);
+                (n, inbound.ended && inbound.body.is_empty())
+            }
+            _ => (0, false),
+        };
+        if taken > 0 {
+            link.codec.release_capacity(self.id, taken);
+            up.received(taken, mpm_core::turn_clock::now());
+        }
+        if ended {
+            up.end_of_frames();
+        } else if up.outcome() == (false, None) && mpm_core::turn_clock::now() >= up.deadline() {
+            up.fail(408);
+        }
     }
 
     /// A handler that reads the body as it comes: run now, off a loop, its
@@ -336,6 +413,16 @@ impl StreamTask {
         body: &[u8],
         stream: Option<&dyn BodySource>,
     ) -> Option<Response> {
+        self.run_with(turn, body, (stream, None))
+    }
+
+    /// [`run`](Self::run), with a body for the handler's future too.
+    fn run_with<H: HttpHandler>(
+        &mut self,
+        turn: &mut Turn<'_, H>,
+        body: &[u8],
+        (stream, awaited): (Option<&dyn BodySource>, Option<&AwaitedBody>),
+    ) -> Option<Response> {
         let head = &self.head;
         let fields = request::fields(head);
         let req = Request {
@@ -345,7 +432,7 @@ impl StreamTask {
             headers: Headers::Parsed(&fields),
             body,
             stream,
-            awaited: None,
+            awaited,
             params: &[],
             peer: turn.peer,
             secure: turn.secure,
@@ -409,12 +496,24 @@ impl StreamTask {
         if link.inbound(self.id).is_none_or(|i| i.reset) {
             return (Phase::Done, Some(Advance::Done));
         }
+        self.fill_upload(link);
         match catch(|| poll_once(answer.as_mut())) {
             Ok(Polled::Wait(wait)) => (Phase::Later(answer), Some(Advance::Wait(wait))),
             Ok(Polled::Again) => (Phase::Later(answer), Some(Advance::Again)),
             Ok(Polled::Ready(mut r)) => match r.take_later() {
                 Some(again) => (Phase::Later(again), None),
-                None => (self.respond_with(turn, link, r), None),
+                None => {
+                    // An awaited body that broke a limit is answered by
+                    // the layer, whatever the future made of it.
+                    if let Some(status) = self.upload.take().and_then(|u| u.outcome().1) {
+                        mpm_core::log_info!(
+                            "mpm: {}: request body refused with {status}",
+                            Line(&self.head)
+                        );
+                        r = Response::error(status);
+                    }
+                    (self.respond_with(turn, link, r), None)
+                }
             },
             Err(p) => {
                 mpm_core::log_error!(
