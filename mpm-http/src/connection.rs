@@ -561,10 +561,13 @@ impl<H: HttpHandler> HttpService<H> {
     /// before it is sent, poll the answer still to come (and send it as
     /// `handle`'s answer is sent, then read on), or pump the tunnel.
     fn resume(&mut self, c: &mut HttpConn, s: &mut Stream) -> Interest {
+        // An awaited body's pipe is filled once before each poll.
+        let mut filled = false;
         loop {
             if let Some(stop) = self.sender.flush_first(c, s) {
                 return stop;
             }
+            let buffered = c.start < c.filled;
             let Some(waiting) = c.waiting_mut() else {
                 return self.writable(c, s);
             };
@@ -575,19 +578,13 @@ impl<H: HttpHandler> HttpService<H> {
                 Waiting::Answer(later) => later,
                 Waiting::Vacant => return Interest::Close,
             };
-            if let Some(mut upload) = later.upload.take() {
-                let stop = self.pump_upload(c, s, &mut upload);
-                if let Some(Waiting::Answer(later)) = c.waiting_mut() {
-                    later.upload = Some(upload);
-                }
-                if let Some(stop) = stop {
+            if !filled && later.upload.is_some() {
+                filled = true;
+                if let Some(stop) = self.fill_upload(c, s) {
                     return stop;
                 }
+                continue;
             }
-            let buffered = c.start < c.filled;
-            let Some(Waiting::Answer(later)) = c.waiting_mut() else {
-                return Interest::Close;
-            };
             // The answer is put where it stays, not returned through
             // `poll_once`'s and `catch`'s results: a response is some 450
             // bytes, and each move of it a copy.
@@ -609,6 +606,7 @@ impl<H: HttpHandler> HttpService<H> {
                         && buffered
                         && later.upload.as_ref().is_some_and(|u| u.wants_input()) =>
                 {
+                    filled = false;
                     continue;
                 }
                 Ok(Polled::Wait(wait)) => {
@@ -688,6 +686,20 @@ impl<H: HttpHandler> HttpService<H> {
             .sender
             .queue(c, answer, later.is_head, keep, later.version);
         c.after = crate::reading::after(keep, c, unfinished);
+    }
+
+    /// [`pump_upload`](Self::pump_upload) for the answer the connection
+    /// waits on, its upload taken out of the box for the while.
+    fn fill_upload(&mut self, c: &mut HttpConn, s: &mut Stream) -> Option<Interest> {
+        let Some(Waiting::Answer(later)) = c.waiting_mut() else {
+            return None;
+        };
+        let mut upload = later.upload.take()?;
+        let stop = self.pump_upload(c, s, &mut upload);
+        if let Some(Waiting::Answer(later)) = c.waiting_mut() {
+            later.upload = Some(upload);
+        }
+        stop
     }
 
     /// Move what the client sent of an awaited body into its future's
