@@ -294,6 +294,37 @@ impl Upload {
         }
     }
 
+    /// Read the body's next bytes with `read` straight into the pipe, as
+    /// many as it has room for: for a body framed by its length, with
+    /// nothing buffered ahead of it (one copy fewer than through the
+    /// connection's buffer, and reads as large as the pipe's room). `None`
+    /// for a body that must be decoded (chunked) or comes in frames.
+    pub(crate) fn read_direct(
+        &mut self,
+        read: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        let Source::Framed(Framing::Length(left)) = &mut self.source else {
+            return None;
+        };
+        let mut p = self.pipe.lock();
+        if p.pos > 0 {
+            let pos = p.pos;
+            p.bytes.drain(..pos);
+            p.pos = 0;
+        }
+        let at = p.bytes.len();
+        let want = PIPE_MAX
+            .saturating_sub(at)
+            .min(usize::try_from(*left).unwrap_or(usize::MAX));
+        p.bytes.resize(at + want, 0);
+        let got = read(&mut p.bytes[at..]);
+        let n = got.as_ref().map_or(0, |n| *n);
+        p.bytes.truncate(at + n);
+        *left -= n as u64;
+        p.ended = *left == 0;
+        Some(got)
+    }
+
     /// An HTTP/2 stream's body ended (END_STREAM, trailers) and every byte
     /// of it was taken.
     pub(crate) fn end_of_frames(&mut self) {

@@ -743,11 +743,21 @@ impl<H: HttpHandler> HttpService<H> {
                 upload.fail(408);
                 break;
             }
-            c.make_room();
-            match s.read(&mut c.buf[c.filled..]) {
-                Ok(0) => upload.fail(400),
-                Ok(n) => {
-                    c.filled += n;
+            // Into the pipe itself when the body needs no decoding, else
+            // into the connection's buffer first.
+            let read = match upload.read_direct(|buf| s.read(buf)) {
+                Some(read) => read.map(|n| (n, false)),
+                None => {
+                    c.make_room();
+                    s.read(&mut c.buf[c.filled..]).map(|n| (n, true))
+                }
+            };
+            match read {
+                Ok((0, _)) => upload.fail(400),
+                Ok((n, buffered)) => {
+                    if buffered {
+                        c.filled += n;
+                    }
                     upload.received(n, now);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}

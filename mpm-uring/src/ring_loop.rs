@@ -579,11 +579,16 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 queued: false,
                 ..
             } => self.step(t),
+            // Stepped once the turn's completions are all in: a tunnel or
+            // an upload waiting for the client gets its input a few KiB a
+            // completion, and a step for each moved that much (246,604
+            // steps for a 1 GiB upload; with the turn's pieces together,
+            // a step moves what they brought).
             State::Parked {
                 wait: Parked::Await(w),
                 queued: false,
                 ..
-            } if w.client_read => self.step(t),
+            } if w.client_read => self.queue_resume(t),
             State::Leaving { .. } => self.try_leave(t),
             _ => {}
         }
