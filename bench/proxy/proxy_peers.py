@@ -32,7 +32,8 @@ Scenarios:
            against its idle figures, per upload it holds (a client connection it accepted; one in
            its listen queue costs it nothing yet): KiB and threads per slow upload, and the requests
            the origin got meanwhile (nginx spools what came to a file and calls the origin once the
-           body is whole, so never here; httpd and ours stream it). Then the connections close.
+           body is whole, so never here; httpd and ours stream it; the floor relays the origin's
+           answer, which comes with the head, so its uploads end early). Then the connections close.
 Each wrk load is preceded by a 1 s warm-up with the same load.
 
 --rounds N runs fast and big N times, the servers in turn (in reverse order every other round), and
