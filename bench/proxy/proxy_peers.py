@@ -400,6 +400,22 @@ def run_slow(srv, up, args):
             "threads": threads, **reuse(before, after)}
 
 
+def connect_all(n, port, sel, events):
+    """N non-blocking connections to PORT, registered with SEL for EVENTS: (sockets, refused, the
+    sockets registered)."""
+    socks, refused, registered = [], 0, []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        socks.append(s)
+        if s.connect_ex(("127.0.0.1", port)) not in (0, errno.EINPROGRESS):
+            refused += 1
+            continue
+        sel.register(s, events)
+        registered.append(s)
+    return socks, refused, registered
+
+
 def run_waiting(srv, up, args):
     """Holds WAITING requests in the proxy while the origin sits on them; see the module docstring."""
     n = args.waiting
@@ -407,17 +423,10 @@ def run_waiting(srv, up, args):
     before = up.stats()["requests"]
     request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n\r\n".encode()
     sel = selectors.DefaultSelector()
-    socks, refused, sent, early, closed, statuses = [], 0, 0, 0, 0, {}
+    socks, sent, early, closed, statuses = [], 0, 0, 0, {}
     t0 = time.time()
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setblocking(False)
-            socks.append(s)
-            if s.connect_ex(("127.0.0.1", srv.port)) not in (0, errno.EINPROGRESS):
-                refused += 1
-                continue
-            sel.register(s, selectors.EVENT_WRITE)
+        socks, refused, _ = connect_all(n, srv.port, sel, selectors.EVENT_WRITE)
         reached, poll_at = 0, t0 + WAIT_AT_LEAST
         while True:
             now = time.time()
@@ -503,21 +512,13 @@ def run_uploading(srv, up, args):
             f"Content-Length: {UPLOAD_LEN}\r\n\r\n").encode()
     first = head + b"u" * UPLOAD_SENT
     sel = selectors.DefaultSelector()
-    socks, refused, done, early, closed, statuses = [], 0, 0, 0, 0, {}
-    at = {}  # socket -> bytes of `first` sent
+    socks, done, early, closed, statuses = [], 0, 0, 0, {}
     holding = set()  # sockets whose part is sent and that have heard nothing
     t0 = time.time()
     last_sent = t0
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setblocking(False)
-            socks.append(s)
-            if s.connect_ex(("127.0.0.1", srv.port)) not in (0, errno.EINPROGRESS):
-                refused += 1
-                continue
-            at[s] = 0
-            sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        socks, refused, registered = connect_all(n, srv.port, sel, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        at = {s: 0 for s in registered}  # socket -> bytes of `first` sent
         # Until every upload has sent its part (or WAIT_AT_MOST), then WAIT_AT_LEAST more.
         while True:
             now = time.time()

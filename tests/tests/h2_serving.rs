@@ -1223,11 +1223,7 @@ fn slow_http2_uploads_wait_without_a_thread(mpm: &str) {
     let t = raw_target(&server);
     let mut c = H2Conn::handshake(&t);
     // Warm: one upload through, whole (its body in one DATA frame).
-    let post = |length: &str| {
-        let mut fields = t.pseudo("POST", "/up/post");
-        fields.push(Field::literal("content-length", length));
-        tests::h2::hpack::encode(&fields)
-    };
+    let post = |length: &str| post_to(&t, "/up/post", length);
     c.send_headers(1, &post("3"), false);
     c.send(&Frame::data(1, flag::END_STREAM, b"abc"));
     assert_eq!(c.expect_response(1).status, 200);
@@ -1280,11 +1276,7 @@ fn an_http2_upload_that_stops_coming_is_408_at_the_body_timeout(mpm: &str) {
     };
     let t = raw_target(&server);
     let mut c = H2Conn::handshake(&t);
-    let post = |length: &str| {
-        let mut fields = t.pseudo("POST", "/up/post");
-        fields.push(Field::literal("content-length", length));
-        tests::h2::hpack::encode(&fields)
-    };
+    let post = |length: &str| post_to(&t, "/up/post", length);
     c.send_headers(1, &post("300000"), false);
     c.send(&Frame::data(1, 0, &tests::pattern(1000, 2)));
     let began = Instant::now();
@@ -1301,6 +1293,13 @@ fn an_http2_upload_that_stops_coming_is_408_at_the_body_timeout(mpm: &str) {
     c.send(&Frame::data(3, flag::END_STREAM, b"ok"));
     let a = c.expect_response(3);
     assert_eq!((a.status, a.body.as_slice()), (200, &b"got it\n"[..]));
+}
+
+/// The header block of a `POST` to `path` announcing `length` body bytes.
+fn post_to(t: &Target, path: &str, length: &str) -> Vec<u8> {
+    let mut fields = t.pseudo("POST", path);
+    fields.push(Field::literal("content-length", length));
+    tests::h2::hpack::encode(&fields)
 }
 
 /// The raw-frame client's target for this server: h2c, or TLS with ALPN
