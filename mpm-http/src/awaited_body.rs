@@ -158,8 +158,11 @@ pub(crate) struct Upload {
     /// Bytes received from the client for the body (what earns time at
     /// the minimum rate).
     received: u64,
-    /// The last read that brought bytes (`--timeout` runs from it).
-    last_read: Instant,
+    /// Since when the layer has been asking the client for more (room in
+    /// the pipe, nothing buffered): `--timeout` runs from there, not from
+    /// the last read, so that time the layer spent not reading (the
+    /// future busy with an upstream, the pipe full) is not the client's.
+    asked: Option<Instant>,
     /// `100 Continue` is still to be sent, before the first read.
     pub(crate) send_continue: bool,
 }
@@ -219,7 +222,7 @@ impl Upload {
             source,
             timing,
             received: buffered as u64,
-            last_read: timing.started,
+            asked: Some(timing.started),
             send_continue,
         };
         upload.set_until();
@@ -331,11 +334,20 @@ impl Upload {
         self.pipe.lock().ended = true;
     }
 
-    /// `n` bytes came from the client's socket.
-    pub(crate) fn received(&mut self, n: usize, now: Instant) {
+    /// `n` bytes came from the client.
+    pub(crate) fn received(&mut self, n: usize) {
         self.received += n as u64;
-        self.last_read = now;
+        self.asked = None;
         self.set_until();
+    }
+
+    /// The layer found nothing more from the client, with room for it:
+    /// `--timeout` runs from now if it was not running already.
+    pub(crate) fn waiting(&mut self, now: Instant) {
+        if self.asked.is_none() {
+            self.asked = Some(now);
+            self.set_until();
+        }
     }
 
     /// The body ends here with `status`.
@@ -344,14 +356,19 @@ impl Upload {
     }
 
     /// When the body must have come, as far as it has: the body timeout
-    /// plus what the bytes received earned at the minimum rate, and no
-    /// more than `--timeout` after the last read that brought bytes.
+    /// plus what the bytes received earned at the minimum rate (as a
+    /// streamed body's), and no more than `--timeout` after the layer
+    /// began asking for more and found none.
     pub(crate) fn deadline(&self) -> Instant {
         let t = self.timing;
         let allowance = t
             .body_timeout
             .saturating_add(earned(self.received, t.min_rate));
-        mpm_core::deadline(t.started, allowance).min(mpm_core::deadline(self.last_read, t.timeout))
+        let body = mpm_core::deadline(t.started, allowance);
+        match self.asked {
+            Some(asked) => body.min(mpm_core::deadline(asked, t.timeout)),
+            None => body,
+        }
     }
 
     fn set_until(&self) {
@@ -506,12 +523,18 @@ mod tests {
         drop(read);
         assert_eq!(w.until, t.started + Duration::from_secs(10));
         // 5,000 bytes at 1,000 a second earn five seconds more.
-        up.received(5000, t.started);
+        up.received(5000);
         assert_eq!(up.deadline(), t.started + Duration::from_secs(15));
-        // `--timeout` after the last read bounds it too.
+        // `--timeout` from when the layer found nothing more bounds it too;
+        // bytes stop that clock, and it starts again at the next wait.
         t.timeout = Duration::from_secs(2);
         let (mut up, _) = Upload::new(Framing::Length(1 << 20), t, 0, false);
-        up.received(10, t.started + Duration::from_secs(1));
-        assert_eq!(up.deadline(), t.started + Duration::from_secs(3));
+        assert_eq!(up.deadline(), t.started + Duration::from_secs(2));
+        up.received(10);
+        // (Ten bytes earn ten milliseconds.)
+        assert_eq!(up.deadline(), t.started + Duration::from_millis(10_010));
+        up.waiting(t.started + Duration::from_secs(5));
+        up.waiting(t.started + Duration::from_secs(6));
+        assert_eq!(up.deadline(), t.started + Duration::from_secs(7));
     }
 }

@@ -249,8 +249,14 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             return self.h2_step(c, s);
         }
         if c.interim {
-            // The rest of a `100 Continue`: then the body is read.
+            // The rest of a `100 Continue`: then the body is read (an
+            // awaited one by resuming its answer, which fills its pipe
+            // from what may already be buffered).
             return match self.sender.write_queued(c, s) {
+                Flush::Done if c.is_waiting() => {
+                    c.interim = false;
+                    self.resume(c, s)
+                }
                 Flush::Done => {
                     c.interim = false;
                     Interest::Read(c.wait())
@@ -738,11 +744,6 @@ impl<H: HttpHandler> HttpService<H> {
                 c.consume(used);
                 continue;
             }
-            let now = mpm_core::turn_clock::now();
-            if now >= upload.deadline() {
-                upload.fail(408);
-                break;
-            }
             // Into the pipe itself when the body needs no decoding, else
             // into the connection's buffer first.
             let read = match upload.read_direct(|buf| s.read(buf)) {
@@ -758,10 +759,19 @@ impl<H: HttpHandler> HttpService<H> {
                     if buffered {
                         c.filled += n;
                     }
-                    upload.received(n, now);
+                    upload.received(n);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                // Nothing more for now: the deadline is the client's only
+                // while the layer asks for its bytes.
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    let now = mpm_core::turn_clock::now();
+                    upload.waiting(now);
+                    if now >= upload.deadline() {
+                        upload.fail(408);
+                    }
+                    break;
+                }
                 Err(_) => upload.fail(400),
             }
         }

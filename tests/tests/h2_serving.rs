@@ -1257,6 +1257,103 @@ fn slow_http2_uploads_wait_without_a_thread(mpm: &str) {
     assert_eq!((a.status, a.body.as_slice()), (200, &b"got it\n"[..]));
 }
 
+/// An HTTP/2 upload that arrives faster than its future takes it (a
+/// window larger than what the layer hands the future at a time) goes on
+/// as soon as the future has taken each piece: what is left in the stream
+/// is handed over without waiting for another frame, which would not
+/// come (the client has sent it all). It waited a second a piece (64 KiB).
+/// The origin reads nothing for its first second, so that the whole body
+/// is with the server, taken from the socket, before the future takes the
+/// second piece.
+#[test]
+fn under_event_an_http2_upload_arriving_at_once_is_taken_without_a_pause() {
+    an_http2_upload_arriving_at_once_is_taken_without_a_pause("event");
+}
+
+#[test]
+fn under_uring_an_http2_upload_arriving_at_once_is_taken_without_a_pause() {
+    an_http2_upload_arriving_at_once_is_taken_without_a_pause("uring");
+}
+
+fn an_http2_upload_arriving_at_once_is_taken_without_a_pause(mpm: &str) {
+    const LEN: usize = 12 << 20;
+    let origin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin_addr = origin.local_addr().unwrap();
+    // One request: a second before its first read, then its whole body,
+    // then the length it got.
+    let slow_reader = std::thread::spawn(move || {
+        let (mut conn, _) = origin.accept().unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let head_end = loop {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0, "the proxy closed before its head");
+            got.extend_from_slice(&buf[..n]);
+            if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+        };
+        let mut body = got.len() - head_end;
+        while body < LEN {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0, "the proxy closed after {body} bytes of body");
+            body += n;
+        }
+        let answer = format!("{body}\n");
+        let _ = conn.write_all(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{answer}",
+                answer.len()
+            )
+            .as_bytes(),
+        );
+        body
+    });
+    let route = format!("/up/=http://{origin_addr}/");
+    let window = (16u32 << 20).to_string();
+    let limit = (32u32 << 20).to_string();
+    let args = [
+        "--proxy",
+        &route,
+        "--h2-initial-window-size",
+        &window,
+        "--limit-request-body",
+        &limit,
+    ];
+    let Some(server) = h2_server(mpm, None, &args) else {
+        return;
+    };
+    let t = raw_target(&server);
+    let mut c = H2Conn::handshake(&t);
+    c.set_timeout(Duration::from_secs(60));
+    let body = tests::pattern(LEN, 6);
+    c.send_headers(1, &post_to(&t, "/up/post", &LEN.to_string()), false);
+    let began = Instant::now();
+    let pieces: Vec<&[u8]> = body
+        .chunks(tests::h2::frame::DEFAULT_MAX_FRAME_SIZE)
+        .collect();
+    for (i, piece) in pieces.iter().enumerate() {
+        let end = if i + 1 == pieces.len() {
+            flag::END_STREAM
+        } else {
+            0
+        };
+        c.send(&Frame::data(1, end, piece));
+    }
+    let a = c.expect_response(1);
+    assert_eq!((a.status, a.body), (200, format!("{LEN}\n").into_bytes()));
+    assert_eq!(slow_reader.join().unwrap(), LEN);
+    // 192 pieces: a second's pause each before; a bound that catches the
+    // pauses, not a speed claim.
+    assert!(
+        began.elapsed() < Duration::from_secs(30),
+        "{} MiB took {:?}",
+        LEN >> 20,
+        began.elapsed()
+    );
+}
+
 /// A proxied HTTP/2 upload that stops coming mid-body is answered 408 at
 /// the body timeout, on its stream; the connection serves on.
 fn an_http2_upload_that_stops_coming_is_408_at_the_body_timeout(mpm: &str) {

@@ -313,28 +313,44 @@ impl StreamTask {
 
     /// Move what arrived of an awaited body into its future's pipe (as
     /// much as it takes), the stream's window opened by as much; its end,
-    /// once all of it is taken; a 408 past the body's deadline.
+    /// once all of it is taken; a 408 past the body's deadline, reckoned
+    /// only while the pipe has room and nothing has arrived (time the
+    /// layer does not take what is there is not the client's).
     fn fill_upload(&mut self, link: &mut Link) {
         let Some(up) = self.upload.as_mut() else {
             return;
         };
-        let (taken, ended) = match link.inbound(self.id) {
-            Some(inbound) if up.wants_input() => {
-                let n = up.take_input(&inbound.body);
-                inbound.body.drain(..n);
-                (n, inbound.ended && inbound.body.is_empty())
-            }
-            _ => (0, false),
+        if !up.wants_input() {
+            return;
+        }
+        let Some(inbound) = link.inbound(self.id) else {
+            return;
         };
+        let taken = up.take_input(&inbound.body);
+        inbound.body.drain(..taken);
+        let (rest, ended) = (inbound.body.len(), inbound.ended);
         if taken > 0 {
             link.codec.release_capacity(self.id, taken);
-            up.received(taken, mpm_core::turn_clock::now());
+            up.received(taken);
         }
-        if ended {
+        if ended && rest == 0 {
             up.end_of_frames();
-        } else if up.outcome() == (false, None) && mpm_core::turn_clock::now() >= up.deadline() {
-            up.fail(408);
+        } else if rest == 0 && up.wants_input() {
+            let now = mpm_core::turn_clock::now();
+            up.waiting(now);
+            if now >= up.deadline() {
+                up.fail(408);
+            }
         }
+    }
+
+    /// Does the stream hold more of an awaited body than its pipe took (or
+    /// its end, not yet passed on) while the pipe has room for it?
+    fn upload_has_more(&self, link: &mut Link) -> bool {
+        self.upload.as_ref().is_some_and(|up| up.wants_input())
+            && link
+                .inbound(self.id)
+                .is_some_and(|i| !i.body.is_empty() || i.ended)
     }
 
     /// A handler that reads the body as it comes: run now, off a loop, its
@@ -496,8 +512,17 @@ impl StreamTask {
         if link.inbound(self.id).is_none_or(|i| i.reset) {
             return (Phase::Done, Some(Advance::Done));
         }
-        self.fill_upload(link);
-        match catch(|| poll_once(answer.as_mut())) {
+        let polled = loop {
+            self.fill_upload(link);
+            match catch(|| poll_once(answer.as_mut())) {
+                // Waiting for the client's bytes while some arrived that
+                // the pipe had no room for: into it, and poll again (no
+                // new frame would come to wake the stream).
+                Ok(Polled::Wait(w)) if w.client_read && self.upload_has_more(link) => {}
+                other => break other,
+            }
+        };
+        match polled {
             Ok(Polled::Wait(wait)) => (Phase::Later(answer), Some(Advance::Wait(wait))),
             Ok(Polled::Again) => (Phase::Later(answer), Some(Advance::Again)),
             Ok(Polled::Ready(mut r)) => match r.take_later() {
