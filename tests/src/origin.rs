@@ -44,6 +44,8 @@ pub struct Seen {
     pub body: Vec<u8>,
     /// The body's whole length.
     pub body_len: u64,
+    /// Did the body reach its end as framed (not cut by a close)?
+    pub body_ended: bool,
     /// The connection's peer (the proxy's side).
     pub peer: SocketAddr,
     /// Which accepted connection (1 for the first) it came on.
@@ -772,6 +774,7 @@ fn serve(shared: &Arc<Shared>, mut conn: Conn) {
             headers,
             body: Vec::new(),
             body_len: 0,
+            body_ended: false,
             peer,
             connection: conn.id,
         };
@@ -788,6 +791,7 @@ fn serve(shared: &Arc<Shared>, mut conn: Conn) {
             lock(&shared.seen).push(seen);
             break;
         }
+        seen.body_ended = true;
         lock(&shared.seen).push(seen.clone());
         let script = script.unwrap_or_else(|| {
             Script::new(404).body(format!("no script for {}\n", seen.path()).as_bytes())

@@ -1074,6 +1074,32 @@ fn a_proxied_chunked_upload_past_the_body_limit_is_413_and_the_server_serves_on(
     assert_eq!(ask(server.addr(), "GET", "/small", &[]).body, b"small\n");
 }
 
+/// A chunked upload whose framing breaks after a good first chunk (a size
+/// line that is not hex, a chunk longer than it said) is answered 400 by
+/// the server, whatever reached the origin, and the server serves on.
+fn a_proxied_upload_with_a_broken_chunk_is_400_and_the_server_serves_on(mpm: &str) {
+    let origin = Origin::start();
+    origin
+        .on("/up", Script::ok(b"stored\n"))
+        .on("/small", Script::ok(b"small\n"));
+    let server = serve_all_to(mpm, &origin, &[]);
+    for broken in [
+        &b"5\r\nhello\r\nzz\r\nxx\r\n0\r\n\r\n"[..],
+        b"5\r\nhello\r\n3\r\ntoo long\r\n0\r\n\r\n",
+    ] {
+        let mut c = server.connect();
+        let r = upload_in_one_write(&mut c, broken, b"");
+        assert_eq!(r.status, 400, "{:?}", String::from_utf8_lossy(broken));
+        assert_eq!(ask(server.addr(), "GET", "/small", &[]).body, b"small\n");
+    }
+    // The part before the break may have gone up; its end never did, so
+    // the origin cannot take a cut upload for a whole one.
+    assert!(
+        origin.requests_to("/up").iter().all(|u| !u.body_ended),
+        "a broken upload reached the origin with an end"
+    );
+}
+
 /// An upload that stops coming mid-body is answered 408 once the body
 /// timeout has passed (the upstream's own timeouts are a minute), and the
 /// server serves on.
@@ -2458,6 +2484,7 @@ mpm_suite!(
     a_request_pipelined_behind_a_chunked_upload_is_served_after_it,
     a_proxied_chunked_upload_past_the_body_limit_is_413_and_the_server_serves_on,
     a_proxied_upload_that_stops_coming_is_408_at_the_body_timeout,
+    a_proxied_upload_with_a_broken_chunk_is_400_and_the_server_serves_on,
     a_proxied_upload_expecting_100_continue_hears_it_before_its_body,
     a_client_gone_mid_upload_disturbs_nothing_else,
     a_websocket_echo_goes_through_the_proxy,
