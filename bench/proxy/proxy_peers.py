@@ -416,6 +416,16 @@ def connect_all(n, port, sel, events):
     return socks, refused, registered
 
 
+def heard(data, tally):
+    """What a held client heard before it was meant to: an answer (its status counted) or a close."""
+    if data:
+        tally["early"] += 1
+        status = data.split(b" ", 2)[1].decode(errors="replace") if b" " in data else "?"
+        tally["statuses"][status] = tally["statuses"].get(status, 0) + 1
+    else:
+        tally["closed"] += 1
+
+
 def run_waiting(srv, up, args):
     """Holds WAITING requests in the proxy while the origin sits on them; see the module docstring."""
     n = args.waiting
@@ -423,7 +433,8 @@ def run_waiting(srv, up, args):
     before = up.stats()["requests"]
     request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n\r\n".encode()
     sel = selectors.DefaultSelector()
-    socks, sent, early, closed, statuses = [], 0, 0, 0, {}
+    socks, sent = [], 0
+    tally = {"early": 0, "closed": 0, "statuses": {}}
     t0 = time.time()
     try:
         socks, refused, _ = connect_all(n, srv.port, sel, selectors.EVENT_WRITE)
@@ -432,7 +443,7 @@ def run_waiting(srv, up, args):
             now = time.time()
             if now >= poll_at:
                 reached = up.stats()["requests"] - before
-                if reached >= n - refused - early - closed or now - t0 >= WAIT_AT_MOST:
+                if reached >= n - refused - tally["early"] - tally["closed"] or now - t0 >= WAIT_AT_MOST:
                     break
                 poll_at = now + 0.5
             for key, ev in sel.select(timeout=min(0.1, max(0.0, poll_at - now))):
@@ -451,12 +462,7 @@ def run_waiting(srv, up, args):
                 except OSError:
                     data = b""
                 sel.unregister(s)
-                if data:
-                    early += 1
-                    status = data.split(b" ", 2)[1].decode(errors="replace") if b" " in data else "?"
-                    statuses[status] = statuses.get(status, 0) + 1
-                else:
-                    closed += 1
+                heard(data, tally)
         waited = time.time() - t0
         pss, rss, procs, threads = srv.footprint()
     finally:
@@ -464,8 +470,8 @@ def run_waiting(srv, up, args):
         for s in socks:
             s.close()
     per = max(1, reached)
-    return {"n": n, "sent": sent, "reached": reached, "refused": refused, "early_answers": early,
-            "early_statuses": statuses, "early_closes": closed, "waited_s": round(waited, 2),
+    return {"n": n, "sent": sent, "reached": reached, "refused": refused, "early_answers": tally["early"],
+            "early_statuses": tally["statuses"], "early_closes": tally["closed"], "waited_s": round(waited, 2),
             "idle": {"pss_kb": pss0, "rss_kb": rss0, "procs": procs0, "threads": threads0},
             "held": {"pss_kb": pss, "rss_kb": rss, "procs": procs, "threads": threads},
             "kib_per_req": (pss - pss0) / per if reached else None,
@@ -512,7 +518,8 @@ def run_uploading(srv, up, args):
             f"Content-Length: {UPLOAD_LEN}\r\n\r\n").encode()
     first = head + b"u" * UPLOAD_SENT
     sel = selectors.DefaultSelector()
-    socks, done, early, closed, statuses = [], 0, 0, 0, {}
+    socks, done = [], 0
+    tally = {"early": 0, "closed": 0, "statuses": {}}
     holding = set()  # sockets whose part is sent and that have heard nothing
     t0 = time.time()
     last_sent = t0
@@ -522,7 +529,7 @@ def run_uploading(srv, up, args):
         # Until every upload has sent its part (or WAIT_AT_MOST), then WAIT_AT_LEAST more.
         while True:
             now = time.time()
-            if done + refused + early + closed >= n and now - last_sent >= WAIT_AT_LEAST:
+            if done + refused + tally["early"] + tally["closed"] >= n and now - last_sent >= WAIT_AT_LEAST:
                 break
             if now - t0 >= WAIT_AT_MOST + WAIT_AT_LEAST:
                 break
@@ -533,12 +540,7 @@ def run_uploading(srv, up, args):
                         data = s.recv(4096)  # an answer before the body ended (an error), or a close
                         sel.unregister(s)
                         holding.discard(s)
-                        if data:
-                            early += 1
-                            status = data.split(b" ", 2)[1].decode(errors="replace") if b" " in data else "?"
-                            statuses[status] = statuses.get(status, 0) + 1
-                        else:
-                            closed += 1
+                        heard(data, tally)
                         continue
                     if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
                         refused += 1
@@ -553,7 +555,7 @@ def run_uploading(srv, up, args):
                 except OSError:
                     sel.unregister(s)
                     holding.discard(s)
-                    closed += 1
+                    tally["closed"] += 1
         waited = time.time() - t0
         pss, rss, procs, threads = srv.footprint()
         accepted = accepted_clients(srv)
@@ -566,8 +568,8 @@ def run_uploading(srv, up, args):
     held = min(len(holding), accepted)
     per = max(1, held)
     return {"n": n, "sent_whole_part": done, "sent_and_waiting": len(holding), "held": held,
-            "refused": refused, "early_answers": early,
-            "early_statuses": statuses, "early_closes": closed, "waited_s": round(waited, 2),
+            "refused": refused, "early_answers": tally["early"],
+            "early_statuses": tally["statuses"], "early_closes": tally["closed"], "waited_s": round(waited, 2),
             "origin_requests": reached,
             "idle": {"pss_kb": pss0, "rss_kb": rss0, "procs": procs0, "threads": threads0},
             "during": {"pss_kb": pss, "rss_kb": rss, "procs": procs, "threads": threads},
@@ -646,6 +648,13 @@ def round_ratios(results, rounds):
     print()
 
 
+def early(f):
+    """A held scenario's clients that heard something before they were meant to, or were refused."""
+    return ((f"{f['early_answers']} {f['early_statuses']}" if f["early_answers"] else "0")
+            + (f", {f['early_closes']} closed" if f["early_closes"] else "")
+            + (f", {f['refused']} refused" if f["refused"] else ""))
+
+
 def print_tables(results, args, scenarios):
     def rows(scenario, cols, cells):
         print("| " + " | ".join(["server"] + cols) + " |")
@@ -695,9 +704,7 @@ def print_tables(results, args, scenarios):
                         fmt(f["idle"]["pss_kb"] / 1024, ".1f"), fmt(f["held"]["pss_kb"] / 1024, ".1f"),
                         fmt(f["kib_per_req"], ".1f"), f"{f['idle']['procs']}/{f['idle']['threads']}",
                         f"{f['held']['procs']}/{f['held']['threads']}", fmt(f["threads_per_req"], ".2f"),
-                        (f"{f['early_answers']} {f['early_statuses']}" if f["early_answers"] else "0")
-                        + (f", {f['early_closes']} closed" if f["early_closes"] else "")
-                        + (f", {f['refused']} refused" if f["refused"] else ""), f["sizing"]])
+                        early(f), f["sizing"]])
     if "uploading" in scenarios:
         print(f"### uploading: {args.uploading} uploads of {UPLOAD_LEN:,} bytes paused after their first "
               f"{UPLOAD_SENT // 1024} KiB; per upload the proxy accepted (held), the rest in its listen queue")
@@ -707,9 +714,7 @@ def print_tables(results, args, scenarios):
                         fmt(f["idle"]["pss_kb"] / 1024, ".1f"), fmt(f["during"]["pss_kb"] / 1024, ".1f"),
                         fmt(f["kib_per_upload"], ".1f"), f"{f['idle']['procs']}/{f['idle']['threads']}",
                         f"{f['during']['procs']}/{f['during']['threads']}", fmt(f["threads_per_upload"], ".2f"),
-                        (f"{f['early_answers']} {f['early_statuses']}" if f["early_answers"] else "0")
-                        + (f", {f['early_closes']} closed" if f["early_closes"] else "")
-                        + (f", {f['refused']} refused" if f["refused"] else ""), f["sizing"]])
+                        early(f), f["sizing"]])
 
 
 def main():

@@ -8,8 +8,9 @@
 //! more, and the client's bytes wait in its socket: a slow upload costs the
 //! connection's state and the pipe, not a thread. The same limits hold as
 //! for a body read whole or streamed: `--limit-request-body` (413), the
-//! body timeout and its minimum rate and `--timeout` between reads (408), a
-//! malformed chunk or a close mid-body (400). The layer answers those
+//! body timeout and its minimum rate, and `--timeout` while the layer asks
+//! the client for more and gets none (408), a malformed chunk or a close
+//! mid-body (400). The layer answers those
 //! itself, whatever the future does with the error its read returns.
 //!
 //! The pipe is shared by the future and the connection's state behind a
@@ -46,6 +47,26 @@ struct Pipe {
     failed: Option<u16>,
     /// How long the future may wait for more (the body's deadline).
     until: Instant,
+}
+
+impl Pipe {
+    /// The bytes taken go, so that what is left starts the buffer.
+    fn compact(&mut self) {
+        if self.pos > 0 {
+            let pos = self.pos;
+            self.bytes.drain(..pos);
+            self.pos = 0;
+        }
+    }
+
+    /// Empty and not at its end: the future waits for the layer to fill
+    /// it, on the client's input or at the body's deadline (then with the
+    /// 408), holding no buffer meanwhile.
+    fn wait_for_more<T>(&mut self) -> Poll<T> {
+        self.bytes = Vec::new();
+        wait_on(Await::timer(self.until).or_client_input());
+        Poll::Pending
+    }
 }
 
 /// A request body still arriving, for a future to read: see
@@ -98,9 +119,7 @@ impl AwaitedBody {
         if p.ended {
             return Poll::Ready(Ok(None));
         }
-        p.bytes = Vec::new();
-        wait_on(Await::timer(p.until).or_client_input());
-        Poll::Pending
+        p.wait_for_more()
     }
 
     /// The length the client announced (`Content-Length`); `None` for a
@@ -128,12 +147,7 @@ impl AwaitedBody {
         if p.ended || buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        // The layer fills the pipe before it polls again, on the client's
-        // input or at the body's deadline (then with the 408). Empty, it
-        // holds nothing while it waits.
-        p.bytes = Vec::new();
-        wait_on(Await::timer(p.until).or_client_input());
-        Poll::Pending
+        p.wait_for_more()
     }
 }
 
@@ -250,11 +264,7 @@ impl Upload {
         if p.ended || p.failed.is_some() {
             return 0;
         }
-        if p.pos > 0 {
-            let pos = p.pos;
-            p.bytes.drain(..pos);
-            p.pos = 0;
-        }
+        p.compact();
         let room = PIPE_MAX.saturating_sub(p.bytes.len());
         let framing = match &mut self.source {
             Source::Framed(framing) => framing,
@@ -310,11 +320,7 @@ impl Upload {
             return None;
         };
         let mut p = self.pipe.lock();
-        if p.pos > 0 {
-            let pos = p.pos;
-            p.bytes.drain(..pos);
-            p.pos = 0;
-        }
+        p.compact();
         let at = p.bytes.len();
         let want = PIPE_MAX
             .saturating_sub(at)

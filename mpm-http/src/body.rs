@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use mpm_core::Stream;
 
 use crate::chunked::{ChunkError, Decoder};
+use crate::settings::ServiceSettings;
 
 /// What a [`BodyReader`](crate::BodyReader) reads a streamed body from.
 pub(crate) trait BodySource {
@@ -44,6 +45,18 @@ pub(crate) struct Timing {
     pub(crate) min_rate: u64,
     /// The longest one read may wait (`--timeout`).
     pub(crate) timeout: Duration,
+}
+
+impl Timing {
+    /// The server's body clocks, for a body whose time began at `started`.
+    pub(crate) fn of(settings: &ServiceSettings, started: Instant) -> Timing {
+        Timing {
+            started,
+            body_timeout: settings.request_body_timeout,
+            min_rate: settings.request_body_min_rate,
+            timeout: settings.timeout,
+        }
+    }
 }
 
 /// Bytes read from the socket per read of a chunked body (its framing must

@@ -308,10 +308,13 @@ impl<H: HttpHandler> Reader<H> {
         // of it a copy.
         let response = response.get_or_insert_with(|| Response::error(500));
         let line = request_line(data, head.method, head.target);
-        let unfinished = outcome
+        // A streamed body not read to its end; an awaited one may still
+        // be read by the answer's future (judged when it is ready).
+        let streamed_unfinished = outcome
             .as_ref()
-            .is_some_and(|o| !o.done || o.failed.is_some())
-            || upload.as_ref().is_some_and(|u| u.outcome() != (true, None));
+            .is_some_and(|o| !o.done || o.failed.is_some());
+        let unfinished =
+            streamed_unfinished || upload.as_ref().is_some_and(|u| u.outcome() != (true, None));
         let mut later = None;
         let keep = match response.take_later() {
             // A later answer: its log line and slot are started now, while
@@ -324,20 +327,16 @@ impl<H: HttpHandler> Reader<H> {
                 }
                 // Made in its box at once: moving it there later is a copy
                 // of some 300 bytes.
-                later = Some(
-                    self.boxed(Waiting::Answer(LaterState {
-                        answer,
-                        record,
-                        request: RequestName::new(head.method, head.target),
-                        is_head,
-                        keep,
-                        version,
-                        unfinished: outcome
-                            .as_ref()
-                            .is_some_and(|o| !o.done || o.failed.is_some()),
-                        upload: upload.map(Box::new),
-                    })),
-                );
+                later = Some(self.boxed(Waiting::Answer(LaterState {
+                    answer,
+                    record,
+                    request: RequestName::new(head.method, head.target),
+                    is_head,
+                    keep,
+                    version,
+                    unfinished: streamed_unfinished,
+                    upload: upload.map(Box::new),
+                })));
                 keep
             }
             None => {
@@ -385,12 +384,10 @@ fn read_as_it_comes(
     continue_sent: bool,
     limit: u64,
 ) -> (body::Framing, Timing, bool) {
-    let timing = Timing {
-        started: *started.body.get_or_insert_with(Instant::now),
-        body_timeout: out.settings.request_body_timeout,
-        min_rate: out.settings.request_body_min_rate,
-        timeout: out.settings.timeout,
-    };
+    let timing = Timing::of(
+        &out.settings,
+        *started.body.get_or_insert_with(Instant::now),
+    );
     let framing = match head.framing {
         Framing::Length(n) => body::Framing::Length(n),
         _ => body::Framing::Chunked(chunked::Decoder::new(limit)),

@@ -69,15 +69,8 @@ impl TlsConfig {
 
 /// The CA certificates of the PEM file at `path`.
 fn ca_roots(path: &Path) -> Result<RootCertStore> {
-    let text = read_pem(path, "CA")?;
     let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&text) {
-        let cert = cert.map_err(|e| {
-            Error::Tls(format!(
-                "the CA file {} is not valid PEM: {e}",
-                path.display()
-            ))
-        })?;
+    for cert in read_certs(path, "CA")? {
         roots.add(cert).map_err(|e| {
             Error::Tls(format!(
                 "the CA file {} holds a certificate rustls refuses: {e}",
@@ -85,13 +78,26 @@ fn ca_roots(path: &Path) -> Result<RootCertStore> {
             ))
         })?;
     }
-    if roots.is_empty() {
+    Ok(roots)
+}
+
+/// The certificates of the `what` PEM file at `path`: at least one.
+fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_slice_iter(&read_pem(path, what)?)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| {
+            Error::Tls(format!(
+                "the {what} file {} is not valid PEM: {e}",
+                path.display()
+            ))
+        })?;
+    if certs.is_empty() {
         return Err(Error::Tls(format!(
-            "the CA file {} holds no CERTIFICATE block",
+            "the {what} file {} holds no CERTIFICATE block",
             path.display()
         )));
     }
-    Ok(roots)
+    Ok(certs)
 }
 
 /// The bytes of the `what` PEM file at `path` (`CA`, `client key`, ...).
@@ -110,20 +116,7 @@ type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 /// The certificate chain of the PEM file `cert` and the private key of
 /// `key`, checked to belong together.
 fn client_identity(cert: &Path, key: &Path) -> Result<Identity> {
-    let chain = CertificateDer::pem_slice_iter(&read_pem(cert, "client certificate")?)
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| {
-            Error::Tls(format!(
-                "the client certificate file {} is not valid PEM: {e}",
-                cert.display()
-            ))
-        })?;
-    if chain.is_empty() {
-        return Err(Error::Tls(format!(
-            "the client certificate file {} holds no CERTIFICATE block",
-            cert.display()
-        )));
-    }
+    let chain = read_certs(cert, "client certificate")?;
     let private = PrivateKeyDer::from_pem_slice(&read_pem(key, "client key")?).map_err(|e| {
         Error::Tls(format!(
             "the client key file {} holds no private key rustls reads: {e}",

@@ -291,12 +291,7 @@ impl StreamTask {
         link: &mut Link,
     ) -> (Phase, Option<Advance>) {
         let settings = &turn.sender.settings;
-        let timing = Timing {
-            started: Instant::now(),
-            body_timeout: settings.request_body_timeout,
-            min_rate: settings.request_body_min_rate,
-            timeout: settings.timeout,
-        };
+        let timing = Timing::of(settings, Instant::now());
         let (upload, handle) =
             Upload::for_frames(settings.limits.body, self.head.content_length(), timing);
         let Some(mut answer) = self.run_with(turn, &[], (None, Some(&handle))) else {
