@@ -65,7 +65,7 @@ use crate::headers::{passes, response_fields, streams, Framing};
 use crate::health::Transition;
 use crate::plan::{is_idempotent, streams_upload, Attempt, Forward, Picker, Plan};
 use crate::reverse_proxy::Proxy;
-use crate::shared_state::{now_ms, UpstreamState};
+use crate::shared_state::{now_ms, ProxyState, UpstreamState};
 use crate::BUFFERED_MAX;
 
 /// How many stale pooled connections one request replaces before the
@@ -194,8 +194,11 @@ pub(crate) struct Call {
     pub(crate) pool: Arc<Pool>,
     /// Per route, per upstream: where to connect.
     pub(crate) targets: Arc<Vec<Vec<Target>>>,
+    /// The upstreams' shared state, where each process's share of the
+    /// idle gauges is kept (`idle_shares.rs`).
+    pub(crate) state: Arc<ProxyState>,
     /// Per route, per upstream: idle connections last seen in this
-    /// process's pool.
+    /// process's pool, when it found no row of shares free.
     pub(crate) idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
 }
 
@@ -230,7 +233,9 @@ impl IdleGauge {
 
     /// The pool holds `now` idle connections to the upstream.
     fn set(&self, now: u64) {
-        let seen = self.call.idle_seen_of(self.route, self.upstream);
+        let seen = self
+            .call
+            .idle_seen_of(self.route, self.upstream, self.state);
         set_idle(seen, self.state, now);
     }
 }
@@ -258,10 +263,14 @@ struct Failed {
 }
 
 impl Call {
-    /// The idle connections to `upstream` of `route` this process's pool
-    /// held when last looked at.
-    fn idle_seen_of(&self, route: usize, upstream: usize) -> &AtomicU64 {
+    /// The idle connections to `upstream` (of `state`) of `route` this
+    /// process's pool held when last looked at: its share of the gauge, in
+    /// its row of shared memory, or in its own if it found none free.
+    fn idle_seen_of(&self, route: usize, upstream: usize, state: UpstreamState) -> &AtomicU64 {
         static NONE: AtomicU64 = AtomicU64::new(0);
+        if let Some(w) = self.state.idle_shares().word(state.slot(), &self.state) {
+            return w;
+        }
         self.idle_seen
             .get(route)
             .and_then(|r| r.get(upstream))
@@ -478,7 +487,7 @@ impl Call {
             // (The gauge below is made once the head is read, not held in
             // the future while it waits.)
             set_idle(
-                call.idle_seen_of(forward.route, attempt.upstream),
+                call.idle_seen_of(forward.route, attempt.upstream, attempt.state),
                 attempt.state,
                 idle,
             );

@@ -37,7 +37,9 @@
 //! * Set and hidden fields (`set_header.rs`): [`SetHeader`], a route's
 //!   fields for the requests it forwards (nginx's `proxy_set_header`,
 //!   with [`Variables`]), and the check of its `hide_header` names.
-//! * Counters (`stats.rs`): [`UpstreamSnapshot`] for the status page.
+//! * Counters (`stats.rs`): [`UpstreamSnapshot`] for the status page;
+//!   each process's share of the idle gauge (`idle_shares.rs`), in shared
+//!   memory, taken back when its process dies without exiting.
 //! * [`ReverseProxy`] (`reverse_proxy.rs`): all of the above as the server
 //!   holds it, built once before the processes fork, and [`Proxy`], one
 //!   worker's, made from it ([`PoolSettings`]: the upstream pools').
@@ -62,6 +64,7 @@ mod error;
 mod handler;
 mod headers;
 mod health;
+mod idle_shares;
 mod path;
 mod plan;
 mod redirect;

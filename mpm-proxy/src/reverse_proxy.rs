@@ -82,7 +82,9 @@ pub struct ReverseProxy {
     pool: Arc<Mutex<Option<ProcessPool>>>,
     /// Per route, per upstream: the idle connections this process's pool
     /// held when last looked at, so that the shared gauge gets the
-    /// difference (made before fork: each process counts in its copy).
+    /// difference, for a process that found no row of shares free
+    /// (`idle_shares.rs`; made before fork: each process counts in its
+    /// copy).
     pub(crate) idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
     checker: Checker,
     probe: Probe,
@@ -232,6 +234,7 @@ impl ReverseProxy {
                 picker: Picker::new(self),
                 pool,
                 targets: self.targets.clone(),
+                state: self.state.clone(),
                 idle_seen: self.idle_seen.clone(),
             }),
             shared: self.clone(),
@@ -246,28 +249,42 @@ type ProcessPool = (u32, Arc<Pool>);
 /// (`pool_idle`): per upstream, its slot and this process's share.
 type IdleShares = Vec<(UpstreamState, Arc<AtomicU64>)>;
 
-/// This process's shares, taken back from the gauges when it exits.
-static IDLE_SHARES: Mutex<IdleShares> = Mutex::new(Vec::new());
+/// This process's shares, taken back from the gauges when it exits: each
+/// proxy's state, and the shares it keeps in its own memory.
+static IDLE_SHARES: Mutex<(Vec<ProxyState>, IdleShares)> = Mutex::new((Vec::new(), Vec::new()));
 
 /// When this process exits (a graceful restart's old generation, a
 /// prefork child retired), its pools' idle connections close with it:
 /// its share of each upstream's `pool_idle` is taken back then, or the
 /// gauge would count them for as long as the server runs. (A process
-/// killed, not exiting, still leaves its share.)
+/// killed, not exiting, leaves its row of shares to the next reader of
+/// the gauge: `idle_shares.rs`.)
 fn idle_back_at_exit(state: &ProxyState, seen: &[Vec<Arc<AtomicU64>>]) {
     let mut shares = IDLE_SHARES.lock();
-    if shares.is_empty() {
+    if shares.0.is_empty() {
         // Once a process: a child's registration is its own (made after
         // the fork), and a process with nothing in the list gives back
         // nothing.
         let _ = mpm_sys::at_exit::at_exit(give_back_idle_shares);
     }
+    shares.0.push(state.clone());
     let states = (0..seen.len()).flat_map(|i| state.route(i).iter().copied());
-    shares.extend(states.zip(seen.iter().flatten().cloned()));
+    shares.1.extend(states.zip(seen.iter().flatten().cloned()));
 }
 
 extern "C" fn give_back_idle_shares() {
-    for (state, seen) in IDLE_SHARES.lock().iter() {
+    let shares = IDLE_SHARES.lock();
+    // A row per process and memory: given back once, with the upstreams
+    // of every proxy whose state is in that memory.
+    for (i, state) in shares.0.iter().enumerate() {
+        let rows = state.idle_shares();
+        if shares.0[..i].iter().any(|s| s.idle_shares().same(&rows)) {
+            continue;
+        }
+        let same = shares.0[i..].iter().filter(|s| s.idle_shares().same(&rows));
+        rows.give_back(same.flat_map(|s| s.each().map(|(_, u)| *u)));
+    }
+    for (state, seen) in &shares.1 {
         let had = seen.swap(0, std::sync::atomic::Ordering::Relaxed);
         state.count_pool_idle(had, 0);
     }

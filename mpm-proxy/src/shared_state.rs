@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 
 use crate::config::ProxyRoute;
 use crate::error::{Error, Result};
+use crate::idle_shares::IdleShares;
 use crate::path::RouteTable;
 
 /// The most upstreams, over every route, the shared state has slots for.
@@ -90,6 +91,8 @@ pub struct Slots {
     hot: &'static [AtomicU64],
     /// Words of one slot's stripes.
     per_slot: usize,
+    /// Each process's share of the idle gauges.
+    idle: IdleShares,
     /// Kept by the process that builds the states (the master).
     registry: Arc<Mutex<Registry>>,
 }
@@ -120,6 +123,7 @@ impl Slots {
             memory,
             hot,
             per_slot,
+            idle: IdleShares::new(capacity)?,
             registry: Arc::new(Mutex::new(Registry::default())),
         })
     }
@@ -144,6 +148,8 @@ impl Slots {
 /// One upstream's slot: a `Copy` handle to its words.
 #[derive(Debug, Clone, Copy)]
 pub struct UpstreamState {
+    /// Its index in the [`Slots`].
+    slot: usize,
     words: &'static [AtomicU64],
     /// Its stripes, one per CPU ([`STRIPE_WORDS`] each).
     hot: &'static [AtomicU64],
@@ -152,6 +158,11 @@ pub struct UpstreamState {
 }
 
 impl UpstreamState {
+    /// Its index in the [`Slots`].
+    pub(crate) fn slot(&self) -> usize {
+        self.slot
+    }
+
     pub(crate) fn get(&self, w: usize) -> u64 {
         self.words[w].load(Ordering::Relaxed)
     }
@@ -201,6 +212,8 @@ impl UpstreamState {
 #[derive(Debug, Clone)]
 pub struct ProxyState {
     routes: Vec<Vec<UpstreamState>>,
+    /// Each process's share of the idle gauges, in the same memory.
+    idle: IdleShares,
     /// Prefix and URL of each, for the status page.
     names: Vec<Vec<(String, String)>>,
 }
@@ -260,6 +273,7 @@ impl ProxyState {
                     }
                 };
                 let state = UpstreamState {
+                    slot,
                     words: &memory[slot * SLOT_WORDS..(slot + 1) * SLOT_WORDS],
                     hot: &slots.hot[slot * per_slot..(slot + 1) * per_slot],
                     // A route's only upstream is never taken out by its
@@ -290,8 +304,14 @@ impl ProxyState {
         }
         Ok(ProxyState {
             routes,
+            idle: slots.idle,
             names: wanted,
         })
+    }
+
+    /// Each process's share of the idle gauges.
+    pub(crate) fn idle_shares(&self) -> IdleShares {
+        self.idle
     }
 
     /// The upstreams of the table's route `i`.

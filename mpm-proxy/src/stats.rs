@@ -72,6 +72,9 @@ impl ProxyState {
     /// Every upstream's counters and health now, route by route in the
     /// table's order (longest prefix first).
     pub fn snapshot(&self) -> Vec<UpstreamSnapshot> {
+        // The shares of processes killed with idle connections are no
+        // one's: taken back before the gauge is read.
+        self.idle_shares().reclaim_dead(self);
         let now = now_ms();
         self.each()
             .map(|((route, url), u)| UpstreamSnapshot {

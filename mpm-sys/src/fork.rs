@@ -6,6 +6,8 @@
 //! master forks serving processes that run on, so it must have one thread
 //! when it forks; [`fork`] counts them at run time and refuses otherwise.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
@@ -17,6 +19,19 @@ pub enum Forked {
     Parent(Pid),
     /// The child.
     Child,
+}
+
+/// Forks on the way to this process (see [`epoch`]).
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// A number that differs between this process and the process it was
+/// forked from by [`fork`], read for the cost of a load: what a value made
+/// before a fork can be checked against to tell whether it was made in
+/// this process (`getpid` is a system call, which glibc no longer caches).
+/// Two children of one parent may share a number, which no check needs:
+/// neither holds the other's memory.
+pub fn epoch() -> u64 {
+    EPOCH.load(Ordering::Relaxed)
 }
 
 /// How many threads this process has now (the entries of
@@ -40,7 +55,10 @@ pub fn fork() -> Result<Forked> {
     // and may run on as the parent would.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Parent { child }) => Ok(Forked::Parent(child)),
-        Ok(nix::unistd::ForkResult::Child) => Ok(Forked::Child),
+        Ok(nix::unistd::ForkResult::Child) => {
+            EPOCH.fetch_add(1, Ordering::Relaxed);
+            Ok(Forked::Child)
+        }
         Err(e) => Err(Error::os("fork", e)),
     }
 }

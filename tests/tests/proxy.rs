@@ -2213,6 +2213,30 @@ fn the_idle_gauge_drops_what_the_pools_dropped_and_what_an_old_generation_held(m
     );
 }
 
+fn a_killed_processs_idle_connections_leave_the_gauge(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/a", Script::ok(b"a\n"));
+    let server = serve_all_to(mpm, &origin, &one_worker(mpm));
+    assert_eq!(ask(server.addr(), "GET", "/a", &[]).status, 200);
+    assert_eq!(pool_idle_settles(&server, 1.0), 1.0, "one connection kept");
+    // The serving process is killed: no exit handler runs, and the kernel
+    // closes its pooled connection. Its share was left in the gauge for
+    // as long as the server ran.
+    let serving = tests::wait_for_children(server.pid(), 1, &[], Duration::from_secs(10))
+        .expect("one serving process");
+    tests::kill(serving[0] as i32, libc::SIGKILL);
+    tests::wait_for_children(server.pid(), 1, &serving, Duration::from_secs(10))
+        .expect("the killed process was not replaced");
+    assert_eq!(
+        pool_idle_settles(&server, 0.0),
+        0.0,
+        "the killed process's connection is no one's idle one"
+    );
+    // The replacement counts its own.
+    assert_eq!(ask(server.addr(), "GET", "/a", &[]).status, 200);
+    assert_eq!(pool_idle_settles(&server, 1.0), 1.0, "its connection kept");
+}
+
 fn two_routes_to_one_upstream_count_each_idle_connection_once(mpm: &str) {
     let origin = Origin::start();
     origin.on("/x", Script::ok(b"x\n"));
@@ -2505,6 +2529,7 @@ mpm_suite!(
     the_upstream_format_logs_the_upstreams_address_status_and_time,
     each_upstreams_counters_are_on_the_status_page_and_in_prometheus,
     the_idle_gauge_drops_what_the_pools_dropped_and_what_an_old_generation_held,
+    a_killed_processs_idle_connections_leave_the_gauge,
     two_routes_to_one_upstream_count_each_idle_connection_once,
     a_graceful_stop_waits_for_a_request_waiting_on_its_upstream,
     a_request_still_waiting_at_the_graceful_timeout_is_cut_and_the_server_exits,
