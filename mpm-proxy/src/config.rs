@@ -13,6 +13,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::cidr::Cidr;
+use crate::cookie::{CookieRule, MAX_COOKIE_RULES};
 use crate::error::{Error, Result};
 use crate::redirect::{Redirect, MAX_REDIRECTS};
 use crate::set_header::{check_hidden, written_by_forwarded, SetHeader, MAX_SET_HEADERS};
@@ -86,6 +87,12 @@ pub struct ProxyRoute {
     /// are rewritten, as nginx's `proxy_redirect` (`[Redirect::Default]`
     /// by default, as nginx's; empty: `off`).
     pub redirect: Vec<Redirect>,
+    /// How the `Domain` attributes of the upstream's `Set-Cookie` fields
+    /// are rewritten, as nginx's `proxy_cookie_domain` (empty by default:
+    /// `off`).
+    pub cookie_domain: Vec<CookieRule>,
+    /// How their `Path` attributes are, as nginx's `proxy_cookie_path`.
+    pub cookie_path: Vec<CookieRule>,
     /// Fields set on every forwarded request, replacing the client's of
     /// the same name (an empty value removes them), as nginx's
     /// `proxy_set_header`.
@@ -678,6 +685,8 @@ impl ProxyRoute {
             ca_file: None,
             client_cert: None,
             redirect: vec![Redirect::Default],
+            cookie_domain: Vec::new(),
+            cookie_path: Vec::new(),
             set_header: Vec::new(),
             hide_header: Vec::new(),
         };
@@ -813,6 +822,21 @@ impl ProxyRoute {
         for r in &self.redirect {
             r.check()
                 .map_err(|e| Error::config(format!("route {p}: redirect: {e}")))?;
+        }
+        for (what, rules) in [
+            ("cookie_domain", &self.cookie_domain),
+            ("cookie_path", &self.cookie_path),
+        ] {
+            if rules.len() > MAX_COOKIE_RULES {
+                return Err(Error::config(format!(
+                    "route {p}: {} {what} rules, at most {MAX_COOKIE_RULES}",
+                    rules.len()
+                )));
+            }
+            for r in rules {
+                r.check()
+                    .map_err(|e| Error::config(format!("route {p}: {what}: {e}")))?;
+            }
         }
         for (what, n) in [
             ("set_header", self.set_header.len()),

@@ -757,7 +757,9 @@ fn record(response: &mut Response, upstreams: HeaderText, time: Duration) {
 /// among them, are left to it), copied as bytes into `response`'s block
 /// of fields ([`Response::try_header_bytes`]; `response` is made with the
 /// upstream's status); `Location` and `Refresh` rewritten by the route's
-/// `redirect` rules ([`crate::rewrite`]), its `hide_header` fields left out.
+/// `redirect` rules ([`crate::rewrite`]), `Set-Cookie` by its
+/// `cookie_domain` and `cookie_path` ([`crate::rewrite_cookie`]), its
+/// `hide_header` fields left out.
 /// `upgrade`: the `101` to a tunnelled request.
 fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, upgrade: bool) {
     // A phrase the layer would refuse (a control, a byte past ASCII) is
@@ -805,6 +807,9 @@ fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, u
             }
             7 if name.eq_ignore_ascii_case(b"refresh") => {
                 crate::rewrite_refresh(value, &route.redirect, &route.prefix, &route.upstreams)
+            }
+            10 if name.eq_ignore_ascii_case(b"set-cookie") => {
+                crate::rewrite_cookie(value, &route.cookie_domain, &route.cookie_path)
             }
             _ => None,
         };

@@ -34,6 +34,9 @@
 //! * Redirects (`redirect.rs`): [`Redirect`], a route's rules for the
 //!   `Location` and `Refresh` fields of answers ([`rewrite`],
 //!   [`rewrite_refresh`]), nginx's `proxy_redirect`.
+//! * Cookies (`cookie.rs`): [`CookieRule`], a route's rules for the
+//!   `Domain` and `Path` attributes of `Set-Cookie` ([`rewrite_cookie`]),
+//!   nginx's `proxy_cookie_domain` and `proxy_cookie_path`.
 //! * Set and hidden fields (`set_header.rs`): [`SetHeader`], a route's
 //!   fields for the requests it forwards (nginx's `proxy_set_header`,
 //!   with [`Variables`]), and the check of its `hide_header` names.
@@ -60,6 +63,7 @@ mod addresses;
 mod balance;
 mod cidr;
 mod config;
+mod cookie;
 mod error;
 mod handler;
 mod headers;
@@ -81,6 +85,7 @@ pub use config::{
     HashKey, HostMode, ProxyRoute, StatusMatch, UpstreamSpec, UpstreamUrl, MAX_COUNT, MAX_DURATION,
     MAX_ROUTES, MAX_TEXT, MAX_TRUSTED, MAX_UPSTREAMS_PER_ROUTE, MAX_WEIGHT, MIN_HEALTH_INTERVAL,
 };
+pub use cookie::{rewrite_cookie, CookieRule, MAX_COOKIE_RULES};
 pub use error::{Error, Result};
 pub use headers::{
     passes, request_fields_into, request_head, response_fields, streams, ClientInfo, Framing,

@@ -1687,6 +1687,52 @@ fn a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the
     );
 }
 
+/// nginx's `proxy_cookie_domain` and `proxy_cookie_path`: an upstream's
+/// cookies set for its own name and paths reach the client set for the
+/// proxy's, their other attributes and the other fields as they came.
+fn an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths(mpm: &str) {
+    let origin = Origin::start();
+    origin.on(
+        "/v1/login",
+        origin_fields(Script::ok(b"in\n"))
+            .header(
+                "Set-Cookie",
+                "sid=42; Domain=.backend.internal; Path=/v1/; HttpOnly",
+            )
+            .header("Set-Cookie", "theme=dark; path=/v1/prefs; Max-Age=60")
+            .header("Set-Cookie", "other=1; Domain=elsewhere.example; Path=/x/")
+            .header("X-Path", "/v1/"),
+    );
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/api/\"\nupstreams = [\"{o}\"]\n\
+         cookie_domain = [{{ from = \"backend.internal\", to = \"proxy.test\" }}]\n\
+         cookie_path = [{{ from = \"/v1/\", to = \"/api/\" }}]\n",
+        o = origin.url("/v1/")
+    );
+    let (server, _dir) = serve_with_file(mpm, &toml, &[]);
+    let r = ask(server.addr(), "GET", "/api/login", &[]);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"in\n"[..]));
+    let cookies: Vec<&str> = r
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        cookies,
+        [
+            "sid=42; Domain=.proxy.test; Path=/api/; HttpOnly",
+            "theme=dark; path=/api/prefs; Max-Age=60",
+            "other=1; Domain=elsewhere.example; Path=/x/",
+        ]
+    );
+    assert_eq!(
+        r.header("x-path"),
+        Some("/v1/"),
+        "other fields as they came"
+    );
+}
+
 /// nginx's `server ... backup`: a backup upstream takes requests only
 /// while the route's other upstreams may not (down, or tried by this
 /// request), and none while they may.
@@ -2521,6 +2567,7 @@ mpm_suite!(
     bytes_an_upstream_sends_after_its_answer_never_answer_the_next_request,
     an_upstreams_redirect_to_its_own_url_is_rewritten_to_the_routes_prefix,
     a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the_client,
+    an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths,
     a_backup_upstream_is_taken_only_while_the_others_cannot_be,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,

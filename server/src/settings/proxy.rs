@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use mpm_core::Seconds;
 use mpm_proxy::{
-    ActiveHealth, Cidr, ClientCert, ProxyRoute, Redirect, SetHeader, UpstreamSpec, MAX_COUNT,
-    MAX_WEIGHT,
+    ActiveHealth, Cidr, ClientCert, CookieRule, ProxyRoute, Redirect, SetHeader, UpstreamSpec,
+    MAX_COUNT, MAX_WEIGHT,
 };
 
 use super::values::{did_you_mean, Bounds, OnOff, Value};
@@ -92,6 +92,19 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
          `default` (an upstream's URL becomes the prefix; the default), `off`, or a list of \
          `{ from = \"http://10.0.0.2:8080/\", to = \"/\" }` and `\"default\"`, the first that \
          matches applied",
+    ),
+    (
+        "cookie_domain",
+        "how the `Domain` of `Set-Cookie` in answers is rewritten (nginx's \
+         `proxy_cookie_domain`): `off` (the default) or a list of \
+         `{ from = \"backend.internal\", to = \"example.org\" }`, a domain matched whole, \
+         letter case aside, the first that matches applied",
+    ),
+    (
+        "cookie_path",
+        "how the `Path` of `Set-Cookie` in answers is rewritten (nginx's `proxy_cookie_path`): \
+         `off` (the default) or a list of `{ from = \"/v1/\", to = \"/api/\" }`, the beginning \
+         of a path replaced, the first that matches applied",
     ),
     (
         "set_header",
@@ -297,6 +310,15 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
     if let Some(v) = t.get("redirect") {
         route.redirect = redirects_of(v).map_err(|e| at("redirect", e))?;
     }
+    if let Some(v) = t.get("cookie_domain") {
+        route.cookie_domain =
+            cookie_rules_of(v, CookieRule::domain, "backend.internal", "example.org")
+                .map_err(|e| at("cookie_domain", e))?;
+    }
+    if let Some(v) = t.get("cookie_path") {
+        route.cookie_path = cookie_rules_of(v, CookieRule::path, "/v1/", "/api/")
+            .map_err(|e| at("cookie_path", e))?;
+    }
     match t.get("set_header") {
         None => {}
         Some(toml::Value::Table(fields)) => {
@@ -372,6 +394,40 @@ fn redirects_of(v: &toml::Value) -> Result<Vec<Redirect>, String> {
             "expected \"default\", \"off\" or a list of rules, found {}",
             other.type_str()
         )),
+    }
+}
+
+/// A route's `cookie_domain` or `cookie_path`: `"off"`, or a list of
+/// `{ from, to }` tables made into rules by `make` (`eg_from`, `eg_to`: an
+/// example for the complaint).
+fn cookie_rules_of(
+    v: &toml::Value,
+    make: fn(&str, &str) -> mpm_proxy::Result<CookieRule>,
+    eg_from: &str,
+    eg_to: &str,
+) -> Result<Vec<CookieRule>, String> {
+    let shape = format!("\"off\" or a list of {{ from = \"{eg_from}\", to = \"{eg_to}\" }}");
+    let one = |v: &toml::Value| -> Result<CookieRule, String> {
+        let toml::Value::Table(t) = v else {
+            return Err(format!(
+                "expected a {{ from, to }} table, found {}",
+                v.type_str()
+            ));
+        };
+        if let Some(bad) = t.keys().find(|k| !["from", "to"].contains(&k.as_str())) {
+            return Err(format!("unknown key `{bad}`; a rule's keys are from, to"));
+        }
+        match (t.get("from"), t.get("to")) {
+            (Some(toml::Value::String(from)), Some(toml::Value::String(to))) => {
+                make(from, to).map_err(|e| e.to_string())
+            }
+            _ => Err(format!("a rule needs `from` and `to` strings: {shape}")),
+        }
+    };
+    match v {
+        toml::Value::String(w) if w == "off" => Ok(Vec::new()),
+        toml::Value::Array(items) => items.iter().map(one).collect(),
+        other => Err(format!("expected {shape}, found {}", other.type_str())),
     }
 }
 
@@ -548,6 +604,74 @@ mod tests {
             let e = one(v).unwrap_err();
             assert!(
                 e.contains("/a/: redirect") && e.contains(says),
+                "{v}\n=> {e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn cookie_rules_take_off_or_a_list_of_rules() {
+        let one = |key: &str, v: &str| {
+            routes(&format!(
+                "[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\n{key} = {v}\n"
+            ))
+            .map(|r| (r[0].cookie_domain.clone(), r[0].cookie_path.clone()))
+        };
+        let none = routes("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\n").unwrap();
+        assert!(
+            none[0].cookie_domain.is_empty() && none[0].cookie_path.is_empty(),
+            "nginx's default: off"
+        );
+        assert_eq!(one("cookie_path", "\"off\"").unwrap().1, vec![]);
+        assert_eq!(
+            one(
+                "cookie_domain",
+                "[{ from = \".Internal\", to = \"example.org\" }]"
+            )
+            .unwrap()
+            .0,
+            vec![CookieRule::domain("Internal", "example.org").unwrap()]
+        );
+        assert_eq!(
+            one(
+                "cookie_path",
+                "[{ from = \"/v1/\", to = \"/api/\" }, { from = \"/\", to = \"/api/\" }]"
+            )
+            .unwrap()
+            .1,
+            vec![
+                CookieRule::path("/v1/", "/api/").unwrap(),
+                CookieRule::path("/", "/api/").unwrap()
+            ]
+        );
+        for (key, v, says) in [
+            ("cookie_path", "\"on\"", "expected \"off\" or a list"),
+            ("cookie_path", "[\"/v1/\"]", "expected a { from, to } table"),
+            (
+                "cookie_domain",
+                "[{ from = \"a\" }]",
+                "needs `from` and `to`",
+            ),
+            (
+                "cookie_domain",
+                "[{ from = \"a\", to = \"b\", x = 1 }]",
+                "unknown key `x`",
+            ),
+            (
+                "cookie_path",
+                "[{ from = \"\", to = \"/\" }]",
+                "`from` is empty",
+            ),
+            (
+                "cookie_path",
+                "[{ from = \"/\", to = \"/a;b\" }]",
+                "no spaces, controls, `;`",
+            ),
+        ] {
+            let e = one(key, v).unwrap_err();
+            assert!(
+                e.contains(&format!("/a/: {key}")) && e.contains(says),
                 "{v}\n=> {e}"
             );
             assert!(!e.contains('\n'), "{e}");
