@@ -50,6 +50,25 @@ impl InFlight {
         }
     }
 
+    /// Count a request to upstream `i` until the guard is dropped, if
+    /// fewer than `max` are in flight to it (0: no limit); `None` when
+    /// `max` are. Taken whole, so that threads counting at once never
+    /// pass `max` together.
+    pub fn try_start(&self, i: usize, max: u32) -> Option<InFlightGuard> {
+        if max == 0 {
+            return Some(self.start(i));
+        }
+        let c = self.counts.get(i)?;
+        c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()?;
+        Some(InFlightGuard {
+            counts: self.counts.clone(),
+            i,
+        })
+    }
+
     /// Requests in flight to upstream `i`.
     pub fn get(&self, i: usize) -> u32 {
         self.counts.get(i).map_or(0, |c| c.load(Ordering::Relaxed))

@@ -117,6 +117,11 @@ pub struct UpstreamSpec {
     /// Taken only while no other upstream of the route may be (nginx's
     /// `server ... backup`): all down, or all tried by this request.
     pub backup: bool,
+    /// The most requests this serving process has in flight to it at once
+    /// (nginx's `server ... max_conns`, which counts per worker process
+    /// without a `zone`); past it, the route's others are taken, and with
+    /// none left the request is a 502. 0: no limit (the default).
+    pub max_conns: u32,
 }
 
 /// An upstream's URL: `http://` or `https://`, a host (a name, an IPv4
@@ -612,6 +617,7 @@ impl UpstreamSpec {
             max_fails: 1,
             fail_timeout: Duration::from_secs(10),
             backup: false,
+            max_conns: 0,
         })
     }
 
@@ -624,11 +630,12 @@ impl UpstreamSpec {
                 self.weight
             ))));
         }
-        if self.max_fails > MAX_COUNT {
-            return Err(Error::config(at(&format!(
-                "max_fails {} must be 0 to {MAX_COUNT}",
-                self.max_fails
-            ))));
+        for (what, n) in [("max_fails", self.max_fails), ("max_conns", self.max_conns)] {
+            if n > MAX_COUNT {
+                return Err(Error::config(at(&format!(
+                    "{what} {n} must be 0 to {MAX_COUNT}"
+                ))));
+            }
         }
         check_duration(
             &at("fail_timeout"),

@@ -8,7 +8,7 @@
 //! table of the settings file).
 //!
 //! * [`ProxyRoute`] and its settings (`config.rs`): [`UpstreamSpec`] with
-//!   nginx's `weight`, `max_fails` and `fail_timeout`; [`Balance`],
+//!   nginx's `weight`, `max_fails`, `fail_timeout` and `max_conns`; [`Balance`],
 //!   [`Buffering`], [`ActiveHealth`], [`ForwardedStyle`], [`HostMode`];
 //!   the flag form ([`ProxyRoute::from_flag`]) and every bound
 //!   ([`check_routes`]). [`Cidr`] (`cidr.rs`): the trusted proxies.

@@ -406,32 +406,53 @@ impl Picker {
         let states = choices.state.route(r);
         // Read once, and only if an upstream was ever marked down.
         let now = OnceCell::new();
-        let eligible = |i: usize| {
-            !tried.contains(&i)
-                && states
-                    .get(i)
-                    .is_some_and(|s| s.is_up_with(|| *now.get_or_init(now_ms)))
+        let flight = choices.in_flight.get(r)?;
+        let ups = &route.upstreams;
+        // nginx's `max_conns`: an upstream with as many requests in flight
+        // from this process is passed over.
+        let has_room = |i: usize| {
+            ups.get(i)
+                .is_some_and(|u| u.max_conns == 0 || flight.get(i) < u.max_conns)
         };
-        let u = if route.upstreams.len() == 1 && !matches!(route.balance, Balance::Hash(_)) {
-            // One upstream: round-robin and least-conn can only pick it.
-            eligible(0).then_some(0)?
-        } else {
-            let mut balancers = choices.balancers.lock();
-            let b = balancers.get_mut(r)?;
-            let ups = &route.upstreams;
-            let backup = |i: usize| ups.get(i).is_some_and(|u| u.backup);
-            match b.pick(&forward.hash_key, |i| !backup(i) && eligible(i)) {
-                Some(u) => u,
-                // nginx's `backup`: only when no other may be taken.
-                None if ups.iter().any(|u| u.backup) => {
-                    b.pick(&forward.hash_key, |i| backup(i) && eligible(i))?
+        // An upstream another thread of this process filled between the
+        // pick and the count (the worker MPM's) is passed over once more.
+        let mut full = None;
+        let (u, in_flight) = loop {
+            let eligible = |i: usize| {
+                full != Some(i)
+                    && !tried.contains(&i)
+                    && has_room(i)
+                    && states
+                        .get(i)
+                        .is_some_and(|s| s.is_up_with(|| *now.get_or_init(now_ms)))
+            };
+            let u = if ups.len() == 1 && !matches!(route.balance, Balance::Hash(_)) {
+                // One upstream: round-robin and least-conn can only pick it.
+                eligible(0).then_some(0)?
+            } else {
+                let mut balancers = choices.balancers.lock();
+                let b = balancers.get_mut(r)?;
+                let backup = |i: usize| ups.get(i).is_some_and(|u| u.backup);
+                match b.pick(&forward.hash_key, |i| !backup(i) && eligible(i)) {
+                    Some(u) => u,
+                    // nginx's `backup`: only when no other may be taken.
+                    None if ups.iter().any(|u| u.backup) => {
+                        b.pick(&forward.hash_key, |i| backup(i) && eligible(i))?
+                    }
+                    None => return None,
                 }
+            };
+            // Counted for least-conn, which compares the counts, and for
+            // an upstream with a limit.
+            let max = ups[u].max_conns;
+            if !matches!(route.balance, Balance::LeastConn) && max == 0 {
+                break (u, None);
+            }
+            match flight.try_start(u, max) {
+                Some(guard) => break (u, Some(guard)),
+                None if full.is_none() => full = Some(u),
                 None => return None,
             }
-        };
-        let in_flight = match route.balance {
-            Balance::LeastConn => Some(choices.in_flight.get(r)?.start(u)),
-            _ => None,
         };
         let spec = &route.upstreams[u];
         let host = forward.host();
@@ -519,7 +540,7 @@ mod tests {
     use mpm_http::Version;
 
     use super::*;
-    use crate::{PoolSettings, ReverseProxy, Slots};
+    use crate::{InFlight, InFlightGuard, PoolSettings, ReverseProxy, Slots};
 
     fn proxy_of(routes: Vec<ProxyRoute>) -> Proxy {
         let table = RouteTable::new(routes);
@@ -816,6 +837,60 @@ mod tests {
             0,
             "uncounted when the try ends"
         );
+    }
+
+    #[test]
+    fn an_upstream_with_max_conns_in_flight_is_passed_over_until_one_ends() {
+        let mut route = ProxyRoute::from_flag("/=http://10.0.0.21,http://10.0.0.22").unwrap();
+        route.upstreams[0].max_conns = 2;
+        route.upstreams[1].max_conns = 1;
+        let p = proxy_of(vec![route]);
+        let req = Request::for_test("GET", "/", Version::Http11, &[("Host", "h")], b"");
+        let f = forward(&p, &req);
+        let picker = p.picker();
+        let held: Vec<Attempt> = (0..3).map(|_| picker.next(&f, &[]).unwrap()).collect();
+        let to = |u: usize| held.iter().filter(|a| a.upstream == u).count();
+        assert_eq!((to(0), to(1)), (2, 1), "each up to its max_conns");
+        assert!(
+            picker.next(&f, &[]).is_none(),
+            "every upstream full: nginx's no live upstreams, a 502"
+        );
+        let mut held = held;
+        let freed = held.pop().unwrap().upstream;
+        assert_eq!(picker.next(&f, &[]).unwrap().upstream, freed, "room again");
+        // A route of one upstream, round-robin, counts only for the limit.
+        let p = proxy(&["/=http://10.0.0.23"]);
+        let f = forward(&p, &req);
+        assert!(p.picker().next(&f, &[]).unwrap().in_flight.is_none());
+        let mut route = ProxyRoute::from_flag("/=http://10.0.0.23").unwrap();
+        route.upstreams[0].max_conns = 1;
+        let p = proxy_of(vec![route]);
+        let f = forward(&p, &req);
+        let picker = p.picker();
+        let one = picker.next(&f, &[]).unwrap();
+        assert!(picker.next(&f, &[]).is_none());
+        drop(one);
+        assert!(picker.next(&f, &[]).is_some());
+    }
+
+    #[test]
+    fn threads_counting_at_once_never_pass_max_conns_together() {
+        let flight = InFlight::new(1);
+        let taken: Vec<InFlightGuard> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..100)
+                            .filter_map(|_| flight.try_start(0, 5))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!((taken.len(), flight.get(0)), (5, 5));
+        drop(taken);
+        assert_eq!(flight.get(0), 0);
     }
 
     #[test]

@@ -1733,6 +1733,63 @@ fn an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths(mpm: 
     );
 }
 
+/// nginx's `server ... max_conns`: an upstream with as many requests in
+/// flight from the serving process is passed over for the route's others,
+/// and taken again once one ends. Counted per process, as nginx's without
+/// a `zone`.
+fn an_upstream_at_its_max_conns_is_passed_over_until_a_request_ends(mpm: &str) {
+    let (a, b) = (Origin::start(), Origin::start());
+    a.on("/x", Script::ok(b"a\n").hold());
+    a.on("/y", Script::ok(b"a\n"));
+    b.on("/x", Script::ok(b"b\n"));
+    b.on("/y", Script::ok(b"b\n"));
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/\"\n\
+         upstreams = [{{ url = \"{a}\", max_conns = 1 }}, \"{b}\"]\n",
+        a = a.url(""),
+        b = b.url("")
+    );
+    if mpm == "prefork" {
+        // A prefork child serves one request at a time: its own count never
+        // passes 1, and each request's try ends with it.
+        let (server, _dir) = serve_with_file(mpm, &toml, &["--server-limit", "1"]);
+        let got: Vec<String> = (0..4)
+            .map(|_| ask(server.addr(), "GET", "/y", &[]).text())
+            .collect();
+        assert_eq!(
+            got,
+            ["a\n", "b\n", "a\n", "b\n"],
+            "round-robin, never refused"
+        );
+        return;
+    }
+    let (server, _dir) = serve_with_file(
+        mpm,
+        &toml,
+        &["--server-limit", "1", "--threads-per-child", "4"],
+    );
+    let addr = server.addr();
+    let held = thread::spawn(move || ask(addr, "GET", "/x", &[]).text());
+    assert!(
+        a.wait_until(Duration::from_secs(10), |o| o.holding() == 1),
+        "the first request never reached a"
+    );
+    // Round-robin's next two would be b, then a: a is full, so both are b's.
+    for _ in 0..2 {
+        let r = ask(addr, "GET", "/x", &[]);
+        assert_eq!((r.status, r.text().as_str()), (200, "b\n"));
+    }
+    a.release();
+    assert_eq!(held.join().unwrap(), "a\n");
+    // Each serving thread keeps its own round-robin (as each nginx worker
+    // does): whichever threads take them, two picks include a.
+    let got: Vec<String> = (0..2).map(|_| ask(addr, "GET", "/y", &[]).text()).collect();
+    assert!(
+        got.iter().any(|t| t == "a\n"),
+        "a takes requests again: {got:?}"
+    );
+}
+
 /// nginx's `server ... backup`: a backup upstream takes requests only
 /// while the route's other upstreams may not (down, or tried by this
 /// request), and none while they may.
@@ -2568,6 +2625,7 @@ mpm_suite!(
     an_upstreams_redirect_to_its_own_url_is_rewritten_to_the_routes_prefix,
     a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the_client,
     an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths,
+    an_upstream_at_its_max_conns_is_passed_over_until_a_request_ends,
     a_backup_upstream_is_taken_only_while_the_others_cannot_be,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,

@@ -20,8 +20,9 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
     (
         "upstreams",
         "URLs (`\"http://10.0.0.2:8080/v1/\"`), or tables `{ url, weight = 1, max_fails = 1, \
-         fail_timeout = \"10s\", backup = false }` (required; a backup is taken only while no \
-         other may be)",
+         fail_timeout = \"10s\", backup = false, max_conns = 0 }` (required; a backup is taken \
+         only while no other may be; `max_conns`: the most requests in flight to it from each \
+         serving process, 0 for no limit)",
     ),
     (
         "balance",
@@ -432,12 +433,19 @@ fn cookie_rules_of(
 }
 
 /// One of `upstreams`: a URL, or `{ url, weight, max_fails, fail_timeout,
-/// backup }`.
+/// backup, max_conns }`.
 fn upstream_of(v: &toml::Value) -> Result<UpstreamSpec, String> {
     match v {
         toml::Value::String(url) => UpstreamSpec::new(url).map_err(|e| e.to_string()),
         toml::Value::Table(t) => {
-            const KEYS: [&str; 5] = ["url", "weight", "max_fails", "fail_timeout", "backup"];
+            const KEYS: [&str; 6] = [
+                "url",
+                "weight",
+                "max_fails",
+                "fail_timeout",
+                "backup",
+                "max_conns",
+            ];
             let t: toml::Table = t
                 .iter()
                 .map(|(k, v)| (k.replace('-', "_"), v.clone()))
@@ -460,6 +468,10 @@ fn upstream_of(v: &toml::Value) -> Result<UpstreamSpec, String> {
             if let Some(m) = t.get("max_fails") {
                 u.max_fails = u32::from_toml_within(m, Bounds::at_most(MAX_COUNT.into()))
                     .map_err(|e| format!("{url}: max_fails: {e}"))?;
+            }
+            if let Some(m) = t.get("max_conns") {
+                u.max_conns = u32::from_toml_within(m, Bounds::at_most(MAX_COUNT.into()))
+                    .map_err(|e| format!("{url}: max_conns: {e}"))?;
             }
             if let Some(d) = t.get("fail_timeout") {
                 u.fail_timeout = Seconds::from_toml(d)
@@ -501,7 +513,7 @@ mod tests {
             r#"
             [[proxy]]
             prefix = "/api/"
-            upstreams = ["http://10.0.0.1:8080/v1/", { url = "http://10.0.0.2:8080/v1/", weight = 3, max-fails = 2, fail_timeout = "30s" }]
+            upstreams = ["http://10.0.0.1:8080/v1/", { url = "http://10.0.0.2:8080/v1/", weight = 3, max-fails = 2, fail_timeout = "30s", max_conns = 100 }]
             balance = "hash:header:X-User"
             connect_timeout = 5
             read_timeout = "2m"
@@ -533,6 +545,10 @@ mod tests {
         assert_eq!(a.prefix, "/api/");
         assert_eq!(a.upstreams[1].weight, 3);
         assert_eq!(a.upstreams[1].max_fails, 2);
+        assert_eq!(
+            (a.upstreams[0].max_conns, a.upstreams[1].max_conns),
+            (0, 100)
+        );
         assert_eq!(a.upstreams[1].fail_timeout, Duration::from_secs(30));
         assert_eq!(a.balance, Balance::Hash(HashKey::Header("X-User".into())));
         assert_eq!(
@@ -688,6 +704,8 @@ mod tests {
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nbalance = \"random\"\n", "[[proxy]] /a/: balance 'random'"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nread_timeout = \"soon\"\n", "/a/: read_timeout: 'soon' is not a duration"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [{ url = \"http://a\", weight = 0 }]\n", "weight 0 must be 1 to 1000"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [{ url = \"http://a\", max_conns = 10001 }]\n", "max_conns 10001 must be 0 to 10000"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [{ url = \"http://a\", max_conns = -1 }]\n", "max_conns"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [{ url = \"http://a\", wieght = 2 }]\n", "unknown key `wieght`"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\ntrusted_proxies = [\"10.0.0.0/33\"]\n", "trusted_proxies"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nhealth_rise = 0\n", "health_rise 0"),
