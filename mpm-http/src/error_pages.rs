@@ -25,7 +25,9 @@ pub struct ErrorPage {
 /// such a status: the HTTP layer's own (400, 408, 413, 414, 431, 505, ...),
 /// the static site's (403, 404, 405, 416, 301, ...), and a panicking
 /// handler's 500. The status and the other header fields stay; a response
-/// whose body a handler wrote itself is left alone.
+/// whose body a handler wrote itself is left alone, unless it asked to be
+/// replaced ([`Response::set_intercept_errors`](crate::Response::set_intercept_errors),
+/// the proxy's `intercept_errors`).
 ///
 /// ```
 /// use mpm_http::{ErrorPage, ErrorPages};
@@ -57,14 +59,19 @@ impl ErrorPages {
         self.0.is_empty()
     }
 
-    /// Put the page for its status into a built-in error response.
+    /// Put the page for its status into a built-in error response, or in
+    /// place of a response that asked to be intercepted
+    /// ([`Response::set_intercept_errors`]).
     pub(crate) fn apply(&self, parts: &mut Response) {
-        if !parts.stock || self.0.is_empty() {
+        if !(parts.stock || parts.intercept) || self.0.is_empty() {
             return;
         }
         let Some(page) = self.get(parts.status) else {
             return;
         };
+        if parts.intercept && !parts.stock {
+            intercepted(parts);
+        }
         parts
             .headers
             .retain(|(name, _)| !name.eq_ignore_ascii_case("content-type"));
@@ -73,5 +80,116 @@ impl ErrorPages {
             HeaderText::from(page.content_type.clone()),
         ));
         parts.body = Body::Shared(Arc::clone(&page.body));
+    }
+}
+
+/// A response replaced by an error page: nothing of it is kept but its
+/// status, and a 401's `WWW-Authenticate` fields (as nginx keeps them).
+fn intercepted(parts: &mut Response) {
+    let keep = |name: &[u8]| parts.status == 401 && name.eq_ignore_ascii_case(b"www-authenticate");
+    let mut kept: crate::response::Fields = parts
+        .headers
+        .iter()
+        .filter(|(n, _)| keep(n.as_bytes()))
+        .cloned()
+        .collect();
+    kept.extend(
+        parts
+            .wire
+            .iter()
+            .filter(|(n, _)| keep(n))
+            .filter_map(|(n, v)| {
+                let text = |b: &[u8]| {
+                    std::str::from_utf8(b)
+                        .ok()
+                        .map(|s| HeaderText::from(s.to_string()))
+                };
+                Some((text(n)?, text(v)?))
+            }),
+    );
+    parts.wire.give_back();
+    parts.headers = kept;
+    parts.reason = None;
+    // Its own body (an upstream's, say) is dropped: never sent.
+    parts.body = Body::Empty;
+    parts.stock = true;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pages(statuses: &[u16]) -> ErrorPages {
+        let mut p = ErrorPages::new();
+        for &s in statuses {
+            p.insert(
+                s,
+                ErrorPage {
+                    body: format!("page {s}").into_bytes().into(),
+                    content_type: "text/html".into(),
+                },
+            );
+        }
+        p
+    }
+
+    fn upstreams(status: u16) -> Response {
+        let mut r = Response::new(status);
+        let _ = r.try_header_bytes(b"WWW-Authenticate", b"Basic realm=\"x\"");
+        let _ = r.try_header_bytes(b"X-Upstream", b"b");
+        let _ = r.try_header_bytes(b"Content-Type", b"application/json");
+        r.set_body(&b"{\"error\":1}"[..]);
+        r.set_reason("Upstream Says");
+        r
+    }
+
+    fn body_of(r: &Response) -> Vec<u8> {
+        match r.body_ref() {
+            Body::Shared(b) => b.to_vec(),
+            Body::Bytes(b) => b.to_vec(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_intercepted_answer_is_replaced_whole_by_the_page_for_its_status() {
+        let p = pages(&[401, 502]);
+        let mut r = upstreams(502);
+        r.set_intercept_errors();
+        p.apply(&mut r);
+        assert_eq!((r.status(), body_of(&r)), (502, b"page 502".to_vec()));
+        let fields: Vec<(&str, &str)> = r.headers().collect();
+        assert_eq!(
+            fields,
+            [("Content-Type", "text/html")],
+            "nothing of the upstream's"
+        );
+        assert_eq!(r.reason_text(), "Bad Gateway");
+        // A 401 keeps what the client needs to authenticate.
+        let mut r = upstreams(401);
+        r.set_intercept_errors();
+        p.apply(&mut r);
+        assert_eq!(
+            r.header_value("www-authenticate"),
+            Some("Basic realm=\"x\"")
+        );
+        assert_eq!(r.header_value("x-upstream"), None);
+        assert_eq!(body_of(&r), b"page 401");
+    }
+
+    #[test]
+    fn without_a_page_for_its_status_or_unasked_an_answer_goes_as_it_is() {
+        let p = pages(&[404]);
+        let mut r = upstreams(502);
+        r.set_intercept_errors();
+        p.apply(&mut r);
+        assert_eq!(r.header_value("x-upstream"), Some("b"), "no page for 502");
+        assert_eq!(body_of(&r), b"{\"error\":1}");
+        let mut r = upstreams(404);
+        p.apply(&mut r);
+        assert_eq!(body_of(&r), b"{\"error\":1}", "not asked");
+        let mut r = Response::new(200);
+        r.set_intercept_errors();
+        assert!(!r.intercept, "below 300: never");
     }
 }

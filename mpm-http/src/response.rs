@@ -174,6 +174,9 @@ pub struct Response {
     /// The body is the built-in error page (`Response::error`), which a
     /// configured error page replaces.
     pub(crate) stock: bool,
+    /// A configured error page for its status replaces the whole response
+    /// ([`set_intercept_errors`](Self::set_intercept_errors)).
+    pub(crate) intercept: bool,
     /// A field or reason phrase was refused: this is the 500 that replaced
     /// the response, and the builder calls after it leave it alone.
     refused: bool,
@@ -464,6 +467,7 @@ impl Response {
             close: false,
             has_server: false,
             stock: false,
+            intercept: false,
             refused: false,
             later: None,
             tunnel: None,
@@ -803,6 +807,26 @@ impl Response {
     pub fn reason(mut self, phrase: impl Into<HeaderText>) -> Response {
         self.set_reason(phrase);
         self
+    }
+
+    /// Answer with the server's error page for this response's status
+    /// instead of this response, when one is configured for it
+    /// (`--error-page`): nginx's `proxy_intercept_errors`, for a status of
+    /// 300 or more. The whole response is replaced: the status stays, the
+    /// page is the body, and of its fields only a 401's `WWW-Authenticate`
+    /// ones are kept (the client needs them to authenticate), as nginx
+    /// keeps them. Without a page for the status it goes as it is.
+    ///
+    /// ```
+    /// use mpm_http::Response;
+    /// let mut r = Response::new(503).header("X-Upstream", "b");
+    /// r.set_intercept_errors();
+    /// assert_eq!(r.status(), 503);
+    /// ```
+    pub fn set_intercept_errors(&mut self) {
+        if self.status >= 300 {
+            self.intercept = true;
+        }
     }
 
     /// [`reason`](Self::reason) in place (a refused phrase makes this

@@ -87,6 +87,10 @@ pub struct ProxyRoute {
     /// are rewritten, as nginx's `proxy_redirect` (`[Redirect::Default]`
     /// by default, as nginx's; empty: `off`).
     pub redirect: Vec<Redirect>,
+    /// Answers of 300 or more are replaced by the server's error page for
+    /// their status, where one is configured (`--error-page`), as nginx's
+    /// `proxy_intercept_errors` (off by default).
+    pub intercept_errors: bool,
     /// How the `Domain` attributes of the upstream's `Set-Cookie` fields
     /// are rewritten, as nginx's `proxy_cookie_domain` (empty by default:
     /// `off`).
@@ -692,6 +696,7 @@ impl ProxyRoute {
             ca_file: None,
             client_cert: None,
             redirect: vec![Redirect::Default],
+            intercept_errors: false,
             cookie_domain: Vec::new(),
             cookie_path: Vec::new(),
             set_header: Vec::new(),

@@ -662,6 +662,10 @@ fn answer(
     // copied whole once more.
     let mut response = Response::new(head.status);
     copy_head(&mut response, head, route, false);
+    if route.intercept_errors {
+        // The layer answers with its error page instead, if it has one.
+        response.set_intercept_errors();
+    }
     let reader = BodyReader::for_response(forward.method(), head).map_err(bad)?;
     let mut source = UpstreamBody {
         conn: Some(conn),

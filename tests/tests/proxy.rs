@@ -1733,6 +1733,71 @@ fn an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths(mpm: 
     );
 }
 
+/// nginx's `proxy_intercept_errors on` with `error_page`: an upstream's
+/// answer whose status has an error page is replaced by the page (status
+/// kept, a 401's `WWW-Authenticate` kept); a status without one, and a
+/// route without the setting, pass the upstream's answer as it came.
+fn an_intercepting_route_answers_an_upstreams_error_with_the_servers_page(mpm: &str) {
+    let origin = Origin::start();
+    for (path, status) in [("/down", 502), ("/gone", 404), ("/auth", 401)] {
+        origin.on(
+            path,
+            Script::new(status)
+                .header("Content-Type", "application/json")
+                .header("X-Upstream", "yes")
+                .header("WWW-Authenticate", "Basic realm=\"app\"")
+                .body(b"{\"error\":\"upstream's own\"}"),
+        );
+    }
+    let page = "<!DOCTYPE html><h1>We will be right back</h1>\n";
+    let root = site::docroot();
+    root.write("errors/upstream.html", page.as_bytes());
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/app/\"\nupstreams = [\"{o}/\"]\nintercept_errors = \"on\"\n\
+         [[proxy]]\nprefix = \"/raw/\"\nupstreams = [\"{o}/\"]\n",
+        o = origin.url("").trim_end_matches('/')
+    );
+    let config = root.write("mpm.toml", toml.as_bytes());
+    let server = Server::start(
+        mpm,
+        Some(root.path()),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--error-page",
+            "401,502=/errors/upstream.html",
+        ],
+    );
+    let r = ask(server.addr(), "GET", "/app/down", &[]);
+    assert_eq!((r.status, r.text().as_str()), (502, page));
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    assert_eq!(
+        r.header("x-upstream"),
+        None,
+        "nothing of the upstream's answer"
+    );
+    assert_eq!(r.header("www-authenticate"), None);
+    let r = ask(server.addr(), "GET", "/app/auth", &[]);
+    assert_eq!((r.status, r.text().as_str()), (401, page));
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Basic realm=\"app\""),
+        "a 401 keeps what the client needs to authenticate"
+    );
+    // No page for 404: the upstream's answer, as it came.
+    let r = ask(server.addr(), "GET", "/app/gone", &[]);
+    assert_eq!(r.status, 404);
+    assert_eq!(r.text(), "{\"error\":\"upstream's own\"}");
+    assert_eq!(r.header("x-upstream"), Some("yes"));
+    // A route without the setting passes a 502 as it came.
+    let r = ask(server.addr(), "GET", "/raw/down", &[]);
+    assert_eq!((r.status, r.header("x-upstream")), (502, Some("yes")));
+    assert_eq!(r.text(), "{\"error\":\"upstream's own\"}");
+    // The intercepted upstream connections cost nothing later.
+    let r = ask(server.addr(), "GET", "/app/down", &[]);
+    assert_eq!((r.status, r.text().as_str()), (502, page));
+}
+
 /// nginx's `server ... max_conns`: an upstream with as many requests in
 /// flight from the serving process is passed over for the route's others,
 /// and taken again once one ends. Counted per process, as nginx's without
@@ -2626,6 +2691,7 @@ mpm_suite!(
     a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the_client,
     an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths,
     an_upstream_at_its_max_conns_is_passed_over_until_a_request_ends,
+    an_intercepting_route_answers_an_upstreams_error_with_the_servers_page,
     a_backup_upstream_is_taken_only_while_the_others_cannot_be,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,

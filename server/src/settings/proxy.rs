@@ -95,6 +95,11 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
          matches applied",
     ),
     (
+        "intercept_errors",
+        "answers of 300 or more replaced by the server's `--error-page` for their status, \
+         where one is configured (nginx's `proxy_intercept_errors`): `off` (the default) or `on`",
+    ),
+    (
         "cookie_domain",
         "how the `Domain` of `Set-Cookie` in answers is rewritten (nginx's \
          `proxy_cookie_domain`): `off` (the default) or a list of \
@@ -310,6 +315,11 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
     }
     if let Some(v) = t.get("redirect") {
         route.redirect = redirects_of(v).map_err(|e| at("redirect", e))?;
+    }
+    if let Some(v) = t.get("intercept_errors") {
+        route.intercept_errors = OnOff::from_toml(v)
+            .map_err(|e| at("intercept_errors", e))?
+            .0;
     }
     if let Some(v) = t.get("cookie_domain") {
         route.cookie_domain =
@@ -533,6 +543,7 @@ mod tests {
             redirect = [{ from = "http://10.0.0.9/", to = "/old/" }, "default"]
             set_header = { "X-Real-IP" = "$remote_addr", "Accept-Encoding" = "" }
             hide_header = ["X-Powered-By"]
+            intercept_errors = "on"
 
             [[proxy]]
             prefix = "/static/"
@@ -587,6 +598,10 @@ mod tests {
             "in the table's order (toml's: by name)"
         );
         assert_eq!(a.hide_header, vec!["X-Powered-By".to_string()]);
+        assert!(
+            a.intercept_errors && !r[1].intercept_errors,
+            "off by default"
+        );
         assert!(r[1].health.is_none(), "no health_ key: no active checks");
         assert_eq!(r[1].redirect, vec![Redirect::Default], "nginx's default");
     }
