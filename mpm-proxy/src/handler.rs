@@ -198,7 +198,7 @@ pub(crate) struct Call {
     /// idle gauges is kept (`idle_shares.rs`).
     pub(crate) state: Arc<ProxyState>,
     /// Per route, per upstream: idle connections last seen in this
-    /// process's pool, when it found no row of shares free.
+    /// process's pool, when it found no row of its own free.
     pub(crate) idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
 }
 
@@ -233,19 +233,8 @@ impl IdleGauge {
 
     /// The pool holds `now` idle connections to the upstream.
     fn set(&self, now: u64) {
-        let seen = self
-            .call
-            .idle_seen_of(self.route, self.upstream, self.state);
-        set_idle(seen, self.state, now);
-    }
-}
-
-/// The pool holds `now` idle connections to the upstream of `state`, of
-/// which it held `seen` when last looked at.
-fn set_idle(seen: &AtomicU64, state: UpstreamState, now: u64) {
-    let before = seen.swap(now, Ordering::Relaxed);
-    if before != now {
-        state.count_pool_idle(before, now);
+        self.call
+            .set_idle(self.route, self.upstream, self.state, now);
     }
 }
 
@@ -263,18 +252,22 @@ struct Failed {
 }
 
 impl Call {
-    /// The idle connections to `upstream` (of `state`) of `route` this
-    /// process's pool held when last looked at: its share of the gauge, in
-    /// its row of shared memory, or in its own if it found none free.
-    fn idle_seen_of(&self, route: usize, upstream: usize, state: UpstreamState) -> &AtomicU64 {
-        static NONE: AtomicU64 = AtomicU64::new(0);
-        if let Some(w) = self.state.idle_shares().word(state.slot(), &self.state) {
-            return w;
+    /// This process's pool holds `now` idle connections to `upstream` (of
+    /// `state`) of `route`: its count in its row of shared memory, or, if
+    /// it found none free, the difference from what it held when last
+    /// looked at added to the upstream's stripes.
+    fn set_idle(&self, route: usize, upstream: usize, state: UpstreamState, now: u64) {
+        if let Some(w) = self.state.idle_shares().word(state.slot()) {
+            w.store(now, Ordering::Relaxed);
+            return;
         }
-        self.idle_seen
-            .get(route)
-            .and_then(|r| r.get(upstream))
-            .map_or(&NONE, |a| a)
+        let Some(seen) = self.idle_seen.get(route).and_then(|r| r.get(upstream)) else {
+            return;
+        };
+        let before = seen.swap(now, Ordering::Relaxed);
+        if before != now {
+            state.count_pool_idle(before, now);
+        }
     }
 
     /// Every try of `forward` until one is answered, or the 502 or 504.
@@ -486,11 +479,7 @@ impl Call {
             // upstream, expired), whether a connection came of it or not.
             // (The gauge below is made once the head is read, not held in
             // the future while it waits.)
-            set_idle(
-                call.idle_seen_of(forward.route, attempt.upstream, attempt.state),
-                attempt.state,
-                idle,
-            );
+            call.set_idle(forward.route, attempt.upstream, attempt.state, idle);
             let mut conn = conn.map_err(|e| fail(e, false, false))?;
             let reused = conn.requests_served() > 0;
             if reused {

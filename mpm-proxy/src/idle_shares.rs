@@ -1,54 +1,63 @@
-//! Each process's share of the idle-connection gauge (`pool_idle`), kept
-//! where a process that dies without exiting cannot take it with it.
+//! Each process's count of idle pooled connections (`pool_idle`), kept
+//! where a process that dies without exiting cannot leave it behind.
 //!
-//! The gauge is a sum over the processes, kept in the upstream's stripes
-//! ([`ProxyState`]): a process adds what its pool gains and takes off what
-//! it loses, and remembers what it holds (its *share*, per upstream). A
-//! process that exits gives its shares back (an exit handler). One killed
-//! (SIGKILL, the OOM killer) or crashed runs no handler, and its share
-//! would stay in the gauge for as long as the server runs. So the shares
-//! are kept in shared memory, a row per process: a reader of the gauge
-//! (the status page) first looks for rows whose process is gone, takes
-//! their shares back and frees them.
+//! The gauge is a sum over the serving processes. Each process writes its
+//! pool's count for each upstream into a row of shared memory of its own,
+//! and a reader of the gauge (the status page) sums the rows of the
+//! processes that are alive. A process that exits frees its row (an exit
+//! handler); one killed (SIGKILL, the OOM killer) or crashed runs no
+//! handler, and its row is freed by the next reader that finds its process
+//! gone (`kill(pid, 0)`, as the connection ledger does,
+//! `mpm_core::ledger`). Nothing is subtracted from anything: a row is
+//! counted or not, so whichever generation reads, and wherever a process
+//! is killed, the sum is of live processes' counts.
 //!
 //! A row is claimed by a process the first time it counts (a request,
 //! after its fork: a row claimed before one would be its children's
-//! together), written by that process only, and freed by its exit handler
-//! or by whoever finds its process gone. Death is told by `kill(pid, 0)`,
-//! as the connection ledger does (`mpm_core::ledger`): a dead process's
-//! pid reused by a live one before anyone looked keeps its row counted
-//! until that process ends. A process that finds no free row keeps its
-//! shares in its own memory, as before: given back at exit, not if killed.
+//! together) and written by that process only; a claim zeroes the row's
+//! words of the slots in use, and a slot given to a new upstream (a
+//! reload) is zeroed in every row ever claimed, so a row never brings a
+//! count from a process before it. A dead process's pid reused by a live
+//! one before anyone looked keeps its row counted until that process ends.
+//! A process that finds no free row counts in the upstream's stripes
+//! instead ([`ProxyState`]), given back when it exits, not if it is killed.
 //!
 //! Memory: [`ROWS`] rows of a word for each upstream slot, mapped once
-//! (16 MiB for the server's 4,096 slots) and touched only as used: a
-//! process writes the page of its row that holds its upstreams' words.
-//! Nothing is shared on a request's path: a process's row is its own, and
-//! finding it is a load of this process's memory.
+//! (16 MiB of address space for the server's 4,096 slots) and touched only
+//! as used: a row's words of the slots in use (a page for the first 512).
+//! Nothing is shared on a request's path: a process's row is its own,
+//! found by a load of its own memory once claimed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
-use crate::shared_state::{ProxyState, UpstreamState};
 
-/// Rows: processes that can hold a pool at once with their shares
-/// counted this way (prefork's default of 256 children, over a graceful
-/// restart's two generations). Past it, a process keeps its shares in its
-/// own memory (see the module).
+/// Rows: processes that can hold a pool at once with their counts kept
+/// this way (prefork's default of 256 children, over a graceful restart's
+/// two generations). Past it, a process counts in the stripes (see the
+/// module).
 pub(crate) const ROWS: usize = 512;
 
-/// An owner word's value while a reader takes a dead process's row back.
-const RECLAIMING: u64 = u64::MAX;
+/// An owner word's flag while its row is being made ready (claimed, or
+/// freed after its process died) by the pid in its low half: not counted.
+const BUSY: u64 = 1 << 63;
+
+/// The low half of [`IdleShares::mine`] when no row was free.
+const NO_ROW: u64 = 0xffff_ffff;
 
 /// The rows, in shared memory made before the fork. `Copy`: `'static`
 /// references.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IdleShares {
-    /// Per row: its process's pid, 0 when free.
+    /// Per row: its process's pid, 0 when free, [`BUSY`] with a pid while
+    /// that pid makes it ready.
     owners: &'static [AtomicU64],
     /// Row `r`'s word for upstream slot `s` is `words[r * slots + s]`.
     words: &'static [AtomicU64],
     slots: usize,
+    /// Shared: the slots ever given out (a slot's index + 1, at most), and
+    /// the rows ever claimed (the same): what a claim and a new slot zero.
+    used: &'static [AtomicU64],
     /// This process's row, in its own memory (each process has its copy
     /// after a fork): the fork epoch it was claimed in (high half) and
     /// the row's index + 1 (low half), [`NO_ROW`] when none was free; 0,
@@ -56,8 +65,9 @@ pub(crate) struct IdleShares {
     mine: &'static AtomicU64,
 }
 
-/// The low half of [`IdleShares::mine`] when no row was free.
-const NO_ROW: u64 = 0xffff_ffff;
+/// [`IdleShares::used`]'s words.
+const SLOTS_USED: usize = 0;
+const ROWS_USED: usize = 1;
 
 /// One process's row: a word per upstream slot.
 #[derive(Debug, Clone, Copy)]
@@ -67,10 +77,15 @@ pub(crate) struct Row {
 }
 
 impl Row {
-    /// The word holding this process's share of slot `slot`'s gauge, if
-    /// the row has one (every slot of the memory it was claimed in does).
+    /// The word holding this row's count for slot `slot`, if the row has
+    /// one (every slot of the memory it was claimed in does).
     pub(crate) fn word(&self, slot: usize) -> Option<&'static AtomicU64> {
         self.words.get(slot)
+    }
+
+    /// Its count for slot `slot`.
+    pub(crate) fn count(&self, slot: usize) -> u64 {
+        self.word(slot).map_or(0, |w| w.load(Ordering::Relaxed))
     }
 }
 
@@ -88,49 +103,74 @@ fn is_gone(pid: u64) -> bool {
 impl IdleShares {
     /// Rows for `slots` upstream slots, in new shared memory.
     pub(crate) fn new(slots: usize) -> Result<IdleShares> {
-        let owners = mpm_core::shared::words(ROWS, "the proxy's idle-share owners")
+        let owners = mpm_core::shared::words(ROWS, "the proxy's idle-count owners")
             .map_err(Error::Shared)?;
         // At most 512 × 4,096 words (16 MiB): no overflow.
-        let words = mpm_core::shared::words(ROWS * slots, "the proxy's idle shares")
+        let words = mpm_core::shared::words(ROWS * slots, "the proxy's idle counts")
             .map_err(Error::Shared)?;
+        let used =
+            mpm_core::shared::words(2, "the proxy's idle-count bounds").map_err(Error::Shared)?;
         Ok(IdleShares {
             owners,
             words,
             slots,
+            used,
             mine: Box::leak(Box::new(AtomicU64::new(0))),
         })
     }
 
-    /// The word of this process's row for upstream slot `slot`: its share
-    /// of that upstream's gauge. The row is claimed on the first call in
-    /// a process (after taking back the rows of processes gone, as
-    /// `state` knows them, if none is free); `None` when none could be.
-    pub(crate) fn word(&self, slot: usize, state: &ProxyState) -> Option<&'static AtomicU64> {
-        self.my_row(Some(state))?.word(slot)
+    /// Slot `slot` is in use; `fresh`: given to a new upstream now (by the
+    /// process that builds the states), so its word is zeroed in every row
+    /// ever claimed: a process of an older configuration counted another
+    /// upstream there.
+    pub(crate) fn slot_in_use(&self, slot: usize, fresh: bool) {
+        if slot >= self.slots {
+            return;
+        }
+        self.used[SLOTS_USED].fetch_max(slot as u64 + 1, Ordering::AcqRel);
+        if fresh {
+            for r in 0..self.rows_used() {
+                self.words[r * self.slots + slot].store(0, Ordering::Relaxed);
+            }
+        }
     }
 
-    /// This process's row: claimed now if `state` is given and it has
-    /// none yet.
-    fn my_row(&self, claim_with: Option<&ProxyState>) -> Option<Row> {
-        self.row_in(mpm_sys::fork::epoch(), claim_with)
+    fn rows_used(&self) -> usize {
+        (self.used[ROWS_USED].load(Ordering::Acquire) as usize).min(ROWS)
+    }
+
+    /// The word of this process's row for upstream slot `slot`: its count
+    /// of that upstream's idle connections. The row is claimed on the first
+    /// call in a process (after freeing the rows of processes gone, if none
+    /// is free); `None` when none could be.
+    pub(crate) fn word(&self, slot: usize) -> Option<&'static AtomicU64> {
+        self.my_row(true)?.word(slot)
+    }
+
+    /// This process's row: claimed now if `claim` and it has none yet.
+    fn my_row(&self, claim: bool) -> Option<Row> {
+        self.row_in(mpm_sys::fork::epoch(), claim)
     }
 
     /// [`my_row`](Self::my_row) in a process of fork epoch `epoch`.
-    fn row_in(&self, epoch: u64, claim_with: Option<&ProxyState>) -> Option<Row> {
+    fn row_in(&self, epoch: u64, claim: bool) -> Option<Row> {
         let seen = self.mine.load(Ordering::Acquire);
-        if seen >> 32 == epoch & 0xffff_ffff && seen != 0 {
+        let epoch = epoch & 0xffff_ffff;
+        if seen != 0 && seen >> 32 == epoch {
             let index = seen & 0xffff_ffff;
             return (index != NO_ROW).then(|| self.row(index as usize - 1));
         }
-        let state = claim_with?;
+        if !claim {
+            return None;
+        }
         let claimed = self.claim_free().or_else(|| {
-            self.reclaim_dead(state);
+            self.live_rows();
             self.claim_free()
         });
         let low = claimed.map_or(NO_ROW, |r| r.index as u64 + 1);
         match self.mine.compare_exchange(
             seen,
-            (epoch & 0xffff_ffff) << 32 | low,
+            epoch << 32 | low,
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
@@ -138,40 +178,33 @@ impl IdleShares {
             Err(_) => {
                 // Another thread of this process claimed one meanwhile.
                 if let Some(r) = claimed {
-                    self.release(r);
+                    self.free(r.index, my_pid());
                 }
-                self.row_in(epoch, None)
+                self.row_in(epoch, false)
             }
         }
     }
 
-    /// Are both the rows of one memory?
-    pub(crate) fn same(&self, other: &IdleShares) -> bool {
-        std::ptr::eq(self.owners, other.owners)
-    }
-
-    /// At this process's exit: take its shares of `upstreams`' gauges
-    /// back, and free its row.
-    pub(crate) fn give_back(&self, upstreams: impl Iterator<Item = UpstreamState>) {
-        let Some(row) = self.my_row(None) else {
-            return;
-        };
-        for u in upstreams {
-            if let Some(w) = row.word(u.slot()) {
-                let had = w.swap(0, Ordering::Relaxed);
-                u.count_pool_idle(had, 0);
-            }
-        }
-        self.release(row);
-    }
-
+    /// A free row, made ready (its words of the slots in use zeroed, not
+    /// counted meanwhile) and taken for this process.
     fn claim_free(&self) -> Option<Row> {
         let me = my_pid();
         let index = self.owners.iter().position(|o| {
-            o.compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
+            o.compare_exchange(0, BUSY | me, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         })?;
-        Some(self.row(index))
+        self.used[ROWS_USED].fetch_max(index as u64 + 1, Ordering::AcqRel);
+        let row = self.row(index);
+        self.zero_used(row);
+        self.owners[index].store(me, Ordering::Release);
+        Some(row)
+    }
+
+    fn zero_used(&self, row: Row) {
+        let n = (self.used[SLOTS_USED].load(Ordering::Acquire) as usize).min(self.slots);
+        for w in &row.words[..n] {
+            w.store(0, Ordering::Relaxed);
+        }
     }
 
     fn row(&self, index: usize) -> Row {
@@ -181,116 +214,197 @@ impl IdleShares {
         }
     }
 
-    /// Free `row`, if this process still holds it: its words are already
-    /// zero (its exit handler took each share back).
-    fn release(&self, row: Row) {
-        let _ = self.owners[row.index].compare_exchange(
-            my_pid(),
-            0,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
+    /// Free row `index` if `owner` (a pid, or a busy mark) still holds it.
+    fn free(&self, index: usize, owner: u64) {
+        let _ = self.owners[index].compare_exchange(owner, 0, Ordering::AcqRel, Ordering::Relaxed);
     }
 
-    /// Take back the shares of processes that are gone without giving
-    /// them back, from the gauges of `state`'s upstreams, and free their
-    /// rows. A system call per live row: for the status page, not for
-    /// requests.
-    pub(crate) fn reclaim_dead(&self, state: &ProxyState) {
-        for (index, owner) in self.owners.iter().enumerate() {
-            let pid = owner.load(Ordering::Acquire);
-            if pid == 0 || pid == RECLAIMING || pid == my_pid() || !is_gone(pid) {
-                continue;
-            }
-            // One reader takes it back, however many look at once.
-            if owner
-                .compare_exchange(pid, RECLAIMING, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
-                continue;
-            }
-            let row = self.row(index);
-            for (_, upstream) in state.each() {
-                if let Some(w) = row.word(upstream.slot()) {
-                    let had = w.swap(0, Ordering::Relaxed);
-                    upstream.count_pool_idle(had, 0);
-                }
-            }
-            // Slots `state` does not have (an upstream a reload removed)
-            // start from zero when given out again; their words too, so
-            // that the row's next process starts from nothing.
-            for w in row.words {
-                if w.load(Ordering::Relaxed) != 0 {
-                    w.store(0, Ordering::Relaxed);
-                }
-            }
-            owner.store(0, Ordering::Release);
+    /// At this process's exit: its row freed, so its counts are no longer
+    /// in the gauge (its pools' connections close with it).
+    pub(crate) fn release_mine(&self) {
+        if let Some(row) = self.my_row(false) {
+            self.free(row.index, my_pid());
         }
+    }
+
+    /// The rows of live processes, whose counts make the gauge; the rows of
+    /// processes gone are freed on the way. A system call per row held:
+    /// for the status page, not for requests.
+    pub(crate) fn live_rows(&self) -> Vec<Row> {
+        let me = my_pid();
+        let mut live = Vec::new();
+        for (index, owner) in self.owners.iter().enumerate().take(self.rows_used()) {
+            let held = owner.load(Ordering::Acquire);
+            if held == 0 {
+                continue;
+            }
+            let pid = held & !BUSY;
+            if pid == me || !is_gone(pid) {
+                if held & BUSY == 0 {
+                    live.push(self.row(index));
+                }
+                continue;
+            }
+            // Its process is gone (or, busy, the one making it ready is):
+            // one reader frees it, however many look at once.
+            if owner
+                .compare_exchange(held, BUSY | me, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                owner.store(0, Ordering::Release);
+            }
+        }
+        live
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shared_state::Slots;
+    use crate::shared_state::{ProxyState, Slots};
     use crate::{ProxyRoute, RouteTable};
 
-    fn state(slots: &Slots) -> ProxyState {
-        let t = RouteTable::new(vec![
-            ProxyRoute::from_flag("/shares-a/=http://a,http://b").unwrap()
-        ]);
+    fn state_of(slots: &Slots, flags: &[&str]) -> ProxyState {
+        let t = RouteTable::new(
+            flags
+                .iter()
+                .map(|f| ProxyRoute::from_flag(f).unwrap())
+                .collect(),
+        );
         ProxyState::with_slots(&t, slots).unwrap()
     }
 
+    fn state(slots: &Slots) -> ProxyState {
+        state_of(slots, &["/shares-a/=http://a,http://b"])
+    }
+
+    /// A pid that names no process: a child's, once it exited and was
+    /// reaped.
+    fn dead_pid() -> u64 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = u64::from(child.id());
+        child.wait().unwrap();
+        pid
+    }
+
+    /// Row `r` held by `pid`, counting `n` for `slot`.
+    fn held(shares: &IdleShares, r: usize, pid: u64, slot: usize, n: u64) {
+        shares.owners[r].store(pid, Ordering::Relaxed);
+        shares.used[ROWS_USED].fetch_max(r as u64 + 1, Ordering::Relaxed);
+        shares
+            .row(r)
+            .word(slot)
+            .unwrap()
+            .store(n, Ordering::Relaxed);
+    }
+
+    fn idle(state: &ProxyState) -> Vec<u64> {
+        state.snapshot().iter().map(|s| s.pool_idle).collect()
+    }
+
     #[test]
-    fn a_dead_processs_share_is_taken_back_from_the_gauge_and_its_row_freed() {
+    fn the_gauge_sums_the_rows_of_live_processes_and_frees_a_dead_ones() {
         let slots = Slots::new(4).unwrap();
         let state = state(&slots);
         let shares = state.idle_shares();
-        let b = state.route(0)[1];
-        // A process gone without exiting: a child that exits at once,
-        // reaped, whose pid then names no process.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = u64::from(child.id());
-        child.wait().unwrap();
-        shares.owners[3].store(dead, Ordering::Relaxed);
-        let row = shares.row(3);
-        row.word(b.slot()).unwrap().store(2, Ordering::Relaxed);
-        b.count_pool_idle(0, 2);
-        // This process's own row, claimed and counted, stays.
-        let mine = shares.word(b.slot(), &state).unwrap();
+        let b = state.route(0)[1].slot();
+        held(&shares, 3, dead_pid(), b, 2);
+        // init (pid 1) lives as long as the machine: a sibling's row.
+        held(&shares, 4, 1, b, 5);
+        let mine = shares.word(b).unwrap();
         assert_eq!(
             shares.owners[0].load(Ordering::Relaxed),
             my_pid(),
             "the first free row"
         );
         mine.store(1, Ordering::Relaxed);
-        b.count_pool_idle(0, 1);
-        assert_eq!(state.snapshot()[1].pool_idle, 1, "the dead share is gone");
-        assert_eq!(shares.owners[3].load(Ordering::Relaxed), 0, "row freed");
-        assert!(row.words.iter().all(|w| w.load(Ordering::Relaxed) == 0));
-        // A live process's row (this one's) is never taken.
-        assert_eq!(state.snapshot()[1].pool_idle, 1);
+        assert_eq!(idle(&state), [0, 6], "this process's and the sibling's");
+        assert_eq!(
+            shares.owners[3].load(Ordering::Relaxed),
+            0,
+            "the dead one's freed"
+        );
         assert!(
-            std::ptr::eq(shares.word(b.slot(), &state).unwrap(), mine),
+            std::ptr::eq(shares.word(b).unwrap(), mine),
             "one row a process"
         );
-        // Its exit gives the share back and frees the row.
-        shares.give_back(state.route(0).iter().copied());
-        assert_eq!(state.snapshot()[1].pool_idle, 0);
+        // A claim of the freed row starts it from zero.
+        shares.owners[3].store(BUSY | 7, Ordering::Relaxed);
+        assert_eq!(
+            idle(&state),
+            [0, 6],
+            "a row being made ready is not counted"
+        );
+        shares.owners[3].store(0, Ordering::Relaxed);
+        for r in [1, 2] {
+            shares.owners[r].store(1, Ordering::Relaxed);
+        }
+        let other = shares.claim_free().unwrap();
+        assert_eq!(
+            (other.index, other.count(b)),
+            (3, 0),
+            "the dead process's 2 is not the next one's"
+        );
+        shares.free(other.index, my_pid());
+        for r in [1, 2] {
+            shares.owners[r].store(0, Ordering::Relaxed);
+        }
+        // Its exit frees the row, and its count leaves the gauge.
+        shares.release_mine();
+        assert_eq!(idle(&state), [0, 5]);
         assert_eq!(shares.owners[0].load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_reload_that_gives_a_slot_to_a_new_upstream_starts_it_from_zero_in_every_row() {
+        let slots = Slots::new(8).unwrap();
+        let old = state_of(&slots, &["/r/=http://a", "/x/=http://x"]);
+        let x = old.route(1)[0].slot();
+        let shares = old.idle_shares();
+        // A process killed counting 2 for x, and a live one of the old
+        // generation counting 3: neither is y's.
+        held(&shares, 5, dead_pid(), x, 2);
+        held(&shares, 6, 1, x, 3);
+        let new = state_of(&slots, &["/r/=http://a", "/y/=http://y"]);
+        let y = new.route(1)[0].slot();
+        assert_eq!(y, x, "y is given x's slot");
+        assert_eq!(idle(&new), [0, 0]);
+        shares.row(6).word(y).unwrap().store(1, Ordering::Relaxed);
+        assert_eq!(idle(&new), [0, 1], "then what is counted for y");
+        // Whichever generation reads: the old one's state lacks y.
+        assert_eq!(idle(&old)[0], 0);
+        assert_eq!(idle(&new), [0, 1]);
+    }
+
+    #[test]
+    fn a_dead_process_is_never_counted_whoever_reads_and_whenever_it_died() {
+        let slots = Slots::new(8).unwrap();
+        let old = state_of(&slots, &["/r/=http://a"]);
+        let new = state_of(&slots, &["/r/=http://a", "/n/=http://c"]);
+        let c = new.route(1)[0].slot();
+        let shares = new.idle_shares();
+        held(&shares, 5, dead_pid(), c, 2);
+        // An old generation's status page frees it: nothing of c is left.
+        let _ = old.snapshot();
+        assert_eq!(shares.owners[5].load(Ordering::Relaxed), 0);
+        assert_eq!(idle(&new), [0, 0]);
+        // One that died while freeing another's row: the next reader ends it.
+        held(&shares, 2, BUSY | dead_pid(), c, 4);
+        assert_eq!(idle(&new), [0, 0]);
+        assert_eq!(shares.owners[2].load(Ordering::Relaxed), 0);
     }
 
     #[test]
     fn a_row_claimed_before_a_fork_is_not_the_childs() {
         let state = state(&Slots::new(2).unwrap());
         let shares = state.idle_shares();
-        let parent = shares.row_in(7, Some(&state)).unwrap();
-        assert_eq!(shares.row_in(7, None).unwrap().index, parent.index);
+        let parent = shares.row_in(7, true).unwrap();
+        assert_eq!(shares.row_in(7, false).unwrap().index, parent.index);
         // The child holds a copy of the parent's memory, its claim too.
-        let child = shares.row_in(8, Some(&state)).unwrap();
+        assert!(shares.row_in(8, false).is_none(), "not the child's");
+        let child = shares.row_in(8, true).unwrap();
         assert_ne!(child.index, parent.index, "the child's row is its own");
-        assert_eq!(shares.row_in(8, None).unwrap().index, child.index);
+        assert_eq!(shares.row_in(8, false).unwrap().index, child.index);
     }
 
     #[test]
@@ -300,7 +414,8 @@ mod tests {
         for o in shares.owners {
             o.store(1, Ordering::Relaxed); // init: alive as long as we are
         }
-        assert!(shares.word(0, &state).is_none());
-        assert!(shares.word(0, &state).is_none(), "and not looked for again");
+        shares.used[ROWS_USED].store(ROWS as u64, Ordering::Relaxed);
+        assert!(shares.word(0).is_none());
+        assert!(shares.word(0).is_none(), "and not looked for again");
     }
 }

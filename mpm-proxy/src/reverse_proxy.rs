@@ -249,16 +249,17 @@ type ProcessPool = (u32, Arc<Pool>);
 /// (`pool_idle`): per upstream, its slot and this process's share.
 type IdleShares = Vec<(UpstreamState, Arc<AtomicU64>)>;
 
-/// This process's shares, taken back from the gauges when it exits: each
-/// proxy's state, and the shares it keeps in its own memory.
+/// What this process counts in the idle gauges, taken out of them when it
+/// exits: each proxy's state (its row of counts there), and the shares it
+/// added to the stripes when it found no row free.
 static IDLE_SHARES: Mutex<(Vec<ProxyState>, IdleShares)> = Mutex::new((Vec::new(), Vec::new()));
 
 /// When this process exits (a graceful restart's old generation, a
 /// prefork child retired), its pools' idle connections close with it:
-/// its share of each upstream's `pool_idle` is taken back then, or the
-/// gauge would count them for as long as the server runs. (A process
-/// killed, not exiting, leaves its row of shares to the next reader of
-/// the gauge: `idle_shares.rs`.)
+/// its counts leave each upstream's `pool_idle` then (its row freed, its
+/// stripe shares taken back), or the gauge would count them for as long
+/// as the server runs. (A process killed, not exiting, has its row freed
+/// by the next reader of the gauge: `idle_shares.rs`.)
 fn idle_back_at_exit(state: &ProxyState, seen: &[Vec<Arc<AtomicU64>>]) {
     let mut shares = IDLE_SHARES.lock();
     if shares.0.is_empty() {
@@ -274,15 +275,9 @@ fn idle_back_at_exit(state: &ProxyState, seen: &[Vec<Arc<AtomicU64>>]) {
 
 extern "C" fn give_back_idle_shares() {
     let shares = IDLE_SHARES.lock();
-    // A row per process and memory: given back once, with the upstreams
-    // of every proxy whose state is in that memory.
-    for (i, state) in shares.0.iter().enumerate() {
-        let rows = state.idle_shares();
-        if shares.0[..i].iter().any(|s| s.idle_shares().same(&rows)) {
-            continue;
-        }
-        let same = shares.0[i..].iter().filter(|s| s.idle_shares().same(&rows));
-        rows.give_back(same.flat_map(|s| s.each().map(|(_, u)| *u)));
+    // Each row of this process freed (its counts leave the gauges).
+    for state in &shares.0 {
+        state.idle_shares().release_mine();
     }
     for (state, seen) in &shares.1 {
         let had = seen.swap(0, std::sync::atomic::Ordering::Relaxed);

@@ -74,8 +74,9 @@ pub(crate) mod hot {
     pub(crate) const REQUESTS: usize = 0;
     pub(crate) const OPENED: usize = 1;
     pub(crate) const REUSED: usize = 2;
-    /// A gauge: idle pooled connections, summed over the processes (a
-    /// stripe below zero wraps; the sum does not).
+    /// A gauge: idle pooled connections of the processes that found no
+    /// row of their own (`idle_shares.rs`), summed over them (a stripe
+    /// below zero wraps; the sum does not).
     pub(crate) const POOL_IDLE: usize = 3;
 }
 
@@ -287,6 +288,7 @@ impl ProxyState {
                     },
                     fail_timeout_ms: ms(spec.fail_timeout),
                 };
+                slots.idle.slot_in_use(slot, fresh);
                 if fresh {
                     state.clear();
                 } else if state.max_fails == 0 {

@@ -72,9 +72,8 @@ impl ProxyState {
     /// Every upstream's counters and health now, route by route in the
     /// table's order (longest prefix first).
     pub fn snapshot(&self) -> Vec<UpstreamSnapshot> {
-        // The shares of processes killed with idle connections are no
-        // one's: taken back before the gauge is read.
-        self.idle_shares().reclaim_dead(self);
+        // Each live process's count, in its row (`idle_shares.rs`).
+        let rows = self.idle_shares().live_rows();
         let now = now_ms();
         self.each()
             .map(|((route, url), u)| UpstreamSnapshot {
@@ -89,11 +88,14 @@ impl ProxyState {
                 checks_failed: u.get(word::CHECKS_FAILED),
                 connections_opened: u.total(hot::OPENED),
                 connections_reused: u.total(hot::REUSED),
-                // A gauge several processes add to and take from: a read
-                // between one's take and another's add may be one off,
-                // never more, and below zero it reads 0 (a wrapped sum,
-                // not 2^63 - 1 idle connections).
-                pool_idle: u64::try_from(u.total(hot::POOL_IDLE) as i64).unwrap_or(0),
+                // The live processes' rows, and the stripes of those that
+                // found none: a gauge several processes add to and take
+                // from, where a read between one's take and another's add
+                // may be one off, never more, and below zero it reads 0 (a
+                // wrapped sum, not 2^63 - 1 idle connections).
+                pool_idle: u64::try_from(u.total(hot::POOL_IDLE) as i64)
+                    .unwrap_or(0)
+                    .saturating_add(rows.iter().map(|r| r.count(u.slot())).sum()),
             })
             .collect()
     }

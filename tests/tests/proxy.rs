@@ -2405,6 +2405,64 @@ fn a_killed_processs_idle_connections_leave_the_gauge(mpm: &str) {
     assert_eq!(pool_idle_settles(&server, 1.0), 1.0, "its connection kept");
 }
 
+/// Two prefork children, each holding a client's keep-alive connection
+/// (a child serves one at a time) and a pooled upstream connection: the
+/// killed one's leaves the gauge, the live one's stays.
+#[test]
+fn under_prefork_a_killed_childs_idle_connection_leaves_the_gauge_and_a_siblings_stays() {
+    let origin = Origin::start();
+    origin.on("/a", Script::ok(b"a\n"));
+    let server = serve_all_to(
+        "prefork",
+        &origin,
+        &[
+            "--server-limit",
+            "3",
+            "--start-servers",
+            "3",
+            "--max-spare",
+            "3",
+        ],
+    );
+    let children = tests::wait_for_children(server.pid(), 3, &[], Duration::from_secs(10))
+        .expect("three children");
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut c = RawConn::connect(server.addr());
+        c.send(&request("GET", "/a", &[])).unwrap();
+        assert_eq!(c.read_response_to("GET").unwrap().status, 200);
+        held.push(c);
+    }
+    assert_eq!(
+        pool_idle_settles(&server, 2.0),
+        2.0,
+        "one kept by each child"
+    );
+    // A child holding a client's connection: not the one answering the
+    // status page (that one is idle, and takes the next connection).
+    let sockets = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|l| l.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+    };
+    let mut by_sockets: Vec<(usize, u32)> = children.iter().map(|&c| (sockets(c), c)).collect();
+    by_sockets.sort();
+    let (idle, busy) = (by_sockets[0].0, by_sockets[2]);
+    assert!(
+        by_sockets[1].0 >= idle + 2,
+        "two children each hold a client and an upstream: {by_sockets:?}"
+    );
+    tests::kill(busy.1 as i32, libc::SIGKILL);
+    assert_eq!(
+        pool_idle_settles(&server, 1.0),
+        1.0,
+        "the killed child's connection is gone, its sibling's counted"
+    );
+    drop(held);
+}
+
 fn two_routes_to_one_upstream_count_each_idle_connection_once(mpm: &str) {
     let origin = Origin::start();
     origin.on("/x", Script::ok(b"x\n"));
