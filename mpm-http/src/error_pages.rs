@@ -109,6 +109,9 @@ fn intercepted(parts: &mut Response) {
     );
     parts.wire.give_back();
     parts.headers = kept;
+    // The server's own `Server` field, as on its other pages (the
+    // upstream's is gone with the rest).
+    parts.has_server = false;
     parts.reason = None;
     // Its own body (an upstream's, say) is dropped: never sent.
     parts.body = Body::Empty;
@@ -137,6 +140,7 @@ mod tests {
         let mut r = Response::new(status);
         let _ = r.try_header_bytes(b"WWW-Authenticate", b"Basic realm=\"x\"");
         let _ = r.try_header_bytes(b"X-Upstream", b"b");
+        let _ = r.try_header_bytes(b"Server", b"upstream/1");
         let _ = r.try_header_bytes(b"Content-Type", b"application/json");
         r.set_body(&b"{\"error\":1}"[..]);
         r.set_reason("Upstream Says");
@@ -165,6 +169,7 @@ mod tests {
             "nothing of the upstream's"
         );
         assert_eq!(r.reason_text(), "Bad Gateway");
+        assert!(!r.has_server, "the layer writes its own Server");
         // A 401 keeps what the client needs to authenticate.
         let mut r = upstreams(401);
         r.set_intercept_errors();
@@ -184,6 +189,7 @@ mod tests {
         r.set_intercept_errors();
         p.apply(&mut r);
         assert_eq!(r.header_value("x-upstream"), Some("b"), "no page for 502");
+        assert!(r.has_server, "the upstream's Server passes");
         assert_eq!(body_of(&r), b"{\"error\":1}");
         let mut r = upstreams(404);
         p.apply(&mut r);

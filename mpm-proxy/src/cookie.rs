@@ -99,25 +99,21 @@ pub fn rewrite_cookie(
             .iter()
             .position(|&b| b == b';')
             .map_or(value.len(), |i| start + i);
-        let attr = &value[start..end];
-        let name_at = start
-            + attr
-                .iter()
-                .take_while(|&&b| b == b' ' || b == b'\t')
-                .count();
-        let rest = &value[name_at..end];
-        let replaced = if let Some(v) = strip_name(rest, b"domain=") {
-            domain(v, domains).map(|new| (name_at + 7, new))
-        } else if let Some(v) = strip_name(rest, b"path=") {
-            path(v, paths).map(|new| (name_at + 5, new))
-        } else {
-            None
-        };
-        if let Some((value_at, new)) = replaced {
-            let o = out.get_or_insert_with(|| Vec::with_capacity(value.len() + 32));
-            o.extend_from_slice(&value[copied..value_at]);
-            o.extend_from_slice(&new);
-            copied = end;
+        if let Some((name, from, to)) = attribute(value, start, end) {
+            let v = &value[from..to];
+            let new = if name.eq_ignore_ascii_case(b"domain") {
+                domain(v, domains)
+            } else if name.eq_ignore_ascii_case(b"path") {
+                path(v, paths)
+            } else {
+                None
+            };
+            if let Some(new) = new {
+                let o = out.get_or_insert_with(|| Vec::with_capacity(value.len() + 32));
+                o.extend_from_slice(&value[copied..from]);
+                o.extend_from_slice(&new);
+                copied = to;
+            }
         }
         at = end;
     }
@@ -126,24 +122,45 @@ pub fn rewrite_cookie(
     Some(o)
 }
 
-/// `attr` without its name `name` (lowercase, with its `=`), if it has it
-/// in any letter case.
-fn strip_name<'a>(attr: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    let (head, rest) = attr.split_at_checked(name.len())?;
-    head.eq_ignore_ascii_case(name).then_some(rest)
+/// The attribute in `value[start..end]`, as RFC 6265 §5.2 (and nginx)
+/// read one: its name, and where its value begins and ends, the spaces
+/// around the name, the `=` and the value left out. `None` without `=`.
+fn attribute(value: &[u8], start: usize, end: usize) -> Option<(&[u8], usize, usize)> {
+    let part = &value[start..end];
+    let eq = part.iter().position(|&b| b == b'=')?;
+    let name = trim(&part[..eq]);
+    let after = eq + 1;
+    let lead = part[after..].iter().take_while(|&&b| is_space(b)).count();
+    let trail = part[after..]
+        .iter()
+        .rev()
+        .take_while(|&&b| is_space(b))
+        .count();
+    let from = start + after + lead;
+    let to = (end - trail).max(from);
+    Some((name, from, to))
+}
+
+fn is_space(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let lead = v.iter().take_while(|&&b| is_space(b)).count();
+    let trail = v[lead..].iter().rev().take_while(|&&b| is_space(b)).count();
+    &v[lead..v.len() - trail]
 }
 
 /// A `Domain` value with the first matching rule applied.
 fn domain(value: &[u8], rules: &[CookieRule]) -> Option<Vec<u8>> {
-    let trimmed = trim_end(value);
-    let (dot, bare): (&[u8], &[u8]) = match trimmed.strip_prefix(b".") {
+    let (dot, bare): (&[u8], &[u8]) = match value.strip_prefix(b".") {
         Some(bare) => (b".", bare),
-        None => (b"", trimmed),
+        None => (b"", value),
     };
     let rule = rules
         .iter()
         .find(|r| r.from.as_bytes().eq_ignore_ascii_case(bare))?;
-    Some([dot, rule.to.as_bytes(), &value[trimmed.len()..]].concat())
+    Some([dot, rule.to.as_bytes()].concat())
 }
 
 /// A `Path` value with the first matching rule applied.
@@ -152,15 +169,6 @@ fn path(value: &[u8], rules: &[CookieRule]) -> Option<Vec<u8>> {
         let rest = value.strip_prefix(r.from.as_bytes())?;
         Some([r.to.as_bytes(), rest].concat())
     })
-}
-
-fn trim_end(v: &[u8]) -> &[u8] {
-    let n = v
-        .iter()
-        .rev()
-        .take_while(|&&b| b == b' ' || b == b'\t')
-        .count();
-    &v[..v.len() - n]
 }
 
 #[cfg(test)]
@@ -231,6 +239,22 @@ mod tests {
             "a path is compared as written"
         );
         assert_eq!(rewritten("a=b; Path=/two/", &[], &[]), None, "no rules");
+    }
+
+    #[test]
+    fn spaces_around_the_name_the_equals_sign_and_the_value_are_read_as_browsers_read_them() {
+        let d = domains(&[("backend.internal", "example.org")]);
+        let p = paths(&[("/v1/", "/api/")]);
+        assert_eq!(
+            rewritten("sid=1; Domain = backend.internal ;Path=  /v1/x", &d, &p).as_deref(),
+            Some("sid=1; Domain = example.org ;Path=  /api/x")
+        );
+        assert_eq!(
+            rewritten("sid=1;\tpath\t=/v1/", &d, &p).as_deref(),
+            Some("sid=1;\tpath\t=/api/")
+        );
+        assert_eq!(rewritten("sid=1; Domain", &d, &p), None, "no value");
+        assert_eq!(rewritten("sid=1; Path=", &d, &p), None, "an empty one");
     }
 
     #[test]

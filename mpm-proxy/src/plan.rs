@@ -414,12 +414,13 @@ impl Picker {
             ups.get(i)
                 .is_some_and(|u| u.max_conns == 0 || flight.get(i) < u.max_conns)
         };
-        // An upstream another thread of this process filled between the
-        // pick and the count (the worker MPM's) is passed over once more.
-        let mut full = None;
+        // Upstreams another thread of this process filled between the
+        // pick and the count (the worker MPM's): passed over, and the pick
+        // made again, until one with room is counted or none is left.
+        let mut full: SmallVec<[usize; 2]> = SmallVec::new();
         let (u, in_flight) = loop {
             let eligible = |i: usize| {
-                full != Some(i)
+                !full.contains(&i)
                     && !tried.contains(&i)
                     && has_room(i)
                     && states
@@ -450,8 +451,8 @@ impl Picker {
             }
             match flight.try_start(u, max) {
                 Some(guard) => break (u, Some(guard)),
-                None if full.is_none() => full = Some(u),
-                None => return None,
+                // Each pass passes one more over: at most one per upstream.
+                None => full.push(u),
             }
         };
         let spec = &route.upstreams[u];

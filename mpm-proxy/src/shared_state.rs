@@ -9,10 +9,11 @@
 //! memory, and an upstream that was in the old configuration (same route
 //! prefix, same URL) keeps its slot, so its health and counters carry
 //! over; an upstream no longer listed gives its slot back, and a new one
-//! starts from zero. A process of
-//! the old generation still serving during a graceful restart may write to
-//! a slot just given to a new upstream: at worst, one counter or one
-//! failure lands on the wrong upstream, once.
+//! starts from zero. A slot given back is given out again only from the
+//! reload after next, so that the old generation still serving during a
+//! graceful restart never counts in a new upstream's slot; with reloads
+//! faster than an old generation ends, at worst its counts land on the
+//! new upstream until it exits.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,6 +103,11 @@ pub struct Slots {
 struct Registry {
     slots: HashMap<(String, String), usize>,
     free: Vec<usize>,
+    /// Slots given back by the last state built: reused only from the one
+    /// after, so that a new upstream does not share a slot with the one it
+    /// replaced while the old generation still serves (a graceful
+    /// restart's, counting and marking in it for the old upstream).
+    released: Vec<usize>,
     next: usize,
 }
 
@@ -250,9 +256,11 @@ impl ProxyState {
             .filter(|k| !keep.contains(k))
             .cloned()
             .collect();
+        let held_back = std::mem::take(&mut registry.released);
+        registry.free.extend(held_back);
         for k in gone {
             if let Some(s) = registry.slots.remove(&k) {
-                registry.free.push(s);
+                registry.released.push(s);
             }
         }
         let mut routes = Vec::with_capacity(wanted.len());
@@ -262,12 +270,25 @@ impl ProxyState {
                 let (slot, fresh) = match registry.slots.get(key) {
                     Some(&s) => (s, false),
                     None => {
+                        let capacity = slots.capacity();
                         let s = match registry.free.pop() {
                             Some(s) => s,
-                            None => {
+                            None if registry.next < capacity => {
                                 registry.next += 1;
                                 registry.next - 1
                             }
+                            // Every slot taken or held back: one just given
+                            // back is given out now (there are at most as
+                            // many upstreams as slots, checked above).
+                            None => match registry.released.pop() {
+                                Some(s) => s,
+                                None => {
+                                    return Err(Error::TooManyUpstreams {
+                                        count,
+                                        max: capacity,
+                                    })
+                                }
+                            },
                         };
                         registry.slots.insert(key.clone(), s);
                         (s, true)
@@ -383,6 +404,30 @@ mod tests {
             0,
             "the new upstream starts at zero"
         );
+    }
+
+    #[test]
+    fn a_slot_given_back_is_given_out_again_only_from_the_reload_after_next() {
+        let slots = Slots::new(3).unwrap();
+        let slot_of = |s: &ProxyState, url: &str| {
+            s.each()
+                .find(|(k, _)| k.1.contains(url))
+                .map(|(_, u)| u.slot())
+                .unwrap()
+        };
+        let first = ProxyState::with_slots(&table(&["/r/=http://a,http://x"]), &slots).unwrap();
+        let x = slot_of(&first, "//x");
+        // The old generation may still count in x's slot: y gets another.
+        let second = ProxyState::with_slots(&table(&["/r/=http://a,http://y"]), &slots).unwrap();
+        assert_ne!(slot_of(&second, "//y"), x);
+        // A reload later, x's slot is free: z gets it.
+        let third =
+            ProxyState::with_slots(&table(&["/r/=http://a,http://y,http://z"]), &slots).unwrap();
+        assert_eq!(slot_of(&third, "//z"), x);
+        // With every slot taken, one just given back is given out at once.
+        let fourth =
+            ProxyState::with_slots(&table(&["/r/=http://a,http://y,http://w"]), &slots).unwrap();
+        assert_eq!(slot_of(&fourth, "//w"), x, "z's, given back now");
     }
 
     #[test]

@@ -1745,10 +1745,15 @@ fn an_intercepting_route_answers_an_upstreams_error_with_the_servers_page(mpm: &
             Script::new(status)
                 .header("Content-Type", "application/json")
                 .header("X-Upstream", "yes")
+                .header("Server", "origin/1.0")
                 .header("WWW-Authenticate", "Basic realm=\"app\"")
                 .body(b"{\"error\":\"upstream's own\"}"),
         );
     }
+    // An answer streamed from the upstream (its body does not come with
+    // its head): intercepted, its connection must not go back to the pool
+    // with the rest of the body unread.
+    origin.on("/big-down", Script::new(502).body(&vec![b'x'; 300_000]));
     let page = "<!DOCTYPE html><h1>We will be right back</h1>\n";
     let root = site::docroot();
     root.write("errors/upstream.html", page.as_bytes());
@@ -1777,6 +1782,11 @@ fn an_intercepting_route_answers_an_upstreams_error_with_the_servers_page(mpm: &
         "nothing of the upstream's answer"
     );
     assert_eq!(r.header("www-authenticate"), None);
+    assert!(
+        r.header("server").is_some_and(|s| s != "origin/1.0"),
+        "the server's own Server: {:?}",
+        r.header("server")
+    );
     let r = ask(server.addr(), "GET", "/app/auth", &[]);
     assert_eq!((r.status, r.text().as_str()), (401, page));
     assert_eq!(
@@ -1794,8 +1804,12 @@ fn an_intercepting_route_answers_an_upstreams_error_with_the_servers_page(mpm: &
     assert_eq!((r.status, r.header("x-upstream")), (502, Some("yes")));
     assert_eq!(r.text(), "{\"error\":\"upstream's own\"}");
     // The intercepted upstream connections cost nothing later.
-    let r = ask(server.addr(), "GET", "/app/down", &[]);
-    assert_eq!((r.status, r.text().as_str()), (502, page));
+    for _ in 0..3 {
+        let r = ask(server.addr(), "GET", "/app/big-down", &[]);
+        assert_eq!((r.status, r.text().as_str()), (502, page));
+        let r = ask(server.addr(), "GET", "/app/down", &[]);
+        assert_eq!((r.status, r.text().as_str()), (502, page));
+    }
 }
 
 /// nginx's `server ... max_conns`: an upstream with as many requests in
