@@ -2452,23 +2452,37 @@ fn under_prefork_a_killed_childs_idle_connection_leaves_the_gauge_and_a_siblings
         2.0,
         "one kept by each child"
     );
-    // A child holding a client's connection: not the one answering the
-    // status page (that one is idle, and takes the next connection).
-    let sockets = |pid: u32| {
-        std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
-            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-                .filter(|l| l.to_string_lossy().starts_with("socket:"))
-                .count()
+    // The children holding a connection to the origin (its socket's inode,
+    // from /proc/net/tcp, among their descriptors): not the one answering
+    // the status page.
+    let port = origin.addr().port();
+    let to_origin: Vec<String> = std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let remote = u16::from_str_radix(f.get(2)?.rsplit(':').next()?, 16).ok()?;
+            let inode = f.get(9)?;
+            (remote == port).then(|| format!("socket:[{inode}]"))
+        })
+        .collect();
+    let holds = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|mut d| {
+            d.any(|e| {
+                e.ok()
+                    .and_then(|e| std::fs::read_link(e.path()).ok())
+                    .is_some_and(|l| to_origin.contains(&l.to_string_lossy().into_owned()))
+            })
         })
     };
-    let mut by_sockets: Vec<(usize, u32)> = children.iter().map(|&c| (sockets(c), c)).collect();
-    by_sockets.sort();
-    let (idle, busy) = (by_sockets[0].0, by_sockets[2]);
-    assert!(
-        by_sockets[1].0 >= idle + 2,
-        "two children each hold a client and an upstream: {by_sockets:?}"
+    let busy: Vec<u32> = children.iter().copied().filter(|&c| holds(c)).collect();
+    assert_eq!(
+        busy.len(),
+        2,
+        "two children each hold an upstream connection"
     );
-    tests::kill(busy.1 as i32, libc::SIGKILL);
+    tests::kill(busy[0] as i32, libc::SIGKILL);
     assert_eq!(
         pool_idle_settles(&server, 1.0),
         1.0,
