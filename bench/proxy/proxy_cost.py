@@ -21,6 +21,13 @@ sums with proxy_peers.py's CPU column). Columns, per request:
   proxy inv   involuntary context switches of the proxy's threads (preempted)
   origin vol  voluntary context switches of the origin's threads (it went to sleep)
 The sum is the proxy's CPU per request as perf saw it. Needs perf (and what proxy_peers.py needs).
+
+With --symbols N, also the kernel's functions (their own samples, not their callees'), in
+nanoseconds a request for each server: the N where the last server listed pays most above the
+first, and the kernel's total. Two servers making the same system calls and TCP segments a
+request (the floor and ours-event) differ there by where the difference lies.
+
+  python3 bench/proxy/proxy_cost.py --ours target/release/mpm --only floor,ours-event --secs 5 --symbols 20
 """
 import argparse
 import collections
@@ -70,7 +77,19 @@ def split(perf_data):
     return counts
 
 
-def measure(name, build, up, base, secs):
+def kernel_symbols(perf_data):
+    """Samples by kernel function (its own, not its callees'), from `perf report` of perf_data."""
+    out = subprocess.run(["perf", "report", "-i", perf_data, "--no-children", "--sort", "sym", "--stdio",
+                          "-n"], capture_output=True, text=True).stdout
+    counts = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*[\d.]+%\s+(\d+)\s+\[k\]\s+(\S+)", line)
+        if m:
+            counts[m.group(2)] = counts.get(m.group(2), 0) + int(m.group(1))
+    return counts
+
+
+def measure(name, build, up, base, secs, symbols=False):
     work = os.path.join(base, name)
     os.makedirs(work, exist_ok=True)
     os.chmod(work, 0o777)
@@ -96,8 +115,11 @@ def measure(name, build, up, base, secs):
     n = max(1, row["requests"])
     us = 1e6 / FREQ / n
     counts = split(data)
-    return {"rps": plain["rps"], **{k: v * us for k, v in counts.items()},
-            "proxy_inv": (i1 - i0) / m, "proxy_vol": (v1 - v0) / m, "origin_vol": (ov1 - ov0) / m}
+    row = {"rps": plain["rps"], **{k: v * us for k, v in counts.items()},
+           "proxy_inv": (i1 - i0) / m, "proxy_vol": (v1 - v0) / m, "origin_vol": (ov1 - ov0) / m}
+    if symbols:
+        row["symbols"] = {k: v * us * 1000 for k, v in kernel_symbols(data).items()}
+    return row
 
 
 def main():
@@ -106,6 +128,9 @@ def main():
     ap.add_argument("--only", default="nginx,floor,ours-event", help="servers, comma-separated "
                     "(nginx, floor, ours-prefork, ours-worker, ours-event, ours-uring)")
     ap.add_argument("--secs", type=int, default=4, help="seconds of wrk (and of perf) per server")
+    ap.add_argument("--symbols", type=int, default=0, metavar="N",
+                    help="also the N kernel functions where the last server pays most above the first "
+                         "(ns a request)")
     ap.add_argument("--keep", metavar="DIR",
                     help="keep each server's perf.data in DIR/NAME/ (DIR a new directory), for perf report")
     args = ap.parse_args()
@@ -134,7 +159,7 @@ def main():
             for name in wanted:
                 print(f"# {name}", file=sys.stderr, flush=True)
                 try:
-                    rows[name] = measure(name, plan[name], up, base, args.secs)
+                    rows[name] = measure(name, plan[name], up, base, args.secs, args.symbols > 0)
                 except Exception as e:  # a server that fails is reported, not fatal
                     rows[name] = {"error": repr(e)[:120]}
                 time.sleep(0.5)
@@ -153,6 +178,20 @@ def main():
         total = sum(r.get(c, 0.0) for c in cols if c != "wake")
         print(f"| {name} | {r['rps']:.0f} | " + " | ".join(f"{r.get(c, 0.0):.2f}" for c in cols)
               + f" | {total:.1f} | {r['proxy_inv']:.3f} | {r['origin_vol']:.3f} |")
+    measured = [n for n, r in rows.items() if "symbols" in r]
+    if args.symbols and len(measured) >= 2:
+        first, last = rows[measured[0]]["symbols"], rows[measured[-1]]["symbols"]
+        names = sorted(set(first) | set(last), key=lambda k: first.get(k, 0.0) - last.get(k, 0.0))
+        print()
+        print(f"Kernel functions, ns a request (their own samples): the {args.symbols} where "
+              f"{measured[-1]} pays most above {measured[0]}")
+        print("| function | " + " | ".join(measured) + " |")
+        print("|---|" + "---|" * len(measured))
+        for k in names[:args.symbols] + ["(all the kernel)"]:
+            def ns(n):
+                sym = rows[n]["symbols"]
+                return sum(sym.values()) if k == "(all the kernel)" else sym.get(k, 0.0)
+            print(f"| {k} | " + " | ".join(f"{ns(n):.0f}" for n in measured) + " |")
 
 
 if __name__ == "__main__":
