@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::cidr::Cidr;
 use crate::cookie::{CookieRule, MAX_COOKIE_RULES};
+use crate::cookie_flags::{CookieFlags, MAX_COOKIE_FLAGS};
 use crate::error::{Error, Result};
 use crate::redirect::{Redirect, MAX_REDIRECTS};
 use crate::set_header::{check_hidden, written_by_forwarded, SetHeader, MAX_SET_HEADERS};
@@ -97,6 +98,9 @@ pub struct ProxyRoute {
     pub cookie_domain: Vec<CookieRule>,
     /// How their `Path` attributes are, as nginx's `proxy_cookie_path`.
     pub cookie_path: Vec<CookieRule>,
+    /// Flags added to or removed from them, per cookie, as nginx's
+    /// `proxy_cookie_flags` (empty by default: `off`).
+    pub cookie_flags: Vec<CookieFlags>,
     /// Fields set on every forwarded request, replacing the client's of
     /// the same name (an empty value removes them), as nginx's
     /// `proxy_set_header`.
@@ -699,6 +703,7 @@ impl ProxyRoute {
             intercept_errors: false,
             cookie_domain: Vec::new(),
             cookie_path: Vec::new(),
+            cookie_flags: Vec::new(),
             set_header: Vec::new(),
             hide_header: Vec::new(),
         };
@@ -849,6 +854,16 @@ impl ProxyRoute {
                 r.check()
                     .map_err(|e| Error::config(format!("route {p}: {what}: {e}")))?;
             }
+        }
+        if self.cookie_flags.len() > MAX_COOKIE_FLAGS {
+            return Err(Error::config(format!(
+                "route {p}: {} cookie_flags entries, at most {MAX_COOKIE_FLAGS}",
+                self.cookie_flags.len()
+            )));
+        }
+        for e in &self.cookie_flags {
+            e.check()
+                .map_err(|e| Error::config(format!("route {p}: cookie_flags: {e}")))?;
         }
         for (what, n) in [
             ("set_header", self.set_header.len()),

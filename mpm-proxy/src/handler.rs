@@ -751,7 +751,8 @@ fn record(response: &mut Response, upstreams: HeaderText, time: Duration) {
 /// of fields ([`Response::try_header_bytes`]; `response` is made with the
 /// upstream's status); `Location` and `Refresh` rewritten by the route's
 /// `redirect` rules ([`crate::rewrite`]), `Set-Cookie` by its
-/// `cookie_domain` and `cookie_path` ([`crate::rewrite_cookie`]), its
+/// `cookie_domain` and `cookie_path` ([`crate::rewrite_cookie`]) and
+/// `cookie_flags` ([`crate::flag_cookie`]), its
 /// `hide_header` fields left out.
 /// `upgrade`: the `101` to a tunnelled request.
 fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, upgrade: bool) {
@@ -802,7 +803,10 @@ fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, u
                 crate::rewrite_refresh(value, &route.redirect, &route.prefix, &route.upstreams)
             }
             10 if name.eq_ignore_ascii_case(b"set-cookie") => {
-                crate::rewrite_cookie(value, &route.cookie_domain, &route.cookie_path)
+                let moved = crate::rewrite_cookie(value, &route.cookie_domain, &route.cookie_path);
+                let flagged =
+                    crate::flag_cookie(moved.as_deref().unwrap_or(value), &route.cookie_flags);
+                flagged.or(moved)
             }
             _ => None,
         };

@@ -36,7 +36,9 @@
 //!   [`rewrite_refresh`]), nginx's `proxy_redirect`.
 //! * Cookies (`cookie.rs`): [`CookieRule`], a route's rules for the
 //!   `Domain` and `Path` attributes of `Set-Cookie` ([`rewrite_cookie`]),
-//!   nginx's `proxy_cookie_domain` and `proxy_cookie_path`.
+//!   nginx's `proxy_cookie_domain` and `proxy_cookie_path`; [`CookieFlags`]
+//!   (`cookie_flags.rs`), their flags added or removed ([`flag_cookie`]),
+//!   nginx's `proxy_cookie_flags`.
 //! * Set and hidden fields (`set_header.rs`): [`SetHeader`], a route's
 //!   fields for the requests it forwards (nginx's `proxy_set_header`,
 //!   with [`Variables`]), and the check of its `hide_header` names.
@@ -64,6 +66,7 @@ mod balance;
 mod cidr;
 mod config;
 mod cookie;
+mod cookie_flags;
 mod error;
 mod handler;
 mod headers;
@@ -86,6 +89,7 @@ pub use config::{
     MAX_ROUTES, MAX_TEXT, MAX_TRUSTED, MAX_UPSTREAMS_PER_ROUTE, MAX_WEIGHT, MIN_HEALTH_INTERVAL,
 };
 pub use cookie::{rewrite_cookie, CookieRule, MAX_COOKIE_RULES};
+pub use cookie_flags::{flag_cookie, CookieFlag, CookieFlags, SameSite, MAX_COOKIE_FLAGS};
 pub use error::{Error, Result};
 pub use headers::{
     passes, request_fields_into, request_head, response_fields, streams, ClientInfo, Framing,

@@ -1689,7 +1689,8 @@ fn a_routes_set_fields_replace_the_clients_and_its_hidden_fields_never_reach_the
 
 /// nginx's `proxy_cookie_domain` and `proxy_cookie_path`: an upstream's
 /// cookies set for its own name and paths reach the client set for the
-/// proxy's, their other attributes and the other fields as they came.
+/// proxy's, their other attributes and the other fields as they came; and
+/// `proxy_cookie_flags`: the session cookie gets the flags its route names.
 fn an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths(mpm: &str) {
     let origin = Origin::start();
     origin.on(
@@ -1706,7 +1707,8 @@ fn an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths(mpm: 
     let toml = format!(
         "[[proxy]]\nprefix = \"/api/\"\nupstreams = [\"{o}\"]\n\
          cookie_domain = [{{ from = \"backend.internal\", to = \"proxy.test\" }}]\n\
-         cookie_path = [{{ from = \"/v1/\", to = \"/api/\" }}]\n",
+         cookie_path = [{{ from = \"/v1/\", to = \"/api/\" }}]\n\
+         cookie_flags = [{{ cookie = \"sid\", flags = [\"secure\", \"samesite=lax\"] }}]\n",
         o = origin.url("/v1/")
     );
     let (server, _dir) = serve_with_file(mpm, &toml, &[]);
@@ -1721,7 +1723,7 @@ fn an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths(mpm: 
     assert_eq!(
         cookies,
         [
-            "sid=42; Domain=.proxy.test; Path=/api/; HttpOnly",
+            "sid=42; Domain=.proxy.test; Path=/api/; HttpOnly; Secure; SameSite=Lax",
             "theme=dark; path=/api/prefs; Max-Age=60",
             "other=1; Domain=elsewhere.example; Path=/x/",
         ]

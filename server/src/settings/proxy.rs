@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use mpm_core::Seconds;
 use mpm_proxy::{
-    ActiveHealth, Cidr, ClientCert, CookieRule, ProxyRoute, Redirect, SetHeader, UpstreamSpec,
-    MAX_COUNT, MAX_WEIGHT,
+    ActiveHealth, Cidr, ClientCert, CookieFlag, CookieFlags, CookieRule, ProxyRoute, Redirect,
+    SetHeader, UpstreamSpec, MAX_COUNT, MAX_WEIGHT,
 };
 
 use super::values::{did_you_mean, Bounds, OnOff, Value};
@@ -111,6 +111,14 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
         "how the `Path` of `Set-Cookie` in answers is rewritten (nginx's `proxy_cookie_path`): \
          `off` (the default) or a list of `{ from = \"/v1/\", to = \"/api/\" }`, the beginning \
          of a path replaced, the first that matches applied",
+    ),
+    (
+        "cookie_flags",
+        "flags of `Set-Cookie` in answers added or removed (nginx's `proxy_cookie_flags`): `off` \
+         (the default) or a list of `{ cookie = \"sid\", flags = [\"secure\", \"httponly\", \
+         \"samesite=lax\"] }`, `cookie = \"*\"` for every cookie, the first that names a \
+         cookie applied; flags secure, httponly, samesite=strict|lax|none, nosecure, nohttponly, \
+         nosamesite",
     ),
     (
         "set_header",
@@ -326,6 +334,9 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
             cookie_rules_of(v, CookieRule::domain, "backend.internal", "example.org")
                 .map_err(|e| at("cookie_domain", e))?;
     }
+    if let Some(v) = t.get("cookie_flags") {
+        route.cookie_flags = cookie_flags_of(v).map_err(|e| at("cookie_flags", e))?;
+    }
     if let Some(v) = t.get("cookie_path") {
         route.cookie_path = cookie_rules_of(v, CookieRule::path, "/v1/", "/api/")
             .map_err(|e| at("cookie_path", e))?;
@@ -434,6 +445,44 @@ fn cookie_rules_of(
             }
             _ => Err(format!("a rule needs `from` and `to` strings: {shape}")),
         }
+    };
+    match v {
+        toml::Value::String(w) if w == "off" => Ok(Vec::new()),
+        toml::Value::Array(items) => items.iter().map(one).collect(),
+        other => Err(format!("expected {shape}, found {}", other.type_str())),
+    }
+}
+
+/// A route's `cookie_flags`: `"off"`, or a list of `{ cookie, flags }`.
+fn cookie_flags_of(v: &toml::Value) -> Result<Vec<CookieFlags>, String> {
+    let shape = "\"off\" or a list of { cookie = \"sid\", flags = [\"secure\", \"httponly\"] }";
+    let one = |v: &toml::Value| -> Result<CookieFlags, String> {
+        let toml::Value::Table(t) = v else {
+            return Err(format!("expected {shape}, found {}", v.type_str()));
+        };
+        if let Some(bad) = t
+            .keys()
+            .find(|k| !["cookie", "flags"].contains(&k.as_str()))
+        {
+            return Err(format!(
+                "unknown key `{bad}`; an entry's keys are cookie, flags"
+            ));
+        }
+        let (Some(toml::Value::String(cookie)), Some(toml::Value::Array(flags))) =
+            (t.get("cookie"), t.get("flags"))
+        else {
+            return Err(format!(
+                "an entry needs a `cookie` string and a `flags` list: {shape}"
+            ));
+        };
+        let flags = flags
+            .iter()
+            .map(|f| match f {
+                toml::Value::String(f) => f.parse::<CookieFlag>().map_err(|e| e.to_string()),
+                other => Err(format!("a flag is a string, found {}", other.type_str())),
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        CookieFlags::new(cookie, flags).map_err(|e| e.to_string())
     };
     match v {
         toml::Value::String(w) if w == "off" => Ok(Vec::new()),
@@ -703,6 +752,51 @@ mod tests {
             let e = one(key, v).unwrap_err();
             assert!(
                 e.contains(&format!("/a/: {key}")) && e.contains(says),
+                "{v}\n=> {e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn cookie_flags_take_off_or_a_list_of_entries() {
+        let one = |v: &str| {
+            routes(&format!(
+                "[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\ncookie_flags = {v}\n"
+            ))
+            .map(|r| r[0].cookie_flags.clone())
+        };
+        assert_eq!(one("\"off\"").unwrap(), vec![]);
+        assert_eq!(
+            one("[{ cookie = \"sid\", flags = [\"Secure\", \"samesite=lax\"] }, { cookie = \"*\", flags = [\"nosecure\"] }]").unwrap(),
+            vec![
+                CookieFlags::new("sid", vec![CookieFlag::Secure, CookieFlag::SameSite(mpm_proxy::SameSite::Lax)]).unwrap(),
+                CookieFlags::new("*", vec![CookieFlag::NoSecure]).unwrap(),
+            ]
+        );
+        for (v, says) in [
+            ("\"on\"", "expected \"off\" or a list"),
+            (
+                "[{ cookie = \"sid\" }]",
+                "needs a `cookie` string and a `flags` list",
+            ),
+            (
+                "[{ cookie = \"sid\", flags = [\"secret\"] }]",
+                "flag 'secret': expected secure",
+            ),
+            ("[{ cookie = \"sid\", flags = [] }]", "1 to 8 flags"),
+            (
+                "[{ cookie = \"a=b\", flags = [\"secure\"] }]",
+                "a cookie's name",
+            ),
+            (
+                "[{ cookie = \"sid\", flags = [\"secure\"], on = 1 }]",
+                "unknown key `on`",
+            ),
+        ] {
+            let e = one(v).unwrap_err();
+            assert!(
+                e.contains("/a/: cookie_flags") && e.contains(says),
                 "{v}\n=> {e}"
             );
             assert!(!e.contains('\n'), "{e}");
