@@ -5,7 +5,7 @@
 //!
 //! A route's `cookie_flags` is a list of a cookie's name (or `*`, every
 //! cookie) and flags; the first entry whose name is the cookie's applies
-//! (names compared as written, as cookies' are), as nginx checks its
+//! (letter case aside, as nginx compares them), as nginx checks its
 //! directives in order. The flags are nginx's: `secure`, `httponly` and
 //! `samesite=strict|lax|none` add the attribute (a `SameSite` the cookie
 //! had is replaced), `nosecure`, `nohttponly` and `nosamesite` remove it.
@@ -136,11 +136,37 @@ impl CookieFlags {
                 self.flags.len()
             )));
         }
+        // A flag and its undoing together say nothing nginx and mpm would
+        // read alike (nginx's on wins, in order the last would).
+        let has = |f: fn(&CookieFlag) -> bool| self.flags.iter().any(f);
+        for (on, off, name) in [
+            (
+                has(|f| *f == CookieFlag::Secure),
+                has(|f| *f == CookieFlag::NoSecure),
+                "secure",
+            ),
+            (
+                has(|f| *f == CookieFlag::HttpOnly),
+                has(|f| *f == CookieFlag::NoHttpOnly),
+                "httponly",
+            ),
+            (
+                has(|f| matches!(f, CookieFlag::SameSite(_))),
+                has(|f| *f == CookieFlag::NoSameSite),
+                "samesite",
+            ),
+        ] {
+            if on && off {
+                return Err(Error::config(format!(
+                    "cookie '{c}': both {name} and no{name}"
+                )));
+            }
+        }
         Ok(())
     }
 
     fn matches(&self, name: &[u8]) -> bool {
-        self.cookie == "*" || self.cookie.as_bytes() == name
+        self.cookie == "*" || self.cookie.as_bytes().eq_ignore_ascii_case(name)
     }
 }
 
@@ -152,7 +178,11 @@ pub fn flag_cookie(value: &[u8], entries: &[CookieFlags]) -> Option<Vec<u8>> {
         return None;
     }
     let pair_end = value.iter().position(|&b| b == b';').unwrap_or(value.len());
-    let eq = value[..pair_end].iter().position(|&b| b == b'=')?;
+    // A first part without `=` is a cookie of that name, as nginx reads it.
+    let eq = value[..pair_end]
+        .iter()
+        .position(|&b| b == b'=')
+        .unwrap_or(pair_end);
     let name = trim(&value[..eq]);
     let entry = entries.iter().find(|e| e.matches(name))?;
     // The cookie's name and value, then its attributes but those the flags
@@ -258,7 +288,16 @@ mod tests {
             Some("two=2; Path=/; SameSite=Strict")
         );
         assert_eq!(flagged("one=1; HttpOnly", &e), None, "already there");
-        assert_eq!(flagged("One=1", &e[..1]), None, "names as written");
+        assert_eq!(
+            flagged("One=1", &e[..1]).as_deref(),
+            Some("One=1; HttpOnly"),
+            "names in any case, as nginx"
+        );
+        assert_eq!(
+            flagged("no-pair; Path=/", &e).as_deref(),
+            Some("no-pair; Path=/; SameSite=Strict"),
+            "a first part without `=` is a cookie too"
+        );
     }
 
     #[test]
@@ -277,7 +316,6 @@ mod tests {
             flagged("sid=abc; HttpOnly; SameSite = Lax; Path=/", &e).as_deref(),
             Some("sid=abc; Path=/")
         );
-        assert_eq!(flagged("no-pair", &e), None, "not a cookie");
         assert_eq!(flagged("other=1; HttpOnly", &e), None, "not named");
     }
 
@@ -295,6 +333,11 @@ mod tests {
             ("", vec![CookieFlag::Secure]),
             ("a=b", vec![CookieFlag::Secure]),
             ("a", vec![]),
+            ("a", vec![CookieFlag::Secure, CookieFlag::NoSecure]),
+            (
+                "a",
+                vec![CookieFlag::SameSite(SameSite::Lax), CookieFlag::NoSameSite],
+            ),
         ] {
             assert!(CookieFlags::new(cookie, flags).is_err(), "{cookie:?}");
         }
