@@ -653,6 +653,27 @@ impl UpstreamSpec {
     }
 }
 
+/// A route's list `what` (of route `p`): at most `max` entries, each one
+/// passing `check`, or the one line saying which did not.
+fn check_list<T>(
+    p: &str,
+    what: &str,
+    items: &[T],
+    max: usize,
+    check: impl Fn(&T) -> Result<()>,
+) -> Result<()> {
+    if items.len() > max {
+        return Err(Error::config(format!(
+            "route {p}: {} {what} entries, at most {max}",
+            items.len()
+        )));
+    }
+    for item in items {
+        check(item).map_err(|e| Error::config(format!("route {p}: {what}: {e}")))?;
+    }
+    Ok(())
+}
+
 /// A duration at least `min` and at most [`MAX_DURATION`], or the one line
 /// saying which bound it broke.
 fn check_duration(name: &str, d: Duration, min: Duration) -> Result<()> {
@@ -830,41 +851,34 @@ impl ProxyRoute {
                 "route {p}: client_cert is for https:// upstreams, and the route has none"
             )));
         }
-        if self.redirect.len() > MAX_REDIRECTS {
-            return Err(Error::config(format!(
-                "route {p}: {} redirect rules, at most {MAX_REDIRECTS}",
-                self.redirect.len()
-            )));
-        }
-        for r in &self.redirect {
-            r.check()
-                .map_err(|e| Error::config(format!("route {p}: redirect: {e}")))?;
-        }
-        for (what, rules) in [
-            ("cookie_domain", &self.cookie_domain),
-            ("cookie_path", &self.cookie_path),
-        ] {
-            if rules.len() > MAX_COOKIE_RULES {
-                return Err(Error::config(format!(
-                    "route {p}: {} {what} rules, at most {MAX_COOKIE_RULES}",
-                    rules.len()
-                )));
-            }
-            for r in rules {
-                r.check()
-                    .map_err(|e| Error::config(format!("route {p}: {what}: {e}")))?;
-            }
-        }
-        if self.cookie_flags.len() > MAX_COOKIE_FLAGS {
-            return Err(Error::config(format!(
-                "route {p}: {} cookie_flags entries, at most {MAX_COOKIE_FLAGS}",
-                self.cookie_flags.len()
-            )));
-        }
-        for e in &self.cookie_flags {
-            e.check()
-                .map_err(|e| Error::config(format!("route {p}: cookie_flags: {e}")))?;
-        }
+        check_list(
+            p,
+            "redirect",
+            &self.redirect,
+            MAX_REDIRECTS,
+            Redirect::check,
+        )?;
+        check_list(
+            p,
+            "cookie_domain",
+            &self.cookie_domain,
+            MAX_COOKIE_RULES,
+            CookieRule::check,
+        )?;
+        check_list(
+            p,
+            "cookie_path",
+            &self.cookie_path,
+            MAX_COOKIE_RULES,
+            CookieRule::check,
+        )?;
+        check_list(
+            p,
+            "cookie_flags",
+            &self.cookie_flags,
+            MAX_COOKIE_FLAGS,
+            CookieFlags::check,
+        )?;
         for (what, n) in [
             ("set_header", self.set_header.len()),
             ("hide_header", self.hide_header.len()),

@@ -145,7 +145,8 @@ fn is_space(b: u8) -> bool {
     b == b' ' || b == b'\t'
 }
 
-fn trim(v: &[u8]) -> &[u8] {
+/// `v` without the spaces and tabs around it.
+pub(crate) fn trim(v: &[u8]) -> &[u8] {
     let lead = v.iter().take_while(|&&b| is_space(b)).count();
     let trail = v[lead..].iter().rev().take_while(|&&b| is_space(b)).count();
     &v[lead..v.len() - trail]

@@ -16,6 +16,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::config::MAX_TEXT;
+use crate::cookie::trim;
 use crate::error::{Error, Result};
 
 /// The most entries one route's `cookie_flags` may list.
@@ -234,7 +235,7 @@ pub fn flag_cookie(value: &[u8], entries: &[CookieFlags]) -> Option<Vec<u8>> {
         }
     }
     let mut out = Vec::with_capacity(value.len() + 32);
-    out.extend_from_slice(trim_end(&value[..pair_end]));
+    out.extend_from_slice(trim(&value[..pair_end]));
     for a in &attrs {
         out.extend_from_slice(b"; ");
         out.extend_from_slice(trim(a));
@@ -244,20 +245,6 @@ pub fn flag_cookie(value: &[u8], entries: &[CookieFlags]) -> Option<Vec<u8>> {
         out.extend_from_slice(a.as_bytes());
     }
     (out != value).then_some(out)
-}
-
-fn is_space(b: u8) -> bool {
-    b == b' ' || b == b'\t'
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let lead = v.iter().take_while(|&&b| is_space(b)).count();
-    trim_end(&v[lead..])
-}
-
-fn trim_end(v: &[u8]) -> &[u8] {
-    let trail = v.iter().rev().take_while(|&&b| is_space(b)).count();
-    &v[..v.len() - trail]
 }
 
 #[cfg(test)]
