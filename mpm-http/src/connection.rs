@@ -19,6 +19,7 @@ use crate::awaited_body::Upload;
 use crate::chunked;
 use crate::h2::{self, H2Conn, Preface};
 use crate::head::{self, Framing, Parsed, Spans, SLOTS};
+use crate::internal_redirect::Redirected;
 use crate::page_cache;
 use crate::reading::{deadline, BufferedKey, Gate, Reader, Received, Step};
 use crate::request::{BodyFraming, Headers, Request};
@@ -376,6 +377,7 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
             secure: s.has_transport(),
             pool: self.reader.arena.pool(),
             framing: BodyFraming::of(&head),
+            internal: false,
         };
         // A body a future reads as it arrives (never blocking): the handler
         // runs as soon as the head is here, where it says it may.
@@ -584,6 +586,28 @@ impl<H: HttpHandler> HttpService<H> {
                 Waiting::Answer(later) => later,
                 Waiting::Vacant => return Interest::Close,
             };
+            // An internal redirect's request, the handler not asked yet:
+            // asked here, off a loop if it may block.
+            if let Some(r) = later.redirect.as_mut().filter(|r| r.pending) {
+                let asked = r.answer(
+                    &mut self.reader.handler,
+                    self.reader.arena.pool(),
+                    &self.sender.settings.limits,
+                    (later.version, s.on_event_loop()),
+                    (s.peer_addr(), s.has_transport()),
+                );
+                self.reader.arena.reset();
+                let Some(mut answer) = asked else {
+                    c.for_a_worker = true;
+                    return Interest::Yield;
+                };
+                r.pending = false;
+                later.answer = match answer.take_later() {
+                    Some(again) => again,
+                    None => Box::pin(std::future::ready(answer)),
+                };
+                continue;
+            }
             if !filled && later.upload.is_some() {
                 filled = true;
                 if let Some(stop) = self.fill_upload(c, s) {
@@ -642,6 +666,20 @@ impl<H: HttpHandler> HttpService<H> {
                 later.answer = again;
                 c.set_waiting(boxed);
                 continue;
+            }
+            // An answer that redirects: its request is answered instead
+            // (above, on the next pass), in the same box.
+            match Redirected::follow(answer, later.redirect.as_deref()) {
+                Some(Ok(r)) => {
+                    later.redirect = Some(r);
+                    c.set_waiting(boxed);
+                    continue;
+                }
+                Some(Err(status)) => *answer = Response::error(status),
+                None => {}
+            }
+            if let Some(r) = later.redirect.as_deref() {
+                r.finish(answer);
             }
             self.answer_later(c, s, later, answer);
             // The box is kept for the next answer to come; what it held

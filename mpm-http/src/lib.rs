@@ -25,6 +25,9 @@
 //!   served on our sans-IO codec `mpm-h2`, each stream a
 //!   [`Request`] for the same handler; [`H2Settings`] say when and with
 //!   what limits, [`h2_counts`] what the status page shows.
+//! * Internal redirects ([`InternalRedirect`], `internal_redirect.rs`): an
+//!   answer that asks the server to answer another target instead
+//!   (nginx's internal redirect, an upstream's `X-Accel-Redirect`).
 //! * [`RequestPool`] — a request's scratch arena, reset after it.
 //! * [`Routes`] and [`Router`] — routing by method and path with path
 //!   parameters, and whole handlers mounted under a prefix;
@@ -87,6 +90,7 @@ pub mod fuzzing;
 mod h2;
 mod handler;
 mod head;
+mod internal_redirect;
 #[cfg(feature = "json")]
 mod json;
 pub mod log_format;
@@ -117,6 +121,7 @@ pub use h2::{
 };
 pub use handler::HttpHandler;
 pub use head::MAX_REQUEST_FIELDS;
+pub use internal_redirect::InternalRedirect;
 #[cfg(feature = "json")]
 pub use json::Json;
 pub use request::{BodyReader, Request, Version};

@@ -316,6 +316,12 @@ impl<H: HttpHandler> Reader<H> {
         let unfinished =
             streamed_unfinished || upload.as_ref().is_some_and(|u| u.outcome() != (true, None));
         let mut later = None;
+        if response.internal_redirect().is_some() {
+            // Followed where a later answer is (`resume`), the handler
+            // asked again there: on a worker if it may block.
+            let redirecting = std::mem::replace(response, Response::new(200));
+            *response = Response::later(std::future::ready(redirecting));
+        }
         let keep = match response.take_later() {
             // A later answer: its log line and slot are started now, while
             // the request's bytes are here; the status comes with it.
@@ -336,6 +342,7 @@ impl<H: HttpHandler> Reader<H> {
                     version,
                     unfinished: streamed_unfinished,
                     upload: upload.map(Box::new),
+                    redirect: None,
                 })));
                 keep
             }
@@ -498,6 +505,7 @@ impl<H: HttpHandler> Reader<H> {
             secure: s.has_transport(),
             pool: self.arena.pool(),
             framing: BodyFraming::of(head),
+            internal: false,
         };
         catch(|| question(&self.handler, &req)).unwrap_or(false)
     }
@@ -540,6 +548,7 @@ impl<H: HttpHandler> Reader<H> {
             secure,
             pool: self.arena.pool(),
             framing: BodyFraming::of(head),
+            internal: false,
         };
         let handler = &mut self.handler;
         let caught = catch_into(answer, || handler.handle(&req));

@@ -49,6 +49,8 @@ pub struct Request<'a> {
     /// `None` for a request made otherwise (a test's, HTTP/2's), whose
     /// fields are read for it instead.
     pub(crate) framing: Option<BodyFraming>,
+    /// Made by the server for an internal redirect, not sent by a client.
+    pub(crate) internal: bool,
 }
 
 /// A request body's framing, read once from the head: a proxy asks for it
@@ -117,7 +119,15 @@ impl<'a> Request<'a> {
             secure: false,
             pool: RequestPool::heap(),
             framing: None,
+            internal: false,
         }
+    }
+
+    /// The same request as if the server made it for an internal redirect
+    /// (for testing handlers that look at [`is_internal`](Self::is_internal)).
+    pub fn with_internal(mut self, internal: bool) -> Self {
+        self.internal = internal;
+        self
     }
 
     /// The same request as if it came from `peer` (for testing handlers
@@ -360,6 +370,15 @@ impl<'a> Request<'a> {
     /// The client's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// Did the server make this request for an internal redirect
+    /// ([`Response::set_internal_redirect`](crate::Response::set_internal_redirect):
+    /// an upstream's `X-Accel-Redirect`), rather than a client send it?
+    /// What nginx's `internal` locations answer only: a client can never
+    /// make a request that is.
+    pub fn is_internal(&self) -> bool {
+        self.internal
     }
 
     /// The pool for scratch that lives only as long as this request: the

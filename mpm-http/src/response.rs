@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
+use crate::internal_redirect::InternalRedirect;
+
 use crate::byte_classes::is_tchar;
 use crate::waiting::{LaterAnswer, PollRead, Tunnel};
 use crate::wire_fields::WireFields;
@@ -182,6 +184,9 @@ pub struct Response {
     refused: bool,
     /// The answer is still to come (`Response::later`).
     later: Option<Later>,
+    /// Another target the server answers for instead
+    /// ([`set_internal_redirect`](Self::set_internal_redirect)).
+    redirect: Option<Box<InternalRedirect>>,
     /// After this `101`, the connection carries bytes both ways.
     pub(crate) tunnel: Option<Box<dyn Tunnel>>,
     /// What the answer came from, for the access log.
@@ -470,6 +475,7 @@ impl Response {
             intercept: false,
             refused: false,
             later: None,
+            redirect: None,
             tunnel: None,
             upstream: UpstreamInfo(None),
         }
@@ -548,6 +554,39 @@ impl Response {
     /// in a test, or to wrap it).
     pub fn into_later(self) -> Option<Pin<Box<dyn Future<Output = Response> + Send + 'static>>> {
         self.later.map(|l| l.0)
+    }
+
+    /// Answer with what the server answers `redirect`'s request instead
+    /// (nginx's internal redirect, which an upstream's `X-Accel-Redirect`
+    /// asks for): the handlers are asked again, as for a request that came
+    /// in, and on an event loop only if they answer it without blocking;
+    /// that request is [internal](crate::Request::is_internal). This
+    /// response's status and body are dropped; its `Set-Cookie`,
+    /// `Content-Disposition`, `Cache-Control` and `Expires` fields are
+    /// kept for the answer (as nginx keeps them), the last three where the
+    /// answer has none of its own. A target that is not a path (`/` and
+    /// visible ASCII) is answered 404; more than 10 redirects for one
+    /// request, 500 (nginx's limits).
+    ///
+    /// ```
+    /// use mpm_http::{InternalRedirect, Response};
+    /// let mut r = Response::new(200).header("Content-Disposition", "attachment");
+    /// r.set_internal_redirect(InternalRedirect::new("/protected/report.pdf"));
+    /// assert_eq!(r.internal_redirect().map(|r| r.target()), Some("/protected/report.pdf"));
+    /// ```
+    pub fn set_internal_redirect(&mut self, redirect: InternalRedirect) {
+        self.redirect = Some(Box::new(redirect));
+    }
+
+    /// The redirect [`set_internal_redirect`](Self::set_internal_redirect)
+    /// set, if any.
+    pub fn internal_redirect(&self) -> Option<&InternalRedirect> {
+        self.redirect.as_deref()
+    }
+
+    /// The redirect, taken out.
+    pub(crate) fn take_redirect(&mut self) -> Option<Box<InternalRedirect>> {
+        self.redirect.take()
     }
 
     /// After this `101 Switching Protocols` (the answer to an `Upgrade`
@@ -1045,9 +1084,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<Option<HeaderText>>(), 3 * 8);
         // Six inline header pairs of them, and the rest: 560 bytes with
         // four-word texts. (472 with the buffer of fields given as bytes,
-        // which saves a proxied answer a pair of texts a field.)
+        // which saves a proxied answer a pair of texts a field; 480 with
+        // an internal redirect's pointer.)
         assert!(
-            std::mem::size_of::<Response>() <= 472,
+            std::mem::size_of::<Response>() <= 480,
             "{}",
             std::mem::size_of::<Response>()
         );

@@ -12,6 +12,7 @@ use mpm_core::Wait;
 use crate::access_log::Record;
 use crate::awaited_body::Upload;
 use crate::buffer_pool::BufferPool;
+use crate::internal_redirect::Redirected;
 use crate::request::Version;
 use crate::response::Part;
 use crate::waiting::{LaterAnswer, PollRead, Tunnel};
@@ -54,6 +55,10 @@ pub(crate) struct PolledBody {
 
 /// What a connection waits on besides its client, between steps: made
 /// when a request needs it, so that other connections carry one pointer.
+// Always in a box of its own (`HttpConn::waiting`, the reader's spare):
+// boxing the largest variant too would be a second allocation for nearly
+// every waiting request, whose variant it is.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Waiting {
     /// A [`Response::later`](crate::Response::later) still to come.
     Answer(LaterState),
@@ -93,6 +98,9 @@ pub(crate) struct LaterState {
     /// A body the future reads as it arrives (`awaited_body.rs`): the
     /// connection fills its pipe before each poll.
     pub(crate) upload: Option<Box<Upload>>,
+    /// The internal redirect being followed, if the answer asked for one
+    /// (`internal_redirect.rs`).
+    pub(crate) redirect: Option<Box<Redirected>>,
 }
 
 /// A request's method and target for an error-log line, kept inline: a

@@ -92,6 +92,11 @@ pub struct ProxyRoute {
     /// their status, where one is configured (`--error-page`), as nginx's
     /// `proxy_intercept_errors` (off by default).
     pub intercept_errors: bool,
+    /// An upstream's `X-Accel-Redirect` is followed: the server answers
+    /// the path it names instead (on by default, as nginx; off is nginx's
+    /// `proxy_ignore_headers X-Accel-Redirect`, the field dropped and the
+    /// answer passed as it came).
+    pub accel_redirect: bool,
     /// How the `Domain` attributes of the upstream's `Set-Cookie` fields
     /// are rewritten, as nginx's `proxy_cookie_domain` (empty by default:
     /// `off`).
@@ -722,6 +727,7 @@ impl ProxyRoute {
             client_cert: None,
             redirect: vec![Redirect::Default],
             intercept_errors: false,
+            accel_redirect: true,
             cookie_domain: Vec::new(),
             cookie_path: Vec::new(),
             cookie_flags: Vec::new(),

@@ -51,7 +51,8 @@ use std::time::{Duration, Instant};
 
 use mpm_core::waiting::{block_on, Polled};
 use mpm_http::{
-    reason_phrase, AwaitedBody, Body, HeaderText, HttpHandler, PollRead, Request, Response, Tunnel,
+    reason_phrase, AwaitedBody, Body, HeaderText, HttpHandler, InternalRedirect, PollRead, Request,
+    Response, Tunnel,
 };
 use mpm_upstream::{
     read_response_head, write_request, BodyReader, BodyWriter, Connection, HeadLimits, Pool,
@@ -637,7 +638,7 @@ fn answer(
         }
         let early = std::mem::take(&mut head.bytes_after_head);
         let mut response = Response::new(head.status);
-        copy_head(&mut response, head, route, true);
+        let _ = copy_head(&mut response, head, route, true);
         return Ok(Answer::Now(response.tunnel(Box::new(UpstreamTunnel {
             conn,
             early,
@@ -650,7 +651,12 @@ fn answer(
     // response returned by a callee, or by a by-value builder, was
     // copied whole once more.
     let mut response = Response::new(head.status);
-    copy_head(&mut response, head, route, false);
+    let accel = copy_head(&mut response, head, route, false);
+    // nginx's `X-Accel-Redirect`: the server answers that path instead
+    // (its body dropped unread, the connection closed if it had more).
+    if let Some(target) = accel.filter(|_| route.accel_redirect) {
+        response.set_internal_redirect(accel_redirect(forward, target));
+    }
     if route.intercept_errors {
         // The layer answers with its error page instead, if it has one.
         response.set_intercept_errors();
@@ -697,13 +703,29 @@ fn answer(
     // still to come: a whole one (nearly all) needs none of it.
     let fields = response_fields(head.headers());
     source.len = fields.content_length;
-    if !streams(route.buffering, &fields) {
+    // A redirect's body is never read: not buffered first.
+    if !streams(route.buffering, &fields) && response.internal_redirect().is_none() {
         return Ok(Answer::Buffer(Box::pin(buffered(
             response, source, body_spent,
         ))));
     }
     response.set_body(Body::Polled(Box::new(source)));
     Ok(Answer::Now(response))
+}
+
+/// The request an upstream's `X-Accel-Redirect: target` asks the server
+/// to answer: a `GET` of `target` (a `HEAD` for a `HEAD`), with the
+/// client's fields, as nginx's internal redirect keeps them (`Range`,
+/// `If-None-Match` and the rest mean the same of the new target).
+fn accel_redirect(forward: &Forward, target: String) -> InternalRedirect {
+    let mut redirect = InternalRedirect::new(target);
+    if forward.method() == "HEAD" {
+        redirect = redirect.head();
+    }
+    for (name, value) in forward.fields() {
+        redirect.field(name.as_bytes(), value);
+    }
+    redirect
 }
 
 /// A buffered answer: up to [`BUFFERED_MAX`] of the body read first, sent
@@ -754,8 +776,14 @@ fn record(response: &mut Response, upstreams: HeaderText, time: Duration) {
 /// `cookie_domain` and `cookie_path` ([`crate::rewrite_cookie`]) and
 /// `cookie_flags` ([`crate::flag_cookie`]), its
 /// `hide_header` fields left out.
-/// `upgrade`: the `101` to a tunnelled request.
-fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, upgrade: bool) {
+/// `upgrade`: the `101` to a tunnelled request. Returns the upstream's
+/// `X-Accel-Redirect`, if it sent one (never passed on).
+fn copy_head(
+    response: &mut Response,
+    head: &ResponseHead,
+    route: &ProxyRoute,
+    upgrade: bool,
+) -> Option<String> {
     // A phrase the layer would refuse (a control, a byte past ASCII) is
     // dropped for the registered one rather than turned into a 500; the
     // registered one itself needs no copy.
@@ -781,10 +809,14 @@ fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, u
     // `try_header_bytes` would refuse the upstream's, making (and
     // dropping) an error for it every response.
     let bytes = head.bytes();
+    let mut accel = None;
     for (n, v) in head.header_ranges() {
         let (Some(name), Some(value)) = (bytes.get(n), bytes.get(v)) else {
             continue;
         };
+        if name.len() == 16 && name.eq_ignore_ascii_case(b"x-accel-redirect") {
+            accel = Some(String::from_utf8_lossy(value).trim().to_string());
+        }
         if name.eq_ignore_ascii_case(b"date")
             || !passes(name, connection.iter().copied(), upgrade)
             || route
@@ -812,6 +844,7 @@ fn copy_head(response: &mut Response, head: &ResponseHead, route: &ProxyRoute, u
         };
         let _ = response.try_header_bytes(name, rewritten.as_deref().unwrap_or(value));
     }
+    accel
 }
 
 /// A body of a known length and no bytes: the answer to a `HEAD`, a `304`.

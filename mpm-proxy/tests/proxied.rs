@@ -20,7 +20,7 @@ use mpm_proxy::ProxyRoute;
 fn a_proxied_answer_is_the_upstreams_and_the_request_is_rewritten() {
     let (up, seen) = origin(|_| {
         Some(
-            b"HTTP/1.1 200 OK\r\nServer: origin/1\r\nETag: \"v1\"\r\nConnection: keep-alive, X-Internal\r\nX-Internal: 1\r\nX-Accel-Redirect: /no\r\nKeep-Alive: timeout=5\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"
+            b"HTTP/1.1 200 OK\r\nServer: origin/1\r\nETag: \"v1\"\r\nConnection: keep-alive, X-Internal\r\nX-Internal: 1\r\nX-Accel-Limit-Rate: 1024\r\nKeep-Alive: timeout=5\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"
                 .to_vec(),
         )
     });

@@ -198,6 +198,7 @@ impl<A: App> Service for HttpApp<A> {
         let (app, for_workers) = (Arc::clone(&self.app), config.clone());
         let settings = settings.clone();
         let proxy = proxy.cloned();
+        let internal = crate::internal::InternalPaths::new(&config.internal);
         // Each worker's proxy (the first in a process starts its health
         // checker and makes its connection pool: after the fork).
         let make: MakeSite<A::Handler> = Box::new(move || {
@@ -205,6 +206,7 @@ impl<A: App> Service for HttpApp<A> {
                 status.clone(),
                 proxy.as_ref().map(|p| p.worker()),
                 app.handler(&for_workers, &settings),
+                internal.clone(),
             )
         });
         let mut http = config.http_settings();

@@ -3,6 +3,7 @@
 
 mod app;
 mod cli;
+mod internal;
 pub mod settings;
 mod signal_command;
 mod site;
@@ -43,8 +44,8 @@ pub mod prelude {
     #[cfg(feature = "json")]
     pub use mpm_http::Json;
     pub use mpm_http::{
-        AwaitedBody, Body, BodyReader, FileBody, HeaderError, HttpHandler, IntoResponse, Rejection,
-        Request, Response, Router, Routes, Version,
+        AwaitedBody, Body, BodyReader, FileBody, HeaderError, HttpHandler, InternalRedirect,
+        IntoResponse, Rejection, Request, Response, Router, Routes, Version,
     };
 }
 

@@ -7,6 +7,7 @@ use mpm_core::scoreboard::Scoreboard;
 use mpm_http::{HttpHandler, Request, Response};
 use mpm_status::{ServerStatus, Value};
 
+use crate::internal::InternalPaths;
 use crate::settings::Config;
 
 /// The status page and the metrics, shared by every worker's [`Site`].
@@ -125,11 +126,23 @@ pub(crate) struct Site<H> {
     status: StatusRoute,
     proxy: Option<mpm_proxy::Proxy>,
     app: H,
+    /// `--internal`: answered 404 unless an internal redirect asks.
+    internal: InternalPaths,
 }
 
 impl<H> Site<H> {
-    pub(crate) fn new(status: StatusRoute, proxy: Option<mpm_proxy::Proxy>, app: H) -> Site<H> {
-        Site { status, proxy, app }
+    pub(crate) fn new(
+        status: StatusRoute,
+        proxy: Option<mpm_proxy::Proxy>,
+        app: H,
+        internal: InternalPaths,
+    ) -> Site<H> {
+        Site {
+            status,
+            proxy,
+            app,
+            internal,
+        }
     }
 
     /// The proxy, if one of its routes takes this request.
@@ -140,6 +153,9 @@ impl<H> Site<H> {
 
 impl<H: HttpHandler> HttpHandler for Site<H> {
     fn handle(&mut self, request: &Request<'_>) -> Response {
+        if self.internal.refuses(request) {
+            return Response::error(404);
+        }
         match self.status.for_request(request) {
             Some(Route::Page) => self.status.status.handle(request),
             Some(Route::Metrics) => self.status.status.metrics(request),
@@ -151,6 +167,9 @@ impl<H: HttpHandler> HttpHandler for Site<H> {
     }
 
     fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
+        if self.internal.refuses(request) {
+            return true;
+        }
         match self.status.for_request(request) {
             Some(_) => self.status.status.answers_without_blocking(request),
             None => match self.proxy_for(request) {
@@ -162,7 +181,8 @@ impl<H: HttpHandler> HttpHandler for Site<H> {
 
     fn streams_body(&self, request: &Request<'_>) -> bool {
         // The status page reads no body: only the application streams.
-        self.status.for_request(request).is_none()
+        !self.internal.refuses(request)
+            && self.status.for_request(request).is_none()
             && match self.proxy_for(request) {
                 Some(proxy) => proxy.streams_body(request),
                 None => self.app.streams_body(request),
@@ -170,7 +190,8 @@ impl<H: HttpHandler> HttpHandler for Site<H> {
     }
 
     fn awaits_body(&self, request: &Request<'_>) -> bool {
-        self.status.for_request(request).is_none()
+        !self.internal.refuses(request)
+            && self.status.for_request(request).is_none()
             && match self.proxy_for(request) {
                 Some(proxy) => proxy.awaits_body(request),
                 None => self.app.awaits_body(request),

@@ -627,6 +627,76 @@ fn an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client(mpm: &st
     );
 }
 
+/// An upstream's `X-Accel-Redirect` over HTTP/2 (curl: prior knowledge in
+/// clear, ALPN over TLS): the stream is answered with the file the path
+/// names, the client's range applied, the upstream's `Content-Disposition`
+/// kept; a redirect to a proxied route goes to its upstream; the
+/// `--internal` path is 404 to the client.
+fn an_upstreams_x_accel_redirect_is_followed_for_an_http2_stream(mpm: &str) {
+    if !curl_has_http2() {
+        tests::skip("curl here lacks HTTP2 (nghttp2)");
+        return;
+    }
+    let origin = Origin::start();
+    origin.on(
+        "/dl/report",
+        Script::ok(b"placeholder")
+            .header("X-Accel-Redirect", "/protected/report.bin")
+            .header("Content-Disposition", "attachment"),
+    );
+    origin.on(
+        "/dl/api",
+        Script::ok(b"placeholder").header("X-Accel-Redirect", "/inner/data"),
+    );
+    origin.on("/inner/data", Script::ok(b"inner answer\n"));
+    let file: Vec<u8> = (0..50_000u32).map(|i| (i % 241) as u8).collect();
+    let root = site::docroot();
+    root.write("protected/report.bin", &file);
+    let dl = format!("/dl/={}", origin.url("/dl/"));
+    let inner = format!("/inner/={}", origin.url("/inner/"));
+    let Some(server) = h2_server(
+        mpm,
+        Some(root.path()),
+        &[
+            "--proxy",
+            &dl,
+            "--proxy",
+            &inner,
+            "--internal",
+            "/protected/",
+            "--internal",
+            "/inner/",
+        ],
+    ) else {
+        return;
+    };
+    let out = root.path().join("got");
+    let got = |path: &str, extra: &[&str]| -> (String, Vec<u8>) {
+        let url = server.url(path);
+        let mut args = vec!["-D", "-", "-o", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let head = curl(&server, &args);
+        (head, std::fs::read(&out).unwrap_or_default())
+    };
+    let (head, body) = got("/dl/report", &[]);
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-disposition: attachment"),
+        "{head}"
+    );
+    assert!(body == file, "the file, not the upstream's body");
+    let (head, body) = got("/dl/report", &["-H", "Range: bytes=10-19"]);
+    assert!(head.starts_with("HTTP/2 206"), "{head}");
+    assert_eq!(body, &file[10..20]);
+    let (head, body) = got("/dl/api", &[]);
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    assert_eq!(body, b"inner answer\n");
+    let (head, _) = got("/protected/report.bin", &[]);
+    assert!(head.starts_with("HTTP/2 404"), "{head}");
+}
+
 fn a_large_file_keeps_to_a_small_client_window(mpm: &str) {
     let root = TempDir::new("h2-root");
     let want = tests::pattern(1 << 20, 9);
@@ -1426,6 +1496,7 @@ tests::mpm_suite!(over transports:
     streams_of_one_connection_wait_on_an_upstream_together,
     a_post_body_reaches_the_upstream,
     an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client,
+    an_upstreams_x_accel_redirect_is_followed_for_an_http2_stream,
     http2_requests_are_held_to_http1s_rules_before_an_upstream_sees_them,
     an_http2_upload_expecting_100_continue_hears_it_before_sending_its_body,
     an_http2_upload_that_stops_coming_is_408_at_the_body_timeout,

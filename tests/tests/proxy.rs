@@ -1814,6 +1814,111 @@ fn an_intercepting_route_answers_an_upstreams_error_with_the_servers_page(mpm: &
     }
 }
 
+/// nginx's `X-Accel-Redirect`: an upstream's answer naming a path is
+/// replaced by the server's answer to a `GET` of that path, made with the
+/// client's fields (its `Range` applies) and keeping the upstream's
+/// `Content-Disposition` and `Set-Cookie`; an `--internal` path is 404 to
+/// a client however it is written; a redirect to a proxied path goes to
+/// that route's upstream; a cycle is 500 and a target that is no path 404;
+/// a route with `accel_redirect = "off"` passes the upstream's answer
+/// without the field; the connection goes on after each.
+fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
+    let origin = Origin::start();
+    let report = |s: Script| {
+        s.header("X-Accel-Redirect", "/protected/report.bin")
+            .header("Content-Disposition", "attachment; filename=\"report.bin\"")
+            .header("Set-Cookie", "seen=1")
+            .header("Content-Type", "text/plain")
+    };
+    origin.on(
+        "/dl/report",
+        report(Script::ok(b"the upstream's placeholder")),
+    );
+    // A body that does not come with the head: dropped unread.
+    origin.on("/dl/big", report(Script::ok(&vec![b'u'; 300_000])));
+    origin.on(
+        "/dl/api",
+        Script::ok(b"placeholder").header("X-Accel-Redirect", "/inner/data?x=1"),
+    );
+    origin.on("/inner/data", Script::ok(b"inner answer\n"));
+    origin.on(
+        "/dl/loop",
+        Script::ok(b"").header("X-Accel-Redirect", "/dl/loop"),
+    );
+    origin.on(
+        "/dl/bad",
+        Script::ok(b"").header("X-Accel-Redirect", "protected/report.bin"),
+    );
+    let file: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let root = site::docroot();
+    root.write("protected/report.bin", &file);
+    let o = origin.url("").trim_end_matches('/').to_string();
+    let toml = format!(
+        "internal = [\"/protected/\", \"/inner/\"]\n\
+         [[proxy]]\nprefix = \"/dl/\"\nupstreams = [\"{o}/dl/\"]\n\
+         [[proxy]]\nprefix = \"/inner/\"\nupstreams = [\"{o}/inner/\"]\n\
+         [[proxy]]\nprefix = \"/raw/\"\nupstreams = [\"{o}/dl/\"]\naccel_redirect = \"off\"\n"
+    );
+    let config = root.write("mpm.toml", toml.as_bytes());
+    let server = Server::start(
+        mpm,
+        Some(root.path()),
+        &["--config", config.to_str().unwrap()],
+    );
+    let addr = server.addr();
+    let mut c = RawConn::connect(addr);
+    let mut on_one = |method: &str, path: &str, fields: &[&str]| {
+        c.send(&request(method, path, fields)).unwrap();
+        c.read_response_to(method)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    };
+    for path in ["/dl/report", "/dl/big"] {
+        let r = on_one("GET", path, &[]);
+        assert_eq!(r.status, 200, "{path}");
+        assert!(r.body == file, "{path}: the file, not the upstream's body");
+        assert_eq!(
+            r.header("content-disposition"),
+            Some("attachment; filename=\"report.bin\"")
+        );
+        assert_eq!(r.header("set-cookie"), Some("seen=1"));
+        assert_eq!(r.header("x-accel-redirect"), None);
+    }
+    let r = on_one("GET", "/dl/report", &["Range: bytes=10-19"]);
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (206, &file[10..20]),
+        "the client's range applies"
+    );
+    let r = on_one("HEAD", "/dl/report", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("100000"));
+    let r = on_one("GET", "/dl/api", &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "inner answer\n"));
+    assert_eq!(
+        origin.requests_to("/inner/data")[0].target,
+        "/inner/data?x=1"
+    );
+    let r = on_one("GET", "/raw/report", &[]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "the upstream's placeholder"),
+        "accel_redirect = off: the answer as it came"
+    );
+    assert_eq!(r.header("x-accel-redirect"), None);
+    for path in [
+        "/protected/report.bin",
+        "/%70rotected/report.bin",
+        "/x/../protected/report.bin",
+        "/inner/data",
+    ] {
+        assert_eq!(on_one("GET", path, &[]).status, 404, "{path} is internal");
+    }
+    assert_eq!(on_one("GET", "/dl/loop", &[]).status, 500, "a cycle");
+    assert_eq!(on_one("GET", "/dl/bad", &[]).status, 404, "not a path");
+    let r = on_one("GET", "/dl/report", &[]);
+    assert!(r.status == 200 && r.body == file, "the connection goes on");
+}
+
 /// nginx's `server ... max_conns`: an upstream with as many requests in
 /// flight from the serving process is passed over for the route's others,
 /// and taken again once one ends. Counted per process, as nginx's without
@@ -2780,6 +2885,7 @@ mpm_suite!(
     an_upstreams_cookies_are_set_for_the_proxys_domain_and_the_routes_paths,
     an_upstream_at_its_max_conns_is_passed_over_until_a_request_ends,
     an_intercepting_route_answers_an_upstreams_error_with_the_servers_page,
+    an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names,
     a_backup_upstream_is_taken_only_while_the_others_cannot_be,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,

@@ -511,6 +511,8 @@ fn bad_site_feature_values_are_one_line_and_exit_2() {
         (&["--expires", "css=30d"], "css=30d"),
         (&["--expires", ".css=soon"], ".css=soon"),
         (&["--metrics-path", "metrics"], "--metrics-path"),
+        (&["--internal", "protected/"], "a path prefix"),
+        (&["--internal", "/pro tected/"], "a path prefix"),
     ];
     for (args, mention) in cases {
         let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--docroot", docroot];

@@ -24,6 +24,7 @@ use super::response::{self, Chunk, Outgoing};
 use crate::access_log::Record;
 use crate::awaited_body::{AwaitedBody, Upload};
 use crate::body::{BodySource, Timing};
+use crate::internal_redirect::Redirected;
 use crate::reading::Reader;
 use crate::request::{Headers, Request, Version};
 use crate::waiting::LaterAnswer;
@@ -124,6 +125,10 @@ pub(crate) struct StreamTask {
     /// The body its answer's future reads, filled from what arrives
     /// before each poll (`Awaiting`).
     upload: Option<Box<Upload>>,
+    /// The internal redirect being followed, if an answer asked for one:
+    /// the handler is asked for its request (`Ready` again) instead of the
+    /// stream's own (`internal_redirect.rs`).
+    redirect: Option<Box<Redirected>>,
 }
 
 /// `METHOD target HTTP/2.0`, for the error log.
@@ -167,6 +172,7 @@ impl StreamTask {
             record: Record::default(),
             is_head,
             upload: None,
+            redirect: None,
         }
     }
 
@@ -277,6 +283,7 @@ impl StreamTask {
             secure: turn.secure,
             pool: turn.reader.arena.pool(),
             framing: None,
+            internal: false,
         };
         catch(|| question(&turn.reader.handler, &req)).unwrap_or(false)
     }
@@ -434,6 +441,19 @@ impl StreamTask {
         body: &[u8],
         (stream, awaited): (Option<&dyn BodySource>, Option<&AwaitedBody>),
     ) -> Option<Response> {
+        if let Some(r) = self.redirect.as_deref() {
+            // Its log line and scoreboard line were started with the
+            // client's request.
+            let answer = r.answer(
+                &mut turn.reader.handler,
+                turn.reader.arena.pool(),
+                &turn.sender.settings.limits,
+                (Version::Http2, turn.on_loop),
+                (turn.peer, turn.secure),
+            );
+            turn.reader.arena.reset();
+            return answer;
+        }
         let head = &self.head;
         let fields = request::fields(head);
         let req = Request {
@@ -449,6 +469,7 @@ impl StreamTask {
             secure: turn.secure,
             pool: turn.reader.arena.pool(),
             framing: None,
+            internal: false,
         };
         if turn.on_loop
             && !catch(|| turn.reader.handler.answers_without_blocking(&req)).unwrap_or(false)
@@ -553,7 +574,20 @@ impl StreamTask {
         link: &mut Link,
         answer: Response,
     ) -> Phase {
-        let parts = answer;
+        let mut parts = answer;
+        // An answer that redirects: the handler is asked for its request
+        // (`run_with`), as for a stream whose body has come.
+        match Redirected::follow(&mut parts, self.redirect.as_deref()) {
+            Some(Ok(r)) => {
+                self.redirect = Some(r);
+                return Phase::Ready { body: Vec::new() };
+            }
+            Some(Err(status)) => parts = Response::error(status),
+            None => {}
+        }
+        if let Some(r) = self.redirect.as_deref() {
+            r.finish(&mut parts);
+        }
         self.record.set_status(parts.status);
         turn.sender
             .log_upstream(&mut self.record, parts.upstream.as_deref());

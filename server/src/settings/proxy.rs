@@ -100,6 +100,14 @@ pub(crate) const TABLE_KEYS: &[(&str, &str)] = &[
          where one is configured (nginx's `proxy_intercept_errors`): `off` (the default) or `on`",
     ),
     (
+        "accel_redirect",
+        "an upstream's `X-Accel-Redirect: /path` followed: the server answers a `GET` of that \
+         path (with the client's fields) instead, keeping the upstream's `Set-Cookie`, \
+         `Content-Disposition`, `Cache-Control` and `Expires`; `on` (the default, as nginx) or \
+         `off` (nginx's `proxy_ignore_headers X-Accel-Redirect`: the field dropped, the answer \
+         passed). `--internal` paths are served only so",
+    ),
+    (
         "cookie_domain",
         "how the `Domain` of `Set-Cookie` in answers is rewritten (nginx's \
          `proxy_cookie_domain`): `off` (the default) or a list of \
@@ -328,6 +336,9 @@ fn route_of_table(table: &toml::Table) -> Result<ProxyRoute, String> {
         route.intercept_errors = OnOff::from_toml(v)
             .map_err(|e| at("intercept_errors", e))?
             .0;
+    }
+    if let Some(v) = t.get("accel_redirect") {
+        route.accel_redirect = OnOff::from_toml(v).map_err(|e| at("accel_redirect", e))?.0;
     }
     if let Some(v) = t.get("cookie_domain") {
         route.cookie_domain =
@@ -593,6 +604,7 @@ mod tests {
             set_header = { "X-Real-IP" = "$remote_addr", "Accept-Encoding" = "" }
             hide_header = ["X-Powered-By"]
             intercept_errors = "on"
+            accel_redirect = "off"
 
             [[proxy]]
             prefix = "/static/"
@@ -651,6 +663,7 @@ mod tests {
             a.intercept_errors && !r[1].intercept_errors,
             "off by default"
         );
+        assert!(!a.accel_redirect && r[1].accel_redirect, "on by default");
         assert!(r[1].health.is_none(), "no health_ key: no active checks");
         assert_eq!(r[1].redirect, vec![Redirect::Default], "nginx's default");
     }
@@ -819,6 +832,7 @@ mod tests {
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\ntrusted_proxies = [\"10.0.0.0/33\"]\n", "trusted_proxies"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nhealth_rise = 0\n", "health_rise 0"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nnext_upstream = \"maybe\"\n", "next_upstream"),
+            ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\naccel_redirect = \"maybe\"\n", "/a/: accel_redirect"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\n[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://b\"]\n", "/a/ is given twice"),
             ("proxy = 3\n", "expected an array"),
             ("[[proxy]]\nprefix = \"/a/\"\nupstreams = [\"http://a\"]\nset_header = { \"X-A\" = \"$cookie\" }\n", "'$cookie' is not a variable here"),

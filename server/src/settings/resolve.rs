@@ -57,6 +57,7 @@ impl Config {
                 .map_err(|e| Error::config(format!("--add-header: {e}")))?,
             request_header_max_timeout: header_max_timeout(&l)?,
             proxy: proxy_routes(&l.proxy)?,
+            internal: internal_prefixes(&l.internal)?,
             http2: http2(&l)?,
         };
         Config::assemble(&l, by_hand)
@@ -430,6 +431,26 @@ fn http2(l: &ConfigLayer) -> Result<bool> {
 
 /// The largest error page kept in memory.
 const MAX_ERROR_PAGE: u64 = 1 << 20;
+
+/// `--internal` prefixes: paths (`/` and visible ASCII), at most
+/// [`MAX_INTERNAL`](crate::internal::MAX_INTERNAL) of them.
+fn internal_prefixes(values: &[String]) -> Result<Vec<String>> {
+    let max = crate::internal::MAX_INTERNAL;
+    if values.len() > max {
+        return Err(Error::config(format!(
+            "--internal: {} prefixes; at most {max}",
+            values.len()
+        )));
+    }
+    for v in values {
+        if !v.starts_with('/') || !v.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Error::config(format!(
+                "--internal '{v}': expected a path prefix, as /protected/"
+            )));
+        }
+    }
+    Ok(values.to_vec())
+}
 
 /// `--error-page CODES=PATH` values, each page read now from the docroot
 /// (as it would be served), so that a page that is missing is an error at

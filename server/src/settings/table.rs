@@ -451,6 +451,16 @@ settings! {
             expires: CacheRules,
         };
 
+    /// Paths under this prefix are answered 404 to clients, and served only
+    /// when an upstream's `X-Accel-Redirect` names them (nginx's `internal`
+    /// locations): `/protected/`; repeat for several.
+    internal: Vec<String>, "PREFIX",
+        default = text("none"), bounds = Bounds::Any,
+        config by hand {
+            /// Path prefixes only internal redirects reach (`--internal`).
+            internal: Vec<String>,
+        };
+
     [Proxy]
 
     /// Pass requests under PREFIX to the upstream URLs (`/api/=http://10.0.0.2:8080/v1/,http://10.0.0.3:8080/v1/`):

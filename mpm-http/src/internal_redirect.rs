@@ -1,0 +1,325 @@
+//! Internal redirects: an answer that says "answer as for this other
+//! target instead" (nginx's internal redirect; what an upstream's
+//! `X-Accel-Redirect` asks a proxy for). The handler sets an
+//! [`InternalRedirect`] on its response
+//! ([`Response::set_internal_redirect`](crate::Response::set_internal_redirect));
+//! the layer makes the request it names ([`Redirected`]), asks the handler
+//! again (on an event loop only if it answers without blocking: else a
+//! worker does), and answers with that, keeping a few fields of the first
+//! answer. HTTP/1.1 (`connection.rs`) and HTTP/2 (`h2/stream.rs`) both
+//! come here.
+
+use std::mem::MaybeUninit;
+
+use crate::head::{self, Limits, Parsed, SLOTS};
+use crate::request::{Headers, Request, Version};
+use crate::response::{Fields, HeaderText, Response};
+use crate::HttpHandler;
+
+/// The most internal redirects one request goes through (nginx's
+/// `NGX_HTTP_MAX_URI_CHANGES`): past it, a cycle is assumed and the answer
+/// is 500.
+pub(crate) const MAX_REDIRECTS: u8 = 10;
+
+/// The fields of the first answer that the redirected answer keeps, as
+/// nginx keeps them from an upstream's answer (`Set-Cookie` each, the
+/// others where the answer has none of its own).
+const KEPT: [&str; 4] = [
+    "set-cookie",
+    "content-disposition",
+    "cache-control",
+    "expires",
+];
+
+/// Another request the server answers instead of the one it was asked:
+/// a `GET` (a `HEAD` if the client's was one) of `target`, with the fields
+/// given. See [`Response::set_internal_redirect`](crate::Response::set_internal_redirect).
+#[derive(Debug, Clone)]
+pub struct InternalRedirect {
+    target: String,
+    head: bool,
+    /// `Name: value` lines, each ended by CRLF.
+    fields: Vec<u8>,
+}
+
+impl InternalRedirect {
+    /// A `GET` of `target` (a path, with its query if any), with no fields
+    /// yet.
+    pub fn new(target: impl Into<String>) -> InternalRedirect {
+        InternalRedirect {
+            target: target.into(),
+            head: false,
+            fields: Vec::new(),
+        }
+    }
+
+    /// A `HEAD` instead of a `GET`: the client's request was one.
+    pub fn head(mut self) -> InternalRedirect {
+        self.head = true;
+        self
+    }
+
+    /// A field of the request made (the client's own, usually: `Range`,
+    /// `If-None-Match`, `Accept-Encoding` mean the same of the new
+    /// target). The body's framing (`Content-Length`, `Transfer-Encoding`,
+    /// `Expect`) is never added: the request has no body. A field that is
+    /// not one (a name that is no token, a control in the value) makes the
+    /// redirect fail with 500 when it is followed.
+    pub fn field(&mut self, name: &[u8], value: &[u8]) -> &mut InternalRedirect {
+        let framing = |n: &[u8]| {
+            ["content-length", "transfer-encoding", "expect"]
+                .iter()
+                .any(|f| n.eq_ignore_ascii_case(f.as_bytes()))
+        };
+        if !framing(name) {
+            self.fields.extend_from_slice(name);
+            self.fields.extend_from_slice(b": ");
+            self.fields.extend_from_slice(value);
+            self.fields.extend_from_slice(b"\r\n");
+        }
+        self
+    }
+
+    /// The target.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+}
+
+/// A redirect being followed: the request it makes (as a head's text,
+/// parsed again each time the handler is asked), what the answer keeps
+/// of the answers before, and how many redirects led here.
+#[derive(Debug)]
+pub(crate) struct Redirected {
+    text: Box<[u8]>,
+    keep: Fields,
+    /// The upstream of the first answer, for the access log when the last
+    /// answer has none.
+    upstream: Option<(HeaderText, Option<u16>, std::time::Duration)>,
+    pub(crate) count: u8,
+    /// The handler has not been asked yet.
+    pub(crate) pending: bool,
+}
+
+impl Redirected {
+    /// Follow the redirect `answer` carries (if it carries one: `None`
+    /// otherwise), the `before`-th of its request; `Err` with the status
+    /// to answer instead (404: not a path; 500: too many), logged.
+    pub(crate) fn follow(
+        answer: &mut Response,
+        before: Option<&Redirected>,
+    ) -> Option<Result<Box<Redirected>, u16>> {
+        let redirect = answer.take_redirect()?;
+        let count = before.map_or(0, |b| b.count).saturating_add(1);
+        if count > MAX_REDIRECTS {
+            mpm_core::log_error!(
+                "mpm: internal redirect to '{}': more than {MAX_REDIRECTS} for one request (a cycle?); answered 500",
+                redirect.target
+            );
+            return Some(Err(500));
+        }
+        let t = redirect.target.as_bytes();
+        if t.first() != Some(&b'/') || !t.iter().all(|&b| (0x21..0x7f).contains(&b) && b != b'#') {
+            mpm_core::log_info!(
+                "mpm: internal redirect to {:?}: not a path; answered 404",
+                redirect.target
+            );
+            return Some(Err(404));
+        }
+        let method: &[u8] = if redirect.head { b"HEAD " } else { b"GET " };
+        // As HTTP/1.0, which needs no `Host` (an HTTP/2 request may have
+        // none); the request is given the client's version once parsed.
+        let mut text = Vec::with_capacity(method.len() + t.len() + 13 + redirect.fields.len() + 2);
+        text.extend_from_slice(method);
+        text.extend_from_slice(t);
+        text.extend_from_slice(b" HTTP/1.0\r\n");
+        text.extend_from_slice(&redirect.fields);
+        text.extend_from_slice(b"\r\n");
+        let mut keep: Fields = before.map(|b| b.keep.clone()).unwrap_or_default();
+        for (n, v) in answer.headers() {
+            if KEPT.iter().any(|k| n.eq_ignore_ascii_case(k)) {
+                keep.push((
+                    HeaderText::from(n.to_string()),
+                    HeaderText::from(v.to_string()),
+                ));
+            }
+        }
+        let upstream = before.and_then(|b| b.upstream.clone()).or_else(|| {
+            answer
+                .upstream_info()
+                .map(|(a, s, t)| (HeaderText::from(a.to_string()), s, t))
+        });
+        Some(Ok(Box::new(Redirected {
+            text: text.into_boxed_slice(),
+            keep,
+            upstream,
+            count,
+            pending: true,
+        })))
+    }
+
+    /// Ask `handler` for the answer to the redirect's request (HTTP
+    /// `version`, from `peer`); `None` when it may block and `on_loop`
+    /// says it must not (a worker asks again). A panic answers 500.
+    pub(crate) fn answer<H: HttpHandler>(
+        &self,
+        handler: &mut H,
+        pool: crate::RequestPool<'_>,
+        limits: &Limits,
+        (version, on_loop): (Version, bool),
+        (peer, secure): (std::net::SocketAddr, bool),
+    ) -> Option<Response> {
+        let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+        let head = match head::parse(&self.text, &mut slots, limits) {
+            Parsed::Complete(head) => head,
+            _ => {
+                mpm_core::log_error!(
+                    "mpm: internal redirect: its request is not one ({:?}); answered 500",
+                    String::from_utf8_lossy(&self.text)
+                );
+                return Some(Response::error(500));
+            }
+        };
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            version,
+            headers: Headers::Parsed(head.headers),
+            body: &[],
+            stream: None,
+            awaited: None,
+            params: &[],
+            peer,
+            secure,
+            pool,
+            framing: None,
+            internal: true,
+        };
+        if on_loop
+            && !mpm_core::panics::catch(|| handler.answers_without_blocking(&req)).unwrap_or(false)
+        {
+            return None;
+        }
+        Some(
+            mpm_core::panics::catch(|| handler.handle(&req)).unwrap_or_else(|p| {
+                mpm_core::log_error!(
+                    "mpm: handler panicked on {} {} (an internal redirect): {p}; answered 500",
+                    head.method,
+                    head.target
+                );
+                Response::error(500)
+            }),
+        )
+    }
+
+    /// The answer to the redirect's request, given what it keeps of the
+    /// answers before: their `Set-Cookie` fields, and the others where it
+    /// has none; their upstream for the access log, where it has none.
+    pub(crate) fn finish(&self, answer: &mut Response) {
+        for (n, v) in &self.keep {
+            let cookie = n.eq_ignore_ascii_case("set-cookie");
+            if cookie || answer.header_value(n).is_none() {
+                let _ = answer.try_header(n.clone(), v.clone());
+            }
+        }
+        if answer.upstream_info().is_none() {
+            if let Some((a, s, t)) = &self.upstream {
+                answer.set_upstream(a.clone(), *s, *t);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn redirecting(target: &str) -> Response {
+        let mut r = Response::new(200)
+            .header("Set-Cookie", "a=1")
+            .header("Content-Disposition", "attachment")
+            .header("Cache-Control", "private")
+            .header("X-Other", "dropped");
+        let mut redirect = InternalRedirect::new(target);
+        redirect
+            .field(b"Range", b"bytes=0-1")
+            .field(b"Content-Length", b"5")
+            .field(b"transfer-encoding", b"chunked")
+            .field(b"Expect", b"100-continue");
+        r.set_internal_redirect(redirect);
+        r
+    }
+
+    #[test]
+    fn the_request_made_is_a_get_of_the_target_with_the_fields_but_no_framing() {
+        let r = Redirected::follow(&mut redirecting("/p/a?x=1"), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            &*r.text,
+            &b"GET /p/a?x=1 HTTP/1.0\r\nRange: bytes=0-1\r\n\r\n"[..]
+        );
+        assert_eq!((r.count, r.pending), (1, true));
+        let mut head = Response::new(200);
+        head.set_internal_redirect(InternalRedirect::new("/p").head());
+        let r = Redirected::follow(&mut head, None).unwrap().unwrap();
+        assert!(r.text.starts_with(b"HEAD /p HTTP/1.0\r\n"));
+        assert!(Redirected::follow(&mut Response::new(200), None).is_none());
+    }
+
+    #[test]
+    fn a_target_that_is_no_path_is_404_and_the_eleventh_redirect_500() {
+        for bad in [
+            "",
+            "p/a",
+            "@named",
+            "/a b",
+            "/a#frag",
+            "/caf\u{e9}",
+            "/a\r\nX: y",
+        ] {
+            let got = Redirected::follow(&mut redirecting(bad), None).unwrap();
+            assert_eq!(got.unwrap_err(), 404, "{bad:?}");
+        }
+        let mut before = Redirected::follow(&mut redirecting("/a"), None)
+            .unwrap()
+            .unwrap();
+        for n in 2..=MAX_REDIRECTS {
+            before = Redirected::follow(&mut redirecting("/a"), Some(&before))
+                .unwrap()
+                .unwrap();
+            assert_eq!(before.count, n);
+        }
+        let cycle = mpm_core::error_log::expect("(a cycle?); answered 500");
+        let got = Redirected::follow(&mut redirecting("/a"), Some(&before)).unwrap();
+        assert_eq!(got.unwrap_err(), 500);
+        assert_eq!(cycle.count(), 1);
+    }
+
+    #[test]
+    fn the_answer_keeps_the_cookies_and_fields_it_lacks_of_the_answers_before() {
+        let first = Redirected::follow(&mut redirecting("/a"), None)
+            .unwrap()
+            .unwrap();
+        let second = Redirected::follow(&mut redirecting("/b"), Some(&first))
+            .unwrap()
+            .unwrap();
+        let mut answer = Response::new(200)
+            .header("Set-Cookie", "own=1")
+            .header("Cache-Control", "max-age=60");
+        second.finish(&mut answer);
+        let values = |name: &str| -> Vec<String> {
+            answer
+                .headers()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.to_string())
+                .collect()
+        };
+        assert_eq!(values("set-cookie"), ["own=1", "a=1", "a=1"]);
+        assert_eq!(values("cache-control"), ["max-age=60"], "its own kept");
+        assert_eq!(values("content-disposition"), ["attachment"]);
+        assert!(values("x-other").is_empty());
+    }
+}
