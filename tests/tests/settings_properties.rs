@@ -167,6 +167,10 @@ const SETTINGS: &[(&str, Kind)] = &[
         ),
     ),
     (
+        "internal",
+        Kind::Text(&["/protected/", "/a"], &["protected/", "/a b", ""]),
+    ),
+    (
         "proxy",
         Kind::Text(
             &[
@@ -447,6 +451,7 @@ fn as_toml(settings: &[(&str, String)]) -> String {
             "gzip-types",
             "add-header",
             "add-header-always",
+            "internal",
         ]
         .contains(name)
         {
