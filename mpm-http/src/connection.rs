@@ -601,6 +601,10 @@ impl<H: HttpHandler> HttpService<H> {
                     c.for_a_worker = true;
                     return Interest::Yield;
                 };
+                // The slot that runs it (a worker's, perhaps) shows it.
+                if let Some(slot) = s.score_slot() {
+                    slot.record_request(r.line(), 0);
+                }
                 r.pending = false;
                 later.answer = match answer.take_later() {
                     Some(again) => again,
@@ -669,13 +673,24 @@ impl<H: HttpHandler> HttpService<H> {
             }
             // An answer that redirects: its request is answered instead
             // (above, on the next pass), in the same box.
-            match Redirected::follow(answer, later.redirect.as_deref()) {
+            match Redirected::follow(
+                answer,
+                later.redirect.as_deref(),
+                &self.sender.settings.limits,
+            ) {
                 Some(Ok(r)) => {
                     later.redirect = Some(r);
+                    // A body still arriving is not the new request's: no
+                    // more of it is read (no `100 Continue` for it), and
+                    // the connection closes after the answer.
+                    if let Some(upload) = later.upload.take() {
+                        let (done, failed) = upload.outcome();
+                        later.unfinished |= !done || failed.is_some();
+                    }
                     c.set_waiting(boxed);
                     continue;
                 }
-                Some(Err(status)) => *answer = Response::error(status),
+                Some(Err(instead)) => *answer = instead,
                 None => {}
             }
             if let Some(r) = later.redirect.as_deref() {

@@ -11,6 +11,7 @@
 
 use std::mem::MaybeUninit;
 
+use crate::byte_classes::is_tchar;
 use crate::head::{self, Limits, Parsed, SLOTS};
 use crate::request::{Headers, Request, Version};
 use crate::response::{Fields, HeaderText, Response};
@@ -34,12 +35,22 @@ const KEPT: [&str; 4] = [
 /// Another request the server answers instead of the one it was asked:
 /// a `GET` (a `HEAD` if the client's was one) of `target`, with the fields
 /// given. See [`Response::set_internal_redirect`](crate::Response::set_internal_redirect).
+///
+/// ```
+/// use mpm_http::InternalRedirect;
+/// let r = InternalRedirect::new("/protected/report.pdf")
+///     .head()
+///     .field(b"Range", b"bytes=0-99");
+/// assert_eq!(r.target(), "/protected/report.pdf");
+/// ```
 #[derive(Debug, Clone)]
 pub struct InternalRedirect {
     target: String,
     head: bool,
     /// `Name: value` lines, each ended by CRLF.
     fields: Vec<u8>,
+    /// A field given was not one: following it answers 500.
+    bad_field: bool,
 }
 
 impl InternalRedirect {
@@ -50,6 +61,7 @@ impl InternalRedirect {
             target: target.into(),
             head: false,
             fields: Vec::new(),
+            bad_field: false,
         }
     }
 
@@ -63,15 +75,20 @@ impl InternalRedirect {
     /// `If-None-Match`, `Accept-Encoding` mean the same of the new
     /// target). The body's framing (`Content-Length`, `Transfer-Encoding`,
     /// `Expect`) is never added: the request has no body. A field that is
-    /// not one (a name that is no token, a control in the value) makes the
-    /// redirect fail with 500 when it is followed.
-    pub fn field(&mut self, name: &[u8], value: &[u8]) -> &mut InternalRedirect {
+    /// not one (a name that is not a token, a value with a CR, LF or NUL)
+    /// is not added, and following the redirect answers 500.
+    pub fn field(mut self, name: &[u8], value: &[u8]) -> InternalRedirect {
         let framing = |n: &[u8]| {
             ["content-length", "transfer-encoding", "expect"]
                 .iter()
                 .any(|f| n.eq_ignore_ascii_case(f.as_bytes()))
         };
-        if !framing(name) {
+        if name.is_empty()
+            || !name.iter().all(|&b| is_tchar(b))
+            || value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
+        {
+            self.bad_field = true;
+        } else if !framing(name) {
             self.fields.extend_from_slice(name);
             self.fields.extend_from_slice(b": ");
             self.fields.extend_from_slice(value);
@@ -103,39 +120,18 @@ pub(crate) struct Redirected {
 
 impl Redirected {
     /// Follow the redirect `answer` carries (if it carries one: `None`
-    /// otherwise), the `before`-th of its request; `Err` with the status
-    /// to answer instead (404: not a path; 500: too many), logged.
+    /// otherwise), the `before`-th of its request; `Err` with the answer
+    /// to give instead (404: a target the server would refuse from a
+    /// client, not a path; 500: too many redirects, or a field that is
+    /// not one), logged, with this answer's kept fields.
     pub(crate) fn follow(
         answer: &mut Response,
         before: Option<&Redirected>,
-    ) -> Option<Result<Box<Redirected>, u16>> {
+        limits: &Limits,
+    ) -> Option<Result<Box<Redirected>, Response>> {
         let redirect = answer.take_redirect()?;
-        let count = before.map_or(0, |b| b.count).saturating_add(1);
-        if count > MAX_REDIRECTS {
-            mpm_core::log_error!(
-                "mpm: internal redirect to '{}': more than {MAX_REDIRECTS} for one request (a cycle?); answered 500",
-                redirect.target
-            );
-            return Some(Err(500));
-        }
-        let t = redirect.target.as_bytes();
-        if t.first() != Some(&b'/') || !t.iter().all(|&b| (0x21..0x7f).contains(&b) && b != b'#') {
-            mpm_core::log_info!(
-                "mpm: internal redirect to {:?}: not a path; answered 404",
-                redirect.target
-            );
-            return Some(Err(404));
-        }
-        let method: &[u8] = if redirect.head { b"HEAD " } else { b"GET " };
-        // As HTTP/1.0, which needs no `Host` (an HTTP/2 request may have
-        // none); the request is given the client's version once parsed.
-        let mut text = Vec::with_capacity(method.len() + t.len() + 13 + redirect.fields.len() + 2);
-        text.extend_from_slice(method);
-        text.extend_from_slice(t);
-        text.extend_from_slice(b" HTTP/1.0\r\n");
-        text.extend_from_slice(&redirect.fields);
-        text.extend_from_slice(b"\r\n");
         let mut keep: Fields = before.map(|b| b.keep.clone()).unwrap_or_default();
+        let kept_before = keep.len();
         for (n, v) in answer.headers() {
             if KEPT.iter().any(|k| n.eq_ignore_ascii_case(k)) {
                 keep.push((
@@ -143,6 +139,53 @@ impl Redirected {
                     HeaderText::from(v.to_string()),
                 ));
             }
+        }
+        // Those of the answers before are the caller's to add (`finish`).
+        let failed = |status: u16| {
+            let mut r = Response::error(status);
+            for (n, v) in &keep[kept_before..] {
+                let _ = r.try_header(n.clone(), v.clone());
+            }
+            Some(Err(r))
+        };
+        let count = before.map_or(0, |b| b.count).saturating_add(1);
+        if count > MAX_REDIRECTS {
+            mpm_core::log_error!(
+                "mpm: internal redirect to '{}': more than {MAX_REDIRECTS} for one request (a cycle?); answered 500",
+                redirect.target
+            );
+            return failed(500);
+        }
+        let method: &[u8] = if redirect.head { b"HEAD " } else { b"GET " };
+        let t = redirect.target.as_bytes();
+        // As HTTP/1.0, which needs no `Host` (an HTTP/2 request may have
+        // none); the request is given the client's version once parsed.
+        let mut text = Vec::with_capacity(method.len() + t.len() + 13 + redirect.fields.len() + 2);
+        text.extend_from_slice(method);
+        text.extend_from_slice(t);
+        text.extend_from_slice(b" HTTP/1.0\r\n");
+        let line = text.len();
+        text.extend_from_slice(b"\r\n");
+        // The target alone, as the layer reads a client's: one it would
+        // refuse (not a path, too long, a byte no target has) is 404.
+        let is_path = t.first() == Some(&b'/') && !t.contains(&b'#');
+        if !is_path || !parses(&text, limits) {
+            mpm_core::log_info!(
+                "mpm: internal redirect to {:?}: not a path the server takes; answered 404",
+                redirect.target
+            );
+            return failed(404);
+        }
+        text.truncate(line);
+        text.extend_from_slice(&redirect.fields);
+        text.extend_from_slice(b"\r\n");
+        let fields_ok = !redirect.bad_field && parses(&text, limits);
+        if !fields_ok {
+            mpm_core::log_error!(
+                "mpm: internal redirect to '{}': a field of its request is not one, or too many; answered 500",
+                redirect.target
+            );
+            return failed(500);
         }
         let upstream = before.and_then(|b| b.upstream.clone()).or_else(|| {
             answer
@@ -156,6 +199,16 @@ impl Redirected {
             count,
             pending: true,
         })))
+    }
+
+    /// The request line of the redirect's request, for the scoreboard.
+    pub(crate) fn line(&self) -> &[u8] {
+        let end = self
+            .text
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or(self.text.len());
+        &self.text[..end]
     }
 
     /// Ask `handler` for the answer to the redirect's request (HTTP
@@ -230,11 +283,21 @@ impl Redirected {
     }
 }
 
+/// Does the layer take `text` as a whole request head?
+fn parses(text: &[u8], limits: &Limits) -> bool {
+    let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
+    matches!(head::parse(text, &mut slots, limits), Parsed::Complete(_))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    fn limits() -> Limits {
+        crate::settings::ServiceSettings::new(&crate::HttpSettings::default()).limits
+    }
 
     fn redirecting(target: &str) -> Response {
         let mut r = Response::new(200)
@@ -242,70 +305,85 @@ mod tests {
             .header("Content-Disposition", "attachment")
             .header("Cache-Control", "private")
             .header("X-Other", "dropped");
-        let mut redirect = InternalRedirect::new(target);
-        redirect
-            .field(b"Range", b"bytes=0-1")
-            .field(b"Content-Length", b"5")
-            .field(b"transfer-encoding", b"chunked")
-            .field(b"Expect", b"100-continue");
-        r.set_internal_redirect(redirect);
+        r.set_internal_redirect(
+            InternalRedirect::new(target)
+                .field(b"Range", b"bytes=0-1")
+                .field(b"Content-Length", b"5")
+                .field(b"transfer-encoding", b"chunked")
+                .field(b"Expect", b"100-continue"),
+        );
         r
+    }
+
+    #[allow(clippy::result_large_err)] // follow's own result, unwrapped
+    fn follow(r: &mut Response, before: Option<&Redirected>) -> Result<Box<Redirected>, Response> {
+        Redirected::follow(r, before, &limits()).unwrap()
     }
 
     #[test]
     fn the_request_made_is_a_get_of_the_target_with_the_fields_but_no_framing() {
-        let r = Redirected::follow(&mut redirecting("/p/a?x=1"), None)
-            .unwrap()
-            .unwrap();
+        let r = follow(&mut redirecting("/p/a?x=1"), None).unwrap();
         assert_eq!(
             &*r.text,
             &b"GET /p/a?x=1 HTTP/1.0\r\nRange: bytes=0-1\r\n\r\n"[..]
         );
+        assert_eq!(r.line(), b"GET /p/a?x=1 HTTP/1.0");
         assert_eq!((r.count, r.pending), (1, true));
         let mut head = Response::new(200);
         head.set_internal_redirect(InternalRedirect::new("/p").head());
-        let r = Redirected::follow(&mut head, None).unwrap().unwrap();
+        let r = follow(&mut head, None).unwrap();
         assert!(r.text.starts_with(b"HEAD /p HTTP/1.0\r\n"));
-        assert!(Redirected::follow(&mut Response::new(200), None).is_none());
+        assert!(Redirected::follow(&mut Response::new(200), None, &limits()).is_none());
     }
 
     #[test]
-    fn a_target_that_is_no_path_is_404_and_the_eleventh_redirect_500() {
+    fn a_target_the_server_would_refuse_is_404_a_bad_field_and_the_eleventh_redirect_500() {
+        let long = format!("/{}", "a".repeat(10_000));
         for bad in [
             "",
             "p/a",
             "@named",
             "/a b",
             "/a#frag",
-            "/caf\u{e9}",
             "/a\r\nX: y",
+            "/a\"b",
+            long.as_str(),
         ] {
-            let got = Redirected::follow(&mut redirecting(bad), None).unwrap();
-            assert_eq!(got.unwrap_err(), 404, "{bad:?}");
+            let got = follow(&mut redirecting(bad), None).unwrap_err();
+            assert_eq!(got.status(), 404, "{bad:?}");
+            assert_eq!(
+                got.header_value("set-cookie"),
+                Some("a=1"),
+                "kept on a failure too"
+            );
         }
-        let mut before = Redirected::follow(&mut redirecting("/a"), None)
-            .unwrap()
-            .unwrap();
+        let fields = mpm_core::error_log::expect("a field of its request is not one");
+        for (name, value) in [
+            (&b"X-A"[..], &b"1\r\nContent-Length: 5"[..]),
+            (b"X A", b"1"),
+            (b"", b"1"),
+            (b"X-A", b"a\0b"),
+        ] {
+            let mut r = Response::new(200);
+            r.set_internal_redirect(InternalRedirect::new("/a").field(name, value));
+            assert_eq!(follow(&mut r, None).unwrap_err().status(), 500);
+        }
+        assert_eq!(fields.count(), 4);
+        let mut before = follow(&mut redirecting("/a"), None).unwrap();
         for n in 2..=MAX_REDIRECTS {
-            before = Redirected::follow(&mut redirecting("/a"), Some(&before))
-                .unwrap()
-                .unwrap();
+            before = follow(&mut redirecting("/a"), Some(&before)).unwrap();
             assert_eq!(before.count, n);
         }
         let cycle = mpm_core::error_log::expect("(a cycle?); answered 500");
-        let got = Redirected::follow(&mut redirecting("/a"), Some(&before)).unwrap();
-        assert_eq!(got.unwrap_err(), 500);
+        let got = follow(&mut redirecting("/a"), Some(&before)).unwrap_err();
+        assert_eq!(got.status(), 500);
         assert_eq!(cycle.count(), 1);
     }
 
     #[test]
     fn the_answer_keeps_the_cookies_and_fields_it_lacks_of_the_answers_before() {
-        let first = Redirected::follow(&mut redirecting("/a"), None)
-            .unwrap()
-            .unwrap();
-        let second = Redirected::follow(&mut redirecting("/b"), Some(&first))
-            .unwrap()
-            .unwrap();
+        let first = follow(&mut redirecting("/a"), None).unwrap();
+        let second = follow(&mut redirecting("/b"), Some(&first)).unwrap();
         let mut answer = Response::new(200)
             .header("Set-Cookie", "own=1")
             .header("Cache-Control", "max-age=60");

@@ -316,7 +316,7 @@ impl<H: HttpHandler> Reader<H> {
         let unfinished =
             streamed_unfinished || upload.as_ref().is_some_and(|u| u.outcome() != (true, None));
         let mut later = None;
-        if response.internal_redirect().is_some() {
+        if response.internal_redirect().is_some() && !response.is_later() {
             // Followed where a later answer is (`resume`), the handler
             // asked again there: on a worker if it may block.
             let redirecting = std::mem::replace(response, Response::new(200));

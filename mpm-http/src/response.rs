@@ -564,9 +564,12 @@ impl Response {
     /// response's status and body are dropped; its `Set-Cookie`,
     /// `Content-Disposition`, `Cache-Control` and `Expires` fields are
     /// kept for the answer (as nginx keeps them), the last three where the
-    /// answer has none of its own. A target that is not a path (`/` and
-    /// visible ASCII) is answered 404; more than 10 redirects for one
-    /// request, 500 (nginx's limits).
+    /// answer has none of its own. A target the layer would refuse from a
+    /// client (not a path, too long) is answered 404; more than 10
+    /// redirects for one request, 500 (nginx's limits). Set it on the
+    /// answer itself: a [`later`](Self::later) one's future may answer
+    /// with a response that redirects, but a redirect set on the
+    /// `Response::later` value is not followed.
     ///
     /// ```
     /// use mpm_http::{InternalRedirect, Response};

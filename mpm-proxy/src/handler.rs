@@ -715,15 +715,42 @@ fn answer(
 
 /// The request an upstream's `X-Accel-Redirect: target` asks the server
 /// to answer: a `GET` of `target` (a `HEAD` for a `HEAD`), with the
-/// client's fields, as nginx's internal redirect keeps them (`Range`,
-/// `If-None-Match` and the rest mean the same of the new target).
+/// client's end-to-end fields, as nginx's internal redirect keeps them
+/// (`Range`, `If-None-Match` and the rest mean the same of the new
+/// target); not its hop-by-hop ones (an `Upgrade` would make a redirect to
+/// a proxied route a tunnel).
 fn accel_redirect(forward: &Forward, target: String) -> InternalRedirect {
     let mut redirect = InternalRedirect::new(target);
     if forward.method() == "HEAD" {
         redirect = redirect.head();
     }
+    let connection: SmallVec<[&[u8]; 2]> = forward
+        .fields()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+        .flat_map(|(_, v)| v.split(|&b| b == b','))
+        .map(|t| t.trim_ascii())
+        .collect();
     for (name, value) in forward.fields() {
-        redirect.field(name.as_bytes(), value);
+        let hop = [
+            "connection",
+            "keep-alive",
+            "upgrade",
+            "te",
+            "trailer",
+            "http2-settings",
+        ]
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
+            || name
+                .as_bytes()
+                .get(..6)
+                .is_some_and(|p| p.eq_ignore_ascii_case(b"proxy-"))
+            || connection
+                .iter()
+                .any(|c| c.eq_ignore_ascii_case(name.as_bytes()));
+        if !hop {
+            redirect = redirect.field(name.as_bytes(), value);
+        }
     }
     redirect
 }

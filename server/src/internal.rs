@@ -11,14 +11,33 @@ use mpm_http::Request;
 /// path).
 pub(crate) const MAX_INTERNAL: usize = 256;
 
-/// The prefixes, shared by every worker.
+/// The prefixes, shared by every worker, each read the two ways a path
+/// is (see [`covers`](InternalPaths::covers)).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct InternalPaths(Arc<[Box<str>]>);
+pub(crate) struct InternalPaths(Arc<[Prefix]>);
+
+/// A prefix as the site reads a path (every escape decoded) and as the
+/// proxy's routes do (only those of unreserved characters), so that it
+/// is compared with a path read the same way: `/caf%C3%A9/` is
+/// `/café/` to the site, and `/%7Euser/` is `/~user/` to both.
+#[derive(Debug)]
+struct Prefix {
+    served: Vec<u8>,
+    routed: Vec<u8>,
+}
 
 impl InternalPaths {
     /// From the checked `--internal` values.
     pub(crate) fn new(prefixes: &[String]) -> InternalPaths {
-        InternalPaths(prefixes.iter().map(|p| p.as_str().into()).collect())
+        InternalPaths(
+            prefixes
+                .iter()
+                .map(|p| Prefix {
+                    served: decoded(p),
+                    routed: mpm_proxy::normalize(p).into_owned().into_bytes(),
+                })
+                .collect(),
+        )
     }
 
     /// Is `request` one a client may not make: its path under a prefix,
@@ -27,17 +46,17 @@ impl InternalPaths {
         !self.0.is_empty() && !request.is_internal() && self.covers(request.path())
     }
 
-    /// Is `path` (as sent) under a prefix, read as the site reads it (every
-    /// escape decoded) or as the proxy's routes do (only those of
-    /// unreserved characters)? Either way `.` and `..` segments are
-    /// resolved and runs of `/` merged: `/a/../protected/x` and
+    /// Is `path` (as sent) under a prefix, both read as the site reads
+    /// them (every escape decoded) or both as the proxy's routes do (only
+    /// those of unreserved characters)? Either way `.` and `..` segments
+    /// are resolved and runs of `/` merged: `/a/../protected/x` and
     /// `/%70rotected/x` are under `/protected/`.
     fn covers(&self, path: &str) -> bool {
         let routed = mpm_proxy::normalize(path);
         let served = decoded(path);
         self.0
             .iter()
-            .any(|p| under(p.as_bytes(), routed.as_bytes()) || under(p.as_bytes(), &served))
+            .any(|p| under(&p.routed, routed.as_bytes()) || under(&p.served, &served))
     }
 }
 
@@ -131,6 +150,23 @@ mod tests {
         ] {
             assert!(!p.covers(path), "{path} is not under");
         }
+    }
+
+    #[test]
+    fn a_prefix_is_read_as_a_path_is() {
+        let p = paths(&["/caf%C3%A9/", "/%7Euser/", "/a//b/./c/"]);
+        for path in [
+            "/caf%C3%A9/s.txt",
+            "/caf%c3%a9/s.txt",
+            "/caf\u{e9}/s.txt",
+            "/%7Euser/a",
+            "/~user/a",
+            "/%7euser/a",
+            "/a/b/c/x",
+        ] {
+            assert!(p.covers(path), "{path} is under");
+        }
+        assert!(!p.covers("/cafe/s.txt") && !p.covers("/user/a"));
     }
 
     #[test]

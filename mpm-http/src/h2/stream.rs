@@ -442,8 +442,11 @@ impl StreamTask {
         (stream, awaited): (Option<&dyn BodySource>, Option<&AwaitedBody>),
     ) -> Option<Response> {
         if let Some(r) = self.redirect.as_deref() {
-            // Its log line and scoreboard line were started with the
-            // client's request.
+            // Its log line was started with the client's request; the
+            // slot that runs it (a worker's, perhaps) shows it.
+            if let Some(slot) = turn.slot {
+                slot.record_request(r.line(), 0);
+            }
             let answer = r.answer(
                 &mut turn.reader.handler,
                 turn.reader.arena.pool(),
@@ -501,6 +504,11 @@ impl StreamTask {
         body: Vec<u8>,
         stream: Option<&dyn BodySource>,
     ) -> (Phase, Option<Advance>) {
+        // A redirect's request for a stream the client reset meanwhile:
+        // not asked (it may go to an upstream).
+        if self.redirect.is_some() && link.inbound(self.id).is_some_and(|i| i.reset) {
+            return (Phase::Done, Some(Advance::Done));
+        }
         let Some(mut answer) = self.run(turn, &body, stream) else {
             return (Phase::Ready { body }, Some(Advance::NeedsWorker));
         };
@@ -577,12 +585,16 @@ impl StreamTask {
         let mut parts = answer;
         // An answer that redirects: the handler is asked for its request
         // (`run_with`), as for a stream whose body has come.
-        match Redirected::follow(&mut parts, self.redirect.as_deref()) {
+        match Redirected::follow(
+            &mut parts,
+            self.redirect.as_deref(),
+            &turn.sender.settings.limits,
+        ) {
             Some(Ok(r)) => {
                 self.redirect = Some(r);
                 return Phase::Ready { body: Vec::new() };
             }
-            Some(Err(status)) => parts = Response::error(status),
+            Some(Err(instead)) => parts = instead,
             None => {}
         }
         if let Some(r) = self.redirect.as_deref() {

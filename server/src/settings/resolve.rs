@@ -432,7 +432,7 @@ fn http2(l: &ConfigLayer) -> Result<bool> {
 /// The largest error page kept in memory.
 const MAX_ERROR_PAGE: u64 = 1 << 20;
 
-/// `--internal` prefixes: paths (`/` and visible ASCII), at most
+/// `--internal` prefixes: paths (a `/` first, no space or control), at most
 /// [`MAX_INTERNAL`](crate::internal::MAX_INTERNAL) of them.
 fn internal_prefixes(values: &[String]) -> Result<Vec<String>> {
     let max = crate::internal::MAX_INTERNAL;
@@ -443,7 +443,7 @@ fn internal_prefixes(values: &[String]) -> Result<Vec<String>> {
         )));
     }
     for v in values {
-        if !v.starts_with('/') || !v.bytes().all(|b| b.is_ascii_graphic()) {
+        if !v.starts_with('/') || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(Error::config(format!(
                 "--internal '{v}': expected a path prefix, as /protected/"
             )));
