@@ -124,7 +124,19 @@ impl Redirected {
     /// to give instead (404: a target the server would refuse from a
     /// client, not a path; 500: too many redirects, or a field that is
     /// not one), logged, with this answer's kept fields.
+    #[inline]
     pub(crate) fn follow(
+        answer: &mut Response,
+        before: Option<&Redirected>,
+        limits: &Limits,
+    ) -> Option<Result<Box<Redirected>, Response>> {
+        // Asked of every answer: the rest out of its way.
+        answer.internal_redirect()?;
+        Redirected::follow_redirect(answer, before, limits)
+    }
+
+    #[inline(never)]
+    fn follow_redirect(
         answer: &mut Response,
         before: Option<&Redirected>,
         limits: &Limits,

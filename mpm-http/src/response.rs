@@ -583,6 +583,7 @@ impl Response {
 
     /// The redirect [`set_internal_redirect`](Self::set_internal_redirect)
     /// set, if any.
+    #[inline]
     pub fn internal_redirect(&self) -> Option<&InternalRedirect> {
         self.redirect.as_deref()
     }
