@@ -601,10 +601,6 @@ impl<H: HttpHandler> HttpService<H> {
                     c.for_a_worker = true;
                     return Interest::Yield;
                 };
-                // The slot that runs it (a worker's, perhaps) shows it.
-                if let Some(slot) = s.score_slot() {
-                    slot.record_request(r.line(), 0);
-                }
                 r.pending = false;
                 later.answer = match answer.take_later() {
                     Some(again) => again,
@@ -672,7 +668,15 @@ impl<H: HttpHandler> HttpService<H> {
                 continue;
             }
             // An answer that redirects: its request is answered instead
-            // (above, on the next pass), in the same box.
+            // (above, on the next pass), in the same box; unless the body
+            // broke a limit, which the layer answers (`answer_later`).
+            if later
+                .upload
+                .as_ref()
+                .is_some_and(|u| u.outcome().1.is_some())
+            {
+                drop(answer.take_redirect());
+            }
             match Redirected::follow(
                 answer,
                 later.redirect.as_deref(),

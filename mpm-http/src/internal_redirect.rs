@@ -152,11 +152,14 @@ impl Redirected {
                 ));
             }
         }
-        // Those of the answers before are the caller's to add (`finish`).
+        // Its cookies only (an error page is no download, and no cache's);
+        // those of the answers before are the caller's to add (`finish`).
         let failed = |status: u16| {
             let mut r = Response::error(status);
             for (n, v) in &keep[kept_before..] {
-                let _ = r.try_header(n.clone(), v.clone());
+                if n.eq_ignore_ascii_case("set-cookie") {
+                    let _ = r.try_header(n.clone(), v.clone());
+                }
             }
             Some(Err(r))
         };
@@ -180,7 +183,10 @@ impl Redirected {
         text.extend_from_slice(b"\r\n");
         // The target alone, as the layer reads a client's: one it would
         // refuse (not a path, too long, a byte no target has) is 404.
-        let is_path = t.first() == Some(&b'/') && !t.contains(&b'#');
+        // No space or control: the request line is the target's alone (a
+        // CRLF in it would end the line and start fields of its making).
+        let is_path =
+            t.first() == Some(&b'/') && !t.iter().any(|&b| b <= b' ' || b == 0x7f || b == b'#');
         if !is_path || !parses(&text, limits) {
             mpm_core::log_info!(
                 "mpm: internal redirect to {:?}: not a path the server takes; answered 404",
@@ -211,16 +217,6 @@ impl Redirected {
             count,
             pending: true,
         })))
-    }
-
-    /// The request line of the redirect's request, for the scoreboard.
-    pub(crate) fn line(&self) -> &[u8] {
-        let end = self
-            .text
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .unwrap_or(self.text.len());
-        &self.text[..end]
     }
 
     /// Ask `handler` for the answer to the redirect's request (HTTP
@@ -339,7 +335,6 @@ mod tests {
             &*r.text,
             &b"GET /p/a?x=1 HTTP/1.0\r\nRange: bytes=0-1\r\n\r\n"[..]
         );
-        assert_eq!(r.line(), b"GET /p/a?x=1 HTTP/1.0");
         assert_eq!((r.count, r.pending), (1, true));
         let mut head = Response::new(200);
         head.set_internal_redirect(InternalRedirect::new("/p").head());
@@ -358,6 +353,10 @@ mod tests {
             "/a b",
             "/a#frag",
             "/a\r\nX: y",
+            "/a HTTP/1.0\r\nX-Evil: 1",
+            "/a HTTP/1.1\r\nHost: evil\r\nContent-Length: 5\r\nX: y",
+            "/a HTTP/1.0\r\n\r\nGET /b",
+            "/a\tb",
             "/a\"b",
             long.as_str(),
         ] {
@@ -368,6 +367,14 @@ mod tests {
                 Some("a=1"),
                 "kept on a failure too"
             );
+            assert_eq!(
+                got.header_value("content-disposition"),
+                None,
+                "not on an error page"
+            );
+        }
+        for good in ["/caf\u{e9}", "/a?b=c&d", "/a%20b", "/{x}|^"] {
+            assert!(follow(&mut redirecting(good), None).is_ok(), "{good:?}");
         }
         let fields = mpm_core::error_log::expect("a field of its request is not one");
         for (name, value) in [

@@ -434,7 +434,11 @@ fn origin_form(target: &str) -> &str {
 #[inline(never)]
 fn absolute_origin_form(target: &str) -> &str {
     for scheme in ["http://", "https://"] {
-        if target.len() > scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme) {
+        // By bytes: a target may have a multi-byte character where the
+        // scheme would end (`ab:/xyé`), which slicing the text would panic on.
+        if target.len() > scheme.len()
+            && target.as_bytes()[..scheme.len()].eq_ignore_ascii_case(scheme.as_bytes())
+        {
             let rest = &target[scheme.len()..];
             return match rest.find(['/', '?']) {
                 Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],

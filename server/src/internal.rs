@@ -24,6 +24,7 @@ pub(crate) struct InternalPaths(Arc<[Prefix]>);
 struct Prefix {
     served: Vec<u8>,
     routed: Vec<u8>,
+    written: Vec<u8>,
 }
 
 impl InternalPaths {
@@ -35,6 +36,7 @@ impl InternalPaths {
                 .map(|p| Prefix {
                     served: decoded(p),
                     routed: mpm_proxy::normalize(p).into_owned().into_bytes(),
+                    written: p.as_bytes().to_vec(),
                 })
                 .collect(),
         )
@@ -54,20 +56,21 @@ impl InternalPaths {
     fn covers(&self, path: &str) -> bool {
         let routed = mpm_proxy::normalize(path);
         let served = decoded(path);
-        self.0
-            .iter()
-            .any(|p| under(&p.routed, routed.as_bytes()) || under(&p.served, &served))
+        self.0.iter().any(|p| {
+            under(&p.routed, routed.as_bytes())
+                || under(&p.served, &served)
+                // As sent, for an embedder's routes, which match it so
+                // (`/protected/../x` is a `/protected/{*rest}` route's).
+                || under(&p.written, path.as_bytes())
+        })
     }
 }
 
-/// Does `prefix` take `path`: ending in `/`, every path that starts with
-/// it; else the path itself and those below it (a segment boundary), as a
-/// proxy route's prefix takes them.
+/// Does `prefix` take `path`: every path that starts with it, as nginx's
+/// prefix `location` (`/secret` covers `/secret.txt` too: for what is
+/// kept from clients, the wider reading).
 fn under(prefix: &[u8], path: &[u8]) -> bool {
-    let Some(rest) = path.strip_prefix(prefix) else {
-        return false;
-    };
-    prefix.ends_with(b"/") || rest.is_empty() || rest.starts_with(b"/")
+    path.starts_with(prefix)
 }
 
 /// `path` with every escape decoded (one that is not, `%zz`, kept as it
@@ -145,10 +148,20 @@ mod tests {
             "/",
             "/protectedx",
             "/protected",
-            "/filesx",
+            "/file",
             "/other/protected/a",
         ] {
             assert!(!p.covers(path), "{path} is not under");
+        }
+        // nginx's prefix: `/files` covers `/filesx`; and the path as sent,
+        // which an embedder's router matches.
+        for path in [
+            "/filesx",
+            "/files.gz",
+            "/protected/../x",
+            "/protected/%2e%2e/x",
+        ] {
+            assert!(p.covers(path), "{path} is under");
         }
     }
 

@@ -442,11 +442,8 @@ impl StreamTask {
         (stream, awaited): (Option<&dyn BodySource>, Option<&AwaitedBody>),
     ) -> Option<Response> {
         if let Some(r) = self.redirect.as_deref() {
-            // Its log line was started with the client's request; the
-            // slot that runs it (a worker's, perhaps) shows it.
-            if let Some(slot) = turn.slot {
-                slot.record_request(r.line(), 0);
-            }
+            // Its log line and the scoreboard's count were made with the
+            // client's request.
             let answer = r.answer(
                 &mut turn.reader.handler,
                 turn.reader.arena.pool(),

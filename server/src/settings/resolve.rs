@@ -432,7 +432,8 @@ fn http2(l: &ConfigLayer) -> Result<bool> {
 /// The largest error page kept in memory.
 const MAX_ERROR_PAGE: u64 = 1 << 20;
 
-/// `--internal` prefixes: paths (a `/` first, no space or control), at most
+/// `--internal` prefixes: paths (a `/` first, no space, control, `?` or
+/// `#`: a path has none), at most
 /// [`MAX_INTERNAL`](crate::internal::MAX_INTERNAL) of them.
 fn internal_prefixes(values: &[String]) -> Result<Vec<String>> {
     let max = crate::internal::MAX_INTERNAL;
@@ -443,7 +444,10 @@ fn internal_prefixes(values: &[String]) -> Result<Vec<String>> {
         )));
     }
     for v in values {
-        if !v.starts_with('/') || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if !v.starts_with('/')
+            || v.chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '?' || c == '#')
+        {
             return Err(Error::config(format!(
                 "--internal '{v}': expected a path prefix, as /protected/"
             )));
