@@ -1860,10 +1860,19 @@ fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
          [[proxy]]\nprefix = \"/raw/\"\nupstreams = [\"{o}/dl/\"]\naccel_redirect = \"off\"\n"
     );
     let config = root.write("mpm.toml", toml.as_bytes());
+    let logs = TempDir::new("x-accel-log");
+    let log = logs.path().join("access.log");
     let server = Server::start(
         mpm,
         Some(root.path()),
-        &["--config", config.to_str().unwrap()],
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--access-log",
+            log.to_str().unwrap(),
+            "--log-format",
+            "upstream",
+        ],
     );
     let addr = server.addr();
     let mut c = RawConn::connect(addr);
@@ -1917,6 +1926,25 @@ fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
     assert_eq!(on_one("GET", "/dl/bad", &[]).status, 404, "not a path");
     let r = on_one("GET", "/dl/report", &[]);
     assert!(r.status == 200 && r.body == file, "the connection goes on");
+    // One access-log line a client's request: its own request line, the
+    // last answer's status and size, the upstream that redirected.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(line) = text.lines().next() {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "no access-log line");
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        first.contains("\"GET /dl/report HTTP/1.1\" 200 100000 "),
+        "{first}"
+    );
+    assert!(
+        first.contains(&format!("\"{}\" 200 ", origin.addr())),
+        "the upstream that redirected: {first}"
+    );
 }
 
 /// nginx's `server ... max_conns`: an upstream with as many requests in
