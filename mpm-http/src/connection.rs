@@ -685,8 +685,9 @@ impl<H: HttpHandler> HttpService<H> {
                 Some(Ok(r)) => {
                     later.redirect = Some(r);
                     // A body still arriving is not the new request's: no
-                    // more of it is read (no `100 Continue` for it), and
-                    // the connection closes after the answer.
+                    // more of it is read (nor a `100 Continue` sent, if it
+                    // was not yet), and the connection closes after the
+                    // answer.
                     if let Some(upload) = later.upload.take() {
                         let (done, failed) = upload.outcome();
                         later.unfinished |= !done || failed.is_some();

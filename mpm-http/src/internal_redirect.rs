@@ -154,12 +154,16 @@ impl Redirected {
         }
         // Its cookies only (an error page is no download, and no cache's);
         // those of the answers before are the caller's to add (`finish`).
+        // The upstream that asked, for the access log.
         let failed = |status: u16| {
             let mut r = Response::error(status);
             for (n, v) in &keep[kept_before..] {
                 if n.eq_ignore_ascii_case("set-cookie") {
                     let _ = r.try_header(n.clone(), v.clone());
                 }
+            }
+            if let Some((a, s, t)) = answer.upstream_info() {
+                r.set_upstream(a.to_string(), s, t);
             }
             Some(Err(r))
         };
@@ -275,11 +279,13 @@ impl Redirected {
 
     /// The answer to the redirect's request, given what it keeps of the
     /// answers before: their `Set-Cookie` fields, and the others where it
-    /// has none; their upstream for the access log, where it has none.
+    /// has none and is no error (an error page is no download, and no
+    /// cache's); their upstream for the access log, where it has none.
     pub(crate) fn finish(&self, answer: &mut Response) {
+        let error = answer.status() >= 400;
         for (n, v) in &self.keep {
             let cookie = n.eq_ignore_ascii_case("set-cookie");
-            if cookie || answer.header_value(n).is_none() {
+            if cookie || (!error && answer.header_value(n).is_none()) {
                 let _ = answer.try_header(n.clone(), v.clone());
             }
         }
@@ -418,5 +424,11 @@ mod tests {
         assert_eq!(values("cache-control"), ["max-age=60"], "its own kept");
         assert_eq!(values("content-disposition"), ["attachment"]);
         assert!(values("x-other").is_empty());
+        // An error page (the target missing, say) keeps the cookies only.
+        let mut missing = Response::error(404);
+        second.finish(&mut missing);
+        assert_eq!(missing.header_value("set-cookie"), Some("a=1"));
+        assert_eq!(missing.header_value("content-disposition"), None);
+        assert_eq!(missing.header_value("cache-control"), None);
     }
 }

@@ -44,6 +44,12 @@ impl HttpHandler for Site {
                 let r = redirecting("/target?q=2");
                 Response::later(async move { r })
             }
+            // Redirects at once, reading none of its body.
+            "/early" => {
+                let _unread = req.awaited_body();
+                let r = redirecting("/target");
+                Response::later(async move { r })
+            }
             "/up" => {
                 let mut body = req.awaited_body().unwrap();
                 Response::later(async move {
@@ -74,7 +80,7 @@ impl HttpHandler for Site {
     }
 
     fn awaits_body(&self, req: &Request<'_>) -> bool {
-        req.path() == "/up"
+        req.path() == "/up" || req.path() == "/early"
     }
 }
 
@@ -132,6 +138,35 @@ fn on_a_loop_a_redirect_whose_target_may_block_is_answered_by_a_worker() {
             );
         }
     }
+}
+
+/// A body still coming when its answer redirects is not the new request's:
+/// none of it is read as a request, and the connection closes after the
+/// answer (its `100 Continue` went out when the handler took the body). (The loop driver: a body read
+/// by the answer's future, which is what can answer before it came.)
+#[test]
+fn a_body_still_coming_when_its_answer_redirects_is_not_read_and_the_connection_closes() {
+    use std::io::Read;
+    let (addr, server) = serve_http(Driver::Loop, Site);
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // Body bytes that look like a request: never answered as one.
+    c.write_all(
+        b"POST /early HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n\
+          GET /target HTTP/1.1\r\nHost: t\r\n\r\n",
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    let _ = c.read_to_end(&mut all);
+    let all = String::from_utf8_lossy(&all);
+    assert_eq!(all.matches("HTTP/1.1 200").count(), 1, "{all}");
+    assert!(all.contains("Connection: close\r\n"), "{all}");
+    assert!(
+        all.ends_with("\r\n\r\n/target  internal=true range=None"),
+        "{all}"
+    );
+    drop(c);
+    assert_eq!(server.join().unwrap().last(), Some(&Interest::Linger));
 }
 
 #[test]
