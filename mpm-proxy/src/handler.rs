@@ -62,7 +62,7 @@ use smallvec::SmallVec;
 
 use crate::balance::InFlightGuard;
 use crate::config::ProxyRoute;
-use crate::headers::{passes, response_fields, streams, Framing};
+use crate::headers::{is_hop_by_hop, passes, response_fields, streams, Framing};
 use crate::health::Transition;
 use crate::plan::{is_idempotent, streams_upload, Attempt, Forward, Picker, Plan};
 use crate::reverse_proxy::Proxy;
@@ -724,31 +724,8 @@ fn accel_redirect(forward: &Forward, target: String) -> InternalRedirect {
     if forward.method() == "HEAD" {
         redirect = redirect.head();
     }
-    let connection: SmallVec<[&[u8]; 2]> = forward
-        .fields()
-        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-        .flat_map(|(_, v)| v.split(|&b| b == b','))
-        .map(|t| t.trim_ascii())
-        .collect();
     for (name, value) in forward.fields() {
-        let hop = [
-            "connection",
-            "keep-alive",
-            "upgrade",
-            "te",
-            "trailer",
-            "http2-settings",
-        ]
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h))
-            || name
-                .as_bytes()
-                .get(..6)
-                .is_some_and(|p| p.eq_ignore_ascii_case(b"proxy-"))
-            || connection
-                .iter()
-                .any(|c| c.eq_ignore_ascii_case(name.as_bytes()));
-        if !hop {
+        if !is_hop_by_hop(name, forward.fields()) {
             redirect = redirect.field(name.as_bytes(), value);
         }
     }

@@ -131,6 +131,19 @@ fn starts_with_ignore_case(s: &[u8], prefix: &str) -> bool {
     s.len() >= prefix.len() && is_lowercase_of(&s[..prefix.len()], prefix.as_bytes())
 }
 
+/// Is the request field `name` hop-by-hop among the request's `fields`:
+/// one the proxy never forwards as the client sent it (`Connection` and
+/// the fields it names, `Keep-Alive`, `TE`, `Trailer`, the framing,
+/// `Proxy-*`, `HTTP2-Settings`, `Upgrade`)? What an internal redirect's
+/// request leaves out of the client's fields.
+pub(crate) fn is_hop_by_hop<'a, I>(name: &str, fields: I) -> bool
+where
+    I: IntoIterator<Item = (&'a str, &'a [u8])>,
+{
+    matches!(kind(name.as_bytes()), Kind::Hop | Kind::Upgrade)
+        || named_by(name.as_bytes(), connection_values(fields))
+}
+
 /// The values of the `Connection` fields among `fields`.
 fn connection_values<'a, I>(fields: I) -> impl Iterator<Item = &'a [u8]>
 where
@@ -544,6 +557,31 @@ pub fn streams(route: Buffering, response: &ResponseFields) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_by_hop_fields_are_the_fixed_ones_and_those_connection_names() {
+        let fields: [(&str, &[u8]); 3] = [
+            ("Connection", b"close, X-Secret"),
+            ("X-Secret", b"s"),
+            ("Range", b"bytes=0-1"),
+        ];
+        for hop in [
+            "Connection",
+            "keep-alive",
+            "TE",
+            "Trailer",
+            "Upgrade",
+            "Proxy-Authorization",
+            "HTTP2-Settings",
+            "Transfer-Encoding",
+            "x-secret",
+        ] {
+            assert!(is_hop_by_hop(hop, fields), "{hop}");
+        }
+        for end_to_end in ["Range", "If-None-Match", "Host", "Cookie"] {
+            assert!(!is_hop_by_hop(end_to_end, fields), "{end_to_end}");
+        }
+    }
 
     #[test]
     fn an_address_is_written_as_its_display_writes_it() {

@@ -166,10 +166,10 @@ impl<H: HttpHandler> HttpHandler for Site<H> {
         }
     }
 
+    // `--internal` is asked in `handle` only, once a request: a refused
+    // request is answered 404 there whatever these say (on a worker, or
+    // with its body unread and the connection closed after).
     fn answers_without_blocking(&self, request: &Request<'_>) -> bool {
-        if self.internal.refuses(request) {
-            return true;
-        }
         match self.status.for_request(request) {
             Some(_) => self.status.status.answers_without_blocking(request),
             None => match self.proxy_for(request) {
@@ -181,8 +181,7 @@ impl<H: HttpHandler> HttpHandler for Site<H> {
 
     fn streams_body(&self, request: &Request<'_>) -> bool {
         // The status page reads no body: only the application streams.
-        !self.internal.refuses(request)
-            && self.status.for_request(request).is_none()
+        self.status.for_request(request).is_none()
             && match self.proxy_for(request) {
                 Some(proxy) => proxy.streams_body(request),
                 None => self.app.streams_body(request),
@@ -190,8 +189,7 @@ impl<H: HttpHandler> HttpHandler for Site<H> {
     }
 
     fn awaits_body(&self, request: &Request<'_>) -> bool {
-        !self.internal.refuses(request)
-            && self.status.for_request(request).is_none()
+        self.status.for_request(request).is_none()
             && match self.proxy_for(request) {
                 Some(proxy) => proxy.awaits_body(request),
                 None => self.app.awaits_body(request),
