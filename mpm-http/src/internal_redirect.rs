@@ -198,6 +198,16 @@ impl Redirected {
             );
             return failed(404);
         }
+        // Refused as nginx refuses an unsafe one: a target is often a
+        // prefix and a name the application was given (by a client,
+        // maybe), and a `..` in it would climb out of that prefix.
+        if climbs(t) {
+            mpm_core::log_info!(
+                "mpm: internal redirect to {:?}: a `..` segment; answered 404",
+                redirect.target
+            );
+            return failed(404);
+        }
         text.truncate(line);
         text.extend_from_slice(&redirect.fields);
         text.extend_from_slice(b"\r\n");
@@ -297,6 +307,27 @@ impl Redirected {
     }
 }
 
+/// Has `target`'s path a `..` segment, written plainly or escaped
+/// (`%2e%2E`, `.%2e`)?
+fn climbs(target: &[u8]) -> bool {
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    path.split(|&b| b == b'/').any(|seg| {
+        let mut dots = 0;
+        let mut rest = seg;
+        while !rest.is_empty() {
+            if rest[0] == b'.' {
+                rest = &rest[1..];
+            } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case(b"%2e") {
+                rest = &rest[3..];
+            } else {
+                return false;
+            }
+            dots += 1;
+        }
+        dots == 2
+    })
+}
+
 /// Does the layer take `text` as a whole request head?
 fn parses(text: &[u8], limits: &Limits) -> bool {
     let mut slots = [const { MaybeUninit::uninit() }; SLOTS];
@@ -365,6 +396,11 @@ mod tests {
             "/a\tb",
             "/a\"b",
             long.as_str(),
+            "/protected/../secret",
+            "/protected/%2e%2E/secret",
+            "/protected/.%2e/secret",
+            "/protected/..",
+            "/../a",
         ] {
             let got = follow(&mut redirecting(bad), None).unwrap_err();
             assert_eq!(got.status(), 404, "{bad:?}");
@@ -379,7 +415,15 @@ mod tests {
                 "not on an error page"
             );
         }
-        for good in ["/caf\u{e9}", "/a?b=c&d", "/a%20b", "/{x}|^"] {
+        for good in [
+            "/caf\u{e9}",
+            "/a?b=c&d",
+            "/a%20b",
+            "/{x}|^",
+            "/a/..b/c.../.../",
+            "/a/./b",
+            "/a?up=/../b",
+        ] {
             assert!(follow(&mut redirecting(good), None).is_ok(), "{good:?}");
         }
         let fields = mpm_core::error_log::expect("a field of its request is not one");

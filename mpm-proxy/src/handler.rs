@@ -819,7 +819,7 @@ fn copy_head(
             continue;
         };
         if name.len() == 16 && name.eq_ignore_ascii_case(b"x-accel-redirect") {
-            accel = Some(String::from_utf8_lossy(value).trim().to_string());
+            accel = Some(crate::path::accel_target(value.trim_ascii()));
         }
         if name.eq_ignore_ascii_case(b"date")
             || !passes(name, connection.iter().copied(), upgrade)

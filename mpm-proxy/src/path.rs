@@ -302,6 +302,39 @@ pub fn normalize(path: &str) -> Cow<'_, str> {
     Cow::Owned(s)
 }
 
+/// The target an upstream's `X-Accel-Redirect` value names, written as a
+/// request's target. nginx reads the value as a path whose `%XX` escapes
+/// it decodes, and takes the other bytes as they are (`/files/my
+/// report.pdf`, `/files/café.pdf`): so here each byte a target cannot
+/// carry raw (a space or control, a byte past ASCII, `"`, `#`, `<`, `>`,
+/// `\`, `^`, `` ` ``, `{`, `|`, `}`, and a `%` not followed by two hex
+/// digits) is escaped, and the escapes it has are kept, for the site to
+/// decode as it decodes a client's. The query (after the first `?`) is
+/// escaped the same way. (nginx drops a `%` not followed by two hex
+/// digits; here it stays a `%`.)
+pub(crate) fn accel_target(value: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(value.len());
+    for (i, &b) in value.iter().enumerate() {
+        let escaped = match b {
+            b'%' => !matches!(
+                value.get(i + 1..i + 3),
+                Some(&[x, y]) if x.is_ascii_hexdigit() && y.is_ascii_hexdigit()
+            ),
+            b'"' | b'#' | b'<' | b'>' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}' => true,
+            _ => b <= b' ' || b >= 0x7f,
+        };
+        if escaped {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
+        } else {
+            out.push(char::from(b));
+        }
+    }
+    out
+}
+
 /// The byte a `%XY` escape stands for, if it is an unreserved character
 /// (RFC 3986 §2.3: a letter, a digit, `-`, `.`, `_`, `~`).
 fn unreserved_escape(x: u8, y: u8) -> Option<u8> {
@@ -542,5 +575,28 @@ mod tests {
         assert_eq!(host("/%61%70%69/x").as_deref(), Some("api"));
         assert_eq!(host("/api%2Fx").as_deref(), Some("root"));
         assert!(t.has_root() && !api.has_root());
+    }
+
+    #[test]
+    fn an_accel_redirect_value_is_read_as_nginx_reads_it_its_raw_bytes_escaped() {
+        for (value, want) in [
+            ("/files/report.pdf", "/files/report.pdf"),
+            (
+                "/files/caf%C3%A9.pdf?v=1&w=%20",
+                "/files/caf%C3%A9.pdf?v=1&w=%20",
+            ),
+            ("/files/my report.pdf", "/files/my%20report.pdf"),
+            ("/files/caf\u{e9}.pdf", "/files/caf%C3%A9.pdf"),
+            ("/files/100%.pdf", "/files/100%25.pdf"),
+            ("/files/%zz%4", "/files/%25zz%254"),
+            ("/a#b\"<>\\^`{|}", "/a%23b%22%3C%3E%5C%5E%60%7B%7C%7D"),
+            ("/q?a b", "/q?a%20b"),
+            ("/t\tx\x7f", "/t%09x%7F"),
+            ("@named", "@named"),
+        ] {
+            assert_eq!(accel_target(value.as_bytes()), want, "{value:?}");
+        }
+        // Not UTF-8 (Latin-1): each byte escaped as it came.
+        assert_eq!(accel_target(b"/caf\xe9"), "/caf%E9");
     }
 }

@@ -1849,9 +1849,25 @@ fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
         "/dl/bad",
         Script::ok(b"").header("X-Accel-Redirect", "protected/report.bin"),
     );
+    // As nginx reads the value: its escapes decoded, its other bytes
+    // taken as they are; a `..` in it refused.
+    origin.on(
+        "/dl/spaced",
+        Script::ok(b"").header("X-Accel-Redirect", "/protected/my report 100%.txt"),
+    );
+    origin.on(
+        "/dl/escaped",
+        Script::ok(b"").header("X-Accel-Redirect", "/protected/my%20report%20100%25.txt"),
+    );
+    origin.on(
+        "/dl/climb",
+        Script::ok(b"").header("X-Accel-Redirect", "/protected/../public.txt"),
+    );
     let file: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
     let root = site::docroot();
     root.write("protected/report.bin", &file);
+    root.write("protected/my report 100%.txt", b"spaced\n");
+    root.write("public.txt", b"public\n");
     let o = origin.url("").trim_end_matches('/').to_string();
     let toml = format!(
         "internal = [\"/protected/\", \"/inner/\"]\n\
@@ -1924,6 +1940,12 @@ fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
     }
     assert_eq!(on_one("GET", "/dl/loop", &[]).status, 500, "a cycle");
     assert_eq!(on_one("GET", "/dl/bad", &[]).status, 404, "not a path");
+    for path in ["/dl/spaced", "/dl/escaped"] {
+        let r = on_one("GET", path, &[]);
+        assert_eq!((r.status, r.text().as_str()), (200, "spaced\n"), "{path}");
+    }
+    assert_eq!(on_one("GET", "/public.txt", &[]).status, 200);
+    assert_eq!(on_one("GET", "/dl/climb", &[]).status, 404, "a `..` in it");
     let r = on_one("GET", "/dl/report", &[]);
     assert!(r.status == 200 && r.body == file, "the connection goes on");
     // One access-log line a client's request: its own request line, the
