@@ -294,7 +294,19 @@ pub fn serve_blocking<H: ConnectionHandler>(
                 // that shut the client's socket down (worker): the request is
                 // over, and its upstream closes with it, now rather than
                 // when the upstream answers or the master kills the child.
-                if stream.is_cut() || woke.client_hung_up {
+                if stream.is_cut() {
+                    park.closing();
+                    return steps;
+                }
+                if woke.client_readable {
+                    // Its end of the stream too: the step reads it (a
+                    // peek at pending input would not tell it).
+                    stream.input_reported(false);
+                }
+                if woke.client_hung_up {
+                    if let Err(p) = catch(|| handler.hung_up(&mut conn, &mut stream)) {
+                        log_panic("hung_up", &p, &stream);
+                    }
                     park.closing();
                     return steps;
                 }

@@ -237,6 +237,18 @@ pub trait ConnectionHandler {
     fn parked(&mut self, conn: &mut Self::Conn) {
         let _ = conn;
     }
+
+    /// The client hung up (closed its end of the connection, or reset it)
+    /// while the connection awaited something else ([`Interest::Await`]
+    /// asking neither `client_read` nor `client_write`): every model closes
+    /// the connection right after this returns, dropping what it waited
+    /// for (an upstream's connection closes with it), rather than wait on
+    /// for an answer nobody will read. nginx does the same for a request
+    /// waiting on its upstream (its 499). For the last word in the logs;
+    /// the default says nothing.
+    fn hung_up(&mut self, conn: &mut Self::Conn, stream: &mut Stream) {
+        let _ = (conn, stream);
+    }
 }
 
 /// Builds a [`ConnectionHandler`] for each worker.

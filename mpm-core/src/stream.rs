@@ -790,6 +790,13 @@ impl Stream {
             && !self.transport.as_ref().is_some_and(|t| t.holds_input())
     }
 
+    /// Has the peer ended its side of the stream, as far as the loop was
+    /// told (an edge-triggered poller's report not yet read, or the ring's
+    /// receive)? Asks nothing of the socket.
+    pub fn peer_ended(&self) -> bool {
+        self.end_reported || self.ring_input_has_ended()
+    }
+
     /// An edge-triggered poller reported input on the socket (`end`: the
     /// peer's end of the stream, `EPOLLRDHUP`) that the event loop could not
     /// read at once: the connection was at a worker, or waiting to write.

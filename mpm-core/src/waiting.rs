@@ -241,10 +241,11 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// Returns whether something was (or may be) ready; false: the time ran out.
 ///
 /// The client's socket is watched even when the wait asks nothing of it:
-/// its hang-up (shut down both ways by a drain that cuts it, or reset)
-/// ends the wait, as does a signal (a prefork child's fast stop), so that
-/// the driver can see the request is over ([`Woke::client_hung_up`]) instead of
-/// waiting on for an upstream nobody will be answered from.
+/// its hang-up (the client closed its end or reset the connection, or a
+/// drain that cuts it shut it down) ends the wait, as does a signal (a
+/// prefork child's fast stop), so that the driver can see the request is
+/// over ([`Woke::client_hung_up`]) instead of waiting on for an upstream
+/// nobody will be answered from.
 pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
     block_until_watching(wait, client, None).ready
 }
@@ -254,12 +255,17 @@ pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
 pub struct Woke {
     /// Something was (or may be) ready; false: the time ran out.
     pub ready: bool,
-    /// The client's socket, asked nothing by the wait, hung up: shut down
-    /// both ways (a drain cutting the connection from another thread) or
-    /// failed (reset). A client that only half-closed has not: it may still
-    /// read its answer. Told by the wait's own `poll`, no system call of
-    /// its own.
+    /// The client's socket, asked nothing by the wait, hung up: the client
+    /// closed its end (nginx's "client prematurely closed connection": a
+    /// client that only half-closed is taken as gone, as nginx takes it
+    /// while a request waits on its upstream), reset it, or a drain cut
+    /// the connection from another thread. Told by the wait's own `poll`,
+    /// no system call of its own.
     pub client_hung_up: bool,
+    /// The client's socket, asked for input by the wait, is readable:
+    /// bytes, or the end of its stream (which a peek at pending input
+    /// would not tell).
+    pub client_readable: bool,
 }
 
 /// [`block_until`], saying also whether the client's socket hung up while
@@ -307,9 +313,11 @@ pub fn block_until_watching(wait: &Await, client: Option<RawFd>, cut: Option<Raw
     let watched = client
         .filter(|_| !wait.client_read && !wait.client_write)
         .map(|_| n - 1);
+    let asked_input = client.filter(|_| wait.client_read).map(|_| n - 1);
     let woke = |ready: bool| Woke {
         ready,
         client_hung_up: false,
+        client_readable: false,
     };
     loop {
         let left = wait.until.saturating_duration_since(Instant::now());
@@ -321,9 +329,13 @@ pub fn block_until_watching(wait: &Await, client: Option<RawFd>, cut: Option<Raw
                 let hung = watched
                     .and_then(|i| ready.get(i))
                     .is_some_and(|r| r.read || r.write);
+                let client_readable = asked_input
+                    .and_then(|i| ready.get(i))
+                    .is_some_and(|r| r.read);
                 return Woke {
                     ready: true,
                     client_hung_up: hung,
+                    client_readable,
                 };
             }
             Ok(_) => {}

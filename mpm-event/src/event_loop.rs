@@ -567,6 +567,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
                         if readable {
                             conn.stream.input_reported(end);
                         }
+                        // The client hung up while its request waits on
+                        // something else (an upstream): the wait is over
+                        // for good.
+                        let gone = end
+                            && matches!(wait, Parked::Await(w) if !w.client_read && !w.client_write);
                         // Room for what a step held and could not send.
                         let send_held = writable && conn.stream.held_len() > 0;
                         // Queued: the step from `resume` comes this turn.
@@ -578,6 +583,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
                                     (w.client_read && readable) || (w.client_write && writable)
                                 }
                             };
+                        if gone {
+                            return self.hung_up(t);
+                        }
                         if send_held {
                             self.held.push(t);
                         }
@@ -857,6 +865,10 @@ impl<H: ConnectionHandler> EventLoop<H> {
             }
             Interest::Await(wait) => {
                 self.stats.awaits += 1;
+                if !wait.client_read && !wait.client_write && conn.stream.peer_ended() {
+                    // Hung up before it came to wait: no edge will say so.
+                    return self.abandon(t, conn);
+                }
                 let mut ready_now = (wait.client_read && (seen_readable || !conn.stream.drained()))
                     || (wait.client_write && seen_writable);
                 if self.arm(t, &wait) {
@@ -1010,6 +1022,35 @@ impl<H: ConnectionHandler> EventLoop<H> {
                 self.resume.push(t);
             }
         }
+    }
+
+    /// Parked connection `t`'s client hung up while it awaited something
+    /// else: see [`ConnectionHandler::hung_up`].
+    fn hung_up(&mut self, t: usize) {
+        self.awaits.remove(t);
+        let Some(slot) = self.slots.get_mut(t) else {
+            return;
+        };
+        let Slot::Parked { conn, .. } = std::mem::replace(
+            slot,
+            Slot::Busy {
+                readable: false,
+                writable: false,
+                end: false,
+            },
+        ) else {
+            return;
+        };
+        self.abandon(t, conn);
+    }
+
+    /// Tell the handler its client hung up, and close the connection.
+    fn abandon(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>) {
+        let _ = self.guarded(&mut conn, "hung_up", |h, c| {
+            h.hung_up(&mut c.state, &mut c.stream)
+        });
+        drop(conn);
+        self.close(t);
     }
 
     /// Close a connection: out of its timeout queue and out of the slab

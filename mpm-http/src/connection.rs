@@ -485,6 +485,36 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         }
     }
 
+    /// The client hung up while its request waited (on an upstream): as
+    /// nginx, a line for it in the access log with status 499 when no
+    /// answer had begun (else the answer's status and what of it was
+    /// sent), and one in the error log at the info level; what it waited
+    /// for is dropped with the connection (the upstream's connection
+    /// closes with it). HTTP/2 waits always read the client: its end is
+    /// met by the step (`h2/connection.rs`), not here.
+    fn hung_up(&mut self, c: &mut HttpConn, s: &mut Stream) {
+        if c.occasional.as_ref().is_some_and(|o| o.h2.is_some()) {
+            return;
+        }
+        match c.take_waiting().map(|w| *w) {
+            Some(Waiting::Answer(mut later)) => {
+                mpm_core::log_info!(
+                    "mpm: {}: the client closed the connection while its answer was awaited; \
+                     what it waited on is dropped",
+                    later.request
+                );
+                c.log = std::mem::take(&mut later.record);
+                c.log.set_status(499);
+            }
+            _ => {
+                // An answer on its way (its body awaited from an
+                // upstream): logged with what was sent, as a timeout's.
+                self.sender.finish_gathered(c, s);
+            }
+        }
+        self.sender.log_done(c, s, true);
+    }
+
     fn timed_out(&mut self, c: &mut HttpConn, s: &mut Stream) {
         if let Some(h) = c.occasional.as_mut().and_then(|o| o.h2.as_mut()) {
             h.timed_out(s);

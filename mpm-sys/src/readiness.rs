@@ -24,7 +24,9 @@ pub const MAX_POLLED: usize = 3;
 /// `poll(2)` on descriptors by number (at most [`MAX_POLLED`]), at most
 /// `timeout` (`None`: no limit). Returns, for each, what it reported (a
 /// closed number reports both, so that its owner tries its I/O and sees
-/// the error). No allocation: a blocking model's worker calls it once per
+/// the error). An entry that asks for neither is watched for its peer's
+/// hang-up: the end of its stream (`POLLRDHUP`), a reset or an error,
+/// reported as readable. No allocation: a blocking model's worker calls it once per
 /// wait on an upstream.
 pub fn poll_numbers(
     fds: &[(RawFd, Ready)],
@@ -45,6 +47,8 @@ pub fn poll_numbers(
         slot.fd = fd;
         slot.events = (if want.read {
             libc::POLLIN | libc::POLLRDHUP
+        } else if !want.write {
+            libc::POLLRDHUP
         } else {
             0
         }) | (if want.write { libc::POLLOUT } else { 0 });

@@ -462,6 +462,12 @@ impl<H: ConnectionHandler> ConnectionHandler for TlsHandler<H> {
         untouched && self.inner.can_hand_over(&c.inner)
     }
 
+    fn hung_up(&mut self, c: &mut Self::Conn, s: &mut Stream) {
+        // Nothing goes to a client that is gone: the inner protocol's log
+        // lines only, with no session attached (it writes nothing).
+        self.inner.hung_up(&mut c.inner, s);
+    }
+
     fn parked(&mut self, c: &mut Self::Conn) {
         self.inner.parked(&mut c.inner);
         if let Some(sess) = c.session.as_mut() {

@@ -573,7 +573,14 @@ impl<H: ConnectionHandler> RingLoop<H> {
         }
         let owns = e.recv;
         conn.stream.set_ring_owns(owns, true);
+        let ended = conn.stream.ring_input_has_ended();
         match &e.state {
+            // The client hung up while its request waits on something
+            // else (an upstream): the wait is over for good.
+            State::Parked {
+                wait: Parked::Await(w),
+                ..
+            } if ended && !w.client_read && !w.client_write => self.hung_up(t),
             State::Parked {
                 wait: Parked::Read(_) | Parked::Linger,
                 queued: false,

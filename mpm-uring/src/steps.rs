@@ -266,6 +266,11 @@ impl<H: ConnectionHandler> RingLoop<H> {
             }
             Interest::Await(wait) => {
                 self.stats.awaits += 1;
+                let asks_client = wait.client_read || wait.client_write;
+                if !asks_client && conn.stream.peer_ended() {
+                    // Hung up before it came to wait.
+                    return self.abandon(t, conn);
+                }
                 let mut ready_now = wait.client_read && !conn.stream.drained();
                 if let Some(fd) = wait.fd {
                     let key = self.key();
@@ -291,7 +296,9 @@ impl<H: ConnectionHandler> RingLoop<H> {
                     };
                     self.awaits.insert((wait.until, t));
                 }
-                if wait.client_read && !recv {
+                // Asked nothing of the client, it is still heard: its
+                // hang-up ends the wait.
+                if (wait.client_read || !asks_client) && !recv {
                     self.arm_recv(t);
                 }
                 if wait.client_write && !pending_out {
@@ -373,6 +380,35 @@ impl<H: ConnectionHandler> RingLoop<H> {
                 self.resume.push(t);
             }
         }
+    }
+
+    /// Parked connection `t`'s client hung up while it awaited something
+    /// else: see [`ConnectionHandler::hung_up`].
+    pub(crate) fn hung_up(&mut self, t: usize) {
+        let Some(e) = self.slots.get_mut(t) else {
+            return;
+        };
+        let wait = match &e.state {
+            State::Parked { wait, .. } => *wait,
+            _ => return,
+        };
+        let State::Parked { conn, .. } = std::mem::replace(&mut e.state, State::Busy) else {
+            return;
+        };
+        if let Parked::Await(w) = wait {
+            self.awaits.remove(&(w.until, t));
+        }
+        self.abandon(t, conn);
+    }
+
+    /// Tell the handler its client hung up, and close the connection.
+    fn abandon(&mut self, t: usize, mut conn: Box<Conn<H::Conn>>) {
+        self.own(t, &mut conn);
+        let _ = self.guarded(&mut conn, "hung_up", |h, c| {
+            h.hung_up(&mut c.state, &mut c.stream)
+        });
+        drop(conn);
+        self.close(t);
     }
 
     /// Close a connection, cancelling whatever the ring holds of it.

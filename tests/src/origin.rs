@@ -466,6 +466,30 @@ impl Origin {
         self.shared.holding.load(Ordering::SeqCst)
     }
 
+    /// How many of the requests held (until [`release`](Self::release))
+    /// had their connection closed by the proxy meanwhile: its end of the
+    /// stream, or a reset, is there to read.
+    pub fn held_closed(&self) -> usize {
+        let parked = lock(&self.shared.parked);
+        parked
+            .iter()
+            .filter(|p| {
+                let mut byte = [0u8; 1];
+                let s = &p.conn.stream;
+                if s.set_nonblocking(true).is_err() {
+                    return false;
+                }
+                let gone = match s.peek(&mut byte) {
+                    Ok(0) => true,
+                    Ok(_) => false,
+                    Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+                };
+                let _ = s.set_nonblocking(false);
+                gone
+            })
+            .count()
+    }
+
     /// Answer every request held so far, and let every answer waiting at a
     /// [`Step::Hold`] go on.
     pub fn release(&self) {

@@ -632,6 +632,44 @@ fn an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client(mpm: &st
 /// names, the client's range applied, the upstream's `Content-Disposition`
 /// kept; a redirect to a proxied route goes to its upstream; the
 /// `--internal` path is 404 to the client.
+/// A client that gives up on an HTTP/2 stream waiting on its upstream
+/// (curl at its `--max-time`) has the upstream's connection closed at
+/// once, as nginx closes it, and the server goes on.
+fn a_client_that_leaves_an_http2_stream_waiting_on_its_upstream_closes_that_connection(mpm: &str) {
+    if !curl_has_http2() {
+        tests::skip("curl here lacks HTTP2 (nghttp2)");
+        return;
+    }
+    let origin = Origin::start();
+    origin.on("/held", Script::ok(b"too late\n").hold());
+    origin.on("/now", Script::ok(b"now\n"));
+    let route = format!("/={}", origin.url(""));
+    let Some(server) = h2_server(mpm, None, &["--proxy", &route]) else {
+        return;
+    };
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "1"]);
+    if server.is_tls() {
+        cmd.args(["--http2", "--cacert"])
+            .arg(&tests::tls::material().ca);
+    } else {
+        cmd.arg("--http2-prior-knowledge");
+    }
+    let out = cmd.arg(server.url("/held")).output().expect("curl runs");
+    assert_eq!(
+        out.status.code(),
+        Some(28),
+        "curl gave up at its --max-time"
+    );
+    assert_eq!(origin.holding(), 1, "the request reached the upstream");
+    assert!(
+        origin.wait_until(Duration::from_secs(10), |o| o.held_closed() == 1),
+        "the upstream's connection stayed open after the client left"
+    );
+    assert_eq!(curl(&server, &[&server.url("/now")]), "now\n");
+    origin.release();
+}
+
 fn an_upstreams_x_accel_redirect_is_followed_for_an_http2_stream(mpm: &str) {
     if !curl_has_http2() {
         tests::skip("curl here lacks HTTP2 (nghttp2)");
@@ -1497,6 +1535,7 @@ tests::mpm_suite!(over transports:
     a_post_body_reaches_the_upstream,
     an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client,
     an_upstreams_x_accel_redirect_is_followed_for_an_http2_stream,
+    a_client_that_leaves_an_http2_stream_waiting_on_its_upstream_closes_that_connection,
     http2_requests_are_held_to_http1s_rules_before_an_upstream_sees_them,
     an_http2_upload_expecting_100_continue_hears_it_before_sending_its_body,
     an_http2_upload_that_stops_coming_is_408_at_the_body_timeout,

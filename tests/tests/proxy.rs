@@ -1969,6 +1969,65 @@ fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
     );
 }
 
+/// A client that goes away (closes its end, or resets the connection)
+/// while its request waits on the upstream has the request dropped, as
+/// nginx drops it: the upstream's connection is closed at once, not when
+/// the upstream answers or times out, and the access log says 499. The
+/// server goes on serving.
+fn a_client_that_hangs_up_while_its_request_waits_has_the_upstream_connection_closed(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/held", Script::ok(b"too late\n").hold());
+    origin.on("/now", Script::ok(b"now\n"));
+    let logs = TempDir::new("hung-up-log");
+    let log = logs.path().join("access.log");
+    let server = Server::start(
+        mpm,
+        None,
+        &[
+            "--proxy",
+            &format!("/={}", origin.url("")),
+            "--access-log",
+            log.to_str().unwrap(),
+        ],
+    );
+    let addr = server.addr();
+    for (n, reset) in [(1, false), (2, true)] {
+        let mut c = RawConn::connect(addr);
+        c.send(&request("GET", "/held", &[])).unwrap();
+        assert!(
+            origin.wait_until(Duration::from_secs(10), |o| o.holding() == n),
+            "the request never reached the upstream"
+        );
+        if reset {
+            socket2::SockRef::from(c.stream())
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+        }
+        drop(c);
+        assert!(
+            origin.wait_until(Duration::from_secs(10), |o| o.held_closed() == n),
+            "the upstream's connection stayed open after the client {}",
+            if reset { "reset" } else { "closed" }
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let hung = text
+            .lines()
+            .filter(|l| l.contains("\"GET /held HTTP/1.1\" 499 "))
+            .count();
+        if hung == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no 499 lines: {text}");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let r = ask(addr, "GET", "/now", &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "now\n"));
+    origin.release();
+}
+
 /// nginx's `server ... max_conns`: an upstream with as many requests in
 /// flight from the serving process is passed over for the route's others,
 /// and taken again once one ends. Counted per process, as nginx's without
@@ -2936,6 +2995,7 @@ mpm_suite!(
     an_upstream_at_its_max_conns_is_passed_over_until_a_request_ends,
     an_intercepting_route_answers_an_upstreams_error_with_the_servers_page,
     an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names,
+    a_client_that_hangs_up_while_its_request_waits_has_the_upstream_connection_closed,
     a_backup_upstream_is_taken_only_while_the_others_cannot_be,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,

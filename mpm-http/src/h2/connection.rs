@@ -701,6 +701,16 @@ pub(crate) fn step<H: HttpHandler>(
         if again || rounds >= ROUNDS {
             return Interest::Yield.into();
         }
+        if wait.is_some() && h.link.input_ended {
+            // The client closed the connection while streams wait (on
+            // upstreams): nobody will read their answers. They end here,
+            // and what they waited on with them (an upstream's connection
+            // closes), as nginx ends them (499).
+            for st in &mut h.streams {
+                st.client_gone();
+            }
+            return finish(h, reader, sender, s, Interest::Close);
+        }
         if let Some((mut w, _)) = wait {
             // Back within DRAIN_CHECK, so that a stop is answered with its
             // GOAWAY while streams wait (an event loop resumes a waiting

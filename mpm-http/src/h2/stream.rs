@@ -687,6 +687,14 @@ impl StreamTask {
         }
     }
 
+    /// The client closed the connection before the stream's answer
+    /// began: its line says 499, as nginx's.
+    pub(crate) fn client_gone(&mut self) {
+        if !matches!(self.phase, Phase::Sending { .. } | Phase::Done) {
+            self.record.set_status(499);
+        }
+    }
+
     /// The connection ends with the stream unfinished: its line says so
     /// with what was sent.
     pub(crate) fn abandon<H>(&mut self, turn: &mut Turn<'_, H>) {
