@@ -239,6 +239,29 @@ impl IdleGauge {
     }
 }
 
+/// This process's pool holds `now` idle connections to `upstream` (of
+/// `state`) of `route`: its count in its row of shared memory, or, if it
+/// found none free, the difference from what it held when last looked at
+/// (`idle_seen`) added to the upstream's stripes.
+pub(crate) fn set_idle(
+    proxy: &ProxyState,
+    idle_seen: &[Vec<Arc<AtomicU64>>],
+    (route, upstream, state): (usize, usize, UpstreamState),
+    now: u64,
+) {
+    if let Some(w) = proxy.idle_shares().word(state.slot()) {
+        w.store(now, Ordering::Relaxed);
+        return;
+    }
+    let Some(seen) = idle_seen.get(route).and_then(|r| r.get(upstream)) else {
+        return;
+    };
+    let before = seen.swap(now, Ordering::Relaxed);
+    if before != now {
+        state.count_pool_idle(before, now);
+    }
+}
+
 /// Why a try ended without an answer to pass on.
 struct Failed {
     error: mpm_upstream::Error,
@@ -258,17 +281,7 @@ impl Call {
     /// it found none free, the difference from what it held when last
     /// looked at added to the upstream's stripes.
     fn set_idle(&self, route: usize, upstream: usize, state: UpstreamState, now: u64) {
-        if let Some(w) = self.state.idle_shares().word(state.slot()) {
-            w.store(now, Ordering::Relaxed);
-            return;
-        }
-        let Some(seen) = self.idle_seen.get(route).and_then(|r| r.get(upstream)) else {
-            return;
-        };
-        let before = seen.swap(now, Ordering::Relaxed);
-        if before != now {
-            state.count_pool_idle(before, now);
-        }
+        set_idle(&self.state, &self.idle_seen, (route, upstream, state), now);
     }
 
     /// Every try of `forward` until one is answered, or the 502 or 504.

@@ -19,7 +19,9 @@
 //!
 //! **One check per interval across all processes.** Each serving process
 //! runs one checker thread ([`Checker::ensure_running`], started lazily by
-//! the handler factory), asleep until the next check is due. The due time
+//! the handler factory), asleep until the next check is due (or a second:
+//! the same thread closes the process's idle upstream connections past
+//! their timeout, which no request may come to do). The due time
 //! is one word per upstream in shared memory; a checker that finds a check
 //! due moves the word to the next interval with a compare-and-swap, and
 //! only the one whose swap succeeds runs the check. At 64 cores (64 event
@@ -272,35 +274,49 @@ impl Checker {
     }
 
     /// Start this process's checker thread for `table` (whose state is
-    /// `state`) unless it runs already or no route has active checks. The
-    /// thread ends when the last `Arc` of `table` is dropped. Called by the
-    /// handler factory in every serving process (after fork).
-    pub fn ensure_running(&self, table: &Arc<RouteTable>, state: &ProxyState, probe: Probe) {
-        if table.routes().iter().all(|r| r.health.is_none()) {
-            return;
-        }
+    /// `state`) unless it runs already. Besides the active checks (if a
+    /// route has any), it calls `tidy` at least once a second: the
+    /// proxy's chores that no request may come to do (closing the idle
+    /// upstream connections past their timeout). The thread ends when the
+    /// last `Arc` of `table` is dropped. Called by the handler factory in
+    /// every serving process (after fork).
+    pub fn ensure_running(
+        &self,
+        table: &Arc<RouteTable>,
+        state: &ProxyState,
+        probe: Probe,
+        tidy: Box<dyn Fn() + Send>,
+    ) {
         let me = std::process::id();
         let mut started = self.started_by.lock();
         if *started == Some(me) {
             return;
         }
+        let checks = table.routes().iter().any(|r| r.health.is_some());
         let (table, state) = (Arc::downgrade(table), state.clone());
         let spawned = std::thread::Builder::new()
-            .name("mpm-proxy-health".into())
-            .spawn(move || run(&table, &state, &probe));
+            .name("mpm-proxy".into())
+            .spawn(move || run(&table, &state, &probe, checks, &*tidy));
         match spawned {
             Ok(_) => *started = Some(me),
-            Err(e) => mpm_core::log_error!("proxy: cannot start the health-check thread: {e}"),
+            Err(e) => mpm_core::log_error!(
+                "proxy: cannot start the thread of active checks and idle timeouts: {e}"
+            ),
         }
     }
 }
 
-/// The checker's loop: run the checks due (those this process wins), then
-/// sleep until the next is due.
-fn run(table: &Weak<RouteTable>, state: &ProxyState, probe: &Probe) {
+/// The checker's loop: run the checks due (those this process wins) and
+/// the chores, then sleep until the next is due (at most [`MAX_NAP`]).
+fn run(table: &Weak<RouteTable>, state: &ProxyState, probe: &Probe, checks: bool, tidy: &dyn Fn()) {
     while let Some(table) = table.upgrade() {
-        let nap = check_due(&table, state, probe, now_ms);
+        let nap = if checks {
+            check_due(&table, state, probe, now_ms)
+        } else {
+            MAX_NAP
+        };
         drop(table);
+        tidy();
         std::thread::sleep(nap);
     }
 }

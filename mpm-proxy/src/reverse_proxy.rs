@@ -194,6 +194,38 @@ impl ReverseProxy {
         }
     }
 
+    /// What this process's checker thread does besides the checks: close
+    /// the idle connections of `pool` past `keepalive_timeout` (nginx closes
+    /// them on a timer; the pool alone would close them only when its
+    /// upstream is next asked for one, so a route gone quiet kept them, and
+    /// counted them idle, for good), and set the idle gauges to what is
+    /// left. Holds the pool weakly: it ends with the process's handlers.
+    fn tidy(&self, pool: &Arc<Pool>) -> impl Fn() + Send + 'static {
+        let pool = Arc::downgrade(pool);
+        let (state, idle_seen, targets) = (
+            self.state.clone(),
+            self.idle_seen.clone(),
+            self.targets.clone(),
+        );
+        move || {
+            let Some(pool) = pool.upgrade() else {
+                return;
+            };
+            if pool.prune() == 0 {
+                return;
+            }
+            for (r, route) in targets.iter().enumerate() {
+                for (u, target) in route.iter().enumerate() {
+                    let Some(&up) = state.route(r).get(u) else {
+                        continue;
+                    };
+                    let idle = pool.stats(&target.key()).idle_now;
+                    crate::handler::set_idle(&state, &idle_seen, (r, u, up), idle);
+                }
+            }
+        }
+    }
+
     /// The same proxy with active checks done by `probe` (the upstream
     /// client's, for TLS upstreams; a test's).
     pub fn with_probe(mut self, probe: Probe) -> ReverseProxy {
@@ -227,8 +259,12 @@ impl ReverseProxy {
         // Made here, in the serving process, not before its fork; kept by
         // the worker, so that a request takes no process-wide lock for it.
         let pool = self.pool();
-        self.checker
-            .ensure_running(&self.table, &self.state, self.probe.clone());
+        self.checker.ensure_running(
+            &self.table,
+            &self.state,
+            self.probe.clone(),
+            Box::new(self.tidy(&pool)),
+        );
         Proxy {
             call: Arc::new(Call {
                 picker: Picker::new(self),

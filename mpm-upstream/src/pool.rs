@@ -305,8 +305,9 @@ impl Pool {
         idle
     }
 
-    /// Close the idle connections past the idle timeout, for every key.
-    pub fn prune(&self) {
+    /// Close the idle connections past the idle timeout, for every key
+    /// (outside the pool's lock); how many it closed.
+    pub fn prune(&self) -> usize {
         let mut closing = Vec::new();
         let now = Instant::now();
         {
@@ -315,7 +316,9 @@ impl Pool {
                 self.expire(slot, now, &mut closing);
             }
         }
+        let n = closing.len();
         drop(closing);
+        n
     }
 
     /// The counters of `key` (zeros for one never used).

@@ -455,6 +455,12 @@ impl Origin {
         self.shared.accepted.load(Ordering::SeqCst)
     }
 
+    /// Connections open now: accepted, and neither closed by the proxy
+    /// (the origin reads their end) nor by the origin.
+    pub fn open_connections(&self) -> usize {
+        lock(&self.shared.open).len()
+    }
+
     /// Request body bytes received so far, over every request (an upload's
     /// progress).
     pub fn body_bytes(&self) -> u64 {

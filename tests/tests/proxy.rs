@@ -1969,6 +1969,33 @@ fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
     );
 }
 
+/// nginx's upstream `keepalive_timeout`: an idle upstream connection is
+/// closed once it has been idle that long, with no request to come after
+/// it (the pool alone looked only when asked for one), and the idle gauge
+/// drops with it.
+fn an_idle_upstream_connection_is_closed_at_its_keepalive_timeout_with_no_request_after(mpm: &str) {
+    let origin = Origin::start();
+    origin.on("/x", Script::ok(b"x\n"));
+    let server = serve_all_to(mpm, &origin, &["--proxy-keepalive-timeout", "1s"]);
+    assert_eq!(ask(server.addr(), "GET", "/x", &[]).status, 200);
+    assert_eq!(origin.open_connections(), 1, "kept for the next request");
+    assert_eq!(pool_idle_settles(&server, 1.0), 1.0, "and counted idle");
+    assert!(
+        origin.wait_until(Duration::from_secs(10), |o| o.open_connections() == 0),
+        "the idle connection outlived its keepalive timeout"
+    );
+    assert_eq!(
+        pool_idle_settles(&server, 0.0),
+        0.0,
+        "the gauge drops with it"
+    );
+    assert_eq!(
+        ask(server.addr(), "GET", "/x", &[]).status,
+        200,
+        "and a new one is made"
+    );
+}
+
 /// A client that goes away (closes its end, or resets the connection)
 /// while its request waits on the upstream has the request dropped, as
 /// nginx drops it: the upstream's connection is closed at once, not when
@@ -2996,6 +3023,7 @@ mpm_suite!(
     an_intercepting_route_answers_an_upstreams_error_with_the_servers_page,
     an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names,
     a_client_that_hangs_up_while_its_request_waits_has_the_upstream_connection_closed,
+    an_idle_upstream_connection_is_closed_at_its_keepalive_timeout_with_no_request_after,
     a_backup_upstream_is_taken_only_while_the_others_cannot_be,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,
