@@ -666,6 +666,26 @@ fn a_client_that_leaves_an_http2_stream_waiting_on_its_upstream_closes_that_conn
         origin.wait_until(Duration::from_secs(10), |o| o.held_closed() == 1),
         "the upstream's connection stayed open after the client left"
     );
+    // A stream the client resets (a browser leaving the page) is dropped
+    // the same way, on a connection that goes on.
+    let mut t = raw_target(&server);
+    t.path = "/held".to_string();
+    let mut c = H2Conn::handshake(&t);
+    c.send(&Frame::headers(
+        1,
+        flag::END_HEADERS | flag::END_STREAM,
+        &t.get(),
+    ));
+    assert!(
+        origin.wait_until(Duration::from_secs(10), |o| o.holding() == 2),
+        "the second request never reached the upstream"
+    );
+    c.send(&Frame::rst_stream(1, code::CANCEL));
+    assert!(
+        origin.wait_until(Duration::from_secs(10), |o| o.held_closed() == 2),
+        "the upstream's connection stayed open after the client reset the stream"
+    );
+    c.expect_alive();
     assert_eq!(curl(&server, &[&server.url("/now")]), "now\n");
     origin.release();
 }

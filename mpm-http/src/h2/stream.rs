@@ -531,6 +531,11 @@ impl StreamTask {
         mut answer: LaterAnswer,
     ) -> (Phase, Option<Advance>) {
         if link.inbound(self.id).is_none_or(|i| i.reset) {
+            // Given up by the client: dropped, and what it waited on with
+            // it (an upstream's connection closes); its line says 499, as
+            // nginx's.
+            self.record.set_status(499);
+            self.finish(turn);
             return (Phase::Done, Some(Advance::Done));
         }
         let polled = loop {
