@@ -649,17 +649,7 @@ impl<H: ConnectionHandler> EventLoop<H> {
             Parked::Await(_) => self.awaits.remove(t),
             _ => self.timeouts.remove(t),
         }
-        let Some(slot) = self.slots.get_mut(t) else {
-            return;
-        };
-        let Slot::Parked { conn, .. } = std::mem::replace(
-            slot,
-            Slot::Busy {
-                readable: false,
-                writable: false,
-                end: false,
-            },
-        ) else {
+        let Some(conn) = self.unpark(t) else {
             return;
         };
         match wait {
@@ -1028,20 +1018,26 @@ impl<H: ConnectionHandler> EventLoop<H> {
     /// else: see [`ConnectionHandler::hung_up`].
     fn hung_up(&mut self, t: usize) {
         self.awaits.remove(t);
-        let Some(slot) = self.slots.get_mut(t) else {
-            return;
+        if let Some(conn) = self.unpark(t) {
+            self.abandon(t, conn);
+        }
+    }
+
+    /// Take parked connection `t` in hand: its slot is busy meanwhile.
+    fn unpark(&mut self, t: usize) -> Option<Box<Conn<H::Conn>>> {
+        let slot = self.slots.get_mut(t)?;
+        let busy = Slot::Busy {
+            readable: false,
+            writable: false,
+            end: false,
         };
-        let Slot::Parked { conn, .. } = std::mem::replace(
-            slot,
-            Slot::Busy {
-                readable: false,
-                writable: false,
-                end: false,
-            },
-        ) else {
-            return;
-        };
-        self.abandon(t, conn);
+        match std::mem::replace(slot, busy) {
+            Slot::Parked { conn, .. } => Some(conn),
+            other => {
+                *slot = other;
+                None
+            }
+        }
     }
 
     /// Tell the handler its client hung up, and close the connection.

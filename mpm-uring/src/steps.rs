@@ -18,14 +18,10 @@ use crate::ring_loop::{user_data, Entry, Leave, Op, Parked, RingLoop, State};
 impl<H: ConnectionHandler> RingLoop<H> {
     /// Act on a parked connection whose wait is over.
     pub(crate) fn step(&mut self, t: usize) {
-        let Some(e) = self.slots.get_mut(t) else {
+        let Some((wait, conn)) = self.unpark(t) else {
             return;
         };
-        let wait = match &e.state {
-            State::Parked { wait, .. } => *wait,
-            _ => return,
-        };
-        let State::Parked { conn, .. } = std::mem::replace(&mut e.state, State::Busy) else {
+        let Some(e) = self.slots.get_mut(t) else {
             return;
         };
         // Polls it no longer waits on: cancelled (a report still to come
@@ -385,20 +381,26 @@ impl<H: ConnectionHandler> RingLoop<H> {
     /// Parked connection `t`'s client hung up while it awaited something
     /// else: see [`ConnectionHandler::hung_up`].
     pub(crate) fn hung_up(&mut self, t: usize) {
-        let Some(e) = self.slots.get_mut(t) else {
-            return;
-        };
-        let wait = match &e.state {
-            State::Parked { wait, .. } => *wait,
-            _ => return,
-        };
-        let State::Parked { conn, .. } = std::mem::replace(&mut e.state, State::Busy) else {
+        let Some((wait, conn)) = self.unpark(t) else {
             return;
         };
         if let Parked::Await(w) = wait {
             self.awaits.remove(&(w.until, t));
         }
         self.abandon(t, conn);
+    }
+
+    /// Take parked connection `t` in hand, with what it waited for: its
+    /// slot is busy meanwhile.
+    fn unpark(&mut self, t: usize) -> Option<(Parked, Box<Conn<H::Conn>>)> {
+        let e = self.slots.get_mut(t)?;
+        match std::mem::replace(&mut e.state, State::Busy) {
+            State::Parked { wait, conn, .. } => Some((wait, conn)),
+            other => {
+                e.state = other;
+                None
+            }
+        }
     }
 
     /// Tell the handler its client hung up, and close the connection.

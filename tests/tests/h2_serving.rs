@@ -217,21 +217,26 @@ fn curl_has_http2() -> bool {
 /// curl over HTTP/2 (prior knowledge on a plain listener, ALPN on TLS):
 /// its stdout with `-w`'s text after the body.
 fn curl(server: &Server, args: &[&str]) -> String {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "--max-time", "20"]);
-    if server.is_tls() {
-        cmd.args(["--http2", "--cacert"])
-            .arg(&tests::tls::material().ca);
-    } else {
-        cmd.arg("--http2-prior-knowledge");
-    }
-    let out = cmd.args(args).output().expect("curl runs");
+    let out = curl_h2(server, 20).args(args).output().expect("curl runs");
     assert!(
         out.status.success(),
         "curl {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// curl over HTTP/2 to `server` (TLS or h2c), giving up after `secs`.
+fn curl_h2(server: &Server, secs: u32) -> Command {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", &secs.to_string()]);
+    if server.is_tls() {
+        cmd.args(["--http2", "--cacert"])
+            .arg(&tests::tls::material().ca);
+    } else {
+        cmd.arg("--http2-prior-knowledge");
+    }
+    cmd
 }
 
 /// The flags that serve HTTP/2 on this transport.
@@ -647,15 +652,10 @@ fn a_client_that_leaves_an_http2_stream_waiting_on_its_upstream_closes_that_conn
     let Some(server) = h2_server(mpm, None, &["--proxy", &route]) else {
         return;
     };
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "--max-time", "1"]);
-    if server.is_tls() {
-        cmd.args(["--http2", "--cacert"])
-            .arg(&tests::tls::material().ca);
-    } else {
-        cmd.arg("--http2-prior-knowledge");
-    }
-    let out = cmd.arg(server.url("/held")).output().expect("curl runs");
+    let out = curl_h2(&server, 1)
+        .arg(server.url("/held"))
+        .output()
+        .expect("curl runs");
     assert_eq!(
         out.status.code(),
         Some(28),
