@@ -57,11 +57,12 @@ pub(crate) fn decode(
                 }
             }
         }
-        if out.len() as u64 + size > limit {
+        // Saturating: the limit may be anything up to `u64::MAX`.
+        if (out.len() as u64).saturating_add(size) > limit {
             return Err(ChunkError::TooLarge);
         }
-        let size = size as usize;
-        if input.len() - pos < size + 2 {
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        if input.len() - pos < size.saturating_add(2) {
             return Ok(None);
         }
         out.extend_from_slice(&input[pos..pos + size]);
@@ -197,15 +198,16 @@ impl Decoder {
                                 Some(i) => &line[..i],
                                 None => line,
                             };
+                            // Checked: the limit may be `u64::MAX` (none).
                             match parse_hex(size_part)? {
                                 0 => State::Trailer,
-                                n if self.total.saturating_add(n) > self.limit => {
-                                    return Err(ChunkError::TooLarge)
-                                }
-                                n => {
-                                    self.total += n;
-                                    State::Data(n)
-                                }
+                                n => match self.total.checked_add(n) {
+                                    Some(total) if total <= self.limit => {
+                                        self.total = total;
+                                        State::Data(n)
+                                    }
+                                    _ => return Err(ChunkError::TooLarge),
+                                },
                             }
                         }
                         State::DataEnd if line.is_empty() => State::Size,
@@ -330,6 +332,30 @@ mod tests {
                 assert!(d.is_done(), "cut {cut}");
             }
         }
+    }
+
+    #[test]
+    fn with_no_limit_any_chunk_size_is_taken_without_overflow() {
+        // `--limit-request-body 0` makes the limit `u64::MAX`: a chunk past
+        // 2^31 and the largest a size line may say (15 hex digits) wait for
+        // their data, as any chunk within the limit does.
+        for size in ["80000001", "fffffffffffffff"] {
+            let line = format!("{size}\r\n");
+            let mut out = Vec::new();
+            assert_eq!(decode(line.as_bytes(), u64::MAX, &mut out), Ok(None));
+            let mut d = Decoder::new(u64::MAX);
+            assert_eq!(
+                d.decode(line.as_bytes(), &mut [0u8; 8]),
+                Ok((line.len(), 0))
+            );
+        }
+        // The running total next to u64::MAX: refused, not wrapped.
+        let mut d = Decoder::new(u64::MAX);
+        d.total = u64::MAX - 4;
+        assert_eq!(
+            d.decode(b"10\r\n", &mut [0u8; 8]),
+            Err(ChunkError::TooLarge)
+        );
     }
 
     #[test]

@@ -398,11 +398,15 @@ impl<H: HttpHandler> ConnectionHandler for HttpService<H> {
         }
         let complete = match head.framing {
             Framing::None => true,
-            Framing::Length(n) => n > limits.body || data.len() as u64 >= head.len as u64 + n,
+            // Read whole (a streamed or awaited body went above): its
+            // in-memory bound, past which it is answered 413 at once.
+            Framing::Length(n) => {
+                n > limits.whole_body || data.len() as u64 >= (head.len as u64).saturating_add(n)
+            }
             Framing::Chunked => !matches!(
                 chunked::decode(
                     &data[head.len..],
-                    limits.body,
+                    limits.whole_body,
                     &mut c.occasional.get_or_insert_with(Box::default).chunk_body
                 ),
                 Ok(None)
@@ -1023,6 +1027,85 @@ mod tests {
             next.starts_with("HTTP/1.1 200 ") && next.contains("Connection: close"),
             "the pipelined request: {got}"
         );
+    }
+
+    /// Streams every body: reads five bytes of it, and answers with the
+    /// length the client announced.
+    struct StreamedPeek;
+
+    impl HttpHandler for StreamedPeek {
+        fn handle(&mut self, req: &Request<'_>) -> Response {
+            let mut five = [0u8; 5];
+            match req.body_reader().read_exact(&mut five) {
+                Ok(()) => Response::new(200).body(format!("{:?}", req.content_length())),
+                Err(e) => Response::new(500).body(e.to_string()),
+            }
+        }
+
+        fn streams_body(&self, _: &Request<'_>) -> bool {
+            true
+        }
+    }
+
+    /// The answer to `request` sent on a fresh connection of `svc`, whose
+    /// client then stops sending (the rest of a large body never comes).
+    fn answer_to<H: HttpHandler>(svc: &mut HttpService<H>, request: &[u8]) -> String {
+        let (mut client, mut stream) = pair();
+        let mut conn = svc.connected(&stream);
+        client.write_all(request).unwrap();
+        assert!(mpm_core::blocking::input_arrives_within(
+            &stream,
+            Duration::from_secs(10)
+        ));
+        let _ = svc.readable(&mut conn, &mut stream);
+        let mut got = [0u8; 512];
+        let n = client.read(&mut got).unwrap();
+        String::from_utf8_lossy(&got[..n]).into_owned()
+    }
+
+    /// `--limit-request-body 0`: no limit on a streamed body, whatever
+    /// length it announces (past 2^31, and the 18 digits a length may
+    /// have: nothing overflows), chunked as well; a body read whole is
+    /// still held to `WHOLE_BODY_CAP` (413 past it, before any of it).
+    #[test]
+    fn with_no_body_limit_a_streamed_body_of_any_length_is_taken_and_a_whole_one_is_capped() {
+        let settings = HttpSettings {
+            limit_request_body: 0,
+            ..HttpSettings::default()
+        };
+        let mut svc = HttpService::new(StreamedPeek, &settings);
+        for length in [(1u64 << 31) + 1, 999_999_999_999_999_999] {
+            let request =
+                format!("POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: {length}\r\n\r\nhello");
+            let answer = answer_to(&mut svc, request.as_bytes());
+            assert!(answer.starts_with("HTTP/1.1 200 "), "{length}: {answer}");
+            assert!(answer.ends_with(&format!("Some({length})")), "{answer}");
+        }
+        // A chunk past 2^31, the largest a size line may say.
+        for size in ["80000001", "fffffffffffffff"] {
+            let request = format!(
+                "POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{size}\r\nhello"
+            );
+            let answer = answer_to(&mut svc, request.as_bytes());
+            assert!(answer.starts_with("HTTP/1.1 200 "), "{size}: {answer}");
+        }
+        let mut svc = HttpService::new(BodyLength, &settings);
+        let cap = crate::WHOLE_BODY_CAP;
+        let over = format!(
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\nhello",
+            cap + 1
+        );
+        let answer = answer_to(&mut svc, over.as_bytes());
+        assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+        let chunked_over = format!(
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\nhello",
+            cap + 1
+        );
+        let answer = answer_to(&mut svc, chunked_over.as_bytes());
+        assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+        let within = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello";
+        let answer = answer_to(&mut svc, within);
+        assert!(answer.ends_with("\r\n\r\n5"), "{answer}");
     }
 
     #[test]

@@ -165,8 +165,8 @@
 //! connection holds the codec's state and no buffer.
 //!
 //! **Streams and threads.** A stream's body is gathered whole (its window
-//! opened as its bytes are taken, up to `--limit-request-body`: 413 past
-//! it), unless the handler reads it as it arrives
+//! opened as its bytes are taken, up to `--limit-request-body`, or 1 MiB
+//! where it is 0: 413 past it), unless the handler reads it as it arrives
 //! ([`streams_body`](crate::HttpHandler::streams_body)): then it runs at
 //! once, on a worker, and its reads drive the connection (frames out,
 //! one read of the socket within the body timeout, frames in; the

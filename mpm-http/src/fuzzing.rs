@@ -21,6 +21,7 @@ const LIMITS: Limits = Limits {
     fields: 100,
     field_size: 8190,
     body: 64 * 1024,
+    whole_body: 64 * 1024,
 };
 
 /// What the parser made of one request in a stream.
@@ -99,18 +100,21 @@ pub fn head(data: &[u8]) -> Option<Result<usize, u16>> {
 /// prefix must never be refused or taken as complete).
 pub fn chunked(data: &[u8]) -> Option<Result<(usize, usize), bool>> {
     let mut out = Vec::new();
-    match chunked::decode(data, LIMITS.body, &mut out) {
+    match chunked::decode(data, LIMITS.whole_body, &mut out) {
         Ok(None) => None,
         Err(e) => Some(Err(e == ChunkError::TooLarge)),
         Ok(Some(used)) => {
             assert!(used <= data.len(), "used {used} of {} bytes", data.len());
-            assert!(out.len() as u64 <= LIMITS.body, "decoded past the limit");
+            assert!(
+                out.len() as u64 <= LIMITS.whole_body,
+                "decoded past the limit"
+            );
             assert!(out.len() < used, "decoded {} from {used} bytes", out.len());
             // Every prefix when short; a spread of them otherwise.
             let step = (used / 256).max(1);
             let mut scratch = Vec::new();
             for cut in (0..used).step_by(step).chain([used - 1]) {
-                let r = chunked::decode(&data[..cut], LIMITS.body, &mut scratch);
+                let r = chunked::decode(&data[..cut], LIMITS.whole_body, &mut scratch);
                 assert_eq!(r, Ok(None), "the prefix of {cut} bytes was not partial");
             }
             Some(Ok((used, out.len())))
@@ -163,7 +167,7 @@ fn take_complete(buf: &mut [u8], start: &mut usize, outcomes: &mut Vec<Outcome>)
         };
         let (body, used) = match h.framing {
             Framing::None => (Vec::new(), h.len),
-            Framing::Length(n) if n > LIMITS.body => {
+            Framing::Length(n) if n > LIMITS.whole_body => {
                 outcomes.push(Outcome::Reject(413));
                 return true;
             }
@@ -174,16 +178,17 @@ fn take_complete(buf: &mut [u8], start: &mut usize, outcomes: &mut Vec<Outcome>)
                 }
                 (data[h.len..end].to_vec(), end)
             }
-            Framing::Chunked => match chunked::decode(&data[h.len..], LIMITS.body, &mut chunk_body)
-            {
-                Ok(None) => return false,
-                Ok(Some(n)) => (std::mem::take(&mut chunk_body), h.len + n),
-                Err(e) => {
-                    let status = if e == ChunkError::TooLarge { 413 } else { 400 };
-                    outcomes.push(Outcome::Reject(status));
-                    return true;
+            Framing::Chunked => {
+                match chunked::decode(&data[h.len..], LIMITS.whole_body, &mut chunk_body) {
+                    Ok(None) => return false,
+                    Ok(Some(n)) => (std::mem::take(&mut chunk_body), h.len + n),
+                    Err(e) => {
+                        let status = if e == ChunkError::TooLarge { 413 } else { 400 };
+                        outcomes.push(Outcome::Reject(status));
+                        return true;
+                    }
                 }
-            },
+            }
         };
         outcomes.push(Outcome::Request {
             method: h.method.to_string(),

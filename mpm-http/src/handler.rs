@@ -85,7 +85,9 @@ pub trait HttpHandler {
     /// answered at the first read, and a body left unread closes the
     /// connection after the response. Under the event MPM such a request
     /// always runs on a worker thread, never on the loop. The default, no,
-    /// reads every body whole before `handle` (up to the limit).
+    /// reads every body whole before `handle` (up to the limit; with
+    /// `--limit-request-body 0`, which lifts it only for bodies read as
+    /// they arrive, up to [`WHOLE_BODY_CAP`](crate::WHOLE_BODY_CAP)).
     fn streams_body(&self, request: &Request<'_>) -> bool {
         let _ = request;
         false

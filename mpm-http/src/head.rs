@@ -19,7 +19,14 @@ pub(crate) struct Limits {
     pub(crate) line: usize,
     pub(crate) fields: usize,
     pub(crate) field_size: usize,
+    /// The largest body a handler may read as it arrives (streamed, or
+    /// awaited by its future): `u64::MAX` for `--limit-request-body 0`
+    /// (no limit).
     pub(crate) body: u64,
+    /// The largest body the layer reads whole into memory for a handler:
+    /// the configured limit, or [`WHOLE_BODY_CAP`](crate::WHOLE_BODY_CAP)
+    /// for `--limit-request-body 0`; never unbounded.
+    pub(crate) whole_body: u64,
 }
 
 impl Limits {
@@ -574,6 +581,7 @@ mod tests {
         fields: 100,
         field_size: 8190,
         body: 1 << 20,
+        whole_body: 1 << 20,
     };
 
     fn status(input: &[u8]) -> Result<Framing, Option<u16>> {

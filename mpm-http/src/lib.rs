@@ -130,6 +130,6 @@ pub use response::{
     is_known_method, reason_phrase, Body, FileBody, HeaderError, HeaderText, Part, Response,
 };
 pub use router::{IntoResponse, Rejection, Router, Routes};
-pub use settings::{HttpSettings, DEFAULT_SENDFILE_MAX_CHUNK};
+pub use settings::{HttpSettings, DEFAULT_SENDFILE_MAX_CHUNK, WHOLE_BODY_CAP};
 pub use state::HttpConn;
 pub use waiting::{PollRead, Tunnel};

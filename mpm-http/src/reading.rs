@@ -186,11 +186,20 @@ impl<H: HttpHandler> Reader<H> {
         let awaited =
             head.framing != Framing::None && !s.is_blocking() && self.awaits_body(&head, s);
         let streamed = !awaited && head.framing != Framing::None && self.streams_body(&head, s);
+        // A body read whole is held in memory: bounded even where the
+        // limit is lifted (`--limit-request-body 0`) for the others.
+        if !streamed
+            && !awaited
+            && matches!(head.framing, Framing::Length(n) if n > limits.whole_body)
+        {
+            let _ = out.reject(c, s, 413);
+            return Step::Responded;
+        }
         let body_range = match head.framing {
             _ if streamed || awaited => Some((head.len, head.len, head.len)),
             Framing::None => Some((head.len, head.len, head.len)),
             Framing::Length(n) => {
-                // n is at most the body limit, so this fits; checked all the same.
+                // n is at most the whole-body limit, so this fits; checked all the same.
                 let end = usize::try_from(n)
                     .ok()
                     .and_then(|n| head.len.checked_add(n))
@@ -199,7 +208,7 @@ impl<H: HttpHandler> Reader<H> {
             }
             Framing::Chunked => {
                 let decoded = &mut c.occasional.get_or_insert_with(Box::default).chunk_body;
-                match chunked::decode(&data[head.len..], limits.body, decoded) {
+                match chunked::decode(&data[head.len..], limits.whole_body, decoded) {
                     Ok(Some(used)) => Some((0, decoded.len(), head.len + used)),
                     Ok(None) => None,
                     Err(ChunkError::Invalid) => {

@@ -21,7 +21,11 @@ pub struct HttpSettings {
     pub limit_request_fields: usize,
     /// Longest header field accepted (431 beyond it).
     pub limit_request_field_size: usize,
-    /// Largest request body accepted (413 beyond it).
+    /// Largest request body accepted (413 beyond it). 0: no limit on a
+    /// body the handler reads as it arrives (streamed, or awaited by its
+    /// future: the proxy's uploads), as nginx's `client_max_body_size 0`
+    /// and httpd's `LimitRequestBody 0`; a body the layer reads whole into
+    /// memory for the handler is then still bounded, by [`WHOLE_BODY_CAP`].
     pub limit_request_body: u64,
     /// Keep connections open between requests.
     pub keepalive: bool,
@@ -62,6 +66,12 @@ pub struct HttpSettings {
     pub h2: H2Settings,
 }
 
+/// The largest body the layer reads whole into memory for a handler when
+/// [`HttpSettings::limit_request_body`] is 0 (no limit on bodies read as
+/// they arrive): 1 MiB, the default limit. A body held whole is never
+/// unbounded; to allow larger ones whole, set a limit above this.
+pub const WHOLE_BODY_CAP: u64 = 1 << 20;
+
 /// The default for [`HttpSettings::sendfile_max_chunk`]: 512 KiB.
 pub const DEFAULT_SENDFILE_MAX_CHUNK: u64 = 512 * 1024;
 
@@ -71,7 +81,7 @@ impl Default for HttpSettings {
             limit_request_line: 8190,
             limit_request_fields: 100,
             limit_request_field_size: 8190,
-            limit_request_body: 1 << 20,
+            limit_request_body: WHOLE_BODY_CAP,
             keepalive: true,
             max_keepalive_requests: 1000,
             // mod_reqtimeout's default: header=20-40,MinRate=500.
@@ -127,7 +137,14 @@ impl ServiceSettings {
                 line: settings.limit_request_line,
                 fields: settings.limit_request_fields,
                 field_size: settings.limit_request_field_size,
-                body: settings.limit_request_body,
+                body: match settings.limit_request_body {
+                    0 => u64::MAX,
+                    n => n,
+                },
+                whole_body: match settings.limit_request_body {
+                    0 => WHOLE_BODY_CAP,
+                    n => n,
+                },
             },
             keepalive: settings.keepalive,
             max_keepalive_requests: settings.max_keepalive_requests,
@@ -153,12 +170,45 @@ impl ServiceSettings {
     }
 
     /// The largest receive buffer a connection may grow to: a whole head
-    /// plus a whole body.
+    /// plus a body read whole (bounded even when bodies read as they
+    /// arrive are not).
     pub(crate) fn max_buffer(&self) -> usize {
-        let body = usize::try_from(self.limits.body).unwrap_or(usize::MAX);
+        let body = usize::try_from(self.limits.whole_body).unwrap_or(usize::MAX);
         self.limits
             .max_head()
             .saturating_add(body)
             .saturating_add(1024)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HttpSettings, ServiceSettings, WHOLE_BODY_CAP};
+
+    /// 0 lifts the limit on bodies read as they arrive, not on the buffer
+    /// a body read whole is held in; a size bounds both.
+    #[test]
+    fn a_body_limit_of_0_lifts_the_streamed_limit_and_keeps_the_whole_one() {
+        let with = |limit| {
+            ServiceSettings::new(&HttpSettings {
+                limit_request_body: limit,
+                ..HttpSettings::default()
+            })
+        };
+        let unlimited = with(0);
+        assert_eq!(unlimited.limits.body, u64::MAX);
+        assert_eq!(unlimited.limits.whole_body, WHOLE_BODY_CAP);
+        let head = unlimited.limits.max_head();
+        assert_eq!(
+            unlimited.max_buffer(),
+            head + WHOLE_BODY_CAP as usize + 1024
+        );
+        let set = with(10 << 20);
+        assert_eq!(
+            (set.limits.body, set.limits.whole_body),
+            (10 << 20, 10 << 20)
+        );
+        // A limit an embedder sets past usize's range saturates.
+        assert_eq!(with(u64::MAX).max_buffer(), usize::MAX);
     }
 }

@@ -557,6 +557,62 @@ fn a_post_body_reaches_the_upstream(mpm: &str) {
     assert_eq!(seen[0].body, body, "the body as sent");
 }
 
+/// `--limit-request-body 0`, no limit on what the proxy streams, over
+/// HTTP/2 too: a 2 MiB upload, past the default 1 MiB, reaches the
+/// upstream whole, with a `content-length` (curl's) and without one (the
+/// `h2` client's: DATA frames of a length known at their end, streamed as
+/// a chunked body is); a `content-length` past 1 MiB to the site, which
+/// reads a body whole into memory, is still 413 before any DATA.
+fn with_limit_request_body_0_an_http2_upload_past_the_default_limit_reaches_the_upstream(
+    mpm: &str,
+) {
+    let origin = Origin::start();
+    origin.on("/post", Script::ok(b"got it\n"));
+    let route = format!("/up/={}", origin.url("/"));
+    let args = ["--proxy", &route, "--limit-request-body", "0"];
+    let Some(server) = h2_server(mpm, None, &args) else {
+        return;
+    };
+    let body = tests::pattern((2 << 20) + 17, 8);
+    if server.is_tls() {
+        if !curl_has_http2() {
+            tests::skip("curl here lacks HTTP2 (nghttp2)");
+            return;
+        }
+        let dir = TempDir::new("h2-post-unlimited");
+        let file = dir.write("body", &body);
+        let at = format!("@{}", file.display());
+        let out = curl(&server, &["--data-binary", &at, &server.url("/up/post")]);
+        assert_eq!(out, "got it\n");
+    } else {
+        let mut c = H2::connect(server.addr(), None);
+        let r = c.start("POST", "/up/post", Some(&body));
+        let a = c.finish(r);
+        assert_eq!((a.status, a.body.as_slice()), (200, &b"got it\n"[..]));
+    }
+    let seen = origin.requests_to("/post");
+    assert_eq!(seen.len(), 1);
+    assert!(
+        seen[0].body_ended,
+        "the upload's end did not reach the origin"
+    );
+    assert_eq!(seen[0].body_len, body.len() as u64);
+    // The origin keeps the first MiB.
+    assert!(
+        body.starts_with(&seen[0].body),
+        "the origin received other bytes"
+    );
+    // The site's body, read whole: held to 1 MiB.
+    let t = raw_target(&server);
+    let mut c = H2Conn::handshake(&t);
+    c.send_headers(1, &post_to(&t, "/", &((1 << 20) + 1).to_string()), false);
+    let first = c.expect_headers(1);
+    assert!(
+        first.iter().any(|(n, v)| n == ":status" && v == "413"),
+        "{first:?}"
+    );
+}
+
 /// A proxied answer's end-to-end fields reach an HTTP/2 client (as the
 /// proxy passes them: in one block of bytes, not as pairs of texts),
 /// with the server's own `date` and nothing of HTTP/1.1's connection
@@ -1553,6 +1609,7 @@ tests::mpm_suite!(over transports:
     python_h2_client_is_answered,
     streams_of_one_connection_wait_on_an_upstream_together,
     a_post_body_reaches_the_upstream,
+    with_limit_request_body_0_an_http2_upload_past_the_default_limit_reaches_the_upstream,
     an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client,
     an_upstreams_x_accel_redirect_is_followed_for_an_http2_stream,
     a_client_that_leaves_an_http2_stream_waiting_on_its_upstream_closes_that_connection,

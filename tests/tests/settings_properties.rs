@@ -95,7 +95,15 @@ const SETTINGS: &[(&str, Kind)] = &[
     ("limit-request-line", Kind::Limit),
     ("limit-request-fields", Kind::Count),
     ("limit-request-field-size", Kind::Limit),
-    ("limit-request-body", Kind::Count),
+    // 0 is no limit (on bodies read as they arrive), as nginx's and
+    // httpd's 0; 2147483647 the largest that may be set.
+    (
+        "limit-request-body",
+        Kind::Bounded(
+            &["0", "1", "1048576", "2147483647"],
+            &["2147483648", "18446744073709551615", "-1", "x"],
+        ),
+    ),
     (
         "status-path",
         Kind::Text(&["/status", "off", "/"], &["no-slash", "", "/a b", "/s?x"]),

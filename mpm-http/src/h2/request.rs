@@ -80,7 +80,9 @@ pub(crate) fn malformed(head: &RequestHead) -> Option<&'static str> {
 /// `--limit-request-fields` or one longer than `--limit-request-field-size`
 /// (counted as `name: value`, as HTTP/1.1 counts it), 413 for a
 /// `content-length` past `--limit-request-body` (answered before any of
-/// the body is sent, as HTTP/1.1 answers it).
+/// the body is sent, as HTTP/1.1 answers it; none with 0, no limit: a body
+/// to be read whole is held to its own bound when the stream knows how its
+/// handler reads it, `StreamTask::receive`).
 pub(crate) fn over_limits(head: &RequestHead, limits: &Limits) -> Option<u16> {
     let path = head.path().or(head.authority()).unwrap_or(b"");
     // method SP target SP HTTP/1.1, as the line would be.
@@ -240,6 +242,7 @@ mod tests {
             fields: 2,
             field_size: 20,
             body: 0,
+            whole_body: 0,
         };
         let ok = head("GET", Some("/x"), Some("h"), &[("a", "1"), ("b", "2")]);
         assert_eq!(over_limits(&ok, &limits), None);

@@ -220,14 +220,17 @@ impl StreamTask {
         }
     }
 
-    /// The body gathered, bounded by `--limit-request-body` (413 past it).
+    /// The body gathered whole, in memory: bounded by
+    /// `--limit-request-body`, or by the whole-body cap where it is 0 (413
+    /// past it: at once for a `content-length` past it, before the body).
     fn receive<H>(
         &mut self,
         turn: &mut Turn<'_, H>,
         link: &mut Link,
         mut got: Vec<u8>,
     ) -> (Phase, Option<Advance>) {
-        let limit = turn.sender.settings.limits.body;
+        let limit = turn.sender.settings.limits.whole_body;
+        let announced = self.head.content_length().is_some_and(|n| n > limit);
         let Some(inbound) = link.inbound(self.id) else {
             return (Phase::Done, Some(Advance::Done));
         };
@@ -236,7 +239,7 @@ impl StreamTask {
         }
         let n = inbound.body.len();
         let ended = inbound.ended;
-        if got.len() as u64 + n as u64 > limit {
+        if announced || (got.len() as u64).saturating_add(n as u64) > limit {
             inbound.body = Vec::new();
             link.codec.release_capacity(self.id, n);
             mpm_core::log_info!("mpm: {}: request body refused with 413", Line(&self.head));

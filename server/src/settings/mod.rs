@@ -44,8 +44,10 @@ pub const MAX_THREADS_PER_CHILD: usize = 20_000;
 /// The longest request line or header field that may be allowed: a head is
 /// then at most eight times that.
 pub const MAX_FIELD_LIMIT: usize = 1 << 20;
-/// The largest request body that may be allowed (httpd's `LimitRequestBody`
-/// bound): bodies are buffered whole.
+/// The largest request body limit that may be set (httpd's
+/// `LimitRequestBody` bound): a body read whole is buffered in memory up to
+/// it. 0, below it, means no limit on bodies read as they arrive, those
+/// read whole then held to [`mpm_http::WHOLE_BODY_CAP`].
 pub const MAX_BODY_LIMIT: u64 = i32::MAX as u64;
 /// The most idle connections to one upstream a process may keep
 /// (`--proxy-keepalive`): each is a descriptor.
