@@ -455,6 +455,13 @@ impl<T: Settings> Invocation<T> {
     /// Read the file (if any) and merge: the command line over the file,
     /// over the program's defaults, over mpm's.
     fn load(&self) -> Result<(Config, T), Error> {
+        self.load_noting(&mut Vec::new())
+    }
+
+    /// [`load`](Self::load), with the notices the error log is to carry
+    /// about the merge pushed to `notes`: what the command line replaced
+    /// that the reader of the file may not expect (its `[[proxy]]` tables).
+    fn load_noting(&self, notes: &mut Vec<String>) -> Result<(Config, T), Error> {
         let Some(path) = &self.args.config else {
             let config = Config::resolve(self.args.layer.clone().or(self.defaults.clone()))?;
             return Ok((config, self.settings.clone()));
@@ -479,6 +486,17 @@ impl<T: Settings> Invocation<T> {
             }
         }
         let file_layer = file.layer(mpm).map_err(fail)?;
+        // A flag wins over the file: `--proxy` replaces every route of the
+        // file, which would otherwise be silently unused.
+        let (flag_routes, file_routes) = (self.args.layer.proxy.len(), file_layer.proxy.len());
+        if flag_routes > 0 && file_routes > 0 {
+            notes.push(format!(
+                "mpm: --proxy given: the {file_routes} [[proxy]] {} of {} {} not used",
+                if file_routes == 1 { "route" } else { "routes" },
+                path.display(),
+                if file_routes == 1 { "is" } else { "are" },
+            ));
+        }
         let config = Config::resolve(
             self.args
                 .layer
@@ -694,7 +712,8 @@ fn out(text: impl std::fmt::Display) {
 }
 
 fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), Error> {
-    let (mut config, mut settings) = given.load()?;
+    let mut notes = Vec::new();
+    let (mut config, mut settings) = given.load_noting(&mut notes)?;
     mpm_core::error_log::set_level(config.log_level);
     service.check(&config, &settings)?;
     uring_refused(&config)?;
@@ -705,6 +724,9 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
     let mut tls = make_tls(&config, service.is_http(), &mut sessions)?;
     // Opened here, by the process that binds, before any fork or --user.
     let mut logs = Logs::open(&config)?;
+    for note in notes.drain(..) {
+        mpm_core::log_notice!("{note}");
+    }
     // The binary a SIGUSR2 upgrade starts: the path this one was started
     // from, read now, while it names this binary (once a new one is moved
     // over it, /proc/self/exe names the deleted old file).
@@ -807,8 +829,9 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
         // SIGHUP: read the configuration again; a bad one keeps the old.
         // The logs are opened again too (rotation, or a new path).
+        notes.clear();
         let reloaded = given
-            .load()
+            .load_noting(&mut notes)
             .and_then(|(new, own)| service.check(&new, &own).map(|()| (new, own)))
             .and_then(|(new, own)| {
                 make_tls(&new, service.is_http(), &mut sessions).map(|t| (new, own, t))
@@ -817,6 +840,9 @@ fn serve<S: Service>(given: Invocation<S::Settings>, service: &S) -> Result<(), 
         match reloaded {
             Ok((new, own, new_tls, new_logs)) => {
                 logs = new_logs;
+                for note in notes.drain(..) {
+                    mpm_core::log_notice!("{note}");
+                }
                 tls = new_tls;
                 settings = own;
                 mpm_core::error_log::set_level(new.log_level);

@@ -3090,6 +3090,42 @@ mpm_suite!(
     a_proxied_request_costs_a_bounded_number_of_allocations,
 );
 
+/// `--proxy` on the command line replaces the file's `[[proxy]]` tables
+/// (a flag wins over the file): the flag's route serves, the file's do
+/// not, and the error log says so at start, naming the file. Not a matter
+/// of the model: worker only.
+#[test]
+fn a_proxy_flag_over_proxy_tables_is_noted_at_start_and_the_tables_are_not_used() {
+    let flag = Origin::start();
+    flag.on("/f", Script::ok(b"flag\n"));
+    let file = Origin::start();
+    file.on("/t", Script::ok(b"table\n"));
+    let toml = format!(
+        "[[proxy]]\nprefix = \"/t\"\nupstreams = [\"{f}\"]\n\n\
+         [[proxy]]\nprefix = \"/u/\"\nupstreams = [\"{f}\"]\n",
+        f = file.url("")
+    );
+    let route = format!("/f={}", flag.url(""));
+    let (server, dir) = serve_with_file("worker", &toml, &["--proxy", &route]);
+    let path = dir.path().join("mpm.toml");
+    let notice = format!(
+        "mpm: --proxy given: the 2 [[proxy]] routes of {} are not used",
+        path.display()
+    );
+    assert!(
+        server.wait_for_stderr(&notice, Duration::from_secs(10)),
+        "no notice {notice:?} in {}",
+        server.stderr_text()
+    );
+    assert_eq!(ask(server.addr(), "GET", "/f", &[]).body, b"flag\n");
+    assert_eq!(ask(server.addr(), "GET", "/t", &[]).status, 404);
+    assert!(file.requests().is_empty(), "a table's route was used");
+    // Without the flag, the tables serve, and no such line.
+    let (server, _dir) = serve_with_file("worker", &toml, &[]);
+    assert_eq!(ask(server.addr(), "GET", "/t", &[]).body, b"table\n");
+    assert!(!server.stderr_text().contains("--proxy given"));
+}
+
 // ---------------------------------------------------------------------------
 // Bad routes on the command line
 // ---------------------------------------------------------------------------
