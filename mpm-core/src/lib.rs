@@ -109,7 +109,7 @@ pub use hand_over::HandOver;
 pub use ledger::{ConnectionLedger, LedgerSeat};
 pub use lifecycle::{signal_name, FastStop, Lifecycle, Phase};
 pub use listener::Listener;
-pub use mpm::{Mpm, MpmKind};
+pub use mpm::{serves_on_one_thread, set_serves_on_one_thread, Mpm, MpmKind};
 pub use plural::plural;
 pub use settings::MpmSettings;
 pub use stream::{

@@ -42,6 +42,25 @@ impl MpmKind {
     }
 }
 
+/// Set in a process that serves its requests on one thread with no other
+/// (a prefork child): see [`serves_on_one_thread`].
+static ONE_THREAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// This process serves its requests on one thread and has no other (a
+/// prefork child, once its model runs): a layer that would start a thread
+/// of its own for chores (the proxy closing idle upstream connections on
+/// time) does them on its requests' way instead, so that the model keeps
+/// its shape, a process of one thread for each request in progress.
+pub fn serves_on_one_thread() -> bool {
+    ONE_THREAD.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Say that this process serves on one thread ([`serves_on_one_thread`]):
+/// the prefork model's child, before it builds its handler.
+pub fn set_serves_on_one_thread() {
+    ONE_THREAD.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl crate::Choice for MpmKind {
     const ALL: &'static [Self] = &MpmKind::ALL;
 

@@ -65,6 +65,9 @@ impl Mpm for Prefork {
         let poller = ListenerPoller::new(settings.poller, &listeners, lifecycle.wake_fd())?;
         let turn = ChildTurn::new(self.lock.for_child()?, poller);
         let errors = AcceptErrors::new();
+        // One thread, and layers are told so before they build (they start
+        // no thread of their own here).
+        mpm_core::set_serves_on_one_thread();
         let mut handler = factory.build();
         let draining = lifecycle.draining_flag();
         let fast_stop = lifecycle.fast_stop();

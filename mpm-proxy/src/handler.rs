@@ -201,6 +201,31 @@ pub(crate) struct Call {
     /// Per route, per upstream: idle connections last seen in this
     /// process's pool, when it found no row of its own free.
     pub(crate) idle_seen: Arc<Vec<Vec<Arc<AtomicU64>>>>,
+    /// In a process that serves on one thread (a prefork child), which is
+    /// given no thread for it: the pool's idle timeouts, looked at on the
+    /// requests' way, once a second at most. `None` elsewhere (the
+    /// process's proxy thread looks).
+    pub(crate) lazy_tidy: Option<LazyTidy>,
+}
+
+/// Chores done on the requests' way ([`Call::lazy_tidy`]).
+pub(crate) struct LazyTidy {
+    /// When next (ms, [`now_ms`]).
+    pub(crate) next: AtomicU64,
+    pub(crate) run: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Call {
+    /// Run the chores on this request's way, if due.
+    fn tidy_if_due(&self) {
+        if let Some(t) = &self.lazy_tidy {
+            let now = now_ms();
+            if now >= t.next.load(Ordering::Relaxed) {
+                t.next.store(now.saturating_add(1000), Ordering::Relaxed);
+                (t.run)();
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Call {
@@ -236,6 +261,7 @@ impl IdleGauge {
     fn set(&self, now: u64) {
         self.call
             .set_idle(self.route, self.upstream, self.state, now);
+        self.call.tidy_if_due();
     }
 }
 

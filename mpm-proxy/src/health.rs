@@ -274,25 +274,30 @@ impl Checker {
     }
 
     /// Start this process's checker thread for `table` (whose state is
-    /// `state`) unless it runs already. Besides the active checks (if a
-    /// route has any), it calls `tidy` at least once a second: the
-    /// proxy's chores that no request may come to do (closing the idle
-    /// upstream connections past their timeout). The thread ends when the
-    /// last `Arc` of `table` is dropped. Called by the handler factory in
-    /// every serving process (after fork).
+    /// `state`) unless it runs already, or there is nothing for it to do
+    /// (no route has active checks, and no `tidy`). Besides the checks, it
+    /// calls `tidy` at least once a second: the proxy's chores that no
+    /// request may come to do (closing the idle upstream connections past
+    /// their timeout). The thread ends when the last `Arc` of `table` is
+    /// dropped. Called by the handler factory in every serving process
+    /// (after fork).
     pub fn ensure_running(
         &self,
         table: &Arc<RouteTable>,
         state: &ProxyState,
         probe: Probe,
-        tidy: Box<dyn Fn() + Send>,
+        tidy: Option<Box<dyn Fn() + Send>>,
     ) {
+        let checks = table.routes().iter().any(|r| r.health.is_some());
+        if !checks && tidy.is_none() {
+            return;
+        }
+        let tidy = tidy.unwrap_or_else(|| Box::new(|| {}));
         let me = std::process::id();
         let mut started = self.started_by.lock();
         if *started == Some(me) {
             return;
         }
-        let checks = table.routes().iter().any(|r| r.health.is_some());
         let (table, state) = (Arc::downgrade(table), state.clone());
         let spawned = std::thread::Builder::new()
             .name("mpm-proxy".into())

@@ -14,7 +14,7 @@ use mpm_upstream::{Pool, Target};
 use crate::balance::InFlight;
 use crate::config::{check_routes, ClientCert, ProxyRoute, UpstreamUrl};
 use crate::error::{Error, Result};
-use crate::handler::Call;
+use crate::handler::{Call, LazyTidy};
 use crate::health::{http_probe, Checker, Probe};
 use crate::path::RouteTable;
 use crate::plan::Picker;
@@ -200,7 +200,7 @@ impl ReverseProxy {
     /// upstream is next asked for one, so a route gone quiet kept them, and
     /// counted them idle, for good), and set the idle gauges to what is
     /// left. Holds the pool weakly: it ends with the process's handlers.
-    fn tidy(&self, pool: &Arc<Pool>) -> impl Fn() + Send + 'static {
+    fn tidy(&self, pool: &Arc<Pool>) -> impl Fn() + Send + Sync + 'static {
         let pool = Arc::downgrade(pool);
         let (state, idle_seen, targets) = (
             self.state.clone(),
@@ -259,12 +259,21 @@ impl ReverseProxy {
         // Made here, in the serving process, not before its fork; kept by
         // the worker, so that a request takes no process-wide lock for it.
         let pool = self.pool();
+        // A prefork child keeps its one thread: its pool's idle timeouts
+        // are looked at on its requests' way (and a child that serves
+        // nothing more keeps its idle connections until it does, as
+        // httpd's prefork keeps them past their `ttl`).
+        let one_thread = mpm_core::serves_on_one_thread();
         self.checker.ensure_running(
             &self.table,
             &self.state,
             self.probe.clone(),
-            Box::new(self.tidy(&pool)),
+            (!one_thread).then(|| Box::new(self.tidy(&pool)) as Box<dyn Fn() + Send>),
         );
+        let lazy_tidy = one_thread.then(|| LazyTidy {
+            next: AtomicU64::new(0),
+            run: Box::new(self.tidy(&pool)),
+        });
         Proxy {
             call: Arc::new(Call {
                 picker: Picker::new(self),
@@ -272,6 +281,7 @@ impl ReverseProxy {
                 targets: self.targets.clone(),
                 state: self.state.clone(),
                 idle_seen: self.idle_seen.clone(),
+                lazy_tidy,
             }),
             shared: self.clone(),
         }

@@ -2019,24 +2019,34 @@ fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
 }
 
 /// nginx's upstream `keepalive_timeout`: an idle upstream connection is
-/// closed once it has been idle that long, with no request to come after
-/// it (the pool alone looked only when asked for one), and the idle gauge
-/// drops with it.
+/// closed once it has been idle that long, with no request to it after
+/// (the pool alone looked only when asked for one), and the idle gauge
+/// drops with it. Under prefork, whose child keeps its one thread, the
+/// look is on its requests' way: a request to another route does it.
 fn an_idle_upstream_connection_is_closed_at_its_keepalive_timeout_with_no_request_after(mpm: &str) {
-    let origin = Origin::start();
+    let (origin, other) = (Origin::start(), Origin::start());
     origin.on("/x", Script::ok(b"x\n"));
-    let server = serve_all_to(mpm, &origin, &["--proxy-keepalive-timeout", "1s"]);
+    other.on("/y", Script::ok(b"y\n"));
+    let route = format!("/other/={}", other.url("/"));
+    let mut args = vec!["--proxy-keepalive-timeout", "1s", "--proxy", route.as_str()];
+    args.extend(one_worker(mpm));
+    let server = serve_all_to(mpm, &origin, &args);
     assert_eq!(ask(server.addr(), "GET", "/x", &[]).status, 200);
     assert_eq!(origin.open_connections(), 1, "kept for the next request");
     assert_eq!(pool_idle_settles(&server, 1.0), 1.0, "and counted idle");
+    if mpm == "prefork" {
+        thread::sleep(Duration::from_millis(1500));
+        assert_eq!(ask(server.addr(), "GET", "/other/y", &[]).status, 200);
+    }
     assert!(
         origin.wait_until(Duration::from_secs(10), |o| o.open_connections() == 0),
         "the idle connection outlived its keepalive timeout"
     );
+    let want = if mpm == "prefork" { 1.0 } else { 0.0 };
     assert_eq!(
-        pool_idle_settles(&server, 0.0),
-        0.0,
-        "the gauge drops with it"
+        pool_idle_settles(&server, want),
+        want,
+        "the gauge drops with it (prefork: the other route's one is left)"
     );
     assert_eq!(
         ask(server.addr(), "GET", "/x", &[]).status,
