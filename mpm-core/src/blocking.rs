@@ -304,8 +304,13 @@ pub fn serve_blocking<H: ConnectionHandler>(
                     stream.input_reported(false);
                 }
                 if woke.client_hung_up {
-                    if let Err(p) = catch(|| handler.hung_up(&mut conn, &mut stream)) {
-                        log_panic("hung_up", &p, &stream);
+                    // The client's doing, not a drain's cut (the worker
+                    // model's shuts the socket down both ways), and a wait
+                    // its hang-up ends (a tunnel's does not: a reset only).
+                    if !stream.is_draining() && crate::waiting::ends_on_hang_up(&wait) {
+                        if let Err(p) = catch(|| handler.hung_up(&mut conn, &mut stream)) {
+                            log_panic("hung_up", &p, &stream);
+                        }
                     }
                     park.closing();
                     return steps;

@@ -797,6 +797,14 @@ impl Stream {
         self.end_reported || self.ring_input_has_ended()
     }
 
+    /// Has the peer closed its end of the socket, or reset it, with
+    /// nothing left to read before that? A non-blocking peek (a system
+    /// call): see [`peer_ended`](Self::peer_ended) for what the loop was
+    /// told.
+    pub fn peer_closed(&self) -> bool {
+        mpm_sys::socket::peer_closed(&self.socket)
+    }
+
     /// An edge-triggered poller reported input on the socket (`end`: the
     /// peer's end of the stream, `EPOLLRDHUP`) that the event loop could not
     /// read at once: the connection was at a worker, or waiting to write.

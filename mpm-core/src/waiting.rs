@@ -89,6 +89,13 @@ pub struct Await {
     /// see [the contract](#stamped-waits). `None`: a plain descriptor,
     /// armed for each wait.
     pub stamp: Option<u64>,
+    /// The client hanging up (closing its end, even if only that half, or
+    /// resetting the connection) while the wait asks nothing of it ends
+    /// the request: the model calls
+    /// [`ConnectionHandler::hung_up`](crate::ConnectionHandler::hung_up)
+    /// and closes. True for an answer awaited (the constructors' default);
+    /// false for a tunnel, whose client may close its end and still read.
+    pub hang_up_ends: bool,
 }
 
 impl Await {
@@ -102,6 +109,7 @@ impl Await {
             client_write: false,
             until,
             stamp: None,
+            hang_up_ends: true,
         }
     }
 
@@ -124,6 +132,7 @@ impl Await {
             client_write: false,
             until,
             stamp: None,
+            hang_up_ends: true,
         }
     }
 
@@ -160,6 +169,7 @@ impl Await {
         kept.until = until;
         kept.client_read |= other.client_read;
         kept.client_write |= other.client_write;
+        kept.hang_up_ends &= other.hang_up_ends;
         kept
     }
 }
@@ -250,6 +260,12 @@ pub fn block_until(wait: &Await, client: Option<RawFd>) -> bool {
     block_until_watching(wait, client, None).ready
 }
 
+/// Does the client hanging up end `wait` ([`Await::hang_up_ends`], for a
+/// wait that asks nothing of the client)?
+pub fn ends_on_hang_up(wait: &Await) -> bool {
+    wait.hang_up_ends && !wait.client_read && !wait.client_write
+}
+
 /// What [`block_until_watching`] woke to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Woke {
@@ -282,7 +298,7 @@ pub fn block_until_watching(wait: &Await, client: Option<RawFd>, cut: Option<Raw
             fd,
             Ready {
                 read: true,
-                write: false,
+                ..Ready::default()
             },
         );
         n += 1;
@@ -293,26 +309,28 @@ pub fn block_until_watching(wait: &Await, client: Option<RawFd>, cut: Option<Raw
             Ready {
                 read: wait.read,
                 write: wait.write,
+                hang_up: false,
             },
         );
         n += 1;
     }
+    // The client's entry, when the wait asks nothing of it: readiness
+    // told for it is a hang-up (its end, when the wait ends with it) or
+    // an error (POLLHUP, POLLERR).
+    let asks_nothing = !wait.client_read && !wait.client_write;
     if let Some(c) = client {
         fds[n] = (
             c,
             Ready {
                 read: wait.client_read,
                 write: wait.client_write,
+                hang_up: asks_nothing && wait.hang_up_ends,
             },
         );
         n += 1;
     }
     let fds = &fds[..n];
-    // The client's entry, when the wait asks nothing of it: readiness
-    // told for it is a hang-up or an error (POLLHUP, POLLERR).
-    let watched = client
-        .filter(|_| !wait.client_read && !wait.client_write)
-        .map(|_| n - 1);
+    let watched = client.filter(|_| asks_nothing).map(|_| n - 1);
     let asked_input = client.filter(|_| wait.client_read).map(|_| n - 1);
     let woke = |ready: bool| Woke {
         ready,
@@ -325,10 +343,10 @@ pub fn block_until_watching(wait: &Await, client: Option<RawFd>, cut: Option<Raw
             return woke(false);
         }
         match poll_numbers(fds, Some(left.max(Duration::from_millis(1)))) {
-            Ok(ready) if ready.iter().any(|r| r.read || r.write) => {
+            Ok(ready) if ready.iter().any(|r| r.read || r.write || r.hang_up) => {
                 let hung = watched
                     .and_then(|i| ready.get(i))
-                    .is_some_and(|r| r.read || r.write);
+                    .is_some_and(|r| r.read || r.write || r.hang_up);
                 let client_readable = asked_input
                     .and_then(|i| ready.get(i))
                     .is_some_and(|r| r.read);
@@ -403,6 +421,7 @@ pub fn arm_once(epoll: impl std::os::fd::AsFd, wait: &Await, token: u64) -> io::
     let want = mpm_sys::readiness::Ready {
         read: wait.read,
         write: wait.write,
+        hang_up: false,
     };
     mpm_sys::readiness::epoll_arm_once(epoll, fd, want, token)
 }

@@ -571,7 +571,8 @@ impl<H: ConnectionHandler> EventLoop<H> {
                         // something else (an upstream): the wait is over
                         // for good.
                         let gone = end
-                            && matches!(wait, Parked::Await(w) if !w.client_read && !w.client_write);
+                            && matches!(wait, Parked::Await(w) if mpm_core::waiting::ends_on_hang_up(w))
+                            && hung_up_indeed(&conn.stream);
                         // Room for what a step held and could not send.
                         let send_held = writable && conn.stream.held_len() > 0;
                         // Queued: the step from `resume` comes this turn.
@@ -855,7 +856,10 @@ impl<H: ConnectionHandler> EventLoop<H> {
             }
             Interest::Await(wait) => {
                 self.stats.awaits += 1;
-                if !wait.client_read && !wait.client_write && conn.stream.peer_ended() {
+                if mpm_core::waiting::ends_on_hang_up(&wait)
+                    && conn.stream.peer_ended()
+                    && hung_up_indeed(&conn.stream)
+                {
                     // Hung up before it came to wait: no edge will say so.
                     return self.abandon(t, conn);
                 }
@@ -1045,6 +1049,11 @@ impl<H: ConnectionHandler> EventLoop<H> {
         let _ = self.guarded(&mut conn, "hung_up", |h, c| {
             h.hung_up(&mut c.state, &mut c.stream)
         });
+        // Answers made before it (pipelined ahead of the request dropped)
+        // and held this turn still go out, then the connection closes.
+        if conn.stream.held_len() > 0 {
+            return self.flush_then(t, conn, Then::Close);
+        }
         drop(conn);
         self.close(t);
     }
@@ -1162,6 +1171,16 @@ impl<H: ConnectionHandler> EventLoop<H> {
             &mut EpollEvent::new(EpollFlags::EPOLLIN | EpollFlags::EPOLLET, STOP),
         );
     }
+}
+
+/// The client's end, reported for this slot, is its own: a report may be
+/// one the kernel queued for the connection that held the slot before in
+/// the same batch of events (tokens are slot numbers), and a request must
+/// not be dropped for it. A peek tells: the end, or a reset, and nothing
+/// left before it. Asked only when an end was reported while a request
+/// waits: no system call on any other path.
+fn hung_up_indeed(stream: &mpm_core::Stream) -> bool {
+    stream.peer_closed()
 }
 
 #[cfg(test)]

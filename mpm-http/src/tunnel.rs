@@ -115,6 +115,10 @@ pub(crate) fn pump(c: &mut HttpConn, s: &mut Stream, budget: u64) -> Interest {
         client_write: t.down_pos < t.down.len() || (t.upstream_ended && !t.client_shut),
         until,
         stamp: None,
+        // A client that closed its end may still read what the upstream
+        // sends (the tunnel passes the half-close on); a reset or an
+        // error still ends the tunnel.
+        hang_up_ends: false,
     };
     c.set_waiting(waiting);
     Interest::Await(wait)

@@ -13,7 +13,7 @@ use std::cell::OnceCell;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use mpm_http::{Request, Response, Version};
+use mpm_http::{Request, Response};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
@@ -273,15 +273,15 @@ pub fn wants_upgrade(request: &Request<'_>) -> bool {
 }
 
 /// Does the request's body go to the upstream as it arrives (larger than
-/// [`STREAMED_BODY_ABOVE`], or of a length not known before its end:
-/// chunked, or an HTTP/2 body without `content-length`)? Asked only of a
-/// request whose body is to come: an HTTP/2 one without a length is then
-/// DATA frames of any size, bounded only as a streamed body is (with
-/// `--limit-request-body 0`, not at all), never gathered whole first.
+/// [`STREAMED_BODY_ABOVE`], or chunked, whose length is not known)? An
+/// HTTP/2 body without `content-length` is gathered whole (bounded as a
+/// body read whole is), and sent with its length: an upstream may refuse
+/// a chunked upload (411), and a body held can go again to the next
+/// upstream.
 pub fn streams_upload(request: &Request<'_>) -> bool {
     match request.content_length() {
         Some(n) => n > STREAMED_BODY_ABOVE,
-        None => request.is_chunked() || request.version() == Version::Http2,
+        None => request.is_chunked(),
     }
 }
 
@@ -658,12 +658,13 @@ mod tests {
             &fields,
             b""
         )));
-        // HTTP/2 DATA without a content-length: its length known at its end.
+        // HTTP/2 DATA without a content-length: gathered, sent with its
+        // length.
         let h2 = |fields: &[(&str, &str)]| {
             streams_upload(&Request::for_test("PUT", "/", Version::Http2, fields, b""))
         };
-        assert!(h2(&[("host", "h")]));
-        assert!(!h2(&[("host", "h"), ("content-length", "10")]));
+        assert!(!h2(&[("host", "h")]));
+        assert!(h2(&[("host", "h"), ("content-length", "100000")]));
     }
 
     /// `GET /api?q=1` is the proxy's, answered 301 to `/api/?q=1`.

@@ -211,7 +211,10 @@ impl ReverseProxy {
             let Some(pool) = pool.upgrade() else {
                 return;
             };
-            if pool.prune() == 0 {
+            // Not while the process gives its shares back at exit (a count
+            // set after would stay in the gauges for good).
+            let _exit = IDLE_SHARES.lock();
+            if GAVE_BACK.load(std::sync::atomic::Ordering::Relaxed) || pool.prune() == 0 {
                 return;
             }
             for (r, route) in targets.iter().enumerate() {
@@ -319,8 +322,13 @@ fn idle_back_at_exit(state: &ProxyState, seen: &[Vec<Arc<AtomicU64>>]) {
     shares.1.extend(states.zip(seen.iter().flatten().cloned()));
 }
 
+/// This process gave its idle shares back (it exits): the proxy thread's
+/// tidy step counts nothing more. Read and set under `IDLE_SHARES`'s lock.
+static GAVE_BACK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 extern "C" fn give_back_idle_shares() {
     let shares = IDLE_SHARES.lock();
+    GAVE_BACK.store(true, std::sync::atomic::Ordering::Relaxed);
     // Each row of this process freed (its counts leave the gauges).
     for state in &shares.0 {
         state.idle_shares().release_mine();

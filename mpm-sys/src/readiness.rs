@@ -15,6 +15,10 @@ pub struct Ready {
     pub read: bool,
     /// Writable, or failed.
     pub write: bool,
+    /// Asked: the peer's end of its stream too (`POLLRDHUP`), besides what
+    /// `read` and `write` ask. Reported: the peer ended its stream, reset
+    /// it, or it failed.
+    pub hang_up: bool,
 }
 
 /// The most descriptors one [`poll_numbers`] call watches: a connection's
@@ -24,9 +28,9 @@ pub const MAX_POLLED: usize = 3;
 /// `poll(2)` on descriptors by number (at most [`MAX_POLLED`]), at most
 /// `timeout` (`None`: no limit). Returns, for each, what it reported (a
 /// closed number reports both, so that its owner tries its I/O and sees
-/// the error). An entry that asks for neither is watched for its peer's
-/// hang-up: the end of its stream (`POLLRDHUP`), a reset or an error,
-/// reported as readable. No allocation: a blocking model's worker calls it once per
+/// the error). An entry that asks for nothing still reports a reset or an
+/// error (`POLLHUP`, `POLLERR`); one that asks `hang_up`, the end of the
+/// peer's stream too. No allocation: a blocking model's worker calls it once per
 /// wait on an upstream.
 pub fn poll_numbers(
     fds: &[(RawFd, Ready)],
@@ -47,11 +51,10 @@ pub fn poll_numbers(
         slot.fd = fd;
         slot.events = (if want.read {
             libc::POLLIN | libc::POLLRDHUP
-        } else if !want.write {
-            libc::POLLRDHUP
         } else {
             0
-        }) | (if want.write { libc::POLLOUT } else { 0 });
+        }) | (if want.write { libc::POLLOUT } else { 0 })
+            | (if want.hang_up { libc::POLLRDHUP } else { 0 });
     }
     let ms = match timeout {
         None => -1,
@@ -71,6 +74,7 @@ pub fn poll_numbers(
         *o = Ready {
             read: bad || p.revents & (libc::POLLIN | libc::POLLRDHUP) != 0,
             write: bad || p.revents & libc::POLLOUT != 0,
+            hang_up: bad || p.revents & libc::POLLRDHUP != 0,
         };
     }
     Ok(out)
@@ -165,7 +169,7 @@ mod tests {
                 fd,
                 Ready {
                     read: true,
-                    write: false,
+                    ..Ready::default()
                 },
             )],
             Some(Duration::ZERO),
@@ -224,7 +228,7 @@ mod tests {
         let (a, mut b) = UnixStream::pair().unwrap();
         let want = Ready {
             read: true,
-            write: false,
+            ..Ready::default()
         };
         let got = poll_numbers(&[(a.as_raw_fd(), want)], Some(Duration::ZERO)).unwrap();
         assert!(!got[0].read);

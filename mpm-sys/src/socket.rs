@@ -92,6 +92,19 @@ pub fn has_pending_input(socket: impl AsFd) -> bool {
     matches!(rustix::net::recv(socket, &mut byte, flags), Ok((n, _)) if n > 0)
 }
 
+/// Has the peer of `socket` closed its end, or reset the connection, with
+/// nothing left to read before that? A non-blocking peek: the end of the
+/// stream, or an error other than "nothing there yet". Bytes still to read
+/// (a request pipelined ahead of the end, say) say no.
+pub fn peer_closed(socket: impl AsFd) -> bool {
+    let mut byte = [0u8; 1];
+    let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+    match rustix::net::recv(socket, &mut byte, flags) {
+        Ok((n, _)) => n == 0,
+        Err(e) => e != rustix::io::Errno::AGAIN && e != rustix::io::Errno::INTR,
+    }
+}
+
 /// Read what `socket` has into `buf` (`recv`). The system call itself
 /// (rustix's), not libc's wrapper, which std's `Read` goes through: that
 /// one is a cancellation point, and marks the thread cancellable around

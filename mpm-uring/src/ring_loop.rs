@@ -580,7 +580,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
             State::Parked {
                 wait: Parked::Await(w),
                 ..
-            } if ended && !w.client_read && !w.client_write => self.hung_up(t),
+            } if ended && mpm_core::waiting::ends_on_hang_up(w) => self.hung_up(t),
             State::Parked {
                 wait: Parked::Read(_) | Parked::Linger,
                 queued: false,

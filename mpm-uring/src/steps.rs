@@ -263,7 +263,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
             Interest::Await(wait) => {
                 self.stats.awaits += 1;
                 let asks_client = wait.client_read || wait.client_write;
-                if !asks_client && conn.stream.peer_ended() {
+                if mpm_core::waiting::ends_on_hang_up(&wait) && conn.stream.peer_ended() {
                     // Hung up before it came to wait.
                     return self.abandon(t, conn);
                 }
@@ -409,8 +409,14 @@ impl<H: ConnectionHandler> RingLoop<H> {
         let _ = self.guarded(&mut conn, "hung_up", |h, c| {
             h.hung_up(&mut c.state, &mut c.stream)
         });
-        drop(conn);
-        self.close(t);
+        // Answers made before it (pipelined ahead of the request dropped)
+        // still go out, then the connection closes.
+        let gathered = conn.stream.ring_output_len() > 0;
+        if gathered {
+            self.dirty.push(t);
+        }
+        let pending_out = gathered || self.slots.get(t).is_some_and(|e| e.send);
+        self.finish(t, conn, pending_out, false);
     }
 
     /// Close a connection, cancelling whatever the ring holds of it.

@@ -149,6 +149,28 @@ impl H2 {
         resp
     }
 
+    /// [`start`](Self::start) with a body and its `content-length`.
+    fn start_with_length(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> h2::client::ResponseFuture {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(format!("http://{}{path}", self.authority))
+            .header("content-length", body.len())
+            .body(())
+            .unwrap();
+        let mut send = self.send.clone();
+        self.run(|cx| send.poll_ready(cx)).unwrap();
+        let (resp, mut stream) = send.send_request(req, false).unwrap();
+        stream
+            .send_data(Bytes::copy_from_slice(body), true)
+            .unwrap();
+        resp
+    }
+
     /// The answer to a request sent with `start`, body read to its end (the
     /// window opened as it is read).
     fn finish(&mut self, resp: h2::client::ResponseFuture) -> Answer {
@@ -558,11 +580,11 @@ fn a_post_body_reaches_the_upstream(mpm: &str) {
 }
 
 /// `--limit-request-body 0`, no limit on what the proxy streams, over
-/// HTTP/2 too: a 2 MiB upload, past the default 1 MiB, reaches the
-/// upstream whole, with a `content-length` (curl's) and without one (the
-/// `h2` client's: DATA frames of a length known at their end, streamed as
-/// a chunked body is); a `content-length` past 1 MiB to the site, which
-/// reads a body whole into memory, is still 413 before any DATA.
+/// HTTP/2 too: a 2 MiB upload with a `content-length`, past the default
+/// 1 MiB, reaches the upstream whole (curl's, and the `h2` client's); one
+/// without (the `h2` client's), which the proxy gathers whole to send with
+/// its length, is held to 1 MiB (413); a `content-length` past 1 MiB to
+/// the site, which reads a body whole into memory, is 413 before any DATA.
 fn with_limit_request_body_0_an_http2_upload_past_the_default_limit_reaches_the_upstream(
     mpm: &str,
 ) {
@@ -587,6 +609,9 @@ fn with_limit_request_body_0_an_http2_upload_past_the_default_limit_reaches_the_
     } else {
         let mut c = H2::connect(server.addr(), None);
         let r = c.start("POST", "/up/post", Some(&body));
+        let a = c.finish(r);
+        assert_eq!(a.status, 413, "no length: gathered whole, held to 1 MiB");
+        let r = c.start_with_length("POST", "/up/post", &body);
         let a = c.finish(r);
         assert_eq!((a.status, a.body.as_slice()), (200, &b"got it\n"[..]));
     }
@@ -688,11 +713,6 @@ fn an_upstreams_fields_and_the_servers_added_ones_reach_an_http2_client(mpm: &st
     );
 }
 
-/// An upstream's `X-Accel-Redirect` over HTTP/2 (curl: prior knowledge in
-/// clear, ALPN over TLS): the stream is answered with the file the path
-/// names, the client's range applied, the upstream's `Content-Disposition`
-/// kept; a redirect to a proxied route goes to its upstream; the
-/// `--internal` path is 404 to the client.
 /// A client that gives up on an HTTP/2 stream waiting on its upstream
 /// (curl at its `--max-time`) has the upstream's connection closed at
 /// once, as nginx closes it, and the server goes on.
@@ -746,6 +766,11 @@ fn a_client_that_leaves_an_http2_stream_waiting_on_its_upstream_closes_that_conn
     origin.release();
 }
 
+/// An upstream's `X-Accel-Redirect` over HTTP/2 (curl: prior knowledge in
+/// clear, ALPN over TLS): the stream is answered with the file the path
+/// names, the client's range applied, the upstream's `Content-Disposition`
+/// kept; a redirect to a proxied route goes to its upstream; the
+/// `--internal` path is 404 to the client.
 fn an_upstreams_x_accel_redirect_is_followed_for_an_http2_stream(mpm: &str) {
     if !curl_has_http2() {
         tests::skip("curl here lacks HTTP2 (nghttp2)");

@@ -2114,6 +2114,54 @@ fn a_client_that_hangs_up_while_its_request_waits_has_the_upstream_connection_cl
     origin.release();
 }
 
+/// A client that sends a request for a file and one for the upstream,
+/// pipelined, and closes its end at once (all in one packet, as `printf
+/// ... | nc -N` does) gets the file's answer: only the request waiting on
+/// the upstream is dropped, its upstream connection closed.
+fn a_client_that_half_closes_after_pipelined_requests_still_gets_the_answers_made_before(
+    mpm: &str,
+) {
+    let origin = Origin::start();
+    origin.on("/api/held", Script::ok(b"too late\n").hold());
+    let root = site::docroot();
+    root.write("page.txt", b"the page\n");
+    let route = format!("/api/={}", origin.url("/api/"));
+    let logs = TempDir::new("half-closed-log");
+    let log = logs.path().join("access.log");
+    let server = Server::start(
+        mpm,
+        Some(root.path()),
+        &["--proxy", &route, "--access-log", log.to_str().unwrap()],
+    );
+    let mut c = RawConn::connect(server.addr());
+    let mut both = request("GET", "/page.txt", &[]);
+    both.extend_from_slice(&request("GET", "/api/held", &[]));
+    c.send(&both).unwrap();
+    c.stream().shutdown(std::net::Shutdown::Write).unwrap();
+    let r = c.read_response_to("GET").unwrap();
+    assert_eq!((r.status, r.text().as_str()), (200, "the page\n"));
+    // Dropped while it waited: on its upstream's answer, or already on its
+    // connection to the upstream (then the origin never saw it).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("\"GET /api/held HTTP/1.1\" 499 ") {
+            assert!(text.contains("\"GET /page.txt HTTP/1.1\" 200 "), "{text}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiting request was not dropped: {text}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        origin.wait_until(Duration::from_secs(10), |o| o.held_closed() == o.holding()),
+        "the upstream's connection stayed open"
+    );
+    origin.release();
+}
+
 /// nginx's `server ... max_conns`: an upstream with as many requests in
 /// flight from the serving process is passed over for the route's others,
 /// and taken again once one ends. Counted per process, as nginx's without
@@ -3084,6 +3132,7 @@ mpm_suite!(
     an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names,
     a_client_that_hangs_up_while_its_request_waits_has_the_upstream_connection_closed,
     an_idle_upstream_connection_is_closed_at_its_keepalive_timeout_with_no_request_after,
+    a_client_that_half_closes_after_pipelined_requests_still_gets_the_answers_made_before,
     a_backup_upstream_is_taken_only_while_the_others_cannot_be,
     proxy_tables_in_the_settings_file_map_paths_as_nginx_does,
     an_encoded_letter_in_a_path_is_decoded_to_match_a_route,

@@ -306,9 +306,9 @@ settings! {
 
     /// Largest request body accepted (413 beyond it). 0: no limit on a
     /// body the handler reads as it arrives (streamed: the proxy's uploads
-    /// above 64 KiB, chunked or over HTTP/2 without a length), as nginx's
-    /// `client_max_body_size 0` and httpd's `LimitRequestBody 0`; a body
-    /// read whole into memory (the site's, the proxy's up to 64 KiB, an
+    /// above 64 KiB or chunked), as nginx's `client_max_body_size 0` and
+    /// httpd's `LimitRequestBody 0`; a body read whole into memory (the
+    /// site's, the proxy's up to 64 KiB or over HTTP/2 without a length, an
     /// application's that takes it whole) is then still held to 1048576
     /// (413 beyond it).
     limit_request_body: Option<u64>, "BYTES",
