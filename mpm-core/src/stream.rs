@@ -797,10 +797,10 @@ impl Stream {
         self.end_reported || self.ring_input_has_ended()
     }
 
-    /// Has the peer closed its end of the socket, or reset it, with
-    /// nothing left to read before that? A non-blocking peek (a system
-    /// call): see [`peer_ended`](Self::peer_ended) for what the loop was
-    /// told.
+    /// Has the peer closed its end of the socket (even with bytes before
+    /// its end still unread), or reset it? A `poll` that does not wait (a
+    /// system call): see [`peer_ended`](Self::peer_ended) for what the
+    /// loop was told.
     pub fn peer_closed(&self) -> bool {
         mpm_sys::socket::peer_closed(&self.socket)
     }

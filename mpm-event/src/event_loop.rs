@@ -1176,9 +1176,9 @@ impl<H: ConnectionHandler> EventLoop<H> {
 /// The client's end, reported for this slot, is its own: a report may be
 /// one the kernel queued for the connection that held the slot before in
 /// the same batch of events (tokens are slot numbers), and a request must
-/// not be dropped for it. A peek tells: the end, or a reset, and nothing
-/// left before it. Asked only when an end was reported while a request
-/// waits: no system call on any other path.
+/// not be dropped for it. A `poll` of the socket tells (its FIN came, or a
+/// reset). Asked only when an end was reported and a request waits on
+/// something else: no system call on any other path.
 fn hung_up_indeed(stream: &mpm_core::Stream) -> bool {
     stream.peer_closed()
 }

@@ -116,8 +116,9 @@ pub(crate) fn pump(c: &mut HttpConn, s: &mut Stream, budget: u64) -> Interest {
         until,
         stamp: None,
         // A client that closed its end may still read what the upstream
-        // sends (the tunnel passes the half-close on); a reset or an
-        // error still ends the tunnel.
+        // sends (the tunnel passes the half-close on). (A reset then ends
+        // the tunnel at once under the blocking models; on a loop, at its
+        // next write to the client or its idle timeout.)
         hang_up_ends: false,
     };
     c.set_waiting(waiting);

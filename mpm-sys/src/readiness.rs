@@ -15,9 +15,10 @@ pub struct Ready {
     pub read: bool,
     /// Writable, or failed.
     pub write: bool,
-    /// Asked: the peer's end of its stream too (`POLLRDHUP`), besides what
-    /// `read` and `write` ask. Reported: the peer ended its stream, reset
-    /// it, or it failed.
+    /// Asked ([`poll_numbers`]): the peer's end of its stream too
+    /// (`POLLRDHUP`), besides what `read` and `write` ask. Reported: the
+    /// peer ended its stream, reset it, or it failed. (An epoll arming
+    /// asks for the end always.)
     pub hang_up: bool,
 }
 

@@ -92,17 +92,18 @@ pub fn has_pending_input(socket: impl AsFd) -> bool {
     matches!(rustix::net::recv(socket, &mut byte, flags), Ok((n, _)) if n > 0)
 }
 
-/// Has the peer of `socket` closed its end, or reset the connection, with
-/// nothing left to read before that? A non-blocking peek: the end of the
-/// stream, or an error other than "nothing there yet". Bytes still to read
-/// (a request pipelined ahead of the end, say) say no.
+/// Has the peer of `socket` closed its end (`POLLRDHUP`: its FIN came, even
+/// with bytes before it still unread, a TLS client's close_notify say), or
+/// reset the connection, or did it fail? A `poll` that does not wait.
 pub fn peer_closed(socket: impl AsFd) -> bool {
-    let mut byte = [0u8; 1];
-    let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
-    match rustix::net::recv(socket, &mut byte, flags) {
-        Ok((n, _)) => n == 0,
-        Err(e) => e != rustix::io::Errno::AGAIN && e != rustix::io::Errno::INTR,
-    }
+    use std::os::fd::AsRawFd;
+    let want = crate::readiness::Ready {
+        hang_up: true,
+        ..crate::readiness::Ready::default()
+    };
+    let fd = socket.as_fd().as_raw_fd();
+    crate::readiness::poll_numbers(&[(fd, want)], Some(std::time::Duration::ZERO))
+        .is_ok_and(|r| r[0].hang_up)
 }
 
 /// Read what `socket` has into `buf` (`recv`). The system call itself

@@ -409,6 +409,17 @@ impl<H: ConnectionHandler> RingLoop<H> {
         let _ = self.guarded(&mut conn, "hung_up", |h, c| {
             h.hung_up(&mut c.state, &mut c.stream)
         });
+        // Polls it no longer waits on: cancelled now, so that the ring lets
+        // go of the upstream socket the handler dropped (its FIN goes now,
+        // not once the answers below are sent).
+        if let Some(e) = self.slots.get_mut(t) {
+            if let Some(k) = e.upstream.take() {
+                let _ = self.ring.cancel(user_data(Op::Upstream, k, t));
+            }
+            if let Some(k) = e.client_poll.take() {
+                let _ = self.ring.cancel(user_data(Op::ClientPoll, k, t));
+            }
+        }
         // Answers made before it (pipelined ahead of the request dropped)
         // still go out, then the connection closes.
         let gathered = conn.stream.ring_output_len() > 0;

@@ -2077,23 +2077,29 @@ fn a_client_that_hangs_up_while_its_request_waits_has_the_upstream_connection_cl
         ],
     );
     let addr = server.addr();
-    for (n, reset) in [(1, false), (2, true)] {
+    // Closed; reset; and closed after bytes nobody reads while the request
+    // waits (a TLS client's close_notify, a stray CRLF): its end counts.
+    for (n, how) in [(1, "closed"), (2, "reset"), (3, "closed after bytes")] {
         let mut c = RawConn::connect(addr);
         c.send(&request("GET", "/held", &[])).unwrap();
         assert!(
             origin.wait_until(Duration::from_secs(10), |o| o.holding() == n),
             "the request never reached the upstream"
         );
-        if reset {
-            socket2::SockRef::from(c.stream())
+        match how {
+            "reset" => socket2::SockRef::from(c.stream())
                 .set_linger(Some(Duration::ZERO))
-                .unwrap();
+                .unwrap(),
+            "closed after bytes" => {
+                c.send(b"\r\n").unwrap();
+                c.stream().shutdown(std::net::Shutdown::Write).unwrap();
+            }
+            _ => {}
         }
         drop(c);
         assert!(
             origin.wait_until(Duration::from_secs(10), |o| o.held_closed() == n),
-            "the upstream's connection stayed open after the client {}",
-            if reset { "reset" } else { "closed" }
+            "the upstream's connection stayed open after the client {how}"
         );
     }
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -2103,7 +2109,7 @@ fn a_client_that_hangs_up_while_its_request_waits_has_the_upstream_connection_cl
             .lines()
             .filter(|l| l.contains("\"GET /held HTTP/1.1\" 499 "))
             .count();
-        if hung == 2 {
+        if hung == 3 {
             break;
         }
         assert!(Instant::now() < deadline, "no 499 lines: {text}");
