@@ -21,17 +21,7 @@ impl<H: ConnectionHandler> RingLoop<H> {
         let Some((wait, conn)) = self.unpark(t) else {
             return;
         };
-        let Some(e) = self.slots.get_mut(t) else {
-            return;
-        };
-        // Polls it no longer waits on: cancelled (a report still to come
-        // is then stale, by its key).
-        if let Some(k) = e.upstream.take() {
-            let _ = self.ring.cancel(user_data(Op::Upstream, k, t));
-        }
-        if let Some(k) = e.client_poll.take() {
-            let _ = self.ring.cancel(user_data(Op::ClientPoll, k, t));
-        }
+        self.cancel_polls(t);
         match wait {
             Parked::Linger => {}
             Parked::Await(w) => {
@@ -390,6 +380,21 @@ impl<H: ConnectionHandler> RingLoop<H> {
         self.abandon(t, conn);
     }
 
+    /// Cancel the polls connection `t` no longer waits on (its upstream's,
+    /// its client's room): a report still to come is then stale, by its
+    /// key, and the ring lets go of the socket.
+    fn cancel_polls(&mut self, t: usize) {
+        let Some(e) = self.slots.get_mut(t) else {
+            return;
+        };
+        if let Some(k) = e.upstream.take() {
+            let _ = self.ring.cancel(user_data(Op::Upstream, k, t));
+        }
+        if let Some(k) = e.client_poll.take() {
+            let _ = self.ring.cancel(user_data(Op::ClientPoll, k, t));
+        }
+    }
+
     /// Take parked connection `t` in hand, with what it waited for: its
     /// slot is busy meanwhile.
     fn unpark(&mut self, t: usize) -> Option<(Parked, Box<Conn<H::Conn>>)> {
@@ -409,17 +414,9 @@ impl<H: ConnectionHandler> RingLoop<H> {
         let _ = self.guarded(&mut conn, "hung_up", |h, c| {
             h.hung_up(&mut c.state, &mut c.stream)
         });
-        // Polls it no longer waits on: cancelled now, so that the ring lets
-        // go of the upstream socket the handler dropped (its FIN goes now,
-        // not once the answers below are sent).
-        if let Some(e) = self.slots.get_mut(t) {
-            if let Some(k) = e.upstream.take() {
-                let _ = self.ring.cancel(user_data(Op::Upstream, k, t));
-            }
-            if let Some(k) = e.client_poll.take() {
-                let _ = self.ring.cancel(user_data(Op::ClientPoll, k, t));
-            }
-        }
+        // Now, so that the ring lets go of the upstream socket the handler
+        // dropped (its FIN goes now, not once the answers below are sent).
+        self.cancel_polls(t);
         // Answers made before it (pipelined ahead of the request dropped)
         // still go out, then the connection closes.
         let gathered = conn.stream.ring_output_len() > 0;

@@ -133,20 +133,7 @@ impl H2 {
         path: &str,
         body: Option<&[u8]>,
     ) -> h2::client::ResponseFuture {
-        let req = http::Request::builder()
-            .method(method)
-            .uri(format!("http://{}{path}", self.authority))
-            .body(())
-            .unwrap();
-        let mut send = self.send.clone();
-        self.run(|cx| send.poll_ready(cx)).unwrap();
-        let (resp, mut stream) = send.send_request(req, body.is_none()).unwrap();
-        if let Some(body) = body {
-            stream
-                .send_data(Bytes::copy_from_slice(body), true)
-                .unwrap();
-        }
-        resp
+        self.send(method, path, body, false)
     }
 
     /// [`start`](Self::start) with a body and its `content-length`.
@@ -156,18 +143,31 @@ impl H2 {
         path: &str,
         body: &[u8],
     ) -> h2::client::ResponseFuture {
-        let req = http::Request::builder()
+        self.send(method, path, Some(body), true)
+    }
+
+    fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        with_length: bool,
+    ) -> h2::client::ResponseFuture {
+        let mut req = http::Request::builder()
             .method(method)
-            .uri(format!("http://{}{path}", self.authority))
-            .header("content-length", body.len())
-            .body(())
-            .unwrap();
+            .uri(format!("http://{}{path}", self.authority));
+        if let (Some(b), true) = (body, with_length) {
+            req = req.header("content-length", b.len());
+        }
+        let req = req.body(()).unwrap();
         let mut send = self.send.clone();
         self.run(|cx| send.poll_ready(cx)).unwrap();
-        let (resp, mut stream) = send.send_request(req, false).unwrap();
-        stream
-            .send_data(Bytes::copy_from_slice(body), true)
-            .unwrap();
+        let (resp, mut stream) = send.send_request(req, body.is_none()).unwrap();
+        if let Some(body) = body {
+            stream
+                .send_data(Bytes::copy_from_slice(body), true)
+                .unwrap();
+        }
         resp
     }
 
@@ -246,6 +246,15 @@ fn curl(server: &Server, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// curl's POST of `body` to `path` over HTTP/2 (with its length), and
+/// what it printed.
+fn curl_post(server: &Server, path: &str, body: &[u8]) -> String {
+    let dir = TempDir::new("h2-post");
+    let file = dir.write("body", body);
+    let at = format!("@{}", file.display());
+    curl(server, &["--data-binary", &at, &server.url(path)])
 }
 
 /// curl over HTTP/2 to `server` (TLS or h2c), giving up after `secs`.
@@ -563,11 +572,7 @@ fn a_post_body_reaches_the_upstream(mpm: &str) {
             tests::skip("curl here lacks HTTP2 (nghttp2)");
             return;
         }
-        let dir = TempDir::new("h2-post");
-        let file = dir.write("body", &body);
-        let at = format!("@{}", file.display());
-        let out = curl(&server, &["--data-binary", &at, &server.url("/up/post")]);
-        assert_eq!(out, "got it\n");
+        assert_eq!(curl_post(&server, "/up/post", &body), "got it\n");
     } else {
         let mut c = H2::connect(server.addr(), None);
         let r = c.start("POST", "/up/post", Some(&body));
@@ -601,11 +606,7 @@ fn with_limit_request_body_0_an_http2_upload_past_the_default_limit_reaches_the_
             tests::skip("curl here lacks HTTP2 (nghttp2)");
             return;
         }
-        let dir = TempDir::new("h2-post-unlimited");
-        let file = dir.write("body", &body);
-        let at = format!("@{}", file.display());
-        let out = curl(&server, &["--data-binary", &at, &server.url("/up/post")]);
-        assert_eq!(out, "got it\n");
+        assert_eq!(curl_post(&server, "/up/post", &body), "got it\n");
     } else {
         let mut c = H2::connect(server.addr(), None);
         let r = c.start("POST", "/up/post", Some(&body));

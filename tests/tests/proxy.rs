@@ -101,6 +101,19 @@ fn one_worker(mpm: &str) -> Vec<&'static str> {
     a
 }
 
+/// The access log's text once `done` holds of it (polled: lines are
+/// written as answers end), or what it holds after 10 s.
+fn access_log_when(log: &std::path::Path, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if done(&text) || Instant::now() >= deadline {
+            return text;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The origin's usual fields: its own `Date` and `Server`, a type, a
 /// cache lifetime.
 fn origin_fields(s: Script) -> Script {
@@ -1890,28 +1903,16 @@ fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
         Script::ok(b"placeholder").header("X-Accel-Redirect", "/inner/data?x=1"),
     );
     origin.on("/inner/data", Script::ok(b"inner answer\n"));
-    origin.on(
-        "/dl/loop",
-        Script::ok(b"").header("X-Accel-Redirect", "/dl/loop"),
-    );
-    origin.on(
-        "/dl/bad",
-        Script::ok(b"").header("X-Accel-Redirect", "protected/report.bin"),
-    );
+    let redirects = |path: &str, to: &str| {
+        origin.on(path, Script::ok(b"").header("X-Accel-Redirect", to));
+    };
+    redirects("/dl/loop", "/dl/loop");
+    redirects("/dl/bad", "protected/report.bin");
     // As nginx reads the value: its escapes decoded, its other bytes
     // taken as they are; a `..` in it refused.
-    origin.on(
-        "/dl/spaced",
-        Script::ok(b"").header("X-Accel-Redirect", "/protected/my report 100%.txt"),
-    );
-    origin.on(
-        "/dl/escaped",
-        Script::ok(b"").header("X-Accel-Redirect", "/protected/my%20report%20100%25.txt"),
-    );
-    origin.on(
-        "/dl/climb",
-        Script::ok(b"").header("X-Accel-Redirect", "/protected/../public.txt"),
-    );
+    redirects("/dl/spaced", "/protected/my report 100%.txt");
+    redirects("/dl/escaped", "/protected/my%20report%20100%25.txt");
+    redirects("/dl/climb", "/protected/../public.txt");
     let file: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
     let root = site::docroot();
     root.write("protected/report.bin", &file);
@@ -1999,15 +2000,8 @@ fn an_upstreams_x_accel_redirect_is_answered_with_the_path_it_names(mpm: &str) {
     assert!(r.status == 200 && r.body == file, "the connection goes on");
     // One access-log line a client's request: its own request line, the
     // last answer's status and size, the upstream that redirected.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let first = loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(line) = text.lines().next() {
-            break line.to_string();
-        }
-        assert!(Instant::now() < deadline, "no access-log line");
-        thread::sleep(Duration::from_millis(20));
-    };
+    let text = access_log_when(&log, |t| t.lines().next().is_some());
+    let first = text.lines().next().expect("no access-log line");
     assert!(
         first.contains("\"GET /dl/report HTTP/1.1\" 200 100000 "),
         "{first}"
@@ -2102,19 +2096,9 @@ fn a_client_that_hangs_up_while_its_request_waits_has_the_upstream_connection_cl
             "the upstream's connection stayed open after the client {how}"
         );
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let hung = text
-            .lines()
-            .filter(|l| l.contains("\"GET /held HTTP/1.1\" 499 "))
-            .count();
-        if hung == 3 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no 499 lines: {text}");
-        thread::sleep(Duration::from_millis(20));
-    }
+    let hung = |t: &str| t.matches("\"GET /held HTTP/1.1\" 499 ").count();
+    let text = access_log_when(&log, |t| hung(t) == 3);
+    assert_eq!(hung(&text), 3, "one 499 line each: {text}");
     let r = ask(addr, "GET", "/now", &[]);
     assert_eq!((r.status, r.text().as_str()), (200, "now\n"));
     origin.release();
@@ -2148,19 +2132,12 @@ fn a_client_that_half_closes_after_pipelined_requests_still_gets_the_answers_mad
     assert_eq!((r.status, r.text().as_str()), (200, "the page\n"));
     // Dropped while it waited: on its upstream's answer, or already on its
     // connection to the upstream (then the origin never saw it).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("\"GET /api/held HTTP/1.1\" 499 ") {
-            assert!(text.contains("\"GET /page.txt HTTP/1.1\" 200 "), "{text}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the waiting request was not dropped: {text}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    let text = access_log_when(&log, |t| t.contains("\"GET /api/held HTTP/1.1\" 499 "));
+    assert!(
+        text.contains("\"GET /api/held HTTP/1.1\" 499 "),
+        "the waiting request was not dropped: {text}"
+    );
+    assert!(text.contains("\"GET /page.txt HTTP/1.1\" 200 "), "{text}");
     assert!(
         origin.wait_until(Duration::from_secs(10), |o| o.held_closed() == o.holding()),
         "the upstream's connection stayed open"
@@ -2550,15 +2527,8 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
         c.send(&request("GET", path, &[])).unwrap();
         assert_eq!(c.read_response().unwrap().status, status, "{path}");
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let lines = loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= asked.len() || Instant::now() >= deadline {
-            break lines;
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
+    let text = access_log_when(&log, |t| t.lines().count() >= asked.len());
+    let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), asked.len(), "{lines:?}");
     // `... "$upstream_addr" $upstream_status $upstream_response_time`.
     let tail = |line: &str| -> (String, String, f64) {
@@ -2573,7 +2543,7 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
         (addr, status, time)
     };
     // The time parses as seconds (its size is not a correctness matter).
-    let (addr, status, _) = tail(&lines[0]);
+    let (addr, status, _) = tail(lines[0]);
     assert!(
         lines[0].contains("\"GET /up/a HTTP/1.1\" 201 "),
         "{}",
@@ -2583,7 +2553,7 @@ fn the_upstream_format_logs_the_upstreams_address_status_and_time(mpm: &str) {
         (addr, status),
         (format!("\"{}\"", origin.addr()), "201".to_string())
     );
-    let (addr, status, _) = tail(&lines[1]);
+    let (addr, status, _) = tail(lines[1]);
     assert!(
         lines[1].contains("\"GET /down/b HTTP/1.1\" 502 "),
         "{}",
